@@ -1,0 +1,215 @@
+"""Pydantic models of the objects crs-controller reads and writes.
+
+Python attributes are snake_case; the API names are their camelCase aliases. Models
+ignore unknown fields so that a newer API server never breaks parsing. Validation
+stays within what the CRDs in ``config/crd`` enforce (the unit tests keep both in
+step): the model never refuses an object the API server has accepted. Cross-field
+rules (``reapplyInterval`` needs ``mode: Reconcile`` …) are CEL rules of the CRD and
+are not repeated here.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    model_serializer,
+)
+from pydantic.alias_generators import to_camel
+
+GROUP = "addons.crs.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+FINALIZER = f"{GROUP}/finalizer"
+
+CLUSTER_RESOURCE_SET_KIND = "ClusterResourceSet"
+CLUSTER_RESOURCE_SET_PLURAL = "clusterresourcesets"
+CLUSTER_RESOURCE_SET_BINDING_KIND = "ClusterResourceSetBinding"
+CLUSTER_RESOURCE_SET_BINDING_PLURAL = "clusterresourcesetbindings"
+
+# Cluster API's Secret type for ClusterResourceSet resources; kept for compatibility.
+RESOURCE_SET_SECRET_TYPE = "addons.cluster.x-k8s.io/resource-set"
+
+# Go's time.ParseDuration syntax without sign ("90s", "10m", "1h30m", "500ms", "0").
+# The same pattern guards the duration fields of the CRD.
+DURATION_PATTERN = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$"
+
+ResourceKind = Literal["ConfigMap", "Secret"]
+Mode = Literal["ApplyOnce", "Reconcile"]
+DriftDetection = Literal["None", "Generation", "Content"]
+DeletionPolicy = Literal["Orphan", "Delete"]
+ConditionStatus = Literal["True", "False", "Unknown"]
+SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+
+Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
+
+
+def _as_utc(value: datetime) -> datetime:
+    # Naive datetimes are taken as UTC, the only zone the API server writes.
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def _rfc3339(value: datetime) -> str:
+    # metav1.Time precision: whole seconds, always "Z".
+    return _as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+Timestamp = Annotated[
+    datetime,
+    AfterValidator(_as_utc),
+    PlainSerializer(_rfc3339, return_type=str, when_used="json"),
+]
+
+
+class APIModel(BaseModel):
+    """Base of every model: camelCase aliases, snake_case attributes, extras ignored."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+def to_api(model: BaseModel) -> dict[str, Any]:
+    """The JSON-ready API form of ``model``: camelCase keys, no ``None`` values."""
+    data: dict[str, Any] = model.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return data
+
+
+class ObjectMeta(APIModel):
+    """The parts of ``metadata`` the controller reads or writes."""
+
+    name: str = ""
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    resource_version: str | None = None
+    creation_timestamp: Timestamp | None = None
+    deletion_timestamp: Timestamp | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    finalizers: list[str] = Field(default_factory=list)
+    owner_references: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _drop_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Empty collections are left out: sent in a merge patch, ``finalizers: []``
+        # would clear what other controllers put there.
+        data: dict[str, Any] = handler(self)
+        return {key: value for key, value in data.items() if value not in ({}, [])}
+
+
+class LabelSelectorRequirement(APIModel):
+    key: str
+    operator: SelectorOperator
+    values: list[str] = Field(default_factory=list)
+
+
+class LabelSelector(APIModel):
+    """metav1.LabelSelector. An empty selector matches no cluster (CAPI's rule)."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+
+class ResourceRef(APIModel):
+    """A ConfigMap or Secret in the ClusterResourceSet's namespace."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ResourceKind
+    name: str = Field(min_length=1)
+
+
+class Uninstall(APIModel):
+    ensure: bool = False
+    timeout: Duration | None = None
+    before_delete: list[ResourceRef] = Field(default_factory=list)
+
+
+class ClusterResourceSetSpec(APIModel):
+    cluster_selector: LabelSelector
+    resources: list[ResourceRef] = Field(min_length=1, max_length=100)
+    mode: Mode = "ApplyOnce"
+    reapply_interval: Duration | None = None
+    drift_detection: DriftDetection = "None"
+    drift_check_interval: Duration = "1m"
+    deletion_policy: DeletionPolicy = "Orphan"
+    uninstall: Uninstall = Field(default_factory=Uninstall)
+
+
+class Condition(APIModel):
+    """metav1.Condition."""
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+    last_transition_time: str
+    observed_generation: int | None = None
+
+
+class ClusterResourceSetStatus(APIModel):
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    matching_clusters: int = 0
+    applied_clusters: int = 0
+    failed_clusters: int = 0
+
+
+class ClusterResourceSet(APIModel):
+    api_version: str = API_VERSION
+    kind: str = CLUSTER_RESOURCE_SET_KIND
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ClusterResourceSetSpec
+    status: ClusterResourceSetStatus = Field(default_factory=ClusterResourceSetStatus)
+
+
+class AppliedObject(APIModel):
+    """One object applied to a workload cluster: the inventory that drives drift and
+    deletion. Hashable, so inventories can be compared as sets."""
+
+    model_config = ConfigDict(frozen=True)
+
+    api_version: str
+    kind: str
+    namespace: str | None = None
+    name: str
+
+
+class ResourceBinding(APIModel):
+    """What was applied from one ConfigMap/Secret. A failed resource has
+    ``applied=False`` and keeps its previous inventory."""
+
+    kind: ResourceKind
+    name: str = Field(min_length=1)
+    hash: str = ""
+    applied: bool = False
+    last_applied_time: Timestamp | None = None
+    # Sum of metadata.generation of ``objects`` right after the apply.
+    generation: int | None = None
+    objects: list[AppliedObject] = Field(default_factory=list)
+
+
+class CRSBinding(APIModel):
+    cluster_resource_set_name: str = Field(min_length=1)
+    resources: list[ResourceBinding] = Field(default_factory=list)
+
+
+class ClusterResourceSetBindingSpec(APIModel):
+    cluster_name: str = Field(min_length=1)
+    bindings: list[CRSBinding] = Field(default_factory=list)
+
+
+class ClusterResourceSetBinding(APIModel):
+    api_version: str = API_VERSION
+    kind: str = CLUSTER_RESOURCE_SET_BINDING_KIND
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ClusterResourceSetBindingSpec
