@@ -1,0 +1,3 @@
+from crs_controller.app.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""Clients for workload clusters, built from their ``<cluster>-kubeconfig`` Secrets.
+
+One client per cluster, reused across reconciles and rebuilt only when the Secret's
+content changes. The kubeconfig is never logged; errors name the cluster only.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any
+
+import xxhash
+import yaml
+
+from crs_controller.clients.kube import KubeClient
+from crs_controller.core.errors import Unreachable
+
+KUBECONFIG_KEY = "value"
+
+
+def kubeconfig_secret_name(cluster_name: str) -> str:
+    return f"{cluster_name}-kubeconfig"
+
+
+def decode_kubeconfig(secret: Mapping[str, Any], cluster: str) -> dict[str, Any]:
+    """The kubeconfig dict held by a CAPI kubeconfig Secret, or Unreachable."""
+    raw = (secret.get("data") or {}).get(KUBECONFIG_KEY)
+    if not raw:
+        raise Unreachable(f"cluster {cluster}: kubeconfig Secret has no '{KUBECONFIG_KEY}' key")
+    try:
+        loaded = yaml.safe_load(base64.b64decode(raw, validate=True))
+    except (binascii.Error, yaml.YAMLError) as exc:
+        raise Unreachable(f"cluster {cluster}: kubeconfig Secret is not a kubeconfig") from exc
+    if not isinstance(loaded, dict) or not loaded.get("clusters"):
+        raise Unreachable(f"cluster {cluster}: kubeconfig Secret is not a kubeconfig")
+    return loaded
+
+
+class WorkloadClients:
+    """Per-cluster client cache keyed by (namespace, name)."""
+
+    def __init__(self, *, timeout: float = 15.0) -> None:
+        self._clients: dict[tuple[str, str], tuple[str, KubeClient]] = {}
+        self._timeout = timeout
+
+    async def get(self, namespace: str, cluster: str, secret: Mapping[str, Any]) -> KubeClient:
+        key = (namespace, cluster)
+        data = repr(sorted((secret.get("data") or {}).items())).encode()
+        fingerprint = xxhash.xxh3_64_hexdigest(data)
+        cached = self._clients.get(key)
+        if cached is not None and cached[0] == fingerprint:
+            return cached[1]
+        if cached is not None:
+            await cached[1].close()
+            del self._clients[key]
+        config = decode_kubeconfig(secret, cluster)
+        client = await KubeClient.connect(
+            config, name=f"cluster {namespace}/{cluster}", timeout=self._timeout
+        )
+        self._clients[key] = (fingerprint, client)
+        return client
+
+    async def forget(self, namespace: str, cluster: str) -> None:
+        cached = self._clients.pop((namespace, cluster), None)
+        if cached is not None:
+            await cached[1].close()
+
+    async def close(self) -> None:
+        for _, client in self._clients.values():
+            await client.close()
+        self._clients.clear()

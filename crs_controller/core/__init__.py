@@ -1,0 +1,1 @@
+"""Pure logic: models, parsing, hashing, ordering and decisions. No I/O here."""

@@ -1,0 +1,132 @@
+"""Pure edits of a ClusterResourceSetBinding: entries per CRS and owner references.
+
+The reconciler builds the binding it wants from the one it read and writes only when
+the two differ, so a steady state costs no write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from crs_controller.core.drift import generation_sum
+from crs_controller.core.manifests import ObjectRef
+from crs_controller.core.models import (
+    API_VERSION,
+    CLUSTER_RESOURCE_SET_KIND,
+    AppliedObject,
+    ClusterResourceSetBinding,
+    ClusterResourceSetBindingSpec,
+    CRSBinding,
+    ObjectMeta,
+    ResourceBinding,
+    ResourceRef,
+    to_api,
+)
+
+
+def parse_binding(raw: Mapping[str, Any] | None) -> ClusterResourceSetBinding | None:
+    return None if raw is None else ClusterResourceSetBinding.model_validate(raw)
+
+
+def entries_by_crs(binding: ClusterResourceSetBinding | None) -> dict[str, CRSBinding]:
+    if binding is None:
+        return {}
+    return {b.cluster_resource_set_name: b for b in binding.spec.bindings}
+
+
+def recorded(entry: CRSBinding | None, ref: ResourceRef) -> ResourceBinding | None:
+    if entry is None:
+        return None
+    for resource in entry.resources:
+        if resource.kind == ref.kind and resource.name == ref.name:
+            return resource
+    return None
+
+
+def applied_object(ref: ObjectRef) -> AppliedObject:
+    return AppliedObject(
+        api_version=ref.api_version, kind=ref.kind, namespace=ref.namespace or None, name=ref.name
+    )
+
+
+def record_apply(
+    ref: ResourceRef,
+    previous: ResourceBinding | None,
+    *,
+    digest: str,
+    ok: bool,
+    applied: Sequence[ObjectRef],
+    generations: Sequence[int | None],
+    now: datetime,
+    skipped: Sequence[ObjectRef] = (),
+) -> ResourceBinding:
+    """The entry after an apply. On failure the previous inventory is kept, plus what
+    did go out, so that nothing we created is ever forgotten. Objects skipped because
+    they existed (ApplyOnce) stay in the inventory only if an earlier pass created them."""
+    objects = [applied_object(r) for r in applied]
+    if previous is not None:
+        ours = set(previous.objects)
+        objects += [o for o in map(applied_object, skipped) if o in ours]
+        if not ok:
+            objects = _union(previous.objects, objects)
+    return ResourceBinding(
+        kind=ref.kind,
+        name=ref.name,
+        hash=digest,
+        applied=ok,
+        last_applied_time=now,
+        generation=generation_sum(list(generations)),
+        objects=objects,
+    )
+
+
+def _union(first: Iterable[AppliedObject], second: Iterable[AppliedObject]) -> list[AppliedObject]:
+    return list(dict.fromkeys([*first, *second]))
+
+
+def owner_reference(crs: Mapping[str, Any]) -> dict[str, Any]:
+    meta = crs["metadata"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": CLUSTER_RESOURCE_SET_KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+    }
+
+
+def desired_binding(
+    current: ClusterResourceSetBinding | None,
+    *,
+    namespace: str,
+    cluster: str,
+    entries: Mapping[str, CRSBinding],
+    owners: Sequence[Mapping[str, Any]],
+) -> ClusterResourceSetBinding:
+    """The binding to write: entries sorted by CRS name, one owner reference per CRS,
+    other owners (not ours) left as they were."""
+    meta = (
+        current.metadata.model_copy() if current else ObjectMeta(name=cluster, namespace=namespace)
+    )
+    foreign = [o for o in meta.owner_references if o.get("kind") != CLUSTER_RESOURCE_SET_KIND]
+    ours = sorted((dict(o) for o in owners), key=lambda o: str(o["name"]))
+    meta.owner_references = foreign + ours
+    spec = ClusterResourceSetBindingSpec(
+        cluster_name=cluster, bindings=[entries[name] for name in sorted(entries)]
+    )
+    return ClusterResourceSetBinding(metadata=meta, spec=spec)
+
+
+def binding_changed(
+    current: ClusterResourceSetBinding | None, desired: ClusterResourceSetBinding
+) -> bool:
+    if current is None:
+        return True
+    return to_api(current.spec) != to_api(desired.spec) or (
+        current.metadata.owner_references != desired.metadata.owner_references
+    )
+
+
+def crs_names(binding: ClusterResourceSetBinding | None) -> set[str]:
+    return set(entries_by_crs(binding))

@@ -1,0 +1,36 @@
+"""Pure facts about Cluster API ``Cluster`` objects (v1beta1 and v1beta2 shapes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+CLUSTER_GROUP = "cluster.x-k8s.io"
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+
+
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict(obj.get("metadata", {}).get("labels") or {})
+
+
+def is_paused(obj: Mapping[str, Any]) -> bool:
+    """A Cluster with spec.paused, or any object with the CAPI paused annotation."""
+    annotations = obj.get("metadata", {}).get("annotations") or {}
+    return PAUSED_ANNOTATION in annotations or bool((obj.get("spec") or {}).get("paused"))
+
+
+def is_deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
+
+
+def control_plane_initialized(cluster: Mapping[str, Any]) -> bool:
+    """v1beta2 reports status.initialization.controlPlaneInitialized; v1beta1
+    status.controlPlaneReady. Either one is enough, whichever version we read."""
+    status = cluster.get("status") or {}
+    initialization = status.get("initialization") or {}
+    return bool(initialization.get("controlPlaneInitialized") or status.get("controlPlaneReady"))
+
+
+def has_managed_topology(cluster: Mapping[str, Any]) -> bool:
+    return bool((cluster.get("spec") or {}).get("topology"))

@@ -1,0 +1,67 @@
+"""The project's own exception tree.
+
+Every error a user can fix carries a condition ``reason`` so the reconciler can put it
+on the ClusterResourceSet status as is. Messages never contain Secret data.
+"""
+
+from __future__ import annotations
+
+
+class CRSError(Exception):
+    """Base of every error raised by crs-controller."""
+
+    reason = "Error"
+
+
+class ResourceError(CRSError):
+    """A referenced ConfigMap/Secret cannot be used as it is."""
+
+    reason = "InvalidResource"
+
+
+class ResourceNotFound(ResourceError):
+    reason = "ResourceNotFound"
+
+
+class WrongSecretType(ResourceError):
+    reason = "WrongSecretType"
+
+
+class InvalidManifest(ResourceError):
+    reason = "InvalidManifest"
+
+
+class InvalidSpec(CRSError):
+    """The ClusterResourceSet spec is unusable (e.g. a bad duration or selector)."""
+
+    reason = "InvalidSpec"
+
+
+class APIError(CRSError):
+    """An API server answered with an error, or could not be reached.
+
+    ``body`` is truncated so that large or sensitive payloads never reach logs.
+    """
+
+    reason = "APIError"
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body[:300]
+
+
+class NotFound(APIError):
+    pass
+
+
+class Conflict(APIError):
+    pass
+
+
+class Unreachable(APIError):
+    reason = "ClusterUnreachable"
+
+
+class ApplyFailed(CRSError):
+    reason = "ApplyFailed"

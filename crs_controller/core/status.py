@@ -1,0 +1,107 @@
+"""Pure status decisions: per-cluster outcomes folded into a CRS's status.
+
+Condition reasons are the ones a user acts on: ``WrongSecretType``,
+``ResourceNotFound``, ``InvalidManifest`` (fix the source), ``ApplyFailed`` (look at
+the event for the object), ``ClusterUnreachable`` (check the kubeconfig/cluster),
+``WaitingForClusters`` (clusters not initialized yet), ``Applied``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from crs_controller.core.models import ClusterResourceSetStatus, Condition
+
+RESOURCES_APPLIED = "ResourcesApplied"
+READY = "Ready"
+
+State = Literal["Applied", "Failed", "Pending"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the last reconcile of one (CRS, cluster) pair ended."""
+
+    state: State
+    reason: str
+    message: str
+    generation: int
+
+
+@dataclass(frozen=True)
+class Problem:
+    reason: str
+    message: str
+
+
+def summarize(
+    *,
+    generation: int,
+    outcomes: Sequence[tuple[str, Outcome | None]],
+    resource_problems: Sequence[Problem],
+    previous: ClusterResourceSetStatus,
+    now: datetime,
+) -> ClusterResourceSetStatus:
+    """The status for the matching clusters' outcomes (cluster name, outcome).
+
+    observedGeneration moves only once every matching cluster has been reconciled
+    against this generation, so it never claims more than was done.
+    """
+    failed = [(c, o) for c, o in outcomes if o is not None and o.state == "Failed"]
+    applied = [c for c, o in outcomes if o is not None and o.state == "Applied"]
+    current = all(o is not None and o.generation == generation for _, o in outcomes)
+    pending = len(outcomes) - len(failed) - len(applied)
+
+    if resource_problems:
+        first = resource_problems[0]
+        reason, message = first.reason, "; ".join(p.message for p in resource_problems)
+    elif failed:
+        cluster, outcome = failed[0]
+        reason = outcome.reason
+        more = f" (and {len(failed) - 1} more clusters)" if len(failed) > 1 else ""
+        message = f"cluster {cluster}: {outcome.message}{more}"
+    elif pending:
+        reason, message = "WaitingForClusters", f"{pending} matching clusters not applied yet"
+    elif not outcomes:
+        reason, message = "NoMatchingClusters", "no Cluster matches the selector"
+    else:
+        reason, message = "Applied", f"applied to {len(applied)} clusters"
+    ok = reason in ("Applied", "NoMatchingClusters")
+    status: Literal["True", "False"] = "True" if ok else "False"
+    conditions = [
+        _condition(previous, RESOURCES_APPLIED, status, reason, message, generation, now),
+        _condition(previous, READY, status, reason, message, generation, now),
+    ]
+    return ClusterResourceSetStatus(
+        observed_generation=generation if current else previous.observed_generation,
+        conditions=conditions,
+        matching_clusters=len(outcomes),
+        applied_clusters=len(applied),
+        failed_clusters=len(failed),
+    )
+
+
+def _condition(
+    previous: ClusterResourceSetStatus,
+    kind: str,
+    status: Literal["True", "False"],
+    reason: str,
+    message: str,
+    generation: int,
+    now: datetime,
+) -> Condition:
+    old = next((c for c in previous.conditions if c.type == kind), None)
+    changed = old is None or old.status != status
+    return Condition(
+        type=kind,
+        status=status,
+        reason=reason,
+        message=message[:1000],
+        last_transition_time=now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if changed or old is None
+        else old.last_transition_time,
+        observed_generation=generation,
+    )

@@ -1,0 +1,1 @@
+"""crs-controller."""

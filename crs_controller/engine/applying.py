@@ -1,0 +1,118 @@
+"""Server-side apply of a resource's objects to one workload cluster.
+
+The only code that writes to workload clusters. One request per object, in the safe
+order the objects arrive in; CRDs applied in this pass are awaited until Established
+before anything else goes out. A failing object is recorded and the rest carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from crs_controller.clients.kube import KubeClient
+from crs_controller.core.errors import APIError, CRSError, Unreachable
+from crs_controller.core.manifests import ObjectRef, apply_body, object_ref
+from crs_controller.core.ordering import is_crd
+
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
+CRD_ESTABLISH_TIMEOUT = 30.0
+
+
+@dataclass
+class ApplyResult:
+    applied: list[ObjectRef] = field(default_factory=list)
+    generations: list[int | None] = field(default_factory=list)
+    skipped: list[ObjectRef] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+async def apply_objects(
+    client: KubeClient,
+    objects: Sequence[dict[str, Any]],
+    *,
+    field_manager: str,
+    only_missing: bool,
+) -> ApplyResult:
+    """Apply ``objects`` (already in apply order). With ``only_missing`` (ApplyOnce),
+    objects that already exist are left untouched and reported as skipped.
+
+    Raises Unreachable as soon as the cluster stops answering."""
+    result = ApplyResult()
+    pending_crds: list[str] = []
+    for obj in objects:
+        if pending_crds and not is_crd(obj):
+            await _await_established(client, pending_crds, result)
+            pending_crds = []
+        try:
+            ref, live = await _apply_one(client, obj, field_manager, only_missing)
+        except Unreachable:
+            raise  # the cluster is gone for now: the rest would only time out too
+        except CRSError as exc:
+            result.errors.append(_describe(object_ref(obj), exc))
+            continue
+        if live is None:
+            result.skipped.append(ref)
+            continue
+        result.applied.append(ref)
+        result.generations.append(live.get("metadata", {}).get("generation"))
+        if is_crd(obj):
+            pending_crds.append(ref.name)
+    if pending_crds:
+        await _await_established(client, pending_crds, result)
+    return result
+
+
+async def _apply_one(
+    client: KubeClient, obj: dict[str, Any], field_manager: str, only_missing: bool
+) -> tuple[ObjectRef, dict[str, Any] | None]:
+    body = apply_body(obj)
+    meta = body["metadata"]
+    info = await client.resource_info(body["apiVersion"], body["kind"])
+    if info.namespaced:
+        # Objects without a namespace go to "default", as kubectl would put them.
+        meta["namespace"] = meta.get("namespace") or "default"
+    else:
+        meta.pop("namespace", None)
+    ref = object_ref(body)
+    if only_missing:
+        existing = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+        if existing is not None:
+            return ref, None
+    live = await client.apply(body, field_manager=field_manager)
+    return ref, live
+
+
+async def _await_established(client: KubeClient, names: list[str], result: ApplyResult) -> None:
+    deadline = time.monotonic() + CRD_ESTABLISH_TIMEOUT
+    waiting = set(names)
+    while waiting and time.monotonic() < deadline:
+        for name in sorted(waiting):
+            crd = await client.get(CRD_API_VERSION, "CustomResourceDefinition", name)
+            if crd is not None and _established(crd):
+                waiting.discard(name)
+                for version in crd["spec"].get("versions", []):
+                    client.forget_discovery(f"{crd['spec']['group']}/{version['name']}")
+        if waiting:
+            await asyncio.sleep(0.2)
+    for name in sorted(waiting):
+        result.errors.append(f"CustomResourceDefinition {name}: not Established after 30s")
+
+
+def _established(crd: dict[str, Any]) -> bool:
+    conditions = crd.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def _describe(ref: ObjectRef, exc: CRSError) -> str:
+    """A user-facing error for one object. The server's detail is left out for
+    Secrets, whose validation messages can quote their data."""
+    detail = exc.body if isinstance(exc, APIError) and ref.kind != "Secret" else ""
+    return f"{ref}: {exc}" + (f": {detail}" if detail else "")

@@ -1,0 +1,307 @@
+"""Reconcile one Cluster: bring every matching CRS's resources to it, then write its
+binding once, and only if it changed.
+
+The cluster is the unit of work because its binding is one object: one reconcile per
+cluster means one writer per binding, one workload client in use at a time, and an
+unreachable cluster that only ever delays itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.clients.workload import kubeconfig_secret_name
+from crs_controller.core.bindings import (
+    binding_changed,
+    desired_binding,
+    entries_by_crs,
+    owner_reference,
+    parse_binding,
+    record_apply,
+    recorded,
+)
+from crs_controller.core.clusters import control_plane_initialized, is_deleting, is_paused
+from crs_controller.core.errors import CRSError, ResourceError, Unreachable
+from crs_controller.core.models import (
+    API_VERSION,
+    CLUSTER_RESOURCE_SET_BINDING_KIND,
+    ClusterResourceSet,
+    ClusterResourceSetBinding,
+    CRSBinding,
+    ResourceBinding,
+    to_api,
+)
+from crs_controller.core.modes import ApplyOnce, Reconcile, strategy_for
+from crs_controller.core.status import Outcome
+from crs_controller.engine import metrics
+from crs_controller.engine.applying import apply_objects
+from crs_controller.engine.context import Context, crs_key
+from crs_controller.engine.index import active
+from crs_controller.engine.sources import Source
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class Result:
+    """What the worker does next with the key."""
+
+    requeue_after: float | None = None
+    retry: bool = False
+
+
+@dataclass
+class _CRSPass:
+    entry: CRSBinding
+    outcome: Outcome
+    requeue_after: float | None
+    retry: bool
+
+
+async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
+    cluster = ctx.index.cluster(namespace, name)
+    binding = parse_binding(ctx.bindings.get(namespace, name))
+    if cluster is None:
+        await _forget_cluster(ctx, namespace, name, binding)
+        return Result()
+    if is_paused(cluster) or is_deleting(cluster):
+        return Result()
+
+    crss = [c for c in ctx.index.matching_crss(cluster) if active(c)]
+    entries = entries_by_crs(binding)
+    # Paused CRSs are left alone: their entries stay exactly as they are.
+    keep = {c["metadata"]["name"] for c in ctx.index.crss_in(namespace) if is_paused(c)}
+    new_entries = {n: e for n, e in entries.items() if n in keep}
+
+    client, blocked = await _workload_client(ctx, cluster)
+    result = Result()
+    if client is None:
+        assert blocked is not None
+        for crs in crss:
+            outcome = replace(blocked, generation=_generation(crs))
+            if kept := entries.get(crs["metadata"]["name"]):
+                new_entries[kept.cluster_resource_set_name] = kept
+            _set_outcome(ctx, crs, name, outcome)
+        # A broken kubeconfig is retried with backoff; a pending cluster waits for
+        # its next event (initialized, kubeconfig created).
+        result.retry = blocked.state == "Failed"
+    else:
+        for crs in crss:
+            crs_name = crs["metadata"]["name"]
+            done = await _reconcile_pair(ctx, client, cluster, crs, entries.get(crs_name))
+            if done.entry.resources:
+                new_entries[crs_name] = done.entry
+            changed = _set_outcome(ctx, crs, name, done.outcome)
+            if changed and done.outcome.state == "Failed":
+                await ctx.events.emit(crs, "Warning", done.outcome.reason, done.outcome.message)
+            result.retry = result.retry or done.retry
+            result.requeue_after = _earliest(result.requeue_after, done.requeue_after)
+
+    owners = [
+        owner_reference(c)
+        for c in ctx.index.crss_in(namespace)
+        if c["metadata"]["name"] in new_entries
+    ]
+    await _write_binding(ctx, namespace, name, binding, new_entries, owners)
+    # Pairs whose CRS no longer selects this cluster leave the CRS's status.
+    for crs_name in set(entries) - set(new_entries):
+        if ctx.outcomes.drop_pair(namespace, crs_name, name):
+            ctx.queue.add(crs_key(namespace, crs_name))
+    return result
+
+
+@dataclass
+class _Progress:
+    """What one CRS's pass over its resources has gathered so far."""
+
+    resources: list[ResourceBinding] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    requeue: float | None = None
+    retry: bool = False
+
+    def fail(self, reason: str, message: str, previous: ResourceBinding | None) -> None:
+        self.failures.append((reason, message))
+        self.resources += [previous] if previous else []
+
+
+async def _reconcile_pair(
+    ctx: Context, client: KubeClient, cluster: Obj, crs: Obj, entry: CRSBinding | None
+) -> _CRSPass:
+    namespace = cluster["metadata"]["namespace"]
+    model = ClusterResourceSet.model_validate(crs)
+    generation = _generation(crs)
+    crs_name = model.metadata.name
+    try:
+        strategy = strategy_for(model.spec.mode, model.spec.reapply_interval)
+    except CRSError as exc:
+        outcome = Outcome("Failed", exc.reason, str(exc), generation)
+        unchanged = entry or CRSBinding(cluster_resource_set_name=crs_name)
+        return _CRSPass(unchanged, outcome, None, False)
+
+    now = datetime.now(UTC)
+    progress = _Progress()
+    for ref in model.spec.resources:
+        previous = recorded(entry, ref)
+        source = await ctx.sources.load(namespace, ref)
+        if source.error is not None:
+            progress.fail(source.error.reason, str(source.error), previous)
+        elif not strategy.needs_apply(previous, source.hash, now):
+            assert previous is not None
+            progress.resources.append(previous)
+            progress.requeue = _earliest(progress.requeue, strategy.next_due(previous, now))
+        else:
+            try:
+                await _apply_resource(
+                    ctx, client, crs, cluster, source, previous, strategy, now, progress
+                )
+            except Unreachable as exc:
+                progress.fail(exc.reason, str(exc), previous)
+                progress.retry = True
+                break
+    # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
+    if progress.failures:
+        message = "; ".join(m for _, m in progress.failures)
+        outcome = Outcome("Failed", progress.failures[0][0], message, generation)
+    else:
+        outcome = Outcome("Applied", "Applied", "all resources applied", generation)
+    new_entry = CRSBinding(cluster_resource_set_name=crs_name, resources=progress.resources)
+    return _CRSPass(new_entry, outcome, progress.requeue, progress.retry)
+
+
+async def _apply_resource(
+    ctx: Context,
+    client: KubeClient,
+    crs: Obj,
+    cluster: Obj,
+    source: Source,
+    previous: ResourceBinding | None,
+    strategy: ApplyOnce | Reconcile,
+    now: datetime,
+    progress: _Progress,
+) -> None:
+    ref = source.ref
+    try:
+        objects = ctx.sources.objects(source)
+    except ResourceError as exc:
+        progress.fail(exc.reason, str(exc), previous)
+        return
+    applied = await apply_objects(
+        client,
+        objects,
+        field_manager=ctx.settings.field_manager,
+        only_missing=strategy.applies_only_missing,
+    )
+    metrics.OBJECTS_APPLIED.inc(len(applied.applied))
+    metrics.APPLY_ERRORS.inc(len(applied.errors))
+    record = record_apply(
+        ref,
+        previous,
+        digest=source.hash,
+        ok=applied.ok,
+        applied=applied.applied,
+        generations=applied.generations,
+        skipped=applied.skipped,
+        now=now,
+    )
+    progress.resources.append(record)
+    cluster_name = cluster["metadata"]["name"]
+    log.info(
+        "resource applied" if applied.ok else "resource apply failed",
+        crs=f"{crs['metadata']['namespace']}/{crs['metadata']['name']}",
+        cluster=cluster_name,
+        resource=f"{ref.kind}/{ref.name}",
+        objects=len(applied.applied),
+        errors=len(applied.errors),
+    )
+    if applied.ok:
+        count = len(applied.applied)
+        message = f"applied {ref.kind}/{ref.name} to cluster {cluster_name} ({count} objects)"
+        await ctx.events.emit(crs, "Normal", "Applied", message)
+        progress.requeue = _earliest(progress.requeue, strategy.next_due(record, now))
+    else:
+        errors = "; ".join(applied.errors)
+        progress.failures.append(("ApplyFailed", f"{ref.kind}/{ref.name}: {errors}"))
+        progress.retry = True
+
+
+async def _workload_client(ctx: Context, cluster: Obj) -> tuple[KubeClient | None, Outcome | None]:
+    """The cluster's client, or None and the outcome that says why not."""
+    namespace = cluster["metadata"]["namespace"]
+    name = cluster["metadata"]["name"]
+    secret_name = kubeconfig_secret_name(name)
+    if not control_plane_initialized(cluster):
+        return None, Outcome("Pending", "WaitingForCluster", "control plane not initialized", 0)
+    secret = ctx.secrets.get(namespace, secret_name)
+    if secret is None:
+        message = f"kubeconfig Secret {secret_name} not found"
+        return None, Outcome("Pending", "WaitingForCluster", message, 0)
+    try:
+        return await ctx.workloads.get(namespace, name, secret), None
+    except Unreachable as exc:
+        return None, Outcome("Failed", exc.reason, str(exc), 0)
+
+
+async def _write_binding(
+    ctx: Context,
+    namespace: str,
+    cluster: str,
+    current: ClusterResourceSetBinding | None,
+    entries: dict[str, CRSBinding],
+    owners: list[dict[str, Any]],
+) -> None:
+    if not entries:
+        if current is not None:
+            await ctx.mgmt.delete(
+                API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, cluster, namespace
+            )
+        return
+    desired = desired_binding(
+        current, namespace=namespace, cluster=cluster, entries=entries, owners=owners
+    )
+    if not binding_changed(current, desired):
+        return
+    body = to_api(desired)
+    if current is None:
+        written = await ctx.mgmt.create(body)
+    else:
+        # PUT carries the resourceVersion we read: a concurrent writer makes this a
+        # Conflict, and the retry starts again from the fresh binding.
+        written = await ctx.mgmt.replace(body)
+    # Cache what we wrote at once, so a reconcile racing the watch does not act on
+    # the binding as it was before.
+    ctx.bindings.put(written)
+
+
+async def _forget_cluster(
+    ctx: Context, namespace: str, name: str, binding: ClusterResourceSetBinding | None
+) -> None:
+    for crs_name in ctx.outcomes.drop_cluster(namespace, name):
+        ctx.queue.add(crs_key(namespace, crs_name))
+    await ctx.workloads.forget(namespace, name)
+    if binding is not None:
+        await ctx.mgmt.delete(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
+
+
+def _set_outcome(ctx: Context, crs: Obj, cluster: str, outcome: Outcome) -> bool:
+    namespace = crs["metadata"]["namespace"]
+    changed = ctx.outcomes.record(namespace, crs["metadata"]["name"], cluster, outcome)
+    if changed:
+        ctx.queue.add(crs_key(namespace, crs["metadata"]["name"]))
+    return changed
+
+
+def _generation(crs: Obj) -> int:
+    return int(crs["metadata"].get("generation") or 0)
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)

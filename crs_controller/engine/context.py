@@ -1,0 +1,49 @@
+"""What every reconciler shares: clients, caches, indexes, the queue, settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.workload import WorkloadClients
+from crs_controller.engine.events import EventRecorder
+from crs_controller.engine.index import Index
+from crs_controller.engine.outcomes import Outcomes
+from crs_controller.engine.queue import WorkQueue
+from crs_controller.engine.sources import Sources
+from crs_controller.engine.watching import Informer
+
+
+@dataclass(frozen=True)
+class Settings:
+    namespace: str | None = None
+    concurrency: int = 8
+    field_manager: str = "crs-controller"
+    workload_timeout: float = 15.0
+    reconcile_timeout: float = 300.0
+
+
+@dataclass
+class Context:
+    settings: Settings
+    mgmt: KubeClient
+    cluster_api_version: str
+    crss: Informer
+    clusters: Informer
+    bindings: Informer
+    configmaps: Informer
+    secrets: Informer
+    index: Index
+    sources: Sources
+    workloads: WorkloadClients
+    events: EventRecorder
+    queue: WorkQueue
+    outcomes: Outcomes = field(default_factory=Outcomes)
+
+
+def cluster_key(namespace: str, name: str) -> tuple[str, str, str]:
+    return ("cluster", namespace, name)
+
+
+def crs_key(namespace: str, name: str) -> tuple[str, str, str]:
+    return ("crs", namespace, name)

@@ -1,0 +1,106 @@
+"""Reconcile one ClusterResourceSet: its finalizer and its status.
+
+Applying happens per cluster (``cluster_reconcile``); this folds the per-cluster
+outcomes and the state of the referenced resources into the status, written once and
+only when it changed. On deletion (Orphan) the finalizer goes once no binding names
+the CRS any more; the cluster reconciles remove the entries.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from crs_controller.clients.kube import Obj
+from crs_controller.core.bindings import crs_names, parse_binding
+from crs_controller.core.clusters import is_deleting, is_paused
+from crs_controller.core.errors import ResourceError
+from crs_controller.core.models import FINALIZER, ClusterResourceSet, to_api
+from crs_controller.core.status import Problem, summarize
+from crs_controller.engine.cluster_reconcile import Result
+from crs_controller.engine.context import Context, cluster_key
+
+DELETION_POLL = 2.0
+
+
+async def reconcile_crs(ctx: Context, namespace: str, name: str) -> Result:
+    crs = ctx.index.crs(namespace, name)
+    if crs is None:
+        ctx.outcomes.drop_crs(namespace, name)
+        return Result()
+    finalizers = list(crs["metadata"].get("finalizers") or [])
+    if is_deleting(crs):
+        return await _finalize(ctx, crs, finalizers)
+    if is_paused(crs):
+        return Result()
+    if FINALIZER not in finalizers:
+        written = await ctx.mgmt.replace(_with_finalizers(crs, [*finalizers, FINALIZER]))
+        ctx.crss.put(written)
+        crs = written
+    await _write_status(ctx, crs)
+    return Result()
+
+
+async def _finalize(ctx: Context, crs: Obj, finalizers: list[str]) -> Result:
+    if FINALIZER not in finalizers:
+        return Result()
+    namespace, name = crs["metadata"]["namespace"], crs["metadata"]["name"]
+    holders = [
+        key[1]
+        for key, raw in ctx.bindings.store.items()
+        if key[0] == namespace and name in crs_names(parse_binding(raw))
+    ]
+    if holders:
+        for cluster in holders:
+            ctx.queue.add(cluster_key(namespace, cluster))
+        return Result(requeue_after=DELETION_POLL)
+    remaining = [f for f in finalizers if f != FINALIZER]
+    await ctx.mgmt.replace(_with_finalizers(crs, remaining))
+    ctx.outcomes.drop_crs(namespace, name)
+    return Result()
+
+
+def _with_finalizers(crs: Obj, finalizers: list[str]) -> Obj:
+    body = {k: v for k, v in crs.items() if k != "status"}
+    body["apiVersion"] = crs.get("apiVersion", "addons.crs.dev/v1alpha1")
+    body["kind"] = "ClusterResourceSet"
+    body["metadata"] = {**crs["metadata"], "finalizers": finalizers}
+    return body
+
+
+async def _write_status(ctx: Context, crs: Obj) -> None:
+    model = ClusterResourceSet.model_validate(crs)
+    namespace = model.metadata.namespace or ""
+    problems: list[Problem] = []
+    for ref in model.spec.resources:
+        source = await ctx.sources.load(namespace, ref)
+        if source.error is not None:
+            problems.append(Problem(source.error.reason, str(source.error)))
+            continue
+        try:
+            ctx.sources.objects(source)
+        except ResourceError as exc:
+            problems.append(Problem(exc.reason, str(exc)))
+    outcomes = [
+        (
+            c["metadata"]["name"],
+            ctx.outcomes.get(namespace, model.metadata.name, c["metadata"]["name"]),
+        )
+        for c in ctx.index.matching_clusters(crs)
+    ]
+    status = summarize(
+        generation=model.metadata.generation or 0,
+        outcomes=sorted(outcomes, key=lambda pair: pair[0]),
+        resource_problems=problems,
+        previous=model.status,
+        now=datetime.now(UTC),
+    )
+    if to_api(status) == to_api(model.status):
+        return
+    body = {
+        "apiVersion": crs.get("apiVersion", "addons.crs.dev/v1alpha1"),
+        "kind": "ClusterResourceSet",
+        "metadata": crs["metadata"],
+        "status": to_api(status),
+    }
+    written = await ctx.mgmt.replace(body, subresource="status")
+    ctx.crss.put(written)

@@ -1,0 +1,57 @@
+"""Kubernetes Events on ClusterResourceSets. Emitted only when something happened or
+an outcome changed, never on a reconcile that found nothing to do."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Literal
+
+import structlog
+
+from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.core.errors import CRSError
+
+log = structlog.get_logger(__name__)
+
+COMPONENT = "crs-controller"
+
+
+class EventRecorder:
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+
+    async def emit(
+        self, crs: Obj, kind: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None:
+        meta = crs["metadata"]
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta['name']}.{secrets.token_hex(8)}",
+                "namespace": meta["namespace"],
+            },
+            "involvedObject": {
+                "apiVersion": crs.get("apiVersion", "addons.crs.dev/v1alpha1"),
+                "kind": "ClusterResourceSet",
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message[:1000],
+            "type": kind,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self._client.create(event)
+        except CRSError as exc:
+            # Events are best effort: losing one must never fail a reconcile.
+            log.warning("event not recorded", reason=reason, error=str(exc))

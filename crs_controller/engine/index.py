@@ -1,0 +1,94 @@
+"""In-memory indexes over the informer caches: which CRS references which
+ConfigMap/Secret, which Clusters a CRS selects. Rebuilt from the watches alone."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from crs_controller.clients.kube import Obj
+from crs_controller.core.clusters import is_deleting, is_paused, labels_of
+from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.selectors import selector_matches
+from crs_controller.engine.watching import Informer
+
+SourceKey = tuple[str, str, str]  # namespace, kind, name
+
+
+def referenced_sources(crs: Obj) -> set[SourceKey]:
+    """Every ConfigMap/Secret a CRS reads, hook resources included."""
+    namespace = crs["metadata"].get("namespace", "")
+    spec = crs.get("spec") or {}
+    refs = list(spec.get("resources") or [])
+    refs += list((spec.get("uninstall") or {}).get("beforeDelete") or [])
+    return {(namespace, str(r.get("kind")), str(r.get("name"))) for r in refs}
+
+
+def selects(crs: Obj, cluster: Obj) -> bool:
+    """True when the CRS's selector matches the Cluster (same namespace only)."""
+    if crs["metadata"].get("namespace") != cluster["metadata"].get("namespace"):
+        return False
+    try:
+        return selector_matches((crs.get("spec") or {}).get("clusterSelector"), labels_of(cluster))
+    except InvalidSpec:
+        return False
+
+
+def active(crs: Obj) -> bool:
+    """A CRS that should be applied: not being deleted, not paused."""
+    return not is_deleting(crs) and not is_paused(crs)
+
+
+class Index:
+    def __init__(self, crss: Informer, clusters: Informer) -> None:
+        self._crss = crss
+        self._clusters = clusters
+        self._refs: dict[SourceKey, set[str]] = defaultdict(set)
+
+    def update_crs(self, old: Obj | None, new: Obj | None) -> None:
+        for obj, add in ((old, False), (new, True)):
+            if obj is None:
+                continue
+            name = obj["metadata"]["name"]
+            for key in referenced_sources(obj):
+                if add:
+                    self._refs[key].add(name)
+                else:
+                    self._refs[key].discard(name)
+                    if not self._refs[key]:
+                        del self._refs[key]
+
+    def is_referenced(self, namespace: str, kind: str, name: str) -> bool:
+        return bool(self._refs.get((namespace, kind, name)))
+
+    def referencing(self, namespace: str, kind: str, name: str) -> list[Obj]:
+        names = self._refs.get((namespace, kind, name), set())
+        found = (self._crss.get(namespace, n) for n in sorted(names))
+        return [c for c in found if c is not None]
+
+    def crss_in(self, namespace: str) -> list[Obj]:
+        return sorted(
+            (c for (ns, _), c in self._crss.store.items() if ns == namespace),
+            key=lambda c: str(c["metadata"]["name"]),
+        )
+
+    def clusters_in(self, namespace: str) -> list[Obj]:
+        return [c for (ns, _), c in self._clusters.store.items() if ns == namespace]
+
+    def matching_clusters(self, crs: Obj) -> list[Obj]:
+        namespace = crs["metadata"].get("namespace", "")
+        return [c for c in self.clusters_in(namespace) if selects(crs, c)]
+
+    def matching_crss(self, cluster: Obj) -> list[Obj]:
+        namespace = cluster["metadata"].get("namespace", "")
+        return [c for c in self.crss_in(namespace) if selects(c, cluster)]
+
+    def crs(self, namespace: str, name: str) -> Obj | None:
+        return self._crss.get(namespace, name)
+
+    def cluster(self, namespace: str, name: str) -> Obj | None:
+        return self._clusters.get(namespace, name)
+
+
+def names(objs: list[Any]) -> set[str]:
+    return {str(o["metadata"]["name"]) for o in objs}

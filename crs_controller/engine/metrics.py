@@ -1,0 +1,16 @@
+"""Prometheus metrics of the controller (served by the app layer on /metrics)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+RECONCILES = Counter(
+    "crs_reconciles_total", "Reconciles by kind (cluster or crs) and result", ["kind", "result"]
+)
+RECONCILE_SECONDS = Histogram(
+    "crs_reconcile_duration_seconds", "Time spent in one reconcile", ["kind"]
+)
+OBJECTS_APPLIED = Counter(
+    "crs_objects_applied_total", "Objects server-side applied to workload clusters"
+)
+APPLY_ERRORS = Counter("crs_apply_errors_total", "Objects that failed to apply")
