@@ -14,3 +14,7 @@ OBJECTS_APPLIED = Counter(
     "crs_objects_applied_total", "Objects server-side applied to workload clusters"
 )
 APPLY_ERRORS = Counter("crs_apply_errors_total", "Objects that failed to apply")
+SOURCE_HASHES = Counter(
+    "crs_source_hashes_total", "ConfigMap/Secret contents hashed (once per content change)"
+)
+SOURCE_PARSES = Counter("crs_source_parses_total", "ConfigMap/Secret contents parsed")

@@ -17,6 +17,7 @@ from crs_controller.core.hashing import resource_hash
 from crs_controller.core.manifests import parse_objects
 from crs_controller.core.models import ResourceRef
 from crs_controller.core.ordering import apply_order
+from crs_controller.engine import metrics
 from crs_controller.engine.watching import STRIPPED, Informer
 
 PARSED_CACHE_SIZE = 128
@@ -38,8 +39,6 @@ class Sources:
         self._informers = {"ConfigMap": configmaps, "Secret": secrets}
         self._hashes: dict[tuple[str, str, str], tuple[str, str]] = {}
         self._parsed: OrderedDict[str, list[dict[str, Any]] | ResourceError] = OrderedDict()
-        self.hash_computations = 0
-        self.parse_computations = 0
 
     async def load(self, namespace: str, ref: ResourceRef) -> Source:
         informer = self._informers[ref.kind]
@@ -66,7 +65,7 @@ class Sources:
         cached = self._hashes.get(key)
         if cached is not None and cached[0] == version:
             return cached[1]
-        self.hash_computations += 1
+        metrics.SOURCE_HASHES.inc()
         digest = resource_hash(raw)
         self._hashes[key] = (version, digest)
         return digest
@@ -76,7 +75,7 @@ class Sources:
         assert source.raw is not None
         cached = self._parsed.get(source.hash)
         if cached is None:
-            self.parse_computations += 1
+            metrics.SOURCE_PARSES.inc()
             try:
                 cached = apply_order(parse_objects(source.raw))
             except ResourceError as exc:

@@ -1,0 +1,136 @@
+"""Run ``crs-controller run`` as a real process against a test control plane.
+
+The process authenticates as the controller's ServiceAccount user, so it gets exactly
+the RBAC in ``config/rbac`` — never cluster-admin.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import httpx
+import yaml
+
+from crs_controller.testbed.controlplane import Server
+from crs_controller.testbed.kube import KubeClient
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RBAC_DIR = REPO_ROOT / "config" / "rbac"
+SYSTEM_NAMESPACE = "crs-system"
+SA_USER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:crs-controller"
+SA_GROUPS = ("system:serviceaccounts", f"system:serviceaccounts:{SYSTEM_NAMESPACE}")
+
+
+def install_rbac(mgmt: KubeClient) -> None:
+    """The controller's namespace, ServiceAccount and (least) RBAC from config/rbac."""
+    mgmt.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})
+    for path in sorted(RBAC_DIR.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                doc.setdefault("metadata", {})
+                if doc["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+                    doc["metadata"].setdefault("namespace", SYSTEM_NAMESPACE)
+                mgmt.apply(doc)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ControllerProcess:
+    def __init__(self, management: Server, *extra_args: str) -> None:
+        self._management = management
+        self._extra = extra_args
+        self._dir = Path(tempfile.mkdtemp(prefix="crs-controller-"))
+        self.kubeconfig = management.write_kubeconfig(
+            self._dir / "kubeconfig", user=SA_USER, groups=SA_GROUPS
+        )
+        self.log_path = self._dir / "controller.log"
+        self.health_port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.health_port = _free_port()
+        command = [
+            sys.executable,
+            "-m",
+            "crs_controller",
+            "run",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--metrics-addr",
+            f"127.0.0.1:{self.health_port}",
+            "--health-addr",
+            f"127.0.0.1:{self.health_port}",
+            "--log-format",
+            "json",
+            *self._extra,
+        ]
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(  # noqa: S603 - our own module
+                command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"controller exited early:\n{self.log_tail()}")
+            try:
+                if httpx.get(self.url("/readyz"), timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"controller not ready after {timeout}s:\n{self.log_tail()}")
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.health_port}{path}"
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM, then SIGKILL; returns the exit code."""
+        if self._proc is None:
+            return None
+        proc, self._proc = self._proc, None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return proc.returncode
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")

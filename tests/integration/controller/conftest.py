@@ -1,0 +1,26 @@
+"""Fixtures for the controller tests: one controller process for the session, run
+with exactly the RBAC in config/rbac, against the session's real control plane."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from crs_controller.testbed import ControlPlane, KubeClient
+from crs_controller.testbed.controller import ControllerProcess, install_rbac
+
+
+@pytest.fixture(scope="session")
+def controller(control_plane: ControlPlane, mgmt: KubeClient) -> Iterator[ControllerProcess]:
+    install_rbac(mgmt)
+    with ControllerProcess(control_plane.management) as process:
+        yield process
+    # A controller that logged secret material would fail every test that ran;
+    # checked once here against the kubeconfig keys it was given.
+    assert "PRIVATE KEY" not in process.log_text()
+
+
+@pytest.fixture
+def workloads(control_plane: ControlPlane) -> list:  # type: ignore[type-arg]
+    return control_plane.workloads

@@ -1,0 +1,184 @@
+"""Helpers shared by the controller integration tests: objects, waits, counters."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import yaml
+
+from crs_controller.testbed import KubeClient, Server, wait_for
+from crs_controller.testbed.clusters import register_cluster
+
+CRS_API = "addons.crs.dev/v1alpha1"
+CLUSTER_API = "cluster.x-k8s.io/v1beta1"
+RESOURCE_SET_TYPE = "addons.cluster.x-k8s.io/resource-set"
+# Workload kubeconfigs authenticate as this user (cluster-admin on the workload
+# cluster, as CAPI's kubeconfigs are), so its requests can be told apart in audit logs.
+WORKLOAD_USER = "crs-workload-admin"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+TIMEOUT = 45.0
+
+Obj = dict[str, Any]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def manifests(*objs: Obj) -> str:
+    return yaml.safe_dump_all(objs)
+
+
+def configmap_obj(name: str, namespace: str = "default", **data: str) -> Obj:
+    meta: Obj = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+def source_configmap(namespace: str, name: str, data: dict[str, str]) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    }
+
+
+def source_secret(
+    namespace: str, name: str, data: dict[str, str], type_: str = RESOURCE_SET_TYPE
+) -> Obj:
+    encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "type": type_,
+        "data": encoded,
+    }
+
+
+def crs_obj(
+    namespace: str,
+    name: str,
+    resources: Iterable[tuple[str, str]],
+    selector: dict[str, str],
+    mode: str = "ApplyOnce",
+    **spec: Any,
+) -> Obj:
+    return {
+        "apiVersion": CRS_API,
+        "kind": "ClusterResourceSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "clusterSelector": {"matchLabels": selector},
+            "resources": [{"kind": k, "name": n} for k, n in resources],
+            "mode": mode,
+            **spec,
+        },
+    }
+
+
+def add_cluster(
+    mgmt: KubeClient, workload: Server, namespace: str, name: str, labels: dict[str, str]
+) -> Obj:
+    return register_cluster(
+        mgmt,
+        workload,
+        name=name,
+        namespace=namespace,
+        labels=labels,
+        kubeconfig_user=WORKLOAD_USER,
+        kubeconfig_groups=("system:masters",),
+    )
+
+
+def binding(mgmt: KubeClient, namespace: str, cluster: str) -> Obj | None:
+    return mgmt.get(CRS_API, "ClusterResourceSetBinding", cluster, namespace)
+
+
+def binding_entry(mgmt: KubeClient, namespace: str, cluster: str, crs: str) -> Obj | None:
+    found = binding(mgmt, namespace, cluster)
+    for entry in (found or {}).get("spec", {}).get("bindings", []):
+        if entry["clusterResourceSetName"] == crs:
+            return dict(entry)
+    return None
+
+
+def condition(obj: Obj | None, kind: str) -> Obj | None:
+    for cond in (obj or {}).get("status", {}).get("conditions", []):
+        if cond["type"] == kind:
+            return dict(cond)
+    return None
+
+
+def wait_condition(
+    mgmt: KubeClient, namespace: str, crs: str, kind: str, status: str, reason: str | None = None
+) -> Obj:
+    def check() -> Obj | None:
+        cond = condition(mgmt.get(CRS_API, "ClusterResourceSet", crs, namespace), kind)
+        if cond and cond["status"] == status and (reason is None or cond["reason"] == reason):
+            return cond
+        return None
+
+    return wait_for(check, TIMEOUT, message=f"{crs} {kind}={status} {reason or ''}")
+
+
+def wait_object(
+    client: KubeClient,
+    api_version: str,
+    kind: str,
+    name: str,
+    namespace: str | None = None,
+    predicate: Callable[[Obj], bool] = lambda _: True,
+    timeout: float = TIMEOUT,
+) -> Obj:
+    def check() -> Obj | None:
+        obj = client.get(api_version, kind, name, namespace)
+        return obj if obj is not None and predicate(obj) else None
+
+    return wait_for(check, timeout, message=f"{kind} {namespace}/{name}")
+
+
+def writes_by(servers: Iterable[Server], users: set[str], since: float) -> list[str]:
+    """Write requests made by ``users`` on ``servers`` after ``since`` (epoch seconds)."""
+    found = []
+    for server in servers:
+        for event in server.audit_events():
+            if event["user"]["username"] not in users or event["verb"] not in WRITE_VERBS:
+                continue
+            stamp = event.get("requestReceivedTimestamp", "")
+            if _epoch(stamp) >= since:
+                ref = event.get("objectRef", {})
+                found.append(
+                    f"{server.name} {event['verb']} {ref.get('resource')}/{ref.get('name')}"
+                )
+    return found
+
+
+def _epoch(stamp: str) -> float:
+    from datetime import datetime  # noqa: PLC0415
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def settle(seconds: float = 3.0) -> float:
+    """Let in-flight work finish; returns the time after which nothing should happen."""
+    time.sleep(seconds)
+    return time.time()
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=1, sort_keys=True)[:3000]
