@@ -267,10 +267,36 @@ spec: {replicas: 3, ratio: 0.5, enabled: true, mode: 0644, none: null}
     json.dumps(obj)  # the apply request must be encodable
 
 
-def test_the_c_loader_is_used_when_available() -> None:
+def test_the_c_parser_is_used_when_available() -> None:
     if not yaml.__with_libyaml__:
         pytest.skip("PyYAML was built without libyaml")
-    assert issubclass(manifests._Loader, yaml.CSafeLoader)
+    assert "CParser" in {base.__name__ for base in manifests._Loader.__mro__}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("[" * 200_000 + "]" * 200_000, id="flow-sequences"),
+        pytest.param("{a: " * 200_000 + "1" + "}" * 200_000, id="flow-mappings"),
+        pytest.param("- " * 200_000 + "x", id="compact-block-sequences"),
+        pytest.param("[" * 200_000, id="unclosed"),
+    ],
+)
+def test_deep_nesting_is_an_error_not_a_crash(value: str) -> None:
+    # libyaml's own composer recurses on the C stack and would kill the process.
+    with pytest.raises(InvalidManifest, match="key 'k', document 1: nested too deeply"):
+        parse_objects(configmap({"k": value}))
+
+
+def test_reasonably_deep_objects_parse() -> None:
+    nested: dict[str, Any] = {"leaf": True}
+    for _ in range(100):
+        nested = {"properties": {"field": nested}}
+    obj = cm_doc("deep") | {"spec": nested}
+    assert parse_objects(configmap({"yaml": yaml.safe_dump(obj), "json": json.dumps(obj)})) == [
+        obj,
+        obj,
+    ]
 
 
 # --- parse_objects: errors ------------------------------------------------------------
