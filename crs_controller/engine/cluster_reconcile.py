@@ -96,8 +96,7 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
             done = await _reconcile_pair(ctx, client, cluster, crs, entries.get(crs_name))
             if done.entry.resources:
                 new_entries[crs_name] = done.entry
-            changed = _set_outcome(ctx, crs, name, done.outcome)
-            if changed and done.outcome.state == "Failed":
+            if _set_outcome(ctx, crs, name, done.outcome) and _news(crs, done.outcome):
                 await ctx.events.emit(crs, "Warning", done.outcome.reason, done.outcome.message)
             result.retry = result.retry or done.retry
             result.requeue_after = _earliest(result.requeue_after, done.requeue_after)
@@ -293,6 +292,18 @@ def _set_outcome(ctx: Context, crs: Obj, cluster: str, outcome: Outcome) -> bool
     if changed:
         ctx.queue.add(crs_key(namespace, crs["metadata"]["name"]))
     return changed
+
+
+def _news(crs: Obj, outcome: Outcome) -> bool:
+    """Is a failure worth a Warning event? Not when the CRS's Ready condition already
+    says so (e.g. after a restart, which forgets the outcomes in memory)."""
+    if outcome.state != "Failed":
+        return False
+    conditions = (crs.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), {})
+    return not (
+        ready.get("reason") == outcome.reason and outcome.message in ready.get("message", "")
+    )
 
 
 def _generation(crs: Obj) -> int:

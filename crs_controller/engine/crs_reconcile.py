@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import structlog
+
 from crs_controller.clients.kube import Obj
 from crs_controller.core.bindings import crs_names, parse_binding
 from crs_controller.core.clusters import is_deleting, is_paused
@@ -18,6 +20,8 @@ from crs_controller.core.models import FINALIZER, ClusterResourceSet, to_api
 from crs_controller.core.status import Problem, summarize
 from crs_controller.engine.cluster_reconcile import Result
 from crs_controller.engine.context import Context, cluster_key
+
+log = structlog.get_logger(__name__)
 
 DELETION_POLL = 2.0
 
@@ -87,6 +91,11 @@ async def _write_status(ctx: Context, crs: Obj) -> None:
         )
         for c in ctx.index.matching_clusters(crs)
     ]
+    if any(outcome is None for _, outcome in outcomes):
+        # A cluster this process has not reconciled yet (just started, or just
+        # matched): its reconcile enqueues this CRS when done. Writing now would
+        # only flap the status, e.g. on every restart.
+        return
     status = summarize(
         generation=model.metadata.generation or 0,
         outcomes=sorted(outcomes, key=lambda pair: pair[0]),
@@ -104,3 +113,13 @@ async def _write_status(ctx: Context, crs: Obj) -> None:
     }
     written = await ctx.mgmt.replace(body, subresource="status")
     ctx.crss.put(written)
+    ready = status.conditions[-1]
+    log.info(
+        "status updated",
+        crs=f"{namespace}/{model.metadata.name}",
+        ready=ready.status,
+        reason=ready.reason,
+        matching=status.matching_clusters,
+        applied=status.applied_clusters,
+        failed=status.failed_clusters,
+    )

@@ -90,7 +90,7 @@ class ControllerProcess:
             *self._extra,
         ]
         with self.log_path.open("ab") as log:
-            self._proc = subprocess.Popen(  # noqa: S603 - our own module
+            self._proc = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
             )
         deadline = time.monotonic() + timeout
