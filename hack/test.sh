@@ -6,18 +6,8 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-step() { echo "==> $*" >&2; }
-
-if [[ ! -x .venv/bin/python ]]; then
-  step "creating .venv"
-  "${PYTHON:-python3}" -m venv .venv
-fi
-step "installing crs_controller[dev] into .venv"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-
-step "building or reusing kube-apiserver and etcd"
-KUBEBUILDER_ASSETS=$(bash hack/build-binaries.sh | tail -n 1)
-export KUBEBUILDER_ASSETS
+# shellcheck source=hack/setup.sh
+source hack/setup.sh
 
 step "ruff check";         .venv/bin/ruff check .
 step "ruff format --check"; .venv/bin/ruff format --check .

@@ -300,7 +300,7 @@ def _news(crs: Obj, outcome: Outcome) -> bool:
     if outcome.state != "Failed":
         return False
     conditions = (crs.get("status") or {}).get("conditions") or []
-    ready = next((c for c in conditions if c.get("type") == "Ready"), {})
+    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
     return not (
         ready.get("reason") == outcome.reason and outcome.message in ready.get("message", "")
     )

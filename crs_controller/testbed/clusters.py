@@ -25,7 +25,7 @@ V1BETA2 = "cluster.x-k8s.io/v1beta2"
 
 def _crd_established(client: KubeClient, name: str) -> bool:
     crd = client.get(CRD_API, "CustomResourceDefinition", name) or {}
-    conditions = crd.get("status", {}).get("conditions", [])
+    conditions = (crd.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
