@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import ssl
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import kr8s
 import kr8s.asyncio
+import yaml
 
 from crs_controller.core.errors import APIError, Conflict, NotFound, Unreachable
 
@@ -55,6 +58,8 @@ class KubeClient:
         timeout: float = 30.0,
     ) -> KubeClient:
         """Build a client from a kubeconfig path or dict; None means in-cluster/default."""
+        if isinstance(kubeconfig, str):
+            kubeconfig = _inline_kubeconfig(kubeconfig)
         try:
             # Bypass kr8s's instance factory: with all-None arguments it hands back
             # whichever instance already exists, which could be a workload cluster's.
@@ -64,6 +69,9 @@ class KubeClient:
             )
             api.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
             await api.auth
+            if isinstance(kubeconfig, Mapping):
+                _keep_keys_off_disk(api.auth)
+                await api._create_session()  # read the key material now, then drop it
         except (OSError, ValueError, KeyError, TypeError, ssl.SSLError) as exc:
             raise Unreachable(f"{name}: invalid kubeconfig ({type(exc).__name__})") from exc
         return cls(api, name=name)
@@ -269,6 +277,49 @@ class KubeClient:
         except NotFound:
             return False
         return True
+
+
+PATH_FIELDS = ("client-key", "client-certificate", "certificate-authority")
+
+
+def _inline_kubeconfig(path: str) -> str | dict[str, Any]:
+    """A kubeconfig file whose credentials are all inline (``*-data``) is loaded as a
+    dict, so its key material gets the same no-temp-files treatment as a workload
+    cluster's. Files that reference other files keep kr8s's path handling."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            loaded = yaml.safe_load(handle)
+    except (OSError, yaml.YAMLError):
+        return path  # kr8s reports the problem with its own message
+    if not isinstance(loaded, dict):
+        return path
+    entries = [e.get("user") or {} for e in loaded.get("users") or []]
+    entries += [e.get("cluster") or {} for e in loaded.get("clusters") or []]
+    if any(field in entry for entry in entries for field in PATH_FIELDS):
+        return path
+    return loaded
+
+
+def _keep_keys_off_disk(auth: Any) -> None:
+    """kr8s writes ``*-data`` certificates and keys from a kubeconfig dict to temp
+    files and never removes them. Wrap its SSL context factory so those files are
+    read once into the context and deleted at once: a workload cluster's private key
+    must not stay on disk."""
+    build = auth.ssl_context
+    cached: list[Any] = []
+
+    async def ssl_context() -> Any:
+        paths = [auth.client_key_file, auth.client_cert_file, auth.server_ca_file]
+        temp = [Path(str(p)) for p in paths if p and str(p).startswith(tempfile.gettempdir())]
+        if cached and not any(p.exists() for p in temp):
+            return cached[0]  # nothing new was written (no re-authentication)
+        context = await build()
+        cached[:] = [context]
+        for path in temp:
+            path.unlink(missing_ok=True)
+        return context
+
+    auth.ssl_context = ssl_context
 
 
 def _api_error(cluster: str, method: str, path: str, exc: kr8s.ServerError) -> APIError:

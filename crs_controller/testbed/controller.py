@@ -60,6 +60,9 @@ class ControllerProcess:
             self._dir / "kubeconfig", user=SA_USER, groups=SA_GROUPS
         )
         self.log_path = self._dir / "controller.log"
+        # Its own TMPDIR, so tests can check that no key material is left on disk.
+        self.tmpdir = self._dir / "tmp"
+        self.tmpdir.mkdir()
         self.health_port = 0
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -91,7 +94,10 @@ class ControllerProcess:
         ]
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "TMPDIR": str(self.tmpdir)},
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -131,6 +137,12 @@ class ControllerProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return "(no log)"
+
+    def files_with_private_keys(self) -> list[Path]:
+        """Files in the process's TMPDIR holding a private key (there should be none)."""
+        return [
+            p for p in self.tmpdir.rglob("*") if p.is_file() and b"PRIVATE KEY" in p.read_bytes()
+        ]
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -16,6 +16,8 @@ def controller(control_plane: ControlPlane, mgmt: KubeClient) -> Iterator[Contro
     install_rbac(mgmt)
     with ControllerProcess(control_plane.management) as process:
         yield process
+        # Workload kubeconfigs carry client keys: none may be left on disk.
+        assert process.files_with_private_keys() == []
     # A controller that logged secret material would fail every test that ran;
     # checked once here against the kubeconfig keys it was given.
     assert "PRIVATE KEY" not in process.log_text()

@@ -4,11 +4,14 @@ status reasons, selectors, late resources, deletion of CRSs and Clusters."""
 from __future__ import annotations
 
 import base64
+import socket
 
+import yaml
 from support import (
     CLUSTER_API,
     CRS_API,
     TIMEOUT,
+    WORKLOAD_USER,
     add_cluster,
     binding,
     binding_entry,
@@ -23,6 +26,7 @@ from support import (
 )
 
 from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed.clusters import register_cluster, set_cluster_initialized
 from crs_controller.testbed.controller import ControllerProcess
 
 
@@ -277,3 +281,48 @@ def test_secret_contents_never_reach_status_or_logs(
     events = mgmt.list("v1", "Event", namespace)
     assert marker not in str(events)
     assert base64.b64encode(marker.encode()).decode() not in controller.log_text()
+
+
+def test_unreachable_cluster_fails_alone_and_recovers_when_its_kubeconfig_changes(
+    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+) -> None:
+    name = unique("reach")
+    mgmt.create(source_configmap(namespace, "reach", {"a": manifests(configmap_obj(name))}))
+    mgmt.create(crs_obj(namespace, "reach", [("ConfigMap", "reach")], {"r": "s"}))
+    # Registered uninitialized (not contacted yet), so the broken kubeconfig is in
+    # place before the controller first talks to it.
+    register_cluster(
+        mgmt,
+        workloads[0],
+        name="dead",
+        namespace=namespace,
+        labels={"r": "s"},
+        kubeconfig_user=WORKLOAD_USER,
+        kubeconfig_groups=("system:masters",),
+        initialized=False,
+    )
+    secret = mgmt.get("v1", "Secret", "dead-kubeconfig", namespace)
+    good_value = secret["data"]["value"]
+    config = yaml.safe_load(base64.b64decode(good_value))
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{closed}"
+    secret["data"]["value"] = base64.b64encode(yaml.safe_dump(config).encode()).decode()
+    mgmt.update(secret)
+    set_cluster_initialized(mgmt, name="dead", namespace=namespace)
+    add_cluster(mgmt, workloads[1], namespace, "alive", {"r": "s"})
+
+    # The reachable cluster is served; the other one is reported, not waited for.
+    wait_object(workload_clients[1], "v1", "ConfigMap", name, "default")
+    cond = wait_condition(mgmt, namespace, "reach", "Ready", "False", "ClusterUnreachable")
+    assert "dead" in cond["message"]
+    status = mgmt.get(CRS_API, "ClusterResourceSet", "reach", namespace)["status"]
+    assert (status["appliedClusters"], status["failedClusters"]) == (1, 1)
+    assert "PRIVATE KEY" not in cond["message"]
+
+    secret = mgmt.get("v1", "Secret", "dead-kubeconfig", namespace)
+    secret["data"]["value"] = good_value
+    mgmt.update(secret)
+    wait_object(workload_clients[0], "v1", "ConfigMap", name, "default")
+    wait_condition(mgmt, namespace, "reach", "Ready", "True", "Applied")
