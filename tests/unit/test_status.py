@@ -1,0 +1,293 @@
+"""CRS status from per-cluster outcomes (``summarize``): counts, the Ready and
+ResourcesApplied conditions (status, reason, message naming the failing cluster),
+precedence of resource problems, pending clusters, when observedGeneration moves,
+when lastTransitionTime is renewed, and the message length cap."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crs_controller.core.models import ClusterResourceSetStatus, Condition, to_api
+from crs_controller.core.status import READY, RESOURCES_APPLIED, Outcome, Problem, summarize
+
+GEN = 4
+NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
+NOW_TEXT = "2026-11-22T10:00:00Z"
+BEFORE_TEXT = "2026-11-20T08:00:00Z"
+
+
+def applied(generation: int = GEN) -> Outcome:
+    return Outcome("Applied", "Applied", "applied 2 resources", generation)
+
+
+def failed(reason: str = "ApplyFailed", message: str = "DaemonSet x: boom") -> Outcome:
+    return Outcome("Failed", reason, message, GEN)
+
+
+def pending() -> Outcome:
+    return Outcome("Pending", "WaitingForControlPlane", "control plane not initialized", GEN)
+
+
+def status(
+    outcomes: list[tuple[str, Outcome | None]],
+    problems: list[Problem] | None = None,
+    previous: ClusterResourceSetStatus | None = None,
+    generation: int = GEN,
+) -> ClusterResourceSetStatus:
+    return summarize(
+        generation=generation,
+        outcomes=outcomes,
+        resource_problems=problems or [],
+        previous=previous or ClusterResourceSetStatus(),
+        now=NOW,
+    )
+
+
+def condition(result: ClusterResourceSetStatus, kind: str = READY) -> Condition:
+    found = [c for c in result.conditions if c.type == kind]
+    assert len(found) == 1
+    return found[0]
+
+
+NOT_FOUND = Problem("ResourceNotFound", "ConfigMap default/calico-addon not found")
+WRONG_TYPE = Problem("WrongSecretType", "Secret default/creds has type 'Opaque'")
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "problems", "counts", "ready", "reason"),
+    [
+        pytest.param([], [], (0, 0, 0), "True", "NoMatchingClusters", id="no clusters"),
+        pytest.param(
+            [("c1", applied()), ("c2", applied())], [], (2, 2, 0), "True", "Applied", id="all"
+        ),
+        pytest.param(
+            [("c1", applied()), ("c2", failed())],
+            [],
+            (2, 1, 1),
+            "False",
+            "ApplyFailed",
+            id="one failed",
+        ),
+        pytest.param(
+            [("c1", failed("ClusterUnreachable", "connect timeout"))],
+            [],
+            (1, 0, 1),
+            "False",
+            "ClusterUnreachable",
+            id="unreachable",
+        ),
+        pytest.param(
+            [("c1", applied()), ("c2", None)],
+            [],
+            (2, 1, 0),
+            "False",
+            "WaitingForClusters",
+            id="not reconciled yet",
+        ),
+        pytest.param(
+            [("c1", pending()), ("c2", applied())],
+            [],
+            (2, 1, 0),
+            "False",
+            "WaitingForClusters",
+            id="pending",
+        ),
+        pytest.param(
+            [("c1", pending()), ("c2", failed())],
+            [],
+            (2, 0, 1),
+            "False",
+            "ApplyFailed",
+            id="a failure outranks pending",
+        ),
+        pytest.param(
+            [("c1", failed("ResourceNotFound", "x")), ("c2", failed("ResourceNotFound", "x"))],
+            [NOT_FOUND, WRONG_TYPE],
+            (2, 0, 2),
+            "False",
+            "ResourceNotFound",
+            id="resource problem",
+        ),
+        pytest.param(
+            [("c1", applied()), ("c2", failed("ClusterUnreachable", "x")), ("c3", None)],
+            [WRONG_TYPE],
+            (3, 1, 1),
+            "False",
+            "WrongSecretType",
+            id="resource problems take precedence",
+        ),
+    ],
+)
+def test_summary(
+    outcomes: list[tuple[str, Outcome | None]],
+    problems: list[Problem],
+    counts: tuple[int, int, int],
+    ready: str,
+    reason: str,
+) -> None:
+    result = status(outcomes, problems)
+    assert (result.matching_clusters, result.applied_clusters, result.failed_clusters) == counts
+    for kind in (READY, RESOURCES_APPLIED):
+        got = condition(result, kind)
+        assert (got.status, got.reason) == (ready, reason)
+        assert got.observed_generation == GEN
+        assert got.message
+
+
+def test_failure_message_names_the_cluster() -> None:
+    result = status([("c1", applied()), ("workload-7", failed(message="DaemonSet x: boom"))])
+    message = condition(result).message
+    assert "workload-7" in message
+    assert "DaemonSet x: boom" in message
+    assert "c1" not in message
+
+
+def test_several_failures_name_the_first_and_count_the_rest() -> None:
+    result = status(
+        [
+            ("c1", failed("ClusterUnreachable", "dial tcp: refused")),
+            ("c2", failed()),
+            ("c3", failed()),
+        ]
+    )
+    ready = condition(result)
+    assert ready.reason == "ClusterUnreachable"
+    assert "c1" in ready.message
+    assert "2 more" in ready.message
+
+
+def test_every_resource_problem_is_in_the_message() -> None:
+    result = status([("c1", failed("ResourceNotFound", "x"))], [NOT_FOUND, WRONG_TYPE])
+    message = condition(result).message
+    assert NOT_FOUND.message in message
+    assert WRONG_TYPE.message in message
+
+
+def test_pending_message_counts_the_waiting_clusters() -> None:
+    result = status([("c1", pending()), ("c2", None), ("c3", applied())])
+    assert "2" in condition(result).message
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "observed"),
+    [
+        pytest.param([], GEN, id="no clusters"),
+        pytest.param([("c1", applied()), ("c2", applied())], GEN, id="all current"),
+        pytest.param([("c1", applied()), ("c2", failed())], GEN, id="failure, but current"),
+        pytest.param([("c1", pending())], GEN, id="pending, but current"),
+        pytest.param([("c1", applied()), ("c2", applied(GEN - 1))], 2, id="one stale"),
+        pytest.param([("c1", applied()), ("c2", None)], 2, id="one not reconciled"),
+    ],
+)
+def test_observed_generation_moves_only_when_every_outcome_is_current(
+    outcomes: list[tuple[str, Outcome | None]], observed: int
+) -> None:
+    previous = ClusterResourceSetStatus(observed_generation=2)
+    assert status(outcomes, previous=previous).observed_generation == observed
+
+
+def test_observed_generation_stays_unset_until_first_complete_pass() -> None:
+    assert status([("c1", None)]).observed_generation is None
+
+
+def previous_status(ready: str, reason: str) -> ClusterResourceSetStatus:
+    return ClusterResourceSetStatus(
+        observed_generation=GEN,
+        conditions=[
+            Condition(
+                type=kind,
+                status=ready,  # type: ignore[arg-type]
+                reason=reason,
+                message="before",
+                last_transition_time=BEFORE_TEXT,
+                observed_generation=GEN,
+            )
+            for kind in (RESOURCES_APPLIED, READY)
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("previous", "outcomes", "transition"),
+    [
+        pytest.param(None, [("c1", applied())], NOW_TEXT, id="first status"),
+        pytest.param(
+            previous_status("True", "Applied"), [("c1", applied())], BEFORE_TEXT, id="unchanged"
+        ),
+        pytest.param(
+            previous_status("True", "NoMatchingClusters"),
+            [("c1", applied())],
+            BEFORE_TEXT,
+            id="reason changes, status does not",
+        ),
+        pytest.param(
+            previous_status("False", "ApplyFailed"),
+            [("c1", failed("ClusterUnreachable", "x"))],
+            BEFORE_TEXT,
+            id="still failing for another reason",
+        ),
+        pytest.param(
+            previous_status("True", "Applied"), [("c1", failed())], NOW_TEXT, id="now failing"
+        ),
+        pytest.param(
+            previous_status("False", "ApplyFailed"), [("c1", applied())], NOW_TEXT, id="recovered"
+        ),
+    ],
+)
+def test_last_transition_time_changes_only_with_the_status(
+    previous: ClusterResourceSetStatus | None,
+    outcomes: list[tuple[str, Outcome | None]],
+    transition: str,
+) -> None:
+    result = status(outcomes, previous=previous)
+    for kind in (READY, RESOURCES_APPLIED):
+        assert condition(result, kind).last_transition_time == transition
+
+
+def test_message_is_capped() -> None:
+    long = "x" * 5000
+    result = status([("c1", failed(message=long))])
+    for kind in (READY, RESOURCES_APPLIED):
+        message = condition(result, kind).message
+        assert len(message) <= 1000
+        assert message.startswith("cluster c1: ")
+    problems = [Problem("InvalidManifest", "y" * 600) for _ in range(5)]
+    assert len(condition(status([("c1", None)], problems)).message) <= 1000
+
+
+states = st.sampled_from(["Applied", "Failed", "Pending", None])
+
+
+@given(
+    st.lists(st.tuples(states, st.integers(GEN - 2, GEN)), max_size=12),
+    st.booleans(),
+)
+def test_counts_and_ready_agree(raw: list[tuple[str | None, int]], with_problem: bool) -> None:
+    outcomes: list[tuple[str, Outcome | None]] = [
+        (f"c{i}", None if state is None else Outcome(state, state, "m", gen))  # type: ignore[arg-type]
+        for i, (state, gen) in enumerate(raw)
+    ]
+    result = status(outcomes, [NOT_FOUND] if with_problem else [])
+    states_seen = [state for state, _ in raw]
+    assert result.matching_clusters == len(raw)
+    assert result.applied_clusters == states_seen.count("Applied")
+    assert result.failed_clusters == states_seen.count("Failed")
+    ready = condition(result)
+    everything_applied = result.applied_clusters == result.matching_clusters
+    assert (ready.status == "True") == (everything_applied and not with_problem)
+    assert condition(result, RESOURCES_APPLIED).status == ready.status
+    assert len(ready.message) <= 1000
+
+
+def test_status_serializes_with_api_field_names() -> None:
+    api = to_api(status([("c1", applied()), ("c2", failed())]))
+    assert api["matchingClusters"] == 2
+    assert api["appliedClusters"] == 1
+    assert api["failedClusters"] == 1
+    assert api["observedGeneration"] == GEN
+    assert {c["type"] for c in api["conditions"]} == {"Ready", "ResourcesApplied"}
+    assert all(c["lastTransitionTime"] == NOW_TEXT for c in api["conditions"])
