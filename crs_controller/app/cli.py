@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import yaml
 
@@ -56,13 +57,16 @@ def _parser() -> argparse.ArgumentParser:
 
 def _hash(path: str) -> int:
     try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
         source = yaml.safe_load(text)
         if not isinstance(source, dict):
             raise CRSError(f"{path}: expected one ConfigMap or Secret object")
         print(resource_hash(source))
     except OSError as exc:
         print(f"crs-controller hash: {path}: {exc.strerror}", file=sys.stderr)
+        return 1
+    except UnicodeDecodeError:
+        print(f"crs-controller hash: {path}: not a UTF-8 text file", file=sys.stderr)
         return 1
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

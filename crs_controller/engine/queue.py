@@ -57,7 +57,8 @@ class WorkQueue:
         """Requeue after an exponential backoff for this key; returns the delay."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
-        delay = float(min(self._base * (2**failures), self._max))
+        # Cap the exponent too: 2**1024 overflows a float after days of failures.
+        delay = float(min(self._base * (2 ** min(failures, 40)), self._max))
         self.add_after(key, delay)
         return delay
 

@@ -229,11 +229,6 @@ def test_not_a_configmap_or_secret(
     assert expected in err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a file that is not UTF-8 raises UnicodeDecodeError out of `hash` "
-    "(a traceback) instead of exit 1 with a one-line message",
-)
 def test_a_file_that_is_not_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "addon.yaml.gz"
     path.write_bytes(b"\x1f\x8b\x08\x00\xff\xfe binary")
