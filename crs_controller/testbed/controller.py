@@ -111,6 +111,10 @@ class ControllerProcess:
             time.sleep(0.2)
         raise RuntimeError(f"controller not ready after {timeout}s:\n{self.log_tail()}")
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.health_port}{path}"
 
