@@ -27,6 +27,8 @@ from crs_controller.core.errors import APIError, Conflict, NotFound, Unreachable
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 WATCH_TIMEOUT_SECONDS = 290
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
+METADATA_ITEM = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json"
 
 Obj = dict[str, Any]
 
@@ -170,8 +172,13 @@ class KubeClient:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> tuple[list[Obj], str]:
-        """All items (paged) and the list's resourceVersion, for starting a watch."""
+        """All items (paged) and the list's resourceVersion, for starting a watch.
+
+        ``metadata_only`` asks for PartialObjectMetadata: names, labels and
+        resourceVersions without the content (no Secret data crosses the wire)."""
+        headers = {"Accept": METADATA_LIST} if metadata_only else {}
         params: dict[str, Any] = {"limit": 500}
         if label_selector:
             params["labelSelector"] = label_selector
@@ -180,8 +187,8 @@ class KubeClient:
         path = await self.path(api_version, kind, namespace)
         items: list[Obj] = []
         while True:
-            page = await self._request("GET", path, params=params)
-            items.extend(page.get("items", []))
+            page = await self._request("GET", path, params=params, headers=headers)
+            items.extend(page.get("items") or [])
             meta = page.get("metadata", {})
             if not meta.get("continue"):
                 return items, str(meta.get("resourceVersion", ""))
@@ -196,6 +203,7 @@ class KubeClient:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> AsyncIterator[tuple[str, Obj]]:
         """Yield (type, object) events; ends when the server closes the watch.
 
@@ -213,7 +221,10 @@ class KubeClient:
             params["fieldSelector"] = field_selector
         path = await self.path(api_version, kind, namespace)
         timeout = httpx.Timeout(WATCH_TIMEOUT_SECONDS + 30, connect=5.0)
-        async with self._call("GET", path, stream=True, params=params, timeout=timeout) as resp:
+        headers = {"Accept": METADATA_ITEM} if metadata_only else {}
+        async with self._call(
+            "GET", path, stream=True, params=params, timeout=timeout, headers=headers
+        ) as resp:
             try:
                 async for line in resp.aiter_lines():
                     if line:

@@ -235,7 +235,7 @@ async def _workload_client(ctx: Context, cluster: Obj) -> tuple[KubeClient | Non
     secret_name = kubeconfig_secret_name(name)
     if not control_plane_initialized(cluster):
         return None, Outcome("Pending", "WaitingForCluster", "control plane not initialized", 0)
-    secret = ctx.secrets.get(namespace, secret_name)
+    secret = await ctx.sources.content(namespace, "Secret", secret_name)
     if secret is None:
         message = f"kubeconfig Secret {secret_name} not found"
         return None, Outcome("Pending", "WaitingForCluster", message, 0)

@@ -18,7 +18,6 @@ from crs_controller.clients.workload import WorkloadClients
 from crs_controller.core.bindings import crs_names, parse_binding
 from crs_controller.core.clusters import CLUSTER_GROUP, PAUSED_ANNOTATION
 from crs_controller.core.errors import Conflict, CRSError
-from crs_controller.core.manifests import RESOURCE_SECRET_TYPE
 from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
@@ -57,21 +56,11 @@ class Controller:
             mgmt, WatchSpec(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, ns), no_handler
         )
 
-        def keep_configmap(obj: Obj) -> bool:
-            meta = obj["metadata"]
-            return index.is_referenced(meta.get("namespace", ""), "ConfigMap", meta["name"])
-
-        def keep_secret(obj: Obj) -> bool:
-            meta = obj["metadata"]
-            if str(meta["name"]).endswith(KUBECONFIG_SUFFIX):
-                return True
-            referenced = index.is_referenced(meta.get("namespace", ""), "Secret", meta["name"])
-            return referenced and obj.get("type") == RESOURCE_SECRET_TYPE
-
+        # Content is fetched on demand for referenced objects only (engine/sources).
         configmaps = Informer(
-            mgmt, WatchSpec("v1", "ConfigMap", ns), no_handler, keep=keep_configmap
+            mgmt, WatchSpec("v1", "ConfigMap", ns, metadata_only=True), no_handler
         )
-        secrets = Informer(mgmt, WatchSpec("v1", "Secret", ns), no_handler, keep=keep_secret)
+        secrets = Informer(mgmt, WatchSpec("v1", "Secret", ns, metadata_only=True), no_handler)
         self.ctx = Context(
             settings=settings,
             mgmt=mgmt,

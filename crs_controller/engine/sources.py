@@ -1,8 +1,10 @@
-"""The ConfigMaps and Secrets a ClusterResourceSet references, read from the cache.
+"""The ConfigMaps and Secrets the controller reads, fetched on demand.
 
-Each source is hashed once per content change (keyed by uid and resourceVersion) and
-parsed once per hash, however many clusters it goes to. Objects the informer holds
-stripped (not referenced when they arrived) are fetched once and cached in full.
+ConfigMaps and Secrets are watched as metadata only, so the content of objects no CRS
+references never reaches the controller. A referenced one (or a cluster's kubeconfig
+Secret) is fetched when its resourceVersion moves past the copy held here: one GET per
+change, however many clusters use it. Each source is hashed once per content change
+and parsed once per content.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from crs_controller.core.manifests import parse_objects
 from crs_controller.core.models import ResourceRef
 from crs_controller.core.ordering import apply_order
 from crs_controller.engine import metrics
-from crs_controller.engine.watching import STRIPPED, Informer
+from crs_controller.engine.watching import Informer, resource_version
 
 PARSED_CACHE_SIZE = 128
+
+ContentKey = tuple[str, str, str]  # namespace, kind, name
 
 
 @dataclass(frozen=True)
@@ -37,31 +41,41 @@ class Sources:
     def __init__(self, client: KubeClient, configmaps: Informer, secrets: Informer) -> None:
         self._client = client
         self._informers = {"ConfigMap": configmaps, "Secret": secrets}
-        self._hashes: dict[tuple[str, str, str], tuple[str, str]] = {}
+        self._contents: dict[ContentKey, Obj] = {}
+        self._hashes: dict[ContentKey, tuple[int, str]] = {}
         self._parsed: OrderedDict[str, list[dict[str, Any]] | ResourceError] = OrderedDict()
 
+    async def content(self, namespace: str, kind: str, name: str) -> Obj | None:
+        """The full object, or None when the watch says it does not exist."""
+        key = (namespace, kind, name)
+        meta = self._informers[kind].get(namespace, name)
+        if meta is None:
+            self.forget(*key)
+            return None
+        held = self._contents.get(key)
+        if held is not None and resource_version(held) >= resource_version(meta):
+            return held
+        fetched = await self._client.get("v1", kind, name, namespace)
+        if fetched is None:
+            self.forget(*key)
+            return None
+        fetched.setdefault("kind", kind)
+        self._contents[key] = fetched
+        return fetched
+
     async def load(self, namespace: str, ref: ResourceRef) -> Source:
-        informer = self._informers[ref.kind]
-        raw = informer.get(namespace, ref.name)
-        if raw is not None and raw.get(STRIPPED):
-            fetched = await self._client.get("v1", ref.kind, ref.name, namespace)
-            if fetched is not None:
-                informer.put(fetched)
-            raw = fetched
+        raw = await self.content(namespace, ref.kind, ref.name)
         if raw is None:
             error = ResourceNotFound(f"{ref.kind} {namespace}/{ref.name} not found")
             return Source(ref, error=error)
-        raw = {"kind": ref.kind, **raw}
         try:
-            digest = self._hash(namespace, ref, raw)
+            digest = self._hash((namespace, ref.kind, ref.name), raw)
         except ResourceError as exc:
             return Source(ref, error=exc)
         return Source(ref, hash=digest, raw=raw)
 
-    def _hash(self, namespace: str, ref: ResourceRef, raw: Obj) -> str:
-        meta = raw["metadata"]
-        version = f"{meta.get('uid')}/{meta.get('resourceVersion')}"
-        key = (namespace, ref.kind, ref.name)
+    def _hash(self, key: ContentKey, raw: Obj) -> str:
+        version = resource_version(raw)
         cached = self._hashes.get(key)
         if cached is not None and cached[0] == version:
             return cached[1]
@@ -73,21 +87,24 @@ class Sources:
     def objects(self, source: Source) -> list[dict[str, Any]]:
         """Parsed objects in apply order; raises InvalidManifest. Cached per hash."""
         assert source.raw is not None
-        cached = self._parsed.get(source.hash)
+        # Keyed by resource as well as hash: an error message names its resource.
+        key = f"{source.ref.kind}/{source.ref.name}/{source.hash}"
+        cached = self._parsed.get(key)
         if cached is None:
             metrics.SOURCE_PARSES.inc()
             try:
                 cached = apply_order(parse_objects(source.raw))
             except ResourceError as exc:
                 cached = exc
-            self._parsed[source.hash] = cached
+            self._parsed[key] = cached
             if len(self._parsed) > PARSED_CACHE_SIZE:
                 self._parsed.popitem(last=False)
         else:
-            self._parsed.move_to_end(source.hash)
+            self._parsed.move_to_end(key)
         if isinstance(cached, ResourceError):
             raise cached
         return cached
 
     def forget(self, namespace: str, kind: str, name: str) -> None:
+        self._contents.pop((namespace, kind, name), None)
         self._hashes.pop((namespace, kind, name), None)

@@ -35,25 +35,16 @@ class WatchSpec:
     namespace: str | None = None
     label_selector: str | None = None
     field_selector: str | None = None
+    # Cache only metadata (PartialObjectMetadata): for kinds watched broadly whose
+    # content is fetched on demand (ConfigMaps, Secrets).
+    metadata_only: bool = False
 
 
 class Informer:
-    def __init__(
-        self,
-        client: KubeClient,
-        spec: WatchSpec,
-        handler: Handler,
-        *,
-        keep: Callable[[Obj], bool] | None = None,
-    ) -> None:
+    def __init__(self, client: KubeClient, spec: WatchSpec, handler: Handler) -> None:
         self._client = client
         self.spec = spec
         self._handler = handler
-        # Objects that fail ``keep`` are cached stripped to their identity and type
-        # (``STRIPPED`` set), so watching all ConfigMaps and Secrets does not mean
-        # holding their content in memory, yet absence from a synced cache still
-        # means the object does not exist.
-        self._keep = keep
         self.store: dict[Key, Obj] = {}
         self.synced = asyncio.Event()
 
@@ -64,7 +55,7 @@ class Informer:
         """Cache an object fetched directly (e.g. on first reference)."""
         key = obj_key(obj)
         current = self.store.get(key)
-        if current is None or _rv(current) < _rv(obj):
+        if current is None or resource_version(current) < resource_version(obj):
             self.store[key] = obj
 
     def items(self) -> list[Obj]:
@@ -94,6 +85,7 @@ class Informer:
             s.namespace,
             label_selector=s.label_selector,
             field_selector=s.field_selector,
+            metadata_only=s.metadata_only,
         )
         fresh = {obj_key(o): o for o in items}
         for key, gone in list(self.store.items()):
@@ -102,8 +94,8 @@ class Informer:
                 self._handler(gone, None)
         for key, obj in fresh.items():
             previous = self.store.get(key)
-            self._store(key, obj)
-            if previous is None or _rv(previous) != _rv(obj):
+            self.store[key] = obj
+            if previous is None or resource_version(previous) != resource_version(obj):
                 self._handler(previous, obj)
         return version
 
@@ -117,6 +109,7 @@ class Informer:
             version,
             label_selector=s.label_selector,
             field_selector=s.field_selector,
+            metadata_only=s.metadata_only,
         ):
             if kind == "ERROR":
                 return ""
@@ -129,33 +122,13 @@ class Informer:
                 self.store.pop(key, None)
                 self._handler(old if old is not None else obj, None)
             else:
-                self._store(key, obj)
+                self.store[key] = obj
                 self._handler(old, obj)
         return version
 
-    def _store(self, key: Key, obj: Obj) -> None:
-        self.store[key] = obj if self._keep is None or self._keep(obj) else strip(obj)
 
-
-STRIPPED = "__stripped__"
-
-
-def strip(obj: Obj) -> Obj:
-    """Identity, type and resourceVersion only: no data, no managedFields."""
-    meta = obj.get("metadata", {})
-    kept = {
-        k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels") if k in meta
-    }
-    return {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj.get("kind"),
-        "metadata": kept,
-        "type": obj.get("type"),
-        STRIPPED: True,
-    }
-
-
-def _rv(obj: Obj) -> int:
+def resource_version(obj: Obj) -> int:
+    """Compared as integers, as every Kubernetes client does in practice."""
     try:
         return int(obj["metadata"].get("resourceVersion", 0))
     except (TypeError, ValueError):
