@@ -74,6 +74,9 @@ async def _lead_and_run(options: RunOptions, mgmt: KubeClient, controller: Contr
     namespace = options.leader_namespace or os.environ.get("POD_NAMESPACE") or "crs-system"
     elector = LeaderElector(mgmt, namespace)
     await elector.acquire()
-    async with asyncio.TaskGroup() as group:
-        supervised(group, elector.keep(), "leader-lease")
-        supervised(group, controller.run(), "controller-main")
+    try:
+        async with asyncio.TaskGroup() as group:
+            supervised(group, elector.keep(), "leader-lease")
+            supervised(group, controller.run(), "controller-main")
+    finally:
+        await asyncio.shield(elector.release())

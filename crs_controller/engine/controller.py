@@ -182,6 +182,13 @@ class Controller:
             )
             metrics.RECONCILES.labels(kind=kind, result="error").inc()
             return
+        except Exception:
+            # A bug or an object we did not foresee: this key backs off, every other
+            # CRS and cluster carries on. The traceback names no object content.
+            delay = self.queue.add_rate_limited(key)
+            log.exception("reconcile crashed", kind=kind, key=f"{namespace}/{name}", retry_in=delay)
+            metrics.RECONCILES.labels(kind=kind, result="error").inc()
+            return
         finally:
             metrics.RECONCILE_SECONDS.labels(kind=kind).observe(time.monotonic() - started)
         metrics.RECONCILES.labels(kind=kind, result="retry" if result.retry else "ok").inc()

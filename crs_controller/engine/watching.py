@@ -72,7 +72,8 @@ class Informer:
                     version = await self._watch(version)
             except asyncio.CancelledError:
                 raise
-            except CRSError as exc:
+            except (CRSError, ValueError, KeyError) as exc:
+                # ValueError/KeyError: a malformed line or object; re-list from scratch.
                 log.warning("watch failed", kind=self.spec.kind, error=str(exc), retry_in=backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)

@@ -75,7 +75,7 @@ class ControllerProcess:
     ) -> None:
         self.stop()
 
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float = 60.0, *, wait_ready: bool = True) -> None:
         self.health_port = _free_port()
         command = [
             sys.executable,
@@ -104,7 +104,8 @@ class ControllerProcess:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"controller exited early:\n{self.log_tail()}")
             try:
-                if httpx.get(self.url("/readyz"), timeout=1).status_code == 200:
+                path = "/readyz" if wait_ready else "/healthz"
+                if httpx.get(self.url(path), timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
