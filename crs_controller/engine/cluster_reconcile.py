@@ -26,7 +26,7 @@ from crs_controller.core.bindings import (
     recorded,
 )
 from crs_controller.core.clusters import control_plane_initialized, is_deleting, is_paused
-from crs_controller.core.errors import CRSError, ResourceError, Unreachable
+from crs_controller.core.errors import Conflict, CRSError, ResourceError, Unreachable
 from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
@@ -45,6 +45,8 @@ from crs_controller.engine.index import active
 from crs_controller.engine.sources import Source
 
 log = structlog.get_logger(__name__)
+
+BINDING_WRITE_ATTEMPTS = 5
 
 
 @dataclass
@@ -259,18 +261,36 @@ async def _write_binding(
                 API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, cluster, namespace
             )
         return
+    # Optimistic concurrency: PUT with the resourceVersion we read. On a Conflict
+    # re-read the binding and put our entries on the fresh copy at once, rather than
+    # failing the whole reconcile (which would redo every apply to record them).
+    for _ in range(BINDING_WRITE_ATTEMPTS - 1):
+        try:
+            await _put_binding(ctx, namespace, cluster, current, entries, owners)
+            return
+        except Conflict:
+            fresh = await ctx.mgmt.get(
+                API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, cluster, namespace
+            )
+            current = parse_binding(fresh)
+    await _put_binding(ctx, namespace, cluster, current, entries, owners)
+
+
+async def _put_binding(
+    ctx: Context,
+    namespace: str,
+    cluster: str,
+    current: ClusterResourceSetBinding | None,
+    entries: dict[str, CRSBinding],
+    owners: list[dict[str, Any]],
+) -> None:
     desired = desired_binding(
         current, namespace=namespace, cluster=cluster, entries=entries, owners=owners
     )
     if not binding_changed(current, desired):
         return
     body = to_api(desired)
-    if current is None:
-        written = await ctx.mgmt.create(body)
-    else:
-        # PUT carries the resourceVersion we read: a concurrent writer makes this a
-        # Conflict, and the retry starts again from the fresh binding.
-        written = await ctx.mgmt.replace(body)
+    written = await (ctx.mgmt.create(body) if current is None else ctx.mgmt.replace(body))
     # Cache what we wrote at once, so a reconcile racing the watch does not act on
     # the binding as it was before.
     ctx.bindings.put(written)

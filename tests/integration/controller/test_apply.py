@@ -4,7 +4,10 @@ status reasons, selectors, late resources, deletion of CRSs and Clusters."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import socket
+import threading
+import time
 
 import yaml
 from support import (
@@ -25,7 +28,7 @@ from support import (
     wait_object,
 )
 
-from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed import KubeClient, KubeError, wait_for
 from crs_controller.testbed.clusters import register_cluster, set_cluster_initialized
 from crs_controller.testbed.controller import ControllerProcess
 
@@ -198,23 +201,49 @@ def test_object_in_a_missing_namespace_fails_alone_then_succeeds(
 
 
 def test_ten_crss_on_one_cluster_all_end_in_the_binding(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, namespace: str
+    controller: ControllerProcess, control_plane, mgmt: KubeClient, workloads, namespace: str
 ) -> None:
     add_cluster(mgmt, workloads[2], namespace, "busy", {"busy": "yes"})
     names = [f"crs-{i}" for i in range(10)]
-    for name in names:
-        doc = manifests(configmap_obj(unique(name)))
-        mgmt.create(source_configmap(namespace, name, {"a": doc}))
-        mgmt.create(crs_obj(namespace, name, [("ConfigMap", name)], {"busy": "yes"}))
+    # Another writer keeps changing the binding meanwhile: the controller's writes
+    # then meet stale resourceVersions (409 Conflict) and must retry without losing
+    # any CRS's entry, or the other writer's annotation.
+    stop = threading.Event()
 
-    def all_there() -> bool:
-        found = binding(mgmt, namespace, "busy") or {}
-        entries = found.get("spec", {}).get("bindings", [])
-        return sorted(e["clusterResourceSetName"] for e in entries) == names
+    def other_writer() -> None:
+        with KubeClient(control_plane.management) as client:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                patch = {"metadata": {"annotations": {"example.com/touched": str(n)}}}
+                with contextlib.suppress(KubeError):
+                    client.patch_merge(
+                        CRS_API, "ClusterResourceSetBinding", "busy", patch, namespace=namespace
+                    )
+                time.sleep(0.02)
 
-    wait_for(all_there, TIMEOUT)
-    owners = binding(mgmt, namespace, "busy")["metadata"]["ownerReferences"]
-    assert sorted(o["name"] for o in owners) == names
+    writer = threading.Thread(target=other_writer)
+    writer.start()
+    try:
+        for name in names:
+            doc = manifests(configmap_obj(unique(name)))
+            mgmt.create(source_configmap(namespace, name, {"a": doc}))
+            mgmt.create(crs_obj(namespace, name, [("ConfigMap", name)], {"busy": "yes"}))
+
+        def all_there() -> bool:
+            found = binding(mgmt, namespace, "busy") or {}
+            entries = found.get("spec", {}).get("bindings", [])
+            return sorted(e["clusterResourceSetName"] for e in entries) == names
+
+        wait_for(all_there, TIMEOUT)
+    finally:
+        stop.set()
+        writer.join()
+    final = binding(mgmt, namespace, "busy")
+    assert sorted(o["name"] for o in final["metadata"]["ownerReferences"]) == names
+    assert "example.com/touched" in final["metadata"]["annotations"]
+    for entry in final["spec"]["bindings"]:
+        assert entry["resources"][0]["applied"] is True
 
 
 def test_secret_of_the_wrong_type_is_refused(
