@@ -30,6 +30,8 @@ class WorkQueue:
         self._dirty: set[Hashable] = set()
         self._failures: dict[Hashable, int] = {}
         self._timers: list[_Timer] = []
+        # The earliest wake-up per key: periodic requeues do not pile up timers.
+        self._scheduled: dict[Hashable, float] = {}
         self._seq = 0
         self._wake = asyncio.Event()
         self._base = base_delay
@@ -49,8 +51,13 @@ class WorkQueue:
         if delay <= 0:
             self.add(key)
             return
+        due = time.monotonic() + delay
+        scheduled = self._scheduled.get(key)
+        if scheduled is not None and scheduled <= due:
+            return  # an earlier wake-up is already set; it will process the key anyway
+        self._scheduled[key] = due
         self._seq += 1
-        heapq.heappush(self._timers, _Timer(time.monotonic() + delay, self._seq, key))
+        heapq.heappush(self._timers, _Timer(due, self._seq, key))
         self._wake.set()
 
     def add_rate_limited(self, key: Hashable) -> float:
@@ -83,7 +90,10 @@ class WorkQueue:
         while True:
             now = time.monotonic()
             while self._timers and self._timers[0].due <= now:
-                self.add(heapq.heappop(self._timers).key)
+                timer = heapq.heappop(self._timers)
+                if self._scheduled.get(timer.key) == timer.due:
+                    del self._scheduled[timer.key]
+                    self.add(timer.key)
             timeout = self._timers[0].due - now if self._timers else None
             self._wake.clear()
             with contextlib.suppress(TimeoutError):

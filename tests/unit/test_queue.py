@@ -185,6 +185,18 @@ async def test_an_earlier_timer_added_later_is_not_held_up(timed: WorkQueue) -> 
     timed.done("near")
 
 
+async def test_repeated_requeues_of_a_key_keep_only_the_earliest_wake_up(
+    timed: WorkQueue,
+) -> None:
+    for delay in (0.03, 0.2, 0.01, 0.5):
+        timed.add_after("periodic", delay)
+    assert len(timed._timers) == 2  # 0.03 then the earlier 0.01; later ones dropped
+    assert await next_key(timed) == "periodic"
+    timed.done("periodic")
+    # The superseded 0.03 s timer does not deliver the key a second time.
+    assert await nothing_ready(timed, 0.1)
+
+
 async def test_one_key_is_never_processed_by_two_workers() -> None:
     """Several workers and a producer that keeps re-adding keys, at random moments."""
     rng = random.Random(7)
