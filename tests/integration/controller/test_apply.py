@@ -355,3 +355,23 @@ def test_unreachable_cluster_fails_alone_and_recovers_when_its_kubeconfig_change
     mgmt.update(secret)
     wait_object(workload_clients[0], "v1", "ConfigMap", name, "default")
     wait_condition(mgmt, namespace, "reach", "Ready", "True", "Applied")
+
+
+def test_reapply_interval_restores_a_deleted_object_without_a_change(
+    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+) -> None:
+    name = unique("interval")
+    mgmt.create(source_configmap(namespace, "iv", {"a": manifests(configmap_obj(name))}))
+    crs = crs_obj(namespace, "iv", [("ConfigMap", "iv")], {"iv": "1"}, mode="Reconcile")
+    crs["spec"]["reapplyInterval"] = "3s"
+    mgmt.create(crs)
+    add_cluster(mgmt, workloads[0], namespace, "iv1", {"iv": "1"})
+    wl = workload_clients[0]
+    wait_object(wl, "v1", "ConfigMap", name, "default")
+    first = wait_for(lambda: binding_entry(mgmt, namespace, "iv1", "iv"), TIMEOUT)["resources"][0]
+
+    wl.delete("v1", "ConfigMap", name, "default")
+    wait_object(wl, "v1", "ConfigMap", name, "default", timeout=15)
+    again = binding_entry(mgmt, namespace, "iv1", "iv")["resources"][0]
+    assert again["hash"] == first["hash"]
+    assert again["lastAppliedTime"] >= first["lastAppliedTime"]
