@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from crs_controller.core.drift import generation_sum
+from crs_controller.core.drift import fields_hash, generation_sum
 from crs_controller.core.manifests import ObjectRef
 from crs_controller.core.models import (
     API_VERSION,
@@ -61,6 +61,7 @@ def record_apply(
     generations: Sequence[int | None],
     now: datetime,
     skipped: Sequence[ObjectRef] = (),
+    owned: Sequence[Any] = (),
 ) -> ResourceBinding:
     """The entry after an apply. On failure the previous inventory is kept, plus what
     did go out, so that nothing we created is ever forgotten. Objects skipped because
@@ -78,6 +79,8 @@ def record_apply(
         applied=ok,
         last_applied_time=now,
         generation=generation_sum(list(generations)),
+        # Only a complete apply gives a baseline that drift checks can trust.
+        fields_hash=fields_hash(owned) if ok and not skipped else None,
         objects=objects,
     )
 

@@ -1,17 +1,28 @@
-"""Generation drift: has someone changed what we applied?
+"""Drift: has someone changed what we applied?
 
 Right after an apply the binding records the sum of the objects'
 ``metadata.generation``; the API server bumps a generation on every spec change,
 so a different sum later means someone edited an object (the "compounded
 Generation" of the original proposal). One number per resource keeps the binding
 small.
+
+Content drift also catches edits that bump no generation (ConfigMap data, labels,
+most Service fields). It reads ownership rather than values: when anyone else
+changes a field our field manager applied, the API server moves that field out of
+our managedFields entry, so a hash of the fields we own, taken right after the apply
+and again later, differs exactly when someone else changed one of them — and server
+defaulting or normalization, which changes no ownership, never looks like drift.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-__all__ = ["generation_drift", "generation_sum"]
+import xxhash
+
+__all__ = ["content_drift", "fields_hash", "generation_drift", "generation_sum", "owned_fields"]
 
 
 def generation_sum(generations: Sequence[int | None]) -> int:
@@ -31,3 +42,29 @@ def generation_drift(recorded_sum: int | None, live_generations: Sequence[int | 
     if any(generation is None for generation in live_generations):
         return True
     return generation_sum(live_generations) != recorded_sum
+
+
+def owned_fields(obj: Mapping[str, Any] | None, manager: str) -> Any:
+    """The fieldsV1 that ``manager`` owns through Apply on ``obj`` (None if none)."""
+    if obj is None:
+        return None
+    for entry in obj.get("metadata", {}).get("managedFields") or []:
+        if entry.get("manager") == manager and entry.get("operation") == "Apply":
+            return entry.get("fieldsV1")
+    return None
+
+
+def fields_hash(owned: Sequence[Any]) -> str:
+    """One hash over the owned fields of a resource's objects, in inventory order."""
+    canonical = json.dumps(list(owned), sort_keys=True, separators=(",", ":"))
+    return "xxh3:" + xxhash.xxh3_64_hexdigest(canonical.encode())
+
+
+def content_drift(recorded: str | None, live_owned: Sequence[Any]) -> bool:
+    """True when the fields we own now differ from those recorded after the apply;
+    a missing object (None) is drift. Without a record: no verdict."""
+    if recorded is None:
+        return False
+    if any(owned is None for owned in live_owned):
+        return True
+    return fields_hash(live_owned) != recorded

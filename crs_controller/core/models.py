@@ -195,6 +195,8 @@ class ResourceBinding(APIModel):
     last_applied_time: Timestamp | None = None
     # Sum of metadata.generation of ``objects`` right after the apply.
     generation: int | None = None
+    # Hash of the fields our field manager owned on ``objects`` right after the apply.
+    fields_hash: str | None = None
     objects: list[AppliedObject] = Field(default_factory=list)
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.errors import APIError, CRSError, Unreachable
+from crs_controller.core.drift import owned_fields
+from crs_controller.core.errors import APIError, CRSError, NotFound, Unreachable
 from crs_controller.core.manifests import ObjectRef, apply_body, object_ref
 from crs_controller.core.ordering import is_crd
 
@@ -26,6 +27,8 @@ CRD_ESTABLISH_TIMEOUT = 30.0
 class ApplyResult:
     applied: list[ObjectRef] = field(default_factory=list)
     generations: list[int | None] = field(default_factory=list)
+    # The fieldsV1 our manager owns on each applied object, from the apply response.
+    owned: list[Any] = field(default_factory=list)
     skipped: list[ObjectRef] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -63,6 +66,7 @@ async def apply_objects(
             continue
         result.applied.append(ref)
         result.generations.append(live.get("metadata", {}).get("generation"))
+        result.owned.append(owned_fields(live, field_manager))
         if is_crd(obj):
             pending_crds.append(ref.name)
     if pending_crds:
@@ -116,3 +120,28 @@ def _describe(ref: ObjectRef, exc: CRSError) -> str:
     Secrets, whose validation messages can quote their data."""
     detail = exc.body if isinstance(exc, APIError) and ref.kind != "Secret" else ""
     return f"{ref}: {exc}" + (f": {detail}" if detail else "")
+
+
+@dataclass
+class Observation:
+    """What the inventory looks like on the workload cluster now."""
+
+    generations: list[int | None]  # None: the object is missing
+    owned: list[Any]  # None: missing, or no longer applied by us at all
+
+
+async def observe(
+    client: KubeClient, inventory: Sequence[ObjectRef], *, field_manager: str
+) -> Observation:
+    """Read every inventoried object once (drift checks only read)."""
+    seen = Observation([], [])
+    for ref in inventory:
+        try:
+            live = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+        except NotFound:  # the kind itself is gone, e.g. its CRD was deleted
+            live = None
+        seen.generations.append(
+            None if live is None else int(live["metadata"].get("generation") or 0)
+        )
+        seen.owned.append(owned_fields(live, field_manager))
+    return seen

@@ -8,6 +8,7 @@ unreachable cluster that only ever delays itself.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +27,7 @@ from crs_controller.core.bindings import (
     recorded,
 )
 from crs_controller.core.clusters import control_plane_initialized, is_deleting, is_paused
+from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import Conflict, CRSError, ResourceError, Unreachable
 from crs_controller.core.models import (
     API_VERSION,
@@ -41,12 +43,14 @@ from crs_controller.core.status import Outcome
 from crs_controller.engine import metrics
 from crs_controller.engine.applying import apply_objects
 from crs_controller.engine.context import Context, crs_key
+from crs_controller.engine.drift_check import drifted
 from crs_controller.engine.index import active
 from crs_controller.engine.sources import Source
 
 log = structlog.get_logger(__name__)
 
 BINDING_WRITE_ATTEMPTS = 5
+DEFAULT_DRIFT_INTERVAL = 60.0
 
 
 @dataclass
@@ -146,24 +150,27 @@ async def _reconcile_pair(
 
     now = datetime.now(UTC)
     progress = _Progress()
+    drift = _drift_check_due(ctx, model, cluster["metadata"]["name"], progress)
     for ref in model.spec.resources:
         previous = recorded(entry, ref)
         source = await ctx.sources.load(namespace, ref)
         if source.error is not None:
             progress.fail(source.error.reason, str(source.error), previous)
-        elif not strategy.needs_apply(previous, source.hash, now):
-            assert previous is not None
-            progress.resources.append(previous)
-            progress.requeue = _earliest(progress.requeue, strategy.next_due(previous, now))
-        else:
-            try:
-                await _apply_resource(
-                    ctx, client, crs, cluster, source, previous, strategy, now, progress
-                )
-            except Unreachable as exc:
-                progress.fail(exc.reason, str(exc), previous)
-                progress.retry = True
-                break
+            continue
+        try:
+            why = await _why_apply(ctx, client, strategy, drift, previous, source.hash, now)
+            if why is None:
+                assert previous is not None
+                progress.resources.append(previous)
+                progress.requeue = _earliest(progress.requeue, strategy.next_due(previous, now))
+                continue
+            await _apply_resource(
+                ctx, client, crs, cluster, source, previous, strategy, now, progress, why
+            )
+        except Unreachable as exc:
+            progress.fail(exc.reason, str(exc), previous)
+            progress.retry = True
+            break
     # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
     if progress.failures:
         message = "; ".join(m for _, m in progress.failures)
@@ -172,6 +179,44 @@ async def _reconcile_pair(
         outcome = Outcome("Applied", "Applied", "all resources applied", generation)
     new_entry = CRSBinding(cluster_resource_set_name=crs_name, resources=progress.resources)
     return _CRSPass(new_entry, outcome, progress.requeue, progress.retry)
+
+
+def _drift_check_due(
+    ctx: Context, model: ClusterResourceSet, cluster: str, progress: _Progress
+) -> str:
+    """The drift mode to check in this pass ("None" when not due), and schedules the
+    next check. Only Reconcile mode detects drift."""
+    spec = model.spec
+    if spec.mode != "Reconcile" or spec.drift_detection == "None":
+        return "None"
+    interval = parse_duration(spec.drift_check_interval) or DEFAULT_DRIFT_INTERVAL
+    key = (model.metadata.namespace or "", model.metadata.name, cluster)
+    now = time.monotonic()
+    due = ctx.drift_due.get(key, 0.0)
+    progress.requeue = _earliest(progress.requeue, max(due - now, 0.0) or interval)
+    if due > now:
+        return "None"
+    ctx.drift_due[key] = now + interval
+    return spec.drift_detection
+
+
+async def _why_apply(
+    ctx: Context,
+    client: KubeClient,
+    strategy: ApplyOnce | Reconcile,
+    drift: str,
+    previous: ResourceBinding | None,
+    digest: str,
+    now: datetime,
+) -> str | None:
+    """The event reason for applying this resource now, or None to leave it."""
+    if strategy.needs_apply(previous, digest, now):
+        return "Applied"
+    assert previous is not None
+    manager = ctx.settings.field_manager
+    if drift != "None" and await drifted(client, previous, drift, field_manager=manager):
+        return "DriftCorrected"
+    return None
 
 
 async def _apply_resource(
@@ -184,6 +229,7 @@ async def _apply_resource(
     strategy: ApplyOnce | Reconcile,
     now: datetime,
     progress: _Progress,
+    why: str,
 ) -> None:
     ref = source.ref
     try:
@@ -207,6 +253,7 @@ async def _apply_resource(
         applied=applied.applied,
         generations=applied.generations,
         skipped=applied.skipped,
+        owned=applied.owned,
         now=now,
     )
     progress.resources.append(record)
@@ -221,8 +268,9 @@ async def _apply_resource(
     )
     if applied.ok:
         count = len(applied.applied)
-        message = f"applied {ref.kind}/{ref.name} to cluster {cluster_name} ({count} objects)"
-        await ctx.events.emit(crs, "Normal", "Applied", message)
+        verb = "reapplied after drift" if why == "DriftCorrected" else "applied"
+        message = f"{verb} {ref.kind}/{ref.name} to cluster {cluster_name} ({count} objects)"
+        await ctx.events.emit(crs, "Normal", why, message)
         progress.requeue = _earliest(progress.requeue, strategy.next_due(record, now))
     else:
         errors = "; ".join(applied.errors)
@@ -301,6 +349,8 @@ async def _forget_cluster(
 ) -> None:
     for crs_name in ctx.outcomes.drop_cluster(namespace, name):
         ctx.queue.add(crs_key(namespace, crs_name))
+    for key in [k for k in ctx.drift_due if k[0] == namespace and k[2] == name]:
+        del ctx.drift_due[key]
     await ctx.workloads.forget(namespace, name)
     if binding is not None:
         await ctx.mgmt.delete(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)

@@ -39,6 +39,8 @@ class Context:
     events: EventRecorder
     queue: WorkQueue
     outcomes: Outcomes = field(default_factory=Outcomes)
+    # Next drift check per (namespace, CRS, cluster), in time.monotonic() seconds.
+    drift_due: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
 
 def cluster_key(namespace: str, name: str) -> tuple[str, str, str]:

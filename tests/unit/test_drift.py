@@ -1,4 +1,5 @@
-"""Generation drift: summing generations and deciding drift from the recorded sum."""
+"""Drift decisions: the generation sum and its drift rule, and Content drift from the
+fields our field manager owns (managedFields), hashed independently of key order."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crs_controller.core.drift import generation_drift, generation_sum
+from crs_controller.core.drift import (
+    content_drift,
+    fields_hash,
+    generation_drift,
+    generation_sum,
+    owned_fields,
+)
 
 
 @pytest.mark.parametrize(
@@ -52,3 +59,47 @@ def test_a_bump_or_a_deletion_is_drift(live: list[int], data: st.DataObject) -> 
     deleted: list[int | None] = [*live]
     deleted[index] = None
     assert generation_drift(recorded, deleted) is True
+
+
+# -- Content drift: the fields our manager owns ---------------------------------------
+
+MANAGER = "crs-controller"
+
+
+def _live(*entries: tuple[str, str, dict[str, object]]) -> dict[str, object]:
+    managed = [{"manager": m, "operation": op, "fieldsV1": f} for m, op, f in entries]
+    return {"metadata": {"name": "x", "managedFields": managed}}
+
+
+OURS = {"f:data": {"f:a": {}, "f:b": {}}}
+
+
+@pytest.mark.parametrize(
+    ("live", "expected"),
+    [
+        (None, None),
+        (_live(), None),
+        (_live((MANAGER, "Apply", OURS)), OURS),
+        (_live(("kubectl", "Update", {"f:data": {"f:a": {}}}), (MANAGER, "Apply", OURS)), OURS),
+        # Our manager's *Update* entries are not what we applied.
+        (_live((MANAGER, "Update", OURS)), None),
+    ],
+)
+def test_owned_fields_reads_our_apply_entry_only(live: object, expected: object) -> None:
+    assert owned_fields(live, MANAGER) == expected  # type: ignore[arg-type]
+
+
+def test_content_drift_table() -> None:
+    after_apply = fields_hash([OURS, {"f:spec": {"f:replicas": {}}}])
+    same = [OURS, {"f:spec": {"f:replicas": {}}}]
+    stolen = [{"f:data": {"f:b": {}}}, {"f:spec": {"f:replicas": {}}}]  # someone edited data.a
+    assert not content_drift(after_apply, same)
+    assert content_drift(after_apply, stolen)
+    assert content_drift(after_apply, [OURS, None])  # an object is gone
+    assert not content_drift(None, stolen)  # no baseline, no verdict
+
+
+@given(st.dictionaries(st.text(max_size=5), st.dictionaries(st.text(max_size=5), st.just({}))))
+def test_fields_hash_ignores_key_order(fields: dict[str, dict[str, object]]) -> None:
+    reordered = {k: dict(reversed(list(v.items()))) for k, v in reversed(list(fields.items()))}
+    assert fields_hash([fields]) == fields_hash([reordered])
