@@ -8,6 +8,7 @@ unreachable cluster that only ever delays itself.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -39,12 +40,14 @@ from crs_controller.core.models import (
     to_api,
 )
 from crs_controller.core.modes import ApplyOnce, Reconcile, strategy_for
+from crs_controller.core.pruning import ObjectKey, wanted_keys
 from crs_controller.core.status import Outcome
 from crs_controller.engine import metrics
 from crs_controller.engine.applying import apply_objects
 from crs_controller.engine.context import Context, crs_key
 from crs_controller.engine.drift_check import drifted
 from crs_controller.engine.index import active
+from crs_controller.engine.pruning import prune
 from crs_controller.engine.sources import Source
 
 log = structlog.get_logger(__name__)
@@ -107,6 +110,21 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
             result.retry = result.retry or done.retry
             result.requeue_after = _earliest(result.requeue_after, done.requeue_after)
 
+    # deletionPolicy Delete: remove what left the desired set. Every CRS that still
+    # exists has a say, including those being deleted or no longer matching.
+    policies = {
+        c["metadata"]["name"]: (c.get("spec") or {}).get("deletionPolicy", "Orphan")
+        for c in ctx.index.crss_in(namespace)
+        if not is_paused(c)
+    }
+    pruning_errors: list[str] = []
+    if any(policies.get(n) == "Delete" for n in entries):
+        wanted = await _wanted(ctx, namespace, crss)
+        pruning_errors = await prune(client, entries, new_entries, policies, wanted)
+    if pruning_errors:
+        log.warning("deletion incomplete", cluster=f"{namespace}/{name}", errors=pruning_errors)
+        result.retry = True
+
     owners = [
         owner_reference(c)
         for c in ctx.index.crss_in(namespace)
@@ -128,6 +146,7 @@ class _Progress:
     failures: list[tuple[str, str]] = field(default_factory=list)
     requeue: float | None = None
     retry: bool = False
+    unreachable: bool = False  # stop contacting the cluster for the rest of the pass
 
     def fail(self, reason: str, message: str, previous: ResourceBinding | None) -> None:
         self.failures.append((reason, message))
@@ -153,6 +172,9 @@ async def _reconcile_pair(
     drift = _drift_check_due(ctx, model, cluster["metadata"]["name"], progress)
     for ref in model.spec.resources:
         previous = recorded(entry, ref)
+        if progress.unreachable:
+            progress.resources += [previous] if previous else []  # not reached: unchanged
+            continue
         source = await ctx.sources.load(namespace, ref)
         if source.error is not None:
             progress.fail(source.error.reason, str(source.error), previous)
@@ -169,8 +191,7 @@ async def _reconcile_pair(
             )
         except Unreachable as exc:
             progress.fail(exc.reason, str(exc), previous)
-            progress.retry = True
-            break
+            progress.retry = progress.unreachable = True
     # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
     if progress.failures:
         message = "; ".join(m for _, m in progress.failures)
@@ -179,6 +200,18 @@ async def _reconcile_pair(
         outcome = Outcome("Applied", "Applied", "all resources applied", generation)
     new_entry = CRSBinding(cluster_resource_set_name=crs_name, resources=progress.resources)
     return _CRSPass(new_entry, outcome, progress.requeue, progress.retry)
+
+
+async def _wanted(ctx: Context, namespace: str, crss: list[Obj]) -> set[ObjectKey]:
+    """What the matching CRSs' sources ask for now (parsing is cached per content)."""
+    wanted: set[ObjectKey] = set()
+    for crs in crss:
+        for ref in ClusterResourceSet.model_validate(crs).spec.resources:
+            source = await ctx.sources.load(namespace, ref)
+            if source.error is None:
+                with contextlib.suppress(ResourceError):
+                    wanted |= wanted_keys(ctx.sources.objects(source))
+    return wanted
 
 
 def _drift_check_due(

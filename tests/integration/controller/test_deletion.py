@@ -1,0 +1,155 @@
+"""deletionPolicy: Delete on real servers: objects leaving the ConfigMap, resources
+leaving spec.resources, clusters that stop matching, and deleted CRSs take their
+objects with them (custom resources before CRDs, namespaced objects before their
+Namespace) — except objects another CRS still wants."""
+
+from __future__ import annotations
+
+from support import (
+    CLUSTER_API,
+    CRS_API,
+    TIMEOUT,
+    WORKLOAD_USER,
+    add_cluster,
+    binding_entry,
+    configmap_obj,
+    crs_obj,
+    manifests,
+    source_configmap,
+    unique,
+    wait_condition,
+    wait_object,
+)
+
+from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed.controller import ControllerProcess
+
+
+def gone(client: KubeClient, api_version: str, kind: str, name: str, ns: str | None = None):
+    """Deleted, or (a Namespace, with no controller manager to finish) terminating."""
+
+    def check() -> bool:
+        obj = client.get(api_version, kind, name, ns)
+        return obj is None or bool(obj["metadata"].get("deletionTimestamp"))
+
+    return wait_for(check, TIMEOUT, message=f"{kind} {name} deleted")
+
+
+def _crs(namespace: str, name: str, resources: list[str], selector: dict[str, str]) -> dict:
+    crs = crs_obj(
+        namespace, name, [("ConfigMap", r) for r in resources], selector, mode="Reconcile"
+    )
+    crs["spec"]["deletionPolicy"] = "Delete"
+    return crs
+
+
+def test_objects_leaving_the_desired_set_are_deleted(
+    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+) -> None:
+    keep, drop, other = unique("keep"), unique("drop"), unique("other")
+    mgmt.create(
+        source_configmap(
+            namespace, "main", {"a": manifests(configmap_obj(keep), configmap_obj(drop))}
+        )
+    )
+    mgmt.create(source_configmap(namespace, "extra", {"a": manifests(configmap_obj(other))}))
+    mgmt.create(_crs(namespace, "del", ["main", "extra"], {"del": "1"}))
+    add_cluster(mgmt, workloads[0], namespace, "del1", {"del": "1"})
+    wl = workload_clients[0]
+    for name in (keep, drop, other):
+        wait_object(wl, "v1", "ConfigMap", name, "default")
+
+    # An object removed from its ConfigMap is deleted; the rest stays.
+    source = mgmt.get("v1", "ConfigMap", "main", namespace)
+    source["data"] = {"a": manifests(configmap_obj(keep))}
+    mgmt.update(source)
+    gone(wl, "v1", "ConfigMap", drop, "default")
+    assert wl.get("v1", "ConfigMap", keep, "default") is not None
+
+    # A resource removed from spec.resources takes its objects along.
+    crs = mgmt.get(CRS_API, "ClusterResourceSet", "del", namespace)
+    crs["spec"]["resources"] = [{"kind": "ConfigMap", "name": "main"}]
+    mgmt.update(crs)
+    gone(wl, "v1", "ConfigMap", other, "default")
+    assert wl.get("v1", "ConfigMap", keep, "default") is not None
+    wait_for(
+        lambda: (
+            [r["name"] for r in binding_entry(mgmt, namespace, "del1", "del")["resources"]]
+            == ["main"]
+        ),
+        TIMEOUT,
+    )
+
+    # A cluster that stops matching loses everything the CRS put there.
+    patch = {"metadata": {"labels": {"del": "no"}}}
+    mgmt.patch_merge(CLUSTER_API, "Cluster", "del1", patch, namespace=namespace)
+    gone(wl, "v1", "ConfigMap", keep, "default")
+    wait_condition(mgmt, namespace, "del", "Ready", "True", "NoMatchingClusters")
+
+
+def test_deleting_a_crs_deletes_in_reverse_order_but_spares_shared_objects(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: KubeClient,
+    workload_clients,
+    workloads,
+    namespace: str,
+) -> None:
+    group = f"{unique('g')}.example.com"
+    ns_name, shared = unique("addon-ns"), unique("shared")
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    widget = {
+        "apiVersion": f"{group}/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": ns_name},
+    }
+    namespace_obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns_name}}
+    doc = manifests(namespace_obj, crd, widget, configmap_obj(shared))
+    mgmt.create(source_configmap(namespace, "full", {"a": doc}))
+    mgmt.create(source_configmap(namespace, "shared", {"a": manifests(configmap_obj(shared))}))
+    mgmt.create(_crs(namespace, "full", ["full"], {"rev": "1"}))
+    mgmt.create(crs_obj(namespace, "keeper", [("ConfigMap", "shared")], {"rev": "1"}))
+    add_cluster(mgmt, workloads[1], namespace, "rev1", {"rev": "1"})
+    wl = workload_clients[1]
+    wait_condition(mgmt, namespace, "full", "Ready", "True", "Applied")
+    assert wl.get(f"{group}/v1", "Widget", "w", ns_name) is not None
+    wait_condition(mgmt, namespace, "keeper", "Ready", "True", "Applied")
+
+    server = control_plane.workloads[1]
+    before = len(server.audit_events())
+    mgmt.delete(CRS_API, "ClusterResourceSet", "full", namespace)
+    wait_for(lambda: mgmt.get(CRS_API, "ClusterResourceSet", "full", namespace) is None, TIMEOUT)
+    gone(wl, "v1", "Namespace", ns_name)
+    gone(wl, "apiextensions.k8s.io/v1", "CustomResourceDefinition", f"widgets.{group}")
+    # Wanted by the other CRS: kept.
+    assert wl.get("v1", "ConfigMap", shared, "default") is not None
+    assert binding_entry(mgmt, namespace, "rev1", "full") is None
+
+    deletes = [
+        e["objectRef"]["resource"]
+        for e in server.audit_events()[before:]
+        if e["verb"] == "delete" and e["user"]["username"] == WORKLOAD_USER
+    ]
+    assert deletes == ["widgets", "customresourcedefinitions", "namespaces"]
