@@ -42,6 +42,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--health-addr", default=":8081", help="/healthz and /readyz (0: off)")
     run.add_argument("--leader-elect", action="store_true", help="hold a Lease before acting")
     run.add_argument("--leader-election-namespace", default=None)
+    run.add_argument(
+        "--extension-addr", default=":9443", help="Runtime Extension (BeforeClusterDelete) HTTPS"
+    )
+    run.add_argument(
+        "--extension-cert-dir",
+        default="",
+        help="directory with tls.crt and tls.key; the extension is off without it",
+    )
     run.add_argument("--log-format", choices=["json", "console"], default="json")
     run.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
 
@@ -96,6 +104,8 @@ def _run(args: argparse.Namespace) -> int:
         health_addr=args.health_addr,
         leader_elect=args.leader_elect,
         leader_namespace=args.leader_election_namespace,
+        extension_addr=args.extension_addr,
+        extension_cert_dir=args.extension_cert_dir,
     )
     try:
         asyncio.run(run(options))

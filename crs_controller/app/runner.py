@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 
-from crs_controller.app import health
+from crs_controller.app import extension, health
 from crs_controller.app.leader import LeaderElector
 from crs_controller.clients.kube import KubeClient
+from crs_controller.engine import metrics
 from crs_controller.engine.context import Settings
 from crs_controller.engine.controller import Controller, cluster_api_version
 from crs_controller.engine.tasks import supervised
+from crs_controller.engine.uninstalling import hook_status
 
 log = structlog.get_logger(__name__)
 
@@ -27,6 +31,8 @@ class RunOptions:
     health_addr: str = ":8081"
     leader_elect: bool = False
     leader_namespace: str | None = None
+    extension_addr: str = ""
+    extension_cert_dir: str = ""
 
 
 def _split(addr: str) -> tuple[str, int] | None:
@@ -42,7 +48,14 @@ async def run(options: RunOptions) -> None:
     servers = []
     for addr in {options.metrics_addr, options.health_addr}:
         if where := _split(addr):
-            servers.append(await health.serve(*where, ready=controller.ready.is_set))
+            servers.append(await health.serve(*where, ready=lambda: _ready(controller)))
+    cert_dir = Path(options.extension_cert_dir) if options.extension_cert_dir else None
+    if cert_dir and not (cert_dir / "tls.crt").exists():
+        log.warning("runtime extension off: no tls.crt", cert_dir=str(cert_dir))
+    elif cert_dir and (where := _split(options.extension_addr)):
+        status = functools.partial(hook_status, controller.ctx)
+        servers.append(await extension.serve(*where, str(cert_dir), status))
+        log.info("runtime extension serving", addr=options.extension_addr)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -61,6 +74,12 @@ async def run(options: RunOptions) -> None:
         log.info("stopped")
 
 
+def _ready(controller: Controller) -> bool:
+    """Ready once the caches are synced — or while standing by for the lease, so a
+    rolling update can bring the new pod up before the old one lets go."""
+    return controller.ready.is_set() or controller.standing_by
+
+
 async def _first(stop: asyncio.Event, main: asyncio.Task[None]) -> None:
     waiter = asyncio.ensure_future(stop.wait())
     await asyncio.wait({waiter, main}, return_when=asyncio.FIRST_COMPLETED)
@@ -73,7 +92,11 @@ async def _lead_and_run(options: RunOptions, mgmt: KubeClient, controller: Contr
         return
     namespace = options.leader_namespace or os.environ.get("POD_NAMESPACE") or "crs-system"
     elector = LeaderElector(mgmt, namespace)
+    controller.standing_by = True
+    metrics.LEADER.set(0)
     await elector.acquire()
+    controller.standing_by = False
+    metrics.LEADER.set(1)
     try:
         async with asyncio.TaskGroup() as group:
             supervised(group, elector.keep(), "leader-lease")

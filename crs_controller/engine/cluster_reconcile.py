@@ -49,6 +49,8 @@ from crs_controller.engine.drift_check import drifted
 from crs_controller.engine.index import active
 from crs_controller.engine.pruning import prune
 from crs_controller.engine.sources import Source
+from crs_controller.engine.uninstalling import targets as uninstall_targets
+from crs_controller.engine.uninstalling import uninstall
 
 log = structlog.get_logger(__name__)
 
@@ -78,8 +80,10 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
     if cluster is None:
         await _forget_cluster(ctx, namespace, name, binding)
         return Result()
-    if is_paused(cluster) or is_deleting(cluster):
+    if is_paused(cluster):
         return Result()
+    if is_deleting(cluster):
+        return await _clean_up(ctx, cluster, binding)
 
     crss = [c for c in ctx.index.matching_crss(cluster) if active(c)]
     entries = entries_by_crs(binding)
@@ -136,6 +140,27 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
         if ctx.outcomes.drop_pair(namespace, crs_name, name):
             ctx.queue.add(crs_key(namespace, crs_name))
     return result
+
+
+async def _clean_up(
+    ctx: Context, cluster: Obj, binding: ClusterResourceSetBinding | None
+) -> Result:
+    """A Cluster being deleted: uninstall what CRSs asked to clean up; the binding
+    itself goes once the Cluster is gone."""
+    if binding is None:
+        return Result()
+    namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
+    client = None
+    if uninstall_targets(ctx, cluster, binding):
+        client, _ = await _workload_client(ctx, cluster)
+    cleanup = await uninstall(ctx, client, cluster, binding)
+    owners = [
+        owner_reference(c)
+        for c in ctx.index.crss_in(namespace)
+        if c["metadata"]["name"] in cleanup.remaining
+    ]
+    await _write_binding(ctx, namespace, name, binding, cleanup.remaining, owners)
+    return Result(requeue_after=cleanup.requeue_after, retry=cleanup.retry)
 
 
 @dataclass

@@ -84,6 +84,7 @@ class Controller:
         secrets._handler = self._on_secret
         self.informers = [crss, clusters, bindings, configmaps, secrets]
         self.ready = asyncio.Event()
+        self.standing_by = False  # waiting for the leader lease
 
     # -- event -> keys ------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 RECONCILES = Counter(
     "crs_reconciles_total", "Reconciles by kind (cluster or crs) and result", ["kind", "result"]
@@ -18,3 +18,5 @@ SOURCE_HASHES = Counter(
     "crs_source_hashes_total", "ConfigMap/Secret contents hashed (once per content change)"
 )
 SOURCE_PARSES = Counter("crs_source_parses_total", "ConfigMap/Secret contents parsed")
+LEADER = Gauge("crs_leader", "1 while this process acts (holds the lease, or runs unelected)")
+LEADER.set(1)

@@ -20,6 +20,7 @@ from typing import Self
 import httpx
 import yaml
 
+from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.controlplane import Server
 from crs_controller.testbed.kube import KubeClient
 
@@ -52,7 +53,7 @@ def _free_port() -> int:
 
 
 class ControllerProcess:
-    def __init__(self, management: Server, *extra_args: str) -> None:
+    def __init__(self, management: Server, *extra_args: str, extension: bool = False) -> None:
         self._management = management
         self._extra = extra_args
         self._dir = Path(tempfile.mkdtemp(prefix="crs-controller-"))
@@ -65,6 +66,26 @@ class ControllerProcess:
         self.tmpdir.mkdir()
         self.health_port = 0
         self._proc: subprocess.Popen[bytes] | None = None
+        # The Runtime Extension serves TLS only: a CA of its own for the tests.
+        self.extension_ca_pem = b""
+        self.extension_port = 0
+        if extension:
+            ca = CertificateAuthority.generate("crs-controller-extension-ca")
+            pair = ca.issue_serving()
+            certs = self._dir / "extension-certs"
+            certs.mkdir()
+            (certs / "tls.crt").write_bytes(pair.cert_pem)
+            (certs / "tls.key").write_bytes(pair.key_pem)
+            (certs / "tls.key").chmod(0o600)
+            self.extension_ca_pem = ca.cert_pem
+            self.extension_port = _free_port()
+            self._extra = (
+                *self._extra,
+                "--extension-addr",
+                f"127.0.0.1:{self.extension_port}",
+                "--extension-cert-dir",
+                str(certs),
+            )
 
     def __enter__(self) -> Self:
         self.start()
@@ -115,6 +136,9 @@ class ControllerProcess:
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    def extension_url(self, path: str) -> str:
+        return f"https://127.0.0.1:{self.extension_port}{path}"
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.health_port}{path}"

@@ -14,7 +14,7 @@ from crs_controller.testbed.controller import ControllerProcess, install_rbac
 @pytest.fixture(scope="session")
 def controller(control_plane: ControlPlane, mgmt: KubeClient) -> Iterator[ControllerProcess]:
     install_rbac(mgmt)
-    with ControllerProcess(control_plane.management) as process:
+    with ControllerProcess(control_plane.management, extension=True) as process:
         yield process
         # Workload kubeconfigs carry client keys: none may be left on disk.
         assert process.files_with_private_keys() == []

@@ -9,6 +9,7 @@ from support import (
     configmap_obj,
     crs_obj,
     manifests,
+    metric,
     source_configmap,
     unique,
     wait_condition,
@@ -19,6 +20,10 @@ from crs_controller.testbed import ControlPlane, KubeClient, wait_for
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
 LEASE_API = "coordination.k8s.io/v1"
+
+
+def leading(process: ControllerProcess) -> float:
+    return metric(httpx.get(process.url("/metrics")).text, "crs_leader")
 
 
 def test_health_and_metrics_endpoints(controller: ControllerProcess) -> None:
@@ -49,13 +54,13 @@ def test_leader_election_standby_takes_over_after_sigterm(
         holder = lease["spec"]["holderIdentity"]
         assert holder
 
-        second.start(wait_ready=False)
-        # The standby is alive but not acting: its caches never start.
-        assert httpx.get(second.url("/healthz")).status_code == 200
-        assert httpx.get(second.url("/readyz")).status_code == 503
+        second.start()
+        # The standby is ready (so a rolling update can proceed) but not acting.
+        assert leading(second) == 0.0
+        assert leading(first) == 1.0
 
         assert first.stop() == 0  # SIGTERM: a clean exit that releases the lease
-        wait_for(lambda: httpx.get(second.url("/readyz")).status_code == 200, 20)
+        wait_for(lambda: leading(second) == 1.0, 20)
         lease = mgmt.get(LEASE_API, "Lease", "crs-controller", SYSTEM_NAMESPACE)
         assert lease["spec"]["holderIdentity"] not in ("", holder)
 

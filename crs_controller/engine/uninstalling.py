@@ -1,0 +1,160 @@
+"""Cleaning a workload cluster up before its Cluster is deleted (``uninstall.ensure``).
+
+For every CRS recorded in the cluster's binding that asks for it: apply its
+``beforeDelete`` hook objects and wait for the Jobs among them; a failed Job aborts
+(retried with backoff, nothing deleted meanwhile); then delete what the CRS applied,
+in reverse order, sparing what other CRSs recorded. The entry leaves the binding
+once done, which is what the BeforeClusterDelete hook reports on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.core.bindings import entries_by_crs, parse_binding
+from crs_controller.core.errors import CRSError, ResourceError, Unreachable
+from crs_controller.core.manifests import object_ref
+from crs_controller.core.models import ClusterResourceSet, ClusterResourceSetBinding, CRSBinding
+from crs_controller.core.pruning import inventory, stale_objects
+from crs_controller.core.uninstall import deadline, is_job, job_state
+from crs_controller.engine.applying import apply_objects
+from crs_controller.engine.context import Context, cluster_key
+from crs_controller.engine.pruning import delete_objects
+
+log = structlog.get_logger(__name__)
+
+JOB_POLL = 2.0
+
+
+@dataclass
+class Cleanup:
+    """Where the cleanup of one deleting cluster stands."""
+
+    remaining: dict[str, CRSBinding]  # entries to keep in the binding
+    pending: list[str]  # CRSs whose cleanup is not finished (and not timed out)
+    retry: bool = False
+    requeue_after: float | None = None
+
+
+def targets(ctx: Context, cluster: Obj, binding: ClusterResourceSetBinding | None) -> list[Obj]:
+    """The recorded CRSs that want cleanup and are still within their deadline."""
+    namespace = cluster["metadata"]["namespace"]
+    now = datetime.now(UTC)
+    found = []
+    for name in entries_by_crs(binding):
+        crs = ctx.index.crs(namespace, name)
+        uninstall = ((crs or {}).get("spec") or {}).get("uninstall") or {}
+        if crs is None or not uninstall.get("ensure"):
+            continue
+        until = deadline(cluster, uninstall.get("timeout"))
+        if until is not None and now < until:
+            found.append(crs)
+    return found
+
+
+async def uninstall(
+    ctx: Context, client: KubeClient | None, cluster: Obj, binding: ClusterResourceSetBinding
+) -> Cleanup:
+    entries = entries_by_crs(binding)
+    cleanup = Cleanup(remaining=dict(entries), pending=[])
+    for crs in targets(ctx, cluster, binding):
+        name = crs["metadata"]["name"]
+        entry = entries[name]
+        if not inventory([entry]):
+            del cleanup.remaining[name]  # nothing was ever applied: no hook, nothing to do
+            continue
+        cleanup.pending.append(name)
+        if client is None:
+            cleanup.retry = True
+            continue
+        try:
+            ready = await _run_hooks(ctx, client, crs, cluster)
+        except (CRSError, ResourceError) as exc:
+            await _report(ctx, crs, cluster, str(exc))
+            cleanup.retry = True
+            continue
+        if ready is None:
+            cleanup.requeue_after = JOB_POLL
+            continue
+        if not ready:
+            cleanup.retry = True
+            continue
+        others = [e for n, e in cleanup.remaining.items() if n != name]
+        stale = stale_objects(entry, inventory(others), set())
+        try:
+            failed = await delete_objects(client, stale)
+        except Unreachable as exc:
+            failed = [str(exc)]
+        if failed:
+            await _report(ctx, crs, cluster, "; ".join(failed))
+            cleanup.retry = True
+            continue
+        del cleanup.remaining[name]
+        cleanup.pending.remove(name)
+        message = f"removed {len(stale)} objects from cluster {cluster['metadata']['name']}"
+        await ctx.events.emit(crs, "Normal", "Uninstalled", message)
+    return cleanup
+
+
+async def _run_hooks(ctx: Context, client: KubeClient, crs: Obj, cluster: Obj) -> bool | None:
+    """Apply the beforeDelete objects; True when every Job among them completed,
+    None while one still runs, False (with an event) when one failed."""
+    namespace = cluster["metadata"]["namespace"]
+    model = ClusterResourceSet.model_validate(crs)
+    objects: list[dict[str, Any]] = []
+    for ref in model.spec.uninstall.before_delete:
+        source = await ctx.sources.load(namespace, ref)
+        if source.error is not None:
+            raise source.error
+        objects += ctx.sources.objects(source)
+    if not objects:
+        return True
+    result = await apply_objects(
+        client, objects, field_manager=ctx.settings.field_manager, only_missing=False
+    )
+    if not result.ok:
+        await _report(ctx, crs, cluster, "; ".join(result.errors))
+        return False
+    for job in filter(is_job, objects):
+        key = object_ref(job)
+        live = await client.get(key.api_version, key.kind, key.name, key.namespace or "default")
+        state = job_state(live or {})
+        if state == "Failed":
+            await _report(ctx, crs, cluster, f"beforeDelete Job {key.name} failed")
+            return False
+        if state == "Running":
+            return None
+    return True
+
+
+async def _report(ctx: Context, crs: Obj, cluster: Obj, message: str) -> None:
+    text = f"cluster {cluster['metadata']['name']}: uninstall held: {message}"
+    log.warning("uninstall blocked", crs=crs["metadata"]["name"], message=text)
+    await ctx.events.emit(crs, "Warning", "UninstallFailed", text)
+
+
+HOOK_RETRY_SECONDS = 5
+
+
+def hook_status(ctx: Context, cluster: Obj) -> tuple[int, str]:
+    """The BeforeClusterDelete answer for ``cluster`` (as sent by Cluster API):
+    (retryAfterSeconds, message). Positive while cleanup is still to be done."""
+    meta = cluster.get("metadata") or {}
+    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    binding = parse_binding(ctx.bindings.get(namespace, name))
+    entries = entries_by_crs(binding)
+    pending = [
+        c["metadata"]["name"]
+        for c in targets(ctx, cluster, binding)
+        if inventory([entries[c["metadata"]["name"]]])
+    ]
+    if not pending:
+        return 0, "crs-controller: nothing (more) to clean up"
+    # The watch may not have shown the deletion yet: make sure cleanup is under way.
+    ctx.queue.add(cluster_key(namespace, name))
+    return HOOK_RETRY_SECONDS, f"crs-controller: removing add-ons of {', '.join(pending)}"
