@@ -1,0 +1,226 @@
+"""One CRS's pass over its resources on one cluster: load each source, decide with
+the mode's strategy (and drift checks) whether to apply, apply, and record.
+
+Returns the CRS's new binding entry and outcome; writing the binding is the cluster
+reconcile's job, once for all CRSs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import structlog
+
+from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.core.bindings import record_apply, recorded
+from crs_controller.core.durations import parse_duration
+from crs_controller.core.errors import CRSError, ResourceError, Unreachable
+from crs_controller.core.models import ClusterResourceSet, CRSBinding, ResourceBinding
+from crs_controller.core.modes import ApplyOnce, Reconcile, strategy_for
+from crs_controller.core.pruning import ObjectKey, wanted_keys
+from crs_controller.core.status import Outcome
+from crs_controller.engine import metrics
+from crs_controller.engine.applying import apply_objects
+from crs_controller.engine.context import Context
+from crs_controller.engine.drift_check import drifted
+from crs_controller.engine.sources import Source
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_DRIFT_INTERVAL = 60.0
+
+
+@dataclass
+class CRSPass:
+    entry: CRSBinding
+    outcome: Outcome
+    requeue_after: float | None
+    retry: bool
+
+
+@dataclass
+class _Progress:
+    """What one CRS's pass over its resources has gathered so far."""
+
+    resources: list[ResourceBinding] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    requeue: float | None = None
+    retry: bool = False
+    unreachable: bool = False  # stop contacting the cluster for the rest of the pass
+
+    def fail(self, reason: str, message: str, previous: ResourceBinding | None) -> None:
+        self.failures.append((reason, message))
+        self.resources += [previous] if previous else []
+
+
+async def reconcile_pair(
+    ctx: Context, client: KubeClient, cluster: Obj, crs: Obj, entry: CRSBinding | None
+) -> CRSPass:
+    namespace = cluster["metadata"]["namespace"]
+    model = ClusterResourceSet.model_validate(crs)
+    generation = crs_generation(crs)
+    crs_name = model.metadata.name
+    try:
+        strategy = strategy_for(model.spec.mode, model.spec.reapply_interval)
+    except CRSError as exc:
+        outcome = Outcome("Failed", exc.reason, str(exc), generation)
+        unchanged = entry or CRSBinding(cluster_resource_set_name=crs_name)
+        return CRSPass(unchanged, outcome, None, False)
+
+    now = datetime.now(UTC)
+    progress = _Progress()
+    drift = _drift_check_due(ctx, model, cluster["metadata"]["name"], progress)
+    for ref in model.spec.resources:
+        previous = recorded(entry, ref)
+        if progress.unreachable:
+            progress.resources += [previous] if previous else []  # not reached: unchanged
+            continue
+        source = await ctx.sources.load(namespace, ref)
+        if source.error is not None:
+            progress.fail(source.error.reason, str(source.error), previous)
+            continue
+        try:
+            why = await _why_apply(ctx, client, strategy, drift, previous, source.hash, now)
+            if why is None:
+                assert previous is not None
+                progress.resources.append(previous)
+                progress.requeue = earliest(progress.requeue, strategy.next_due(previous, now))
+                continue
+            await _apply_resource(
+                ctx, client, crs, cluster, source, previous, strategy, now, progress, why
+            )
+        except Unreachable as exc:
+            progress.fail(exc.reason, str(exc), previous)
+            progress.retry = progress.unreachable = True
+    # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
+    if progress.failures:
+        message = "; ".join(m for _, m in progress.failures)
+        outcome = Outcome("Failed", progress.failures[0][0], message, generation)
+    else:
+        outcome = Outcome("Applied", "Applied", "all resources applied", generation)
+    new_entry = CRSBinding(cluster_resource_set_name=crs_name, resources=progress.resources)
+    return CRSPass(new_entry, outcome, progress.requeue, progress.retry)
+
+
+async def wanted_by(ctx: Context, namespace: str, crss: list[Obj]) -> set[ObjectKey]:
+    """What the matching CRSs' sources ask for now (parsing is cached per content)."""
+    wanted: set[ObjectKey] = set()
+    for crs in crss:
+        for ref in ClusterResourceSet.model_validate(crs).spec.resources:
+            source = await ctx.sources.load(namespace, ref)
+            if source.error is None:
+                with contextlib.suppress(ResourceError):
+                    wanted |= wanted_keys(ctx.sources.objects(source))
+    return wanted
+
+
+def _drift_check_due(
+    ctx: Context, model: ClusterResourceSet, cluster: str, progress: _Progress
+) -> str:
+    """The drift mode to check in this pass ("None" when not due), and schedules the
+    next check. Only Reconcile mode detects drift."""
+    spec = model.spec
+    if spec.mode != "Reconcile" or spec.drift_detection == "None":
+        return "None"
+    interval = parse_duration(spec.drift_check_interval) or DEFAULT_DRIFT_INTERVAL
+    key = (model.metadata.namespace or "", model.metadata.name, cluster)
+    now = time.monotonic()
+    due = ctx.drift_due.get(key, 0.0)
+    progress.requeue = earliest(progress.requeue, max(due - now, 0.0) or interval)
+    if due > now:
+        return "None"
+    ctx.drift_due[key] = now + interval
+    return spec.drift_detection
+
+
+async def _why_apply(
+    ctx: Context,
+    client: KubeClient,
+    strategy: ApplyOnce | Reconcile,
+    drift: str,
+    previous: ResourceBinding | None,
+    digest: str,
+    now: datetime,
+) -> str | None:
+    """The event reason for applying this resource now, or None to leave it."""
+    if strategy.needs_apply(previous, digest, now):
+        return "Applied"
+    assert previous is not None
+    manager = ctx.settings.field_manager
+    if drift != "None" and await drifted(client, previous, drift, field_manager=manager):
+        return "DriftCorrected"
+    return None
+
+
+async def _apply_resource(
+    ctx: Context,
+    client: KubeClient,
+    crs: Obj,
+    cluster: Obj,
+    source: Source,
+    previous: ResourceBinding | None,
+    strategy: ApplyOnce | Reconcile,
+    now: datetime,
+    progress: _Progress,
+    why: str,
+) -> None:
+    ref = source.ref
+    try:
+        objects = ctx.sources.objects(source)
+    except ResourceError as exc:
+        progress.fail(exc.reason, str(exc), previous)
+        return
+    applied = await apply_objects(
+        client,
+        objects,
+        field_manager=ctx.settings.field_manager,
+        only_missing=strategy.applies_only_missing,
+    )
+    metrics.OBJECTS_APPLIED.inc(len(applied.applied))
+    metrics.APPLY_ERRORS.inc(len(applied.errors))
+    record = record_apply(
+        ref,
+        previous,
+        digest=source.hash,
+        ok=applied.ok,
+        applied=applied.applied,
+        generations=applied.generations,
+        skipped=applied.skipped,
+        owned=applied.owned,
+        now=now,
+    )
+    progress.resources.append(record)
+    cluster_name = cluster["metadata"]["name"]
+    log.info(
+        "resource applied" if applied.ok else "resource apply failed",
+        crs=f"{crs['metadata']['namespace']}/{crs['metadata']['name']}",
+        cluster=cluster_name,
+        resource=f"{ref.kind}/{ref.name}",
+        objects=len(applied.applied),
+        errors=len(applied.errors),
+    )
+    if applied.ok:
+        count = len(applied.applied)
+        verb = "reapplied after drift" if why == "DriftCorrected" else "applied"
+        message = f"{verb} {ref.kind}/{ref.name} to cluster {cluster_name} ({count} objects)"
+        await ctx.events.emit(crs, "Normal", why, message)
+        progress.requeue = earliest(progress.requeue, strategy.next_due(record, now))
+    else:
+        errors = "; ".join(applied.errors)
+        progress.failures.append(("ApplyFailed", f"{ref.kind}/{ref.name}: {errors}"))
+        progress.retry = True
+
+
+def crs_generation(crs: Obj) -> int:
+    return int(crs["metadata"].get("generation") or 0)
+
+
+def earliest(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
