@@ -32,7 +32,7 @@ from crs_controller.engine.index import Index, selects
 from crs_controller.engine.queue import WorkQueue
 from crs_controller.engine.sources import Sources
 from crs_controller.engine.tasks import supervised
-from crs_controller.engine.watching import Informer, WatchSpec, no_handler
+from crs_controller.engine.watching import Informer, WatchSpec
 
 log = structlog.get_logger(__name__)
 
@@ -49,18 +49,21 @@ class Controller:
     def __init__(self, mgmt: KubeClient, settings: Settings, cluster_version: str) -> None:
         ns = settings.namespace
         self.queue = WorkQueue()
-        crss = Informer(mgmt, WatchSpec(API_VERSION, CLUSTER_RESOURCE_SET_KIND, ns), no_handler)
-        clusters = Informer(mgmt, WatchSpec(cluster_version, "Cluster", ns), no_handler)
+        # Handlers only run once the informers do, after the context below exists.
+        crss = Informer(mgmt, WatchSpec(API_VERSION, CLUSTER_RESOURCE_SET_KIND, ns), self._on_crs)
+        clusters = Informer(mgmt, WatchSpec(cluster_version, "Cluster", ns), self._on_cluster)
         index = Index(crss, clusters)
         bindings = Informer(
-            mgmt, WatchSpec(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, ns), no_handler
+            mgmt, WatchSpec(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, ns), self._on_binding
         )
 
         # Content is fetched on demand for referenced objects only (engine/sources).
         configmaps = Informer(
-            mgmt, WatchSpec("v1", "ConfigMap", ns, metadata_only=True), no_handler
+            mgmt,
+            WatchSpec("v1", "ConfigMap", ns, metadata_only=True),
+            self._on_source("ConfigMap"),
         )
-        secrets = Informer(mgmt, WatchSpec("v1", "Secret", ns, metadata_only=True), no_handler)
+        secrets = Informer(mgmt, WatchSpec("v1", "Secret", ns, metadata_only=True), self._on_secret)
         self.ctx = Context(
             settings=settings,
             mgmt=mgmt,
@@ -76,12 +79,6 @@ class Controller:
             events=EventRecorder(mgmt),
             queue=self.queue,
         )
-        # Handlers are attached after construction so they can close over the context.
-        crss._handler = self._on_crs
-        clusters._handler = self._on_cluster
-        bindings._handler = self._on_binding
-        configmaps._handler = self._on_source("ConfigMap")
-        secrets._handler = self._on_secret
         self.informers = [crss, clusters, bindings, configmaps, secrets]
         self.ready = asyncio.Event()
         self.standing_by = False  # waiting for the leader lease

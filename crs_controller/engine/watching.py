@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
@@ -134,7 +133,3 @@ def resource_version(obj: Obj) -> int:
         return int(obj["metadata"].get("resourceVersion", 0))
     except (TypeError, ValueError):
         return 0
-
-
-def no_handler(old: Any, new: Any) -> None:
-    """For informers that only feed a cache."""
