@@ -1,0 +1,194 @@
+"""Reading a workload cluster's kubeconfig from its Cluster API Secret
+(``clients.workload.decode_kubeconfig``): a valid Secret gives the kubeconfig; a Secret
+without the ``value`` key, with data that is not base64, or with YAML that is not a
+kubeconfig is ``Unreachable`` with a message that names the cluster and never repeats
+anything the Secret holds."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from crs_controller.clients.workload import decode_kubeconfig, kubeconfig_secret_name
+from crs_controller.core.errors import Unreachable
+
+CLUSTER = "work-1"
+TOKEN = "s3cr3t-t0ken-abcdef"
+KUBECONFIG: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "clusters": [
+        {
+            "name": CLUSTER,
+            "cluster": {"server": "https://10.0.0.1:6443", "certificate-authority-data": "Q0E="},
+        }
+    ],
+    "users": [{"name": "admin", "user": {"token": TOKEN}}],
+    "contexts": [{"name": "admin@work-1", "context": {"cluster": CLUSTER, "user": "admin"}}],
+    "current-context": "admin@work-1",
+}
+# Every message decode_kubeconfig may give, with no Secret content in it.
+MESSAGES = (
+    f"cluster {CLUSTER}: kubeconfig Secret has no 'value' key",
+    f"cluster {CLUSTER}: kubeconfig Secret is not a kubeconfig",
+)
+
+
+def b64(raw: bytes | str) -> str:
+    return base64.b64encode(raw.encode() if isinstance(raw, str) else raw).decode()
+
+
+def secret(data: dict[str, str] | None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "cluster.x-k8s.io/secret",
+        "metadata": {"name": kubeconfig_secret_name(CLUSTER), "namespace": "default"},
+    }
+    if data is not None:
+        body["data"] = data
+    return body
+
+
+def refused(obj: dict[str, Any]) -> Unreachable:
+    with pytest.raises(Unreachable) as caught:
+        decode_kubeconfig(obj, CLUSTER)
+    return caught.value
+
+
+def test_secret_name_follows_cluster_api() -> None:
+    assert kubeconfig_secret_name(CLUSTER) == "work-1-kubeconfig"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [yaml.safe_dump(KUBECONFIG), json.dumps(KUBECONFIG)],
+    ids=["yaml", "json"],
+)
+def test_a_valid_secret_gives_the_kubeconfig(text: str) -> None:
+    assert decode_kubeconfig(secret({"value": b64(text)}), CLUSTER) == KUBECONFIG
+
+
+def test_other_keys_of_the_secret_are_ignored() -> None:
+    data = {"value": b64(yaml.safe_dump(KUBECONFIG)), "extra": b64("ignored")}
+    assert decode_kubeconfig(secret(data), CLUSTER) == KUBECONFIG
+
+
+@pytest.mark.parametrize(
+    "data",
+    [None, {}, {"value": ""}, {"kubeconfig": b64(yaml.safe_dump(KUBECONFIG))}],
+    ids=["no-data", "empty-data", "empty-value", "other-key"],
+)
+def test_a_secret_without_the_value_key_is_unreachable(data: dict[str, str] | None) -> None:
+    error = refused(secret(data))
+    assert str(error) == MESSAGES[0]
+    assert error.reason == "ClusterUnreachable"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "not base64!",
+        "YWJj=",  # bad padding
+        "YWJj\nZGVm",  # line breaks are not in Secret data
+        yaml.safe_dump(KUBECONFIG),  # the kubeconfig itself, not encoded
+    ],
+    ids=["punctuation", "padding", "newline", "plain-yaml"],
+)
+def test_data_that_is_not_base64_is_unreachable(value: str) -> None:
+    error = refused(secret({"value": value}))
+    assert str(error) == MESSAGES[1]
+    assert error.reason == "ClusterUnreachable"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: base64.b64decode raises a bare ValueError (not binascii.Error) for a "
+    "non-ASCII str, which decode_kubeconfig does not catch, so the caller gets ValueError "
+    "instead of Unreachable",
+)
+@pytest.mark.parametrize("value", ["kübeconfig", "токен", "YWJj\u00e9"])
+def test_non_ascii_data_is_unreachable(value: str) -> None:
+    assert str(refused(secret({"value": value}))) == MESSAGES[1]
+
+
+@pytest.mark.parametrize(
+    "decoded",
+    [
+        b"just a string",
+        b"42",
+        b"[]",
+        b"{}",
+        b"null",
+        b"clusters: []",
+        b"clusters: null",
+        b"apiVersion: v1\nkind: Config\nusers: []\n",
+        b"- clusters: [a]\n",
+        b"clusters: [unclosed\n",
+        b"key: value\n  bad: indent\n",
+        b"\x80\x81 not utf-8",
+        b"a: 1\n---\nclusters: [x]\n",
+    ],
+    ids=[
+        "scalar",
+        "number",
+        "list",
+        "empty-map",
+        "null",
+        "no-clusters",
+        "null-clusters",
+        "config-without-clusters",
+        "list-of-maps",
+        "broken-flow",
+        "broken-indent",
+        "not-utf8",
+        "two-documents",
+    ],
+)
+def test_yaml_that_is_not_a_kubeconfig_is_unreachable(decoded: bytes) -> None:
+    error = refused(secret({"value": b64(decoded)}))
+    assert str(error) == MESSAGES[1]
+    assert error.reason == "ClusterUnreachable"
+
+
+@pytest.mark.parametrize(
+    "cluster", ["work-1", "prod-eu-west-7", "a"], ids=["short", "long", "one-letter"]
+)
+def test_the_message_names_the_cluster(cluster: str) -> None:
+    with pytest.raises(Unreachable, match=f"^cluster {cluster}: "):
+        decode_kubeconfig(secret({"value": b64("clusters: []")}), cluster)
+
+
+# Secrets in which random text sits where a careless error message could echo it.
+PLACEMENTS: dict[str, Callable[[str], dict[str, str]]] = {
+    "not-a-kubeconfig": lambda t: {"value": b64(yaml.safe_dump({"token": t, "users": [t]}))},
+    "broken-yaml": lambda t: {"value": b64("clusters: [" + json.dumps(t) + ", {")},
+    "not-utf8": lambda t: {"value": b64(b"\x80" + t.encode())},
+    "other-key-only": lambda t: {"token": b64(t)},
+    "text-beside-a-bad-value": lambda t: {"value": "%%%", "token": t},
+}
+
+
+@pytest.mark.parametrize("placement", sorted(PLACEMENTS))
+@given(text=st.text(min_size=4, max_size=80))
+def test_secret_content_never_reaches_the_message(placement: str, text: str) -> None:
+    assume(not any(text in message for message in MESSAGES))
+    error = refused(secret(PLACEMENTS[placement](text)))
+    assert text not in str(error)
+    assert b64(text) not in str(error)
+    assert error.body == ""
+
+
+@given(value=st.text(alphabet=st.characters(max_codepoint=127), min_size=4, max_size=80))
+def test_ascii_garbage_as_the_value_never_reaches_the_message(value: str) -> None:
+    assume(not any(value in message for message in MESSAGES))
+    error = refused(secret({"value": value}))
+    assert value not in str(error)
+    assert error.body == ""
