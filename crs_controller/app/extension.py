@@ -87,8 +87,8 @@ async def _respond(reader: asyncio.StreamReader, status: Status) -> tuple[str, d
     while (line := await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b"\n", b""):
         name, _, value = line.decode("latin-1").partition(":")
         if name.strip().lower() == "content-length":
-            length = int(value.strip() or 0)
-    if len(request_line) < 2 or length > MAX_BODY:
+            length = int(value.strip()) if value.strip().isdigit() else -1
+    if len(request_line) < 2 or not 0 <= length <= MAX_BODY:
         return "400 Bad Request", {"message": "bad request"}
     path = request_line[1].split("?")[0]
     raw = await asyncio.wait_for(reader.readexactly(length), 10) if length else b""

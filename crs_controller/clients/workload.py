@@ -31,8 +31,10 @@ def decode_kubeconfig(secret: Mapping[str, Any], cluster: str) -> dict[str, Any]
         raise Unreachable(f"cluster {cluster}: kubeconfig Secret has no '{KUBECONFIG_KEY}' key")
     try:
         loaded = yaml.safe_load(base64.b64decode(raw, validate=True))
-    except (binascii.Error, yaml.YAMLError) as exc:
-        raise Unreachable(f"cluster {cluster}: kubeconfig Secret is not a kubeconfig") from exc
+    except (binascii.Error, ValueError, yaml.YAMLError):
+        loaded = None  # not chained: YAML errors quote the (secret) input
+    if loaded is None:
+        raise Unreachable(f"cluster {cluster}: kubeconfig Secret is not a kubeconfig")
     if not isinstance(loaded, dict) or not loaded.get("clusters"):
         raise Unreachable(f"cluster {cluster}: kubeconfig Secret is not a kubeconfig")
     return loaded

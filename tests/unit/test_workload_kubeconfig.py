@@ -108,12 +108,6 @@ def test_data_that_is_not_base64_is_unreachable(value: str) -> None:
     assert error.reason == "ClusterUnreachable"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: base64.b64decode raises a bare ValueError (not binascii.Error) for a "
-    "non-ASCII str, which decode_kubeconfig does not catch, so the caller gets ValueError "
-    "instead of Unreachable",
-)
 @pytest.mark.parametrize("value", ["kübeconfig", "токен", "YWJj\u00e9"])
 def test_non_ascii_data_is_unreachable(value: str) -> None:
     assert str(refused(secret({"value": value}))) == MESSAGES[1]

@@ -346,9 +346,13 @@ def test_unreachable_cluster_fails_alone_and_recovers_when_its_kubeconfig_change
     wait_object(workload_clients[1], "v1", "ConfigMap", name, "default")
     cond = wait_condition(mgmt, namespace, "reach", "Ready", "False", "ClusterUnreachable")
     assert "dead" in cond["message"]
-    status = mgmt.get(CRS_API, "ClusterResourceSet", "reach", namespace)["status"]
-    assert (status["appliedClusters"], status["failedClusters"]) == (1, 1)
     assert "PRIVATE KEY" not in cond["message"]
+
+    def counts() -> tuple[int, int]:
+        status = mgmt.get(CRS_API, "ClusterResourceSet", "reach", namespace)["status"]
+        return status["appliedClusters"], status["failedClusters"]
+
+    wait_for(lambda: counts() == (1, 1), TIMEOUT)
 
     secret = mgmt.get("v1", "Secret", "dead-kubeconfig", namespace)
     secret["data"]["value"] = good_value
