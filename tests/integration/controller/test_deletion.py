@@ -147,9 +147,13 @@ def test_deleting_a_crs_deletes_in_reverse_order_but_spares_shared_objects(
     assert wl.get("v1", "ConfigMap", shared, "default") is not None
     assert binding_entry(mgmt, namespace, "rev1", "full") is None
 
-    deletes = [
-        e["objectRef"]["resource"]
-        for e in server.audit_events()[before:]
-        if e["verb"] == "delete" and e["user"]["username"] == WORKLOAD_USER
-    ]
-    assert deletes == ["widgets", "customresourcedefinitions", "namespaces"]
+    def deletes() -> list[str]:
+        return [
+            e["objectRef"]["resource"]
+            for e in server.audit_events()[before:]
+            if e["verb"] == "delete" and e["user"]["username"] == WORKLOAD_USER
+        ]
+
+    # Audit events are written after the response: wait for all three.
+    wait_for(lambda: len(deletes()) >= 3, TIMEOUT)
+    assert deletes() == ["widgets", "customresourcedefinitions", "namespaces"]
