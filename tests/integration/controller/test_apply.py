@@ -10,7 +10,12 @@ import threading
 import time
 
 import yaml
-from support import (
+
+from crs_controller.testbed import KubeClient, KubeError, wait_for
+from crs_controller.testbed.clusters import register_cluster, set_cluster_initialized
+from crs_controller.testbed.controller import ControllerProcess
+
+from .support import (
     CLUSTER_API,
     CRS_API,
     TIMEOUT,
@@ -27,10 +32,6 @@ from support import (
     wait_condition,
     wait_object,
 )
-
-from crs_controller.testbed import KubeClient, KubeError, wait_for
-from crs_controller.testbed.clusters import register_cluster, set_cluster_initialized
-from crs_controller.testbed.controller import ControllerProcess
 
 
 def test_several_resources_reach_a_matching_cluster(

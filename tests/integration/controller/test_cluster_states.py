@@ -10,7 +10,12 @@ import sys
 import time
 
 import yaml
-from support import (
+
+from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed.clusters import V1BETA2, register_cluster, set_cluster_initialized
+from crs_controller.testbed.controller import ControllerProcess
+
+from .support import (
     CLUSTER_API,
     CRS_API,
     TIMEOUT,
@@ -26,10 +31,6 @@ from support import (
     wait_condition,
     wait_object,
 )
-
-from crs_controller.testbed import KubeClient, wait_for
-from crs_controller.testbed.clusters import V1BETA2, register_cluster, set_cluster_initialized
-from crs_controller.testbed.controller import ControllerProcess
 
 PAUSED = "cluster.x-k8s.io/paused"
 

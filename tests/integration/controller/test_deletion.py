@@ -5,7 +5,10 @@ Namespace) — except objects another CRS still wants."""
 
 from __future__ import annotations
 
-from support import (
+from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed.controller import ControllerProcess
+
+from .support import (
     CLUSTER_API,
     CRS_API,
     TIMEOUT,
@@ -20,9 +23,6 @@ from support import (
     wait_condition,
     wait_object,
 )
-
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
-from crs_controller.testbed.controller import ControllerProcess
 
 
 def gone(client: KubeClient, api_version: str, kind: str, name: str, ns: str | None = None):

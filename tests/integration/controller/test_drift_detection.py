@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import time
 
-from support import (
+from crs_controller.testbed import ControlPlane, KubeClient
+from crs_controller.testbed.controller import SA_USER, ControllerProcess
+
+from .support import (
     WORKLOAD_USER,
     add_cluster,
     configmap_obj,
@@ -18,9 +21,6 @@ from support import (
     wait_object,
     writes_by,
 )
-
-from crs_controller.testbed import ControlPlane, KubeClient
-from crs_controller.testbed.controller import SA_USER, ControllerProcess
 
 
 def deployment(name: str) -> dict:

@@ -4,7 +4,11 @@ election on a Lease with a standby taking over, and a one-namespace watch."""
 from __future__ import annotations
 
 import httpx
-from support import (
+
+from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
+
+from .support import (
     add_cluster,
     configmap_obj,
     crs_obj,
@@ -15,9 +19,6 @@ from support import (
     wait_condition,
     wait_object,
 )
-
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
-from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
 LEASE_API = "coordination.k8s.io/v1"
 

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import (
+
+from crs_controller.core.manifests import parse_objects
+from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed.controller import ControllerProcess
+
+from .support import (
     TIMEOUT,
     add_cluster,
     binding_entry,
@@ -16,10 +21,6 @@ from support import (
     source_configmap,
     wait_condition,
 )
-
-from crs_controller.core.manifests import parse_objects
-from crs_controller.testbed import KubeClient, wait_for
-from crs_controller.testbed.controller import ControllerProcess
 
 ADDONS = Path(__file__).resolve().parents[4] / "shared" / "data" / "addons"
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import time
 
 import httpx
-from support import (
+
+from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed.controller import SA_USER, ControllerProcess
+
+from .support import (
     TIMEOUT,
     WORKLOAD_USER,
     add_cluster,
@@ -23,9 +27,6 @@ from support import (
     wait_object,
     writes_by,
 )
-
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
-from crs_controller.testbed.controller import SA_USER, ControllerProcess
 
 CONTROLLER_USERS = {SA_USER, WORKLOAD_USER}
 

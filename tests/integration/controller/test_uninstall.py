@@ -10,7 +10,11 @@ import ssl
 from datetime import UTC, datetime
 
 import httpx
-from support import (
+
+from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed.controller import ControllerProcess
+
+from .support import (
     CLUSTER_API,
     CRS_API,
     TIMEOUT,
@@ -24,9 +28,6 @@ from support import (
     wait_condition,
     wait_object,
 )
-
-from crs_controller.testbed import KubeClient, wait_for
-from crs_controller.testbed.controller import ControllerProcess
 
 HOOKS = "/hooks.runtime.cluster.x-k8s.io/v1alpha1"
 HOLD = "test.crs.dev/hold"
