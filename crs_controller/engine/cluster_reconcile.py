@@ -90,13 +90,15 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
         for c in ctx.index.crss_in(namespace)
         if not is_paused(c)
     }
-    pruning_errors: list[str] = []
     if any(policies.get(n) == "Delete" for n in entries):
         wanted = await wanted_by(ctx, namespace, crss)
-        pruning_errors = await prune(client, entries, new_entries, policies, wanted)
-    if pruning_errors:
-        log.warning("deletion incomplete", cluster=f"{namespace}/{name}", errors=pruning_errors)
-        result.retry = True
+        failed = await prune(client, entries, new_entries, policies, wanted)
+        for crs_name, errors in failed.items():
+            message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
+            log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")
+            if owner := ctx.index.crs(namespace, crs_name):
+                await ctx.events.emit(owner, "Warning", "DeleteFailed", message)
+            result.retry = True
 
     await write_binding(ctx, namespace, name, binding, new_entries)
     # Pairs whose CRS no longer selects this cluster leave the CRS's status.

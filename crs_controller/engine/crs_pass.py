@@ -50,6 +50,7 @@ class _Progress:
     requeue: float | None = None
     retry: bool = False
     unreachable: bool = False  # stop contacting the cluster for the rest of the pass
+    applied: dict[str, list[str]] = field(default_factory=dict)  # event reason -> resources
 
     def fail(self, reason: str, message: str, previous: ResourceBinding | None) -> None:
         self.failures.append((reason, message))
@@ -95,6 +96,12 @@ async def reconcile_pair(
         except Unreachable as exc:
             progress.fail(exc.reason, str(exc), previous)
             progress.retry = progress.unreachable = True
+    # One Normal event per reason for the whole pass, not one per resource.
+    for why, resources in progress.applied.items():
+        verb = "reapplied after drift" if why == "DriftCorrected" else "applied"
+        cluster_name = cluster["metadata"]["name"]
+        message = f"{verb} {', '.join(resources)} to cluster {cluster_name}"
+        await ctx.events.emit(crs, "Normal", why, message)
     # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
     if progress.failures:
         message = "; ".join(m for _, m in progress.failures)
@@ -203,10 +210,7 @@ async def _apply_resource(
         errors=len(applied.errors),
     )
     if applied.ok:
-        count = len(applied.applied)
-        verb = "reapplied after drift" if why == "DriftCorrected" else "applied"
-        message = f"{verb} {ref.kind}/{ref.name} to cluster {cluster_name} ({count} objects)"
-        await ctx.events.emit(crs, "Normal", why, message)
+        progress.applied.setdefault(why, []).append(f"{ref.kind}/{ref.name}")
         progress.requeue = earliest(progress.requeue, strategy.next_due(record, now))
     else:
         errors = "; ".join(applied.errors)

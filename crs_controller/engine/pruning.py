@@ -23,15 +23,16 @@ async def prune(
     new_entries: MutableMapping[str, CRSBinding],
     policies: Mapping[str, str],
     wanted: set[ObjectKey],
-) -> list[str]:
-    """Delete stale objects of every CRS whose policy is Delete; returns errors.
+) -> dict[str, list[str]]:
+    """Delete stale objects of every CRS whose policy is Delete; returns the errors
+    per CRS name.
 
     ``policies`` maps the CRS names that still exist to their deletionPolicy; an
     entry of a CRS that is gone entirely is dropped (nothing left to decide with).
     ``wanted`` holds what the matching CRSs' sources ask for now.
     ``new_entries`` is updated in place with what must stay recorded.
     """
-    errors: list[str] = []
+    errors: dict[str, list[str]] = {}
     for name, old in old_entries.items():
         if policies.get(name) != "Delete":
             continue
@@ -47,7 +48,7 @@ async def prune(
             failed = [str(exc)]
         if failed:
             new_entries[name] = keep_pending(new_entries.get(name), old)
-            errors += failed
+            errors[name] = failed
     return errors
 
 
