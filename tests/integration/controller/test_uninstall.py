@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed import KubeClient, KubeError, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -50,7 +50,22 @@ def job(name: str) -> dict:
 
 
 def finish_job(client: KubeClient, name: str, *, failed: bool = False) -> None:
-    """Play the Job controller (none runs on the test servers)."""
+    """Play the Job controller (none runs on the test servers). The controller may
+    re-apply the hook Job meanwhile: retry on a Conflict, as a controller would."""
+
+    def attempt() -> bool:
+        try:
+            _finish_job(client, name, failed=failed)
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            return False
+        return True
+
+    wait_for(attempt, TIMEOUT)
+
+
+def _finish_job(client: KubeClient, name: str, *, failed: bool) -> None:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     live = client.get("batch/v1", "Job", name, "default")
     if failed:
