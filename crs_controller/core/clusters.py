@@ -7,7 +7,6 @@ from typing import Any
 
 PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
 CLUSTER_GROUP = "cluster.x-k8s.io"
-CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 
 
 def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -30,7 +29,3 @@ def control_plane_initialized(cluster: Mapping[str, Any]) -> bool:
     status = cluster.get("status") or {}
     initialization = status.get("initialization") or {}
     return bool(initialization.get("controlPlaneInitialized") or status.get("controlPlaneReady"))
-
-
-def has_managed_topology(cluster: Mapping[str, Any]) -> bool:
-    return bool((cluster.get("spec") or {}).get("topology"))

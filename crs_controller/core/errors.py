@@ -61,7 +61,3 @@ class Conflict(APIError):
 
 class Unreachable(APIError):
     reason = "ClusterUnreachable"
-
-
-class ApplyFailed(CRSError):
-    reason = "ApplyFailed"

@@ -35,8 +35,6 @@ CLUSTER_RESOURCE_SET_PLURAL = "clusterresourcesets"
 CLUSTER_RESOURCE_SET_BINDING_KIND = "ClusterResourceSetBinding"
 CLUSTER_RESOURCE_SET_BINDING_PLURAL = "clusterresourcesetbindings"
 
-# Cluster API's Secret type for ClusterResourceSet resources; kept for compatibility.
-RESOURCE_SET_SECRET_TYPE = "addons.cluster.x-k8s.io/resource-set"
 
 # Go's time.ParseDuration syntax without sign ("90s", "10m", "1h30m", "500ms", "0").
 # The same pattern guards the duration fields of the CRD.

@@ -4,7 +4,6 @@ ConfigMap/Secret, which Clusters a CRS selects. Rebuilt from the watches alone."
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from crs_controller.clients.kube import Obj
 from crs_controller.core.clusters import is_deleting, is_paused, labels_of
@@ -58,9 +57,6 @@ class Index:
                     if not self._refs[key]:
                         del self._refs[key]
 
-    def is_referenced(self, namespace: str, kind: str, name: str) -> bool:
-        return bool(self._refs.get((namespace, kind, name)))
-
     def referencing(self, namespace: str, kind: str, name: str) -> list[Obj]:
         names = self._refs.get((namespace, kind, name), set())
         found = (self._crss.get(namespace, n) for n in sorted(names))
@@ -88,7 +84,3 @@ class Index:
 
     def cluster(self, namespace: str, name: str) -> Obj | None:
         return self._clusters.get(namespace, name)
-
-
-def names(objs: list[Any]) -> set[str]:
-    return {str(o["metadata"]["name"]) for o in objs}

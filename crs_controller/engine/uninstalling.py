@@ -36,7 +36,6 @@ class Cleanup:
     """Where the cleanup of one deleting cluster stands."""
 
     remaining: dict[str, CRSBinding]  # entries to keep in the binding
-    pending: list[str]  # CRSs whose cleanup is not finished (and not timed out)
     retry: bool = False
     requeue_after: float | None = None
 
@@ -61,14 +60,13 @@ async def uninstall(
     ctx: Context, client: KubeClient | None, cluster: Obj, binding: ClusterResourceSetBinding
 ) -> Cleanup:
     entries = entries_by_crs(binding)
-    cleanup = Cleanup(remaining=dict(entries), pending=[])
+    cleanup = Cleanup(remaining=dict(entries))
     for crs in targets(ctx, cluster, binding):
         name = crs["metadata"]["name"]
         entry = entries[name]
         if not inventory([entry]):
             del cleanup.remaining[name]  # nothing was ever applied: no hook, nothing to do
             continue
-        cleanup.pending.append(name)
         if client is None:
             cleanup.retry = True
             continue
@@ -95,7 +93,6 @@ async def uninstall(
             cleanup.retry = True
             continue
         del cleanup.remaining[name]
-        cleanup.pending.remove(name)
         message = f"removed {len(stale)} objects from cluster {cluster['metadata']['name']}"
         await ctx.events.emit(crs, "Normal", "Uninstalled", message)
     return cleanup

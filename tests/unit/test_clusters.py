@@ -1,6 +1,6 @@
 """Facts read from Cluster API ``Cluster`` objects: paused (``spec.paused`` or the
 ``cluster.x-k8s.io/paused`` annotation, also on a CRS), being deleted, control plane
-initialized in the v1beta1 and v1beta2 shapes, managed topology, labels."""
+initialized in the v1beta1 and v1beta2 shapes, labels."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 from crs_controller.core.clusters import (
     PAUSED_ANNOTATION,
     control_plane_initialized,
-    has_managed_topology,
     is_deleting,
     is_paused,
     labels_of,
@@ -137,21 +136,6 @@ def test_control_plane_status_null() -> None:
     obj = cluster()
     obj["status"] = None
     assert control_plane_initialized(obj) is False
-
-
-@pytest.mark.parametrize(
-    ("spec", "managed"),
-    [
-        (None, False),
-        ({}, False),
-        ({"topology": None}, False),
-        ({"controlPlaneRef": {"kind": "KubeadmControlPlane", "name": "cp"}}, False),
-        ({"topology": {"class": "quick-start", "version": "v1.34.4"}}, True),
-        ({"topology": {"classRef": {"name": "quick-start"}, "version": "v1.34.4"}}, True),
-    ],
-)
-def test_has_managed_topology(spec: dict[str, Any] | None, managed: bool) -> None:
-    assert has_managed_topology(cluster(spec=spec)) is managed
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from crs_controller.core import models
+from crs_controller.core.manifests import RESOURCE_SECRET_TYPE
 from crs_controller.core.models import (
     API_VERSION,
     DURATION_PATTERN,
@@ -660,4 +661,4 @@ def test_samples_are_self_contained() -> None:
     for document in documents:
         assert document["metadata"]["namespace"] == crs.metadata.namespace
         if document["kind"] == "Secret":
-            assert document["type"] == models.RESOURCE_SET_SECRET_TYPE
+            assert document["type"] == RESOURCE_SECRET_TYPE
