@@ -7,6 +7,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 import yaml
@@ -145,15 +146,18 @@ def wait_object(
     return wait_for(check, timeout, message=f"{kind} {namespace}/{name}")
 
 
-def writes_by(servers: Iterable[Server], users: set[str], since: float) -> list[str]:
-    """Write requests made by ``users`` on ``servers`` after ``since`` (epoch seconds)."""
+def requests_by(
+    servers: Iterable[Server], users: set[str], since: float, verbs: set[str]
+) -> list[str]:
+    """Requests with one of ``verbs`` made by ``users`` on ``servers`` after ``since``
+    (epoch seconds), as "server verb resource/name"."""
     found = []
     for server in servers:
         for event in server.audit_events():
-            if event["user"]["username"] not in users or event["verb"] not in WRITE_VERBS:
+            if event["user"]["username"] not in users or event["verb"] not in verbs:
                 continue
             stamp = event.get("requestReceivedTimestamp", "")
-            if _epoch(stamp) >= since:
+            if datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() >= since:
                 ref = event.get("objectRef", {})
                 found.append(
                     f"{server.name} {event['verb']} {ref.get('resource')}/{ref.get('name')}"
@@ -161,10 +165,8 @@ def writes_by(servers: Iterable[Server], users: set[str], since: float) -> list[
     return found
 
 
-def _epoch(stamp: str) -> float:
-    from datetime import datetime  # noqa: PLC0415
-
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+def writes_by(servers: Iterable[Server], users: set[str], since: float) -> list[str]:
+    return requests_by(servers, users, since, WRITE_VERBS)
 
 
 def metric(text: str, name: str) -> float:

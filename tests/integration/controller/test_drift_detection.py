@@ -15,6 +15,7 @@ from .support import (
     configmap_obj,
     crs_obj,
     manifests,
+    requests_by,
     source_configmap,
     unique,
     wait_condition,
@@ -105,3 +106,6 @@ def test_content_drift_has_no_false_positives_from_server_defaults(
     since = time.time()
     time.sleep(5)  # five drift checks of a Deployment full of server-defaulted fields
     assert writes_by(control_plane.servers, {SA_USER, WORKLOAD_USER}, since) == []
+    # The checks did run: the Deployment was read every interval.
+    reads = requests_by([control_plane.workloads[0]], {WORKLOAD_USER}, since, {"get"})
+    assert sum(f"deployments/{name}" in r for r in reads) >= 3
