@@ -116,10 +116,11 @@ async def _clean_up(
     if binding is None:
         return Result()
     namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
-    client = None
-    if uninstall_targets(ctx, cluster, binding):
-        client, _ = await _workload_client(ctx, cluster)
-    cleanup = await uninstall(ctx, client, cluster, binding)
+    crss = uninstall_targets(ctx, cluster, binding)
+    if not crss:
+        return Result()
+    client, _ = await _workload_client(ctx, cluster)
+    cleanup = await uninstall(ctx, client, cluster, binding, crss)
     await write_binding(ctx, namespace, name, binding, cleanup.remaining)
     return Result(requeue_after=cleanup.requeue_after, retry=cleanup.retry)
 

@@ -57,11 +57,16 @@ def targets(ctx: Context, cluster: Obj, binding: ClusterResourceSetBinding | Non
 
 
 async def uninstall(
-    ctx: Context, client: KubeClient | None, cluster: Obj, binding: ClusterResourceSetBinding
+    ctx: Context,
+    client: KubeClient | None,
+    cluster: Obj,
+    binding: ClusterResourceSetBinding,
+    crss: list[Obj],
 ) -> Cleanup:
+    """Clean up for ``crss`` (from ``targets``) on the cluster behind ``client``."""
     entries = entries_by_crs(binding)
     cleanup = Cleanup(remaining=dict(entries))
-    for crs in targets(ctx, cluster, binding):
+    for crs in crss:
         name = crs["metadata"]["name"]
         entry = entries[name]
         if not inventory([entry]):
