@@ -33,11 +33,20 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the controller")
-    run.add_argument("--kubeconfig", help="management cluster kubeconfig (default: in-cluster)")
+    run.add_argument(
+        "--kubeconfig",
+        help="management cluster kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)",
+    )
     run.add_argument("--namespace", default="", help="watch one namespace (default: all)")
     run.add_argument("--concurrency", type=int, default=8, help="parallel reconciles")
     run.add_argument("--field-manager", default="crs-controller", help="server-side apply manager")
     run.add_argument("--workload-timeout", type=float, default=15.0, help="seconds per request")
+    run.add_argument(
+        "--allow-proxy-url",
+        action="store_true",
+        help="honour proxy-url in workload kubeconfigs (refused by default: a tenant could "
+        "route the controller's requests through a host of its choosing)",
+    )
     run.add_argument("--metrics-addr", default=":8080", help="Prometheus /metrics (0: off)")
     run.add_argument("--health-addr", default=":8081", help="/healthz and /readyz (0: off)")
     run.add_argument("--leader-elect", action="store_true", help="hold a Lease before acting")
@@ -96,6 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         concurrency=max(1, args.concurrency),
         field_manager=args.field_manager,
         workload_timeout=args.workload_timeout,
+        allow_proxy_url=args.allow_proxy_url,
     )
     options = RunOptions(
         kubeconfig=args.kubeconfig,

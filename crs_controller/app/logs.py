@@ -28,6 +28,6 @@ def configure(fmt: str = "json", level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
-    # kr8s and httpx log through the standard library; keep them quiet and out of
+    # httpx and hypercorn log through the standard library; keep them quiet and out of
     # request-level detail (URLs can name Secrets).
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)

@@ -14,6 +14,7 @@ import structlog
 from crs_controller.app import extension, health
 from crs_controller.app.leader import LeaderElector
 from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.engine import metrics
 from crs_controller.engine.context import Settings
 from crs_controller.engine.controller import Controller, cluster_api_version
@@ -43,7 +44,7 @@ def _split(addr: str) -> tuple[str, int] | None:
 
 
 async def run(options: RunOptions) -> None:
-    mgmt = await KubeClient.connect(options.kubeconfig, name="management cluster")
+    mgmt = KubeClient(management_endpoint(options.kubeconfig), name="management cluster")
     controller = Controller(mgmt, options.settings, await cluster_api_version(mgmt))
     servers = []
     for addr in {options.metrics_addr, options.health_addr}:
@@ -68,7 +69,7 @@ async def run(options: RunOptions) -> None:
             main.cancel()
     finally:
         for server in servers:
-            server.close()
+            await server.close()
         await controller.close()
         await mgmt.close()
         log.info("stopped")

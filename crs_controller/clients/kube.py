@@ -1,16 +1,23 @@
 """The only code that talks to a Kubernetes API server.
 
-A thin, typed layer over kr8s's low-level ``call_api``: raw dict payloads in and out,
-discovery cached per group-version, and every failure mapped onto our own error tree
-(``NotFound``, ``Conflict``, ``Unreachable``, ``APIError``) with response bodies
-truncated, so nothing large or secret travels up into logs or conditions.
+A small typed client on httpx: raw dict payloads in and out, discovery cached per
+group-version, and every failure mapped onto our own error tree (``NotFound``,
+``Conflict``, ``Unreachable``, ``APIError``) with response bodies truncated, so
+nothing large or secret travels up into logs or conditions.
+
+It reads nothing from the environment (no proxy variables, no netrc, no default
+kubeconfig): a client knows only the ``Endpoint`` it was built from. Key material is
+loaded into the TLS context in memory and never written to disk, and a server that
+does not answer as a Kubernetes API server is reported as such, whatever it sends.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import tempfile
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,17 +25,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import kr8s
-import kr8s.asyncio
-import yaml
 
+from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.core.errors import APIError, Conflict, NotFound, Unreachable
 
 APPLY_PATCH = "application/apply-patch+yaml"
-MERGE_PATCH = "application/merge-patch+json"
 WATCH_TIMEOUT_SECONDS = 290
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
 METADATA_ITEM = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json"
+# No single answer the controller needs comes near this (the API server caps
+# requests at 3 MiB; lists are paged at 500 items); a server sending more is not
+# one we should hold in memory.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+TOKEN_FILE_REFRESH = 60.0  # seconds; client-go re-reads a token file as often
+USER_AGENT = "crs-controller"
 
 Obj = dict[str, Any]
 
@@ -46,63 +56,77 @@ class ResourceInfo:
 class KubeClient:
     """Async client for one API server (the management cluster or a workload cluster)."""
 
-    def __init__(self, api: Any, *, name: str) -> None:
-        self._api = api
+    def __init__(self, endpoint: Endpoint, *, name: str, timeout: float = 30.0) -> None:
         self.name = name
+        self._endpoint = endpoint
+        self._token = _TokenSource(endpoint)
+        self._extensions = (
+            {"sni_hostname": endpoint.tls_server_name} if endpoint.tls_server_name else {}
+        )
+        self._http = httpx.AsyncClient(
+            base_url=endpoint.server,
+            verify=ssl_context(endpoint, name),
+            proxy=endpoint.proxy,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+            trust_env=False,
+            follow_redirects=False,
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+        )
         self._discovery: dict[str, dict[str, ResourceInfo]] = {}
 
-    @classmethod
-    async def connect(
-        cls,
-        kubeconfig: str | Mapping[str, Any] | None,
-        *,
-        name: str,
-        timeout: float = 30.0,
-    ) -> KubeClient:
-        """Build a client from a kubeconfig path or dict; None means in-cluster/default."""
-        if isinstance(kubeconfig, str):
-            kubeconfig = _inline_kubeconfig(kubeconfig)
-        try:
-            # Bypass kr8s's instance factory: with all-None arguments it hands back
-            # whichever instance already exists, which could be a workload cluster's.
-            api = kr8s.asyncio.Api(
-                bypass_factory=True,
-                kubeconfig=dict(kubeconfig) if isinstance(kubeconfig, Mapping) else kubeconfig,
-            )
-            api.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
-            await api.auth
-            if isinstance(kubeconfig, Mapping):
-                _keep_keys_off_disk(api.auth)
-                await api._create_session()  # read the key material now, then drop it
-        except (OSError, ValueError, KeyError, TypeError, ssl.SSLError) as exc:
-            raise Unreachable(f"{name}: invalid kubeconfig ({type(exc).__name__})") from exc
-        return cls(api, name=name)
-
     async def close(self) -> None:
-        session = getattr(self._api, "_session", None)
-        if session is not None:
-            await session.aclose()
+        await self._http.aclose()
 
     # -- plumbing -----------------------------------------------------------------
 
     @asynccontextmanager
-    async def _call(
-        self, method: str, path: str, *, stream: bool = False, **kwargs: Any
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: httpx.Timeout | None = None,
     ) -> AsyncIterator[httpx.Response]:
+        """A streamed response with a 2xx status; errors mapped onto ours."""
+        all_headers = dict(headers or {})
+        if token := self._token.get():
+            all_headers["Authorization"] = f"Bearer {token}"
+        request = self._http.build_request(
+            method,
+            path,
+            params=params,
+            content=content,
+            headers=all_headers,
+            timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+            extensions=self._extensions,
+        )
+        where = f"{self.name}: {method} {path}"
         try:
-            async with self._api.call_api(
-                method, version="", base=path, stream=stream, **kwargs
-            ) as response:
-                yield response
-        except kr8s.ServerError as exc:
-            raise _api_error(self.name, method, path, exc) from exc
-        except (httpx.TransportError, ssl.SSLError, OSError, kr8s.APITimeoutError) as exc:
-            raise Unreachable(f"{self.name}: {method} {path}: {type(exc).__name__}") from exc
+            response = await self._http.send(request, stream=True)
+        except (httpx.HTTPError, ssl.SSLError, OSError, ValueError) as exc:
+            # Every transport failure, whatever its type, means "cannot talk to it".
+            raise Unreachable(f"{where}: {type(exc).__name__}") from exc
+        try:
+            if response.status_code >= 300:
+                raw = await _read(response, where)
+                raise _api_error(where, response, raw)
+            yield response
+        except httpx.HTTPError as exc:
+            raise Unreachable(f"{where}: {type(exc).__name__}") from exc
+        finally:
+            await response.aclose()
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> Obj:
-        async with self._call(method, path, **kwargs) as response:
-            body: Obj = response.json()
-            return body
+        where = f"{self.name}: {method} {path}"
+        async with self._send(method, path, **kwargs) as response:
+            raw = await _read(response, where)
+        body = _json(raw, response) if _is_json(response) else None
+        if not isinstance(body, dict):
+            raise Unreachable(f"{where}: {_not_kubernetes(response)}")
+        return body
 
     # -- discovery ----------------------------------------------------------------
 
@@ -121,11 +145,14 @@ class KubeClient:
             listing = await self._request("GET", base)
         except NotFound:
             listing = {"resources": []}
-        found = {
-            r["kind"]: ResourceInfo(api_version, r["kind"], r["name"], bool(r["namespaced"]))
-            for r in listing.get("resources", [])
-            if "/" not in r["name"]
-        }
+        resources = listing.get("resources")
+        if not isinstance(resources, list):
+            raise Unreachable(f"{self.name}: GET {base}: not an API resource list")
+        found = {}
+        for entry in resources:
+            info = _resource_info(api_version, entry)
+            if info is not None:
+                found[info.kind] = info
         self._discovery[api_version] = found
         return found
 
@@ -222,21 +249,21 @@ class KubeClient:
         path = await self.path(api_version, kind, namespace)
         timeout = httpx.Timeout(WATCH_TIMEOUT_SECONDS + 30, connect=5.0)
         headers = {"Accept": METADATA_ITEM} if metadata_only else {}
-        async with self._call(
-            "GET", path, stream=True, params=params, timeout=timeout, headers=headers
-        ) as resp:
+        async with self._send("GET", path, params=params, timeout=timeout, headers=headers) as resp:
             try:
                 async for line in resp.aiter_lines():
                     if line:
-                        event = json.loads(line)
-                        yield str(event["type"]), event["object"]
-            except (httpx.TransportError, ssl.SSLError, OSError) as exc:
+                        event = _watch_event(line)
+                        if event is None:
+                            raise Unreachable(f"{self.name}: watch {path}: {_not_kubernetes(resp)}")
+                        yield event
+            except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
                 raise Unreachable(f"{self.name}: watch {path}: {type(exc).__name__}") from exc
 
     async def create(self, obj: Mapping[str, Any]) -> Obj:
         meta = obj["metadata"]
         path = await self.path(obj["apiVersion"], obj["kind"], meta.get("namespace"))
-        return await self._request("POST", path, content=json.dumps(obj))
+        return await self._request("POST", path, content=_encode(obj))
 
     async def replace(self, obj: Mapping[str, Any], *, subresource: str | None = None) -> Obj:
         """PUT with the object's resourceVersion: optimistic concurrency, Conflict on a race."""
@@ -244,24 +271,7 @@ class KubeClient:
         path = await self.path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         if subresource:
             path += f"/{subresource}"
-        return await self._request("PUT", path, content=json.dumps(obj))
-
-    async def patch_merge(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        patch: Mapping[str, Any],
-        namespace: str | None = None,
-        *,
-        subresource: str | None = None,
-    ) -> Obj:
-        path = await self.path(api_version, kind, namespace, name)
-        if subresource:
-            path += f"/{subresource}"
-        return await self._request(
-            "PATCH", path, content=json.dumps(patch), headers={"Content-Type": MERGE_PATCH}
-        )
+        return await self._request("PUT", path, content=_encode(obj))
 
     async def apply(self, obj: Mapping[str, Any], *, field_manager: str, force: bool = True) -> Obj:
         """Server-side apply of one object; the body is JSON, which is valid YAML."""
@@ -272,7 +282,7 @@ class KubeClient:
             "PATCH",
             path,
             params=params,
-            content=json.dumps(obj),
+            content=_encode(obj),
             headers={"Content-Type": APPLY_PATCH},
         )
 
@@ -283,69 +293,181 @@ class KubeClient:
         path = await self.path(api_version, kind, namespace, name)
         try:
             await self._request(
-                "DELETE", path, content=json.dumps({"propagationPolicy": "Background"})
+                "DELETE", path, content=_encode({"propagationPolicy": "Background"})
             )
         except NotFound:
             return False
         return True
 
 
-PATH_FIELDS = ("client-key", "client-certificate", "certificate-authority")
+def _resource_info(api_version: str, entry: Any) -> ResourceInfo | None:
+    """One discovery entry; subresources and malformed entries are skipped."""
+    if not isinstance(entry, dict):
+        return None
+    kind, plural, namespaced = entry.get("kind"), entry.get("name"), entry.get("namespaced")
+    if not (isinstance(kind, str) and isinstance(plural, str) and plural) or "/" in plural:
+        return None
+    return ResourceInfo(api_version, kind, plural, bool(namespaced))
 
 
-def _inline_kubeconfig(path: str) -> str | dict[str, Any]:
-    """A kubeconfig file whose credentials are all inline (``*-data``) is loaded as a
-    dict, so its key material gets the same no-temp-files treatment as a workload
-    cluster's. Files that reference other files keep kr8s's path handling."""
+# --- TLS and credentials ------------------------------------------------------------
+
+
+def ssl_context(endpoint: Endpoint, name: str) -> ssl.SSLContext:
+    """The TLS context of an endpoint, built in memory from its inline data."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            loaded = yaml.safe_load(handle)
-    except (OSError, yaml.YAMLError):
-        return path  # kr8s reports the problem with its own message
-    if not isinstance(loaded, dict):
-        return path
-    entries = [e.get("user") or {} for e in loaded.get("users") or []]
-    entries += [e.get("cluster") or {} for e in loaded.get("clusters") or []]
-    if any(field in entry for entry in entries for field in PATH_FIELDS):
-        return path
-    return loaded
+        if endpoint.ca_pem:
+            context = ssl.create_default_context(cadata=endpoint.ca_pem.decode("ascii"))
+        else:
+            context = ssl.create_default_context()
+    except (ssl.SSLError, ValueError) as exc:
+        raise Unreachable(f"{name}: certificate-authority data is not a PEM certificate") from exc
+    if endpoint.insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if bool(endpoint.cert_pem) != bool(endpoint.key_pem):
+        raise Unreachable(f"{name}: a client certificate needs both its certificate and key")
+    if endpoint.cert_pem and endpoint.key_pem:
+        try:
+            _load_chain(context, endpoint.cert_pem + b"\n" + endpoint.key_pem)
+        except (ssl.SSLError, ValueError, OSError) as exc:
+            raise Unreachable(f"{name}: client certificate or key is not valid PEM") from exc
+    return context
 
 
-def _keep_keys_off_disk(auth: Any) -> None:
-    """kr8s writes ``*-data`` certificates and keys from a kubeconfig dict to temp
-    files and never removes them. Wrap its SSL context factory so those files are
-    read once into the context and deleted at once: a workload cluster's private key
-    must not stay on disk."""
-    build = auth.ssl_context
-    cached: list[Any] = []
+def _load_chain(context: ssl.SSLContext, pem: bytes) -> None:
+    """``load_cert_chain`` only reads files: give it an anonymous in-memory file
+    (Linux memfd), else a private temp file removed at once. Either way, only the
+    file written here is ever removed."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("crs-client-cert", os.MFD_CLOEXEC)
+        try:
+            _write_all(fd, pem)
+            context.load_cert_chain(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+        return
+    directory = Path(tempfile.mkdtemp(prefix="crs-tls-"))  # mode 0700
+    path = directory / "chain.pem"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            _write_all(fd, pem)
+        finally:
+            os.close(fd)
+        context.load_cert_chain(str(path))
+    finally:
+        path.unlink(missing_ok=True)
+        directory.rmdir()
 
-    async def ssl_context() -> Any:
-        paths = [auth.client_key_file, auth.client_cert_file, auth.server_ca_file]
-        temp = [Path(str(p)) for p in paths if p and str(p).startswith(tempfile.gettempdir())]
-        if cached and not any(p.exists() for p in temp):
-            return cached[0]  # nothing new was written (no re-authentication)
-        context = await build()
-        cached[:] = [context]
-        for path in temp:
-            path.unlink(missing_ok=True)
-        return context
 
-    auth.ssl_context = ssl_context
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
-def _api_error(cluster: str, method: str, path: str, exc: kr8s.ServerError) -> APIError:
-    response = exc.response
-    code = response.status_code if response is not None else None
-    status: dict[str, Any] = exc.status if isinstance(exc.status, dict) else {}
-    reason = str(status.get("reason", "")) or (str(code) if code else "Error")
+class _TokenSource:
+    """The bearer token: inline, or read from a file and re-read as it rotates."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._inline = endpoint.token
+        self._file = endpoint.token_file
+        self._cached: tuple[float, str | None] | None = None
+
+    def get(self) -> str | None:
+        if self._file is None:
+            return self._inline
+        now = time.monotonic()
+        if self._cached is None or now - self._cached[0] > TOKEN_FILE_REFRESH:
+            try:
+                token = self._file.read_text(encoding="utf-8").strip() or None
+            except OSError:
+                token = self._cached[1] if self._cached else None
+            self._cached = (now, token)
+        return self._cached[1]
+
+
+# --- responses ----------------------------------------------------------------------
+
+
+def _encode(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+async def _read(response: httpx.Response, where: str) -> bytes:
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+        raise Unreachable(f"{where}: response larger than {MAX_RESPONSE_BYTES} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise Unreachable(f"{where}: response larger than {MAX_RESPONSE_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _is_json(response: httpx.Response) -> bool:
+    return "json" in response.headers.get("content-type", "")
+
+
+def _json(raw: bytes, response: httpx.Response) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _not_kubernetes(response: httpx.Response) -> str:
+    content_type = response.headers.get("content-type", "none").split(";")[0][:60]
+    return (
+        f"the server did not answer as a Kubernetes API server "
+        f"(HTTP {response.status_code}, content type {content_type})"
+    )
+
+
+def _watch_event(line: str) -> tuple[str, Obj] | None:
+    try:
+        event = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+        return None
+    return str(event.get("type")), event["object"]
+
+
+def _api_error(where: str, response: httpx.Response, raw: bytes) -> APIError:
+    code = response.status_code
+    status = _json(raw, response) if _is_json(response) else None
+    if not isinstance(status, dict) or status.get("kind") != "Status":
+        # Not an API server's Status: a proxy, a load balancer, or not Kubernetes.
+        return Unreachable(f"{where}: {_not_kubernetes(response)}", status=code)
+    reason = str(status.get("reason", "")) or str(code)
     # The server's message can quote object content (e.g. an invalid Secret), so
-    # callers decide whether to show it; we keep it truncated on the side.
-    message = f"{cluster}: {method} {path}: {code} {reason}"
+    # callers decide whether to show it; we keep it truncated on the side, next to
+    # the value-free (field, reason) causes.
+    message = f"{where}: {code} {reason}"
     detail = str(status.get("message", ""))[:300]
+    causes = _causes(status)
     if code == 404:
-        return NotFound(message, status=code, body=detail)
+        return NotFound(message, status=code, body=detail, causes=causes)
     if code == 409:
-        return Conflict(message, status=code, body=detail)
-    if code is not None and code >= 500:
-        return Unreachable(message, status=code, body=detail)
-    return APIError(message, status=code, body=detail)
+        return Conflict(message, status=code, body=detail, causes=causes)
+    if code == 401:
+        message += ": the credentials were refused"
+        return Unreachable(message, status=code, body=detail, causes=causes)
+    if code == 429 or code >= 500:
+        return Unreachable(message, status=code, body=detail, causes=causes)
+    return APIError(message, status=code, body=detail, causes=causes)
+
+
+def _causes(status: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    found = []
+    for cause in causes if isinstance(causes, list) else []:
+        if isinstance(cause, Mapping):
+            found.append((str(cause.get("field", ""))[:200], str(cause.get("reason", ""))[:100]))
+    return tuple(found)

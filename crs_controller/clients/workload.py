@@ -1,7 +1,9 @@
 """Clients for workload clusters, built from their ``<cluster>-kubeconfig`` Secrets.
 
 One client per cluster, reused across reconciles and rebuilt only when the Secret's
-content changes. The kubeconfig is never logged; errors name the cluster only.
+content changes. The kubeconfig is untrusted input (``clients.kubeconfig`` decides
+what of it is used); it is never logged, and errors name the cluster and the field,
+never a value.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import xxhash
 import yaml
 
 from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.kubeconfig import workload_endpoint
 from crs_controller.core.errors import Unreachable
 
 KUBECONFIG_KEY = "value"
@@ -31,7 +34,7 @@ def decode_kubeconfig(secret: Mapping[str, Any], cluster: str) -> dict[str, Any]
         raise Unreachable(f"cluster {cluster}: kubeconfig Secret has no '{KUBECONFIG_KEY}' key")
     try:
         loaded = yaml.safe_load(base64.b64decode(raw, validate=True))
-    except (binascii.Error, ValueError, yaml.YAMLError):
+    except (binascii.Error, ValueError, yaml.YAMLError, RecursionError):
         loaded = None  # not chained: YAML errors quote the (secret) input
     if loaded is None:
         raise Unreachable(f"cluster {cluster}: kubeconfig Secret is not a kubeconfig")
@@ -43,9 +46,10 @@ def decode_kubeconfig(secret: Mapping[str, Any], cluster: str) -> dict[str, Any]
 class WorkloadClients:
     """Per-cluster client cache keyed by (namespace, name)."""
 
-    def __init__(self, *, timeout: float = 15.0) -> None:
+    def __init__(self, *, timeout: float = 15.0, allow_proxy: bool = False) -> None:
         self._clients: dict[tuple[str, str], tuple[str, KubeClient]] = {}
         self._timeout = timeout
+        self._allow_proxy = allow_proxy
 
     async def get(self, namespace: str, cluster: str, secret: Mapping[str, Any]) -> KubeClient:
         key = (namespace, cluster)
@@ -57,10 +61,14 @@ class WorkloadClients:
         if cached is not None:
             await cached[1].close()
             del self._clients[key]
+        name = f"cluster {namespace}/{cluster}"
         config = decode_kubeconfig(secret, cluster)
-        client = await KubeClient.connect(
-            config, name=f"cluster {namespace}/{cluster}", timeout=self._timeout
-        )
+        try:
+            endpoint = workload_endpoint(config, allow_proxy=self._allow_proxy)
+        except Unreachable as exc:
+            # The message names a field of the kubeconfig; say whose kubeconfig it is.
+            raise type(exc)(f"{name}: kubeconfig Secret: {exc}") from None
+        client = KubeClient(endpoint, name=name, timeout=self._timeout)
         self._clients[key] = (fingerprint, client)
         return client
 

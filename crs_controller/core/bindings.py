@@ -77,7 +77,9 @@ def record_apply(
         name=ref.name,
         hash=digest,
         applied=ok,
-        last_applied_time=now,
+        # A failed apply keeps the time of the last good one: retries (with backoff)
+        # then leave the binding as it is instead of rewriting it on every attempt.
+        last_applied_time=now if ok else (previous.last_applied_time if previous else None),
         generation=generation_sum(list(generations)),
         # Only a complete apply gives a baseline that drift checks can trust.
         fields_hash=fields_hash(owned) if ok and not skipped else None,

@@ -45,10 +45,20 @@ class APIError(CRSError):
 
     reason = "APIError"
 
-    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str = "",
+        causes: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.body = body[:300]
+        # (field path, reason) pairs of the server's Status: what went wrong and where,
+        # without the values that the message may quote.
+        self.causes = causes[:10]
 
 
 class NotFound(APIError):
@@ -60,4 +70,13 @@ class Conflict(APIError):
 
 
 class Unreachable(APIError):
+    """The cluster cannot be used at all for now: every request to it would fail."""
+
     reason = "ClusterUnreachable"
+
+
+class UnsupportedKubeconfig(Unreachable):
+    """A workload kubeconfig asks for something the controller refuses to do (run a
+    command, read a local file, fall back to its own credentials)."""
+
+    reason = "UnsupportedKubeconfig"

@@ -31,6 +31,17 @@ def deadline(cluster: Mapping[str, Any], timeout: str | None) -> datetime | None
     return started + timedelta(seconds=parse_duration(timeout or DEFAULT_TIMEOUT))
 
 
+def cleanup_due(crs: Mapping[str, Any] | None, cluster: Mapping[str, Any], now: datetime) -> bool:
+    """Does this CRS (raw, None when gone) still hold this Cluster's deletion for
+    cleanup: it asks for ``uninstall.ensure`` and its timeout has not passed?"""
+    spec = (crs or {}).get("spec")
+    uninstall = spec.get("uninstall") if isinstance(spec, Mapping) else None
+    if not isinstance(uninstall, Mapping) or uninstall.get("ensure") is not True:
+        return False
+    until = deadline(cluster, uninstall.get("timeout"))
+    return until is not None and now < until
+
+
 def job_state(job: Mapping[str, Any]) -> JobState:
     """A batch/v1 Job's verdict from its conditions (Complete / Failed)."""
     for condition in (job.get("status") or {}).get("conditions") or []:

@@ -43,9 +43,14 @@ async def apply_objects(
     *,
     field_manager: str,
     only_missing: bool,
+    confidential: bool = False,
 ) -> ApplyResult:
     """Apply ``objects`` (already in apply order). With ``only_missing`` (ApplyOnce),
-    objects that already exist are left untouched and reported as skipped.
+    objects that already exist are left untouched: reported as skipped, or as
+    applied when our field manager applied them before (an inventory that was lost,
+    e.g. a binding deleted or restored from a backup without it, is re-adopted).
+    ``confidential`` (objects from a Secret) keeps the server's messages about them
+    to reason and field path.
 
     Raises Unreachable as soon as the cluster stops answering."""
     result = ApplyResult()
@@ -59,7 +64,7 @@ async def apply_objects(
         except Unreachable:
             raise  # the cluster is gone for now: the rest would only time out too
         except CRSError as exc:
-            result.errors.append(_describe(object_ref(obj), exc))
+            result.errors.append(_describe(object_ref(obj), exc, confidential))
             continue
         if live is None:
             result.skipped.append(ref)
@@ -89,7 +94,8 @@ async def _apply_one(
     if only_missing:
         existing = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
         if existing is not None:
-            return ref, None
+            ours = owned_fields(existing, field_manager) is not None
+            return ref, existing if ours else None
     live = await client.apply(body, field_manager=field_manager)
     return ref, live
 
@@ -115,10 +121,16 @@ def _established(crd: dict[str, Any]) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
-def _describe(ref: ObjectRef, exc: CRSError) -> str:
-    """A user-facing error for one object. The server's detail is left out for
-    Secrets, whose validation messages can quote their data."""
-    detail = exc.body if isinstance(exc, APIError) and ref.kind != "Secret" else ""
+def _describe(ref: ObjectRef, exc: CRSError, confidential: bool) -> str:
+    """A user-facing error for one object. The server's message can quote the
+    object's content, so for a Secret, or anything that came from a resource-set
+    Secret, only the (field path, reason) causes are shown."""
+    if not isinstance(exc, APIError):
+        return f"{ref}: {exc}"
+    if confidential or ref.kind == "Secret":
+        detail = "; ".join(f"{field or '(object)'}: {why}" for field, why in exc.causes)
+    else:
+        detail = exc.body
     return f"{ref}: {exc}" + (f": {detail}" if detail else "")
 
 

@@ -22,10 +22,17 @@ from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     ClusterResourceSetBinding,
+    CRSBinding,
 )
 from crs_controller.core.status import Outcome
 from crs_controller.engine.context import Context, crs_key
-from crs_controller.engine.crs_pass import crs_generation, earliest, reconcile_pair, wanted_by
+from crs_controller.engine.crs_pass import (
+    CRSPass,
+    crs_generation,
+    earliest,
+    reconcile_pair,
+    wanted_by,
+)
 from crs_controller.engine.index import active
 from crs_controller.engine.pruning import prune
 from crs_controller.engine.recording import write_binding
@@ -68,14 +75,15 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
             outcome = replace(blocked, generation=crs_generation(crs))
             if kept := entries.get(crs["metadata"]["name"]):
                 new_entries[kept.cluster_resource_set_name] = kept
-            _set_outcome(ctx, crs, name, outcome)
+            if _set_outcome(ctx, crs, name, outcome) and _news(crs, outcome):
+                await ctx.events.emit(crs, "Warning", outcome.reason, outcome.message)
         # A broken kubeconfig is retried with backoff; a pending cluster waits for
         # its next event (initialized, kubeconfig created).
         result.retry = blocked.state == "Failed"
     else:
         for crs in crss:
             crs_name = crs["metadata"]["name"]
-            done = await reconcile_pair(ctx, client, cluster, crs, entries.get(crs_name))
+            done = await _pass(ctx, client, cluster, crs, entries.get(crs_name))
             if done.entry.resources:
                 new_entries[crs_name] = done.entry
             if _set_outcome(ctx, crs, name, done.outcome) and _news(crs, done.outcome):
@@ -106,6 +114,25 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
         if ctx.outcomes.drop_pair(namespace, crs_name, name):
             ctx.queue.add(crs_key(namespace, crs_name))
     return result
+
+
+async def _pass(
+    ctx: Context, client: KubeClient, cluster: Obj, crs: Obj, entry: CRSBinding | None
+) -> CRSPass:
+    """One CRS's pass; whatever goes wrong in it becomes this pair's outcome, so one
+    odd server or object never leaves the CRS without a status."""
+    try:
+        return await reconcile_pair(ctx, client, cluster, crs, entry)
+    except Exception as exc:
+        log.exception(
+            "cluster pass failed",
+            crs=crs["metadata"]["name"],
+            cluster=f"{cluster['metadata']['namespace']}/{cluster['metadata']['name']}",
+        )
+        message = f"unexpected {type(exc).__name__}; see the controller log"
+        outcome = Outcome("Failed", "ApplyFailed", message, crs_generation(crs))
+        kept = entry or CRSBinding(cluster_resource_set_name=crs["metadata"]["name"])
+        return CRSPass(kept, outcome, None, True)
 
 
 async def _clean_up(

@@ -20,6 +20,7 @@ class Settings:
     concurrency: int = 8
     field_manager: str = "crs-controller"
     workload_timeout: float = 15.0
+    allow_proxy_url: bool = False
     reconcile_timeout: float = 300.0
 
 

@@ -75,7 +75,9 @@ class Controller:
             secrets=secrets,
             index=index,
             sources=Sources(mgmt, configmaps, secrets),
-            workloads=WorkloadClients(timeout=settings.workload_timeout),
+            workloads=WorkloadClients(
+                timeout=settings.workload_timeout, allow_proxy=settings.allow_proxy_url
+            ),
             events=EventRecorder(mgmt),
             queue=self.queue,
         )

@@ -17,7 +17,7 @@ import structlog
 from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.bindings import record_apply, recorded
 from crs_controller.core.durations import parse_duration
-from crs_controller.core.errors import CRSError, ResourceError, Unreachable
+from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreachable
 from crs_controller.core.models import ClusterResourceSet, CRSBinding, ResourceBinding
 from crs_controller.core.modes import ApplyOnce, Reconcile, strategy_for
 from crs_controller.core.pruning import ObjectKey, wanted_keys
@@ -96,6 +96,9 @@ async def reconcile_pair(
         except Unreachable as exc:
             progress.fail(exc.reason, str(exc), previous)
             progress.retry = progress.unreachable = True
+        except APIError as exc:  # e.g. a drift read refused: this resource fails alone
+            progress.fail("ApplyFailed", str(exc), previous)
+            progress.retry = True
     # One Normal event per reason for the whole pass, not one per resource.
     for why, resources in progress.applied.items():
         verb = "reapplied after drift" if why == "DriftCorrected" else "applied"
@@ -120,7 +123,7 @@ async def wanted_by(ctx: Context, namespace: str, crss: list[Obj]) -> set[Object
             source = await ctx.sources.load(namespace, ref)
             if source.error is None:
                 with contextlib.suppress(ResourceError):
-                    wanted |= wanted_keys(ctx.sources.objects(source))
+                    wanted |= wanted_keys(await ctx.sources.objects(source))
     return wanted
 
 
@@ -176,7 +179,7 @@ async def _apply_resource(
 ) -> None:
     ref = source.ref
     try:
-        objects = ctx.sources.objects(source)
+        objects = await ctx.sources.objects(source)
     except ResourceError as exc:
         progress.fail(exc.reason, str(exc), previous)
         return
@@ -185,6 +188,7 @@ async def _apply_resource(
         objects,
         field_manager=ctx.settings.field_manager,
         only_missing=strategy.applies_only_missing,
+        confidential=ref.kind == "Secret",
     )
     metrics.OBJECTS_APPLIED.inc(len(applied.applied))
     metrics.APPLY_ERRORS.inc(len(applied.errors))

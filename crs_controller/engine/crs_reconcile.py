@@ -81,7 +81,7 @@ async def _write_status(ctx: Context, crs: Obj) -> None:
             problems.append(Problem(source.error.reason, str(source.error)))
             continue
         try:
-            ctx.sources.objects(source)
+            await ctx.sources.objects(source)
         except ResourceError as exc:
             problems.append(Problem(exc.reason, str(exc)))
     outcomes = [

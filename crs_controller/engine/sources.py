@@ -9,7 +9,9 @@ and parsed once per content.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,10 @@ from crs_controller.engine import metrics
 from crs_controller.engine.watching import Informer, resource_version
 
 PARSED_CACHE_SIZE = 128
+# Parsing a large value (Calico's 700 KB takes ~200 ms) runs in a worker thread, so
+# the event loop keeps serving every other CRS and cluster meanwhile; small ones are
+# cheaper to parse than to hand over.
+PARSE_IN_THREAD_BYTES = 64 * 1024
 
 ContentKey = tuple[str, str, str]  # namespace, kind, name
 
@@ -44,6 +50,7 @@ class Sources:
         self._contents: dict[ContentKey, Obj] = {}
         self._hashes: dict[ContentKey, tuple[int, str]] = {}
         self._parsed: OrderedDict[str, list[dict[str, Any]] | ResourceError] = OrderedDict()
+        self._parsing: dict[str, asyncio.Future[list[dict[str, Any]] | ResourceError]] = {}
 
     async def content(self, namespace: str, kind: str, name: str) -> Obj | None:
         """The full object, or None when the watch says it does not exist."""
@@ -84,27 +91,60 @@ class Sources:
         self._hashes[key] = (version, digest)
         return digest
 
-    def objects(self, source: Source) -> list[dict[str, Any]]:
+    async def objects(self, source: Source) -> list[dict[str, Any]]:
         """Parsed objects in apply order; raises InvalidManifest. Cached per hash."""
         assert source.raw is not None
         # Keyed by resource as well as hash: an error message names its resource.
         key = f"{source.ref.kind}/{source.ref.name}/{source.hash}"
         cached = self._parsed.get(key)
         if cached is None:
-            metrics.SOURCE_PARSES.inc()
-            try:
-                cached = apply_order(parse_objects(source.raw))
-            except ResourceError as exc:
-                cached = exc
-            self._parsed[key] = cached
-            if len(self._parsed) > PARSED_CACHE_SIZE:
-                self._parsed.popitem(last=False)
+            cached = await self._parse_once(key, source.raw)
         else:
             self._parsed.move_to_end(key)
         if isinstance(cached, ResourceError):
             raise cached
         return cached
 
+    async def _parse_once(self, key: str, raw: Obj) -> list[dict[str, Any]] | ResourceError:
+        """Parse in a task of its own: concurrent callers for the same content share
+        it, and a caller that is cancelled (a reconcile timeout) does not waste it."""
+        task = self._parsing.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._parse_and_keep(key, raw))
+            self._parsing[key] = task
+        return await asyncio.shield(task)
+
+    async def _parse_and_keep(self, key: str, raw: Obj) -> list[dict[str, Any]] | ResourceError:
+        metrics.SOURCE_PARSES.inc()
+        try:
+            if _size(raw) >= PARSE_IN_THREAD_BYTES:
+                parsed = await asyncio.to_thread(_parse, raw)
+            else:
+                parsed = _parse(raw)
+        finally:
+            del self._parsing[key]
+        self._parsed[key] = parsed
+        if len(self._parsed) > PARSED_CACHE_SIZE:
+            self._parsed.popitem(last=False)
+        return parsed
+
     def forget(self, namespace: str, kind: str, name: str) -> None:
         self._contents.pop((namespace, kind, name), None)
         self._hashes.pop((namespace, kind, name), None)
+
+
+def _parse(raw: Obj) -> list[dict[str, Any]] | ResourceError:
+    try:
+        return apply_order(parse_objects(raw))
+    except ResourceError as exc:
+        return exc
+
+
+def _size(raw: Obj) -> int:
+    """Roughly how many bytes of data a ConfigMap/Secret holds."""
+    total = 0
+    for field in ("data", "binaryData", "stringData"):
+        values = raw.get(field)
+        if isinstance(values, Mapping):
+            total += sum(len(v) for v in values.values() if isinstance(v, str))
+    return total

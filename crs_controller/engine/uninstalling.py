@@ -19,9 +19,16 @@ from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.bindings import entries_by_crs, parse_binding
 from crs_controller.core.errors import CRSError, ResourceError, Unreachable
 from crs_controller.core.manifests import object_ref
-from crs_controller.core.models import ClusterResourceSet, ClusterResourceSetBinding, CRSBinding
+from crs_controller.core.models import (
+    API_VERSION,
+    CLUSTER_RESOURCE_SET_BINDING_KIND,
+    CLUSTER_RESOURCE_SET_KIND,
+    ClusterResourceSet,
+    ClusterResourceSetBinding,
+    CRSBinding,
+)
 from crs_controller.core.pruning import inventory, stale_objects
-from crs_controller.core.uninstall import deadline, is_job, job_state
+from crs_controller.core.uninstall import cleanup_due, is_job, job_state
 from crs_controller.engine.applying import apply_objects
 from crs_controller.engine.context import Context, cluster_key
 from crs_controller.engine.pruning import delete_objects
@@ -47,11 +54,7 @@ def targets(ctx: Context, cluster: Obj, binding: ClusterResourceSetBinding | Non
     found = []
     for name in entries_by_crs(binding):
         crs = ctx.index.crs(namespace, name)
-        uninstall = ((crs or {}).get("spec") or {}).get("uninstall") or {}
-        if crs is None or not uninstall.get("ensure"):
-            continue
-        until = deadline(cluster, uninstall.get("timeout"))
-        if until is not None and now < until:
+        if crs is not None and cleanup_due(crs, cluster, now):
             found.append(crs)
     return found
 
@@ -113,7 +116,7 @@ async def _run_hooks(ctx: Context, client: KubeClient, crs: Obj, cluster: Obj) -
         source = await ctx.sources.load(namespace, ref)
         if source.error is not None:
             raise source.error
-        objects += ctx.sources.objects(source)
+        objects += await ctx.sources.objects(source)
     if not objects:
         return True
     result = await apply_objects(
@@ -143,18 +146,30 @@ async def _report(ctx: Context, crs: Obj, cluster: Obj, message: str) -> None:
 HOOK_RETRY_SECONDS = 5
 
 
-def hook_status(ctx: Context, cluster: Obj) -> tuple[int, str]:
+async def hook_status(ctx: Context, cluster: Obj) -> tuple[int, str]:
     """The BeforeClusterDelete answer for ``cluster`` (as sent by Cluster API):
-    (retryAfterSeconds, message). Positive while cleanup is still to be done."""
+    (retryAfterSeconds, message). Positive while cleanup is still to be done.
+
+    Read from the API, not from the caches: Cluster API takes 0 as final, and a
+    standby replica, or one whose caches are not synced yet, would otherwise answer
+    0 from ignorance. A failed read raises (the extension then asks for a retry)."""
     meta = cluster.get("metadata") or {}
-    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-    binding = parse_binding(ctx.bindings.get(namespace, name))
-    entries = entries_by_crs(binding)
-    pending = [
-        c["metadata"]["name"]
-        for c in targets(ctx, cluster, binding)
-        if inventory([entries[c["metadata"]["name"]]])
-    ]
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    if not namespace or not name:
+        return HOOK_RETRY_SECONDS, "crs-controller: the request names no Cluster"
+    mgmt = ctx.mgmt
+    live = await mgmt.get(ctx.cluster_api_version, "Cluster", name, namespace)
+    raw = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
+    if live is None or raw is None:
+        return 0, "crs-controller: nothing (more) to clean up"
+    now = datetime.now(UTC)
+    pending = []
+    for crs_name, entry in entries_by_crs(parse_binding(raw)).items():
+        if not inventory([entry]):
+            continue  # nothing was ever applied there by this CRS
+        crs = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs_name, namespace)
+        if cleanup_due(crs, live, now):
+            pending.append(crs_name)
     if not pending:
         return 0, "crs-controller: nothing (more) to clean up"
     # The watch may not have shown the deletion yet: make sure cleanup is under way.

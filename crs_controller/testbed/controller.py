@@ -134,6 +134,10 @@ class ControllerProcess:
         raise RuntimeError(f"controller not ready after {timeout}s:\n{self.log_tail()}")
 
     @property
+    def management(self) -> Server:
+        return self._management
+
+    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 

@@ -1,7 +1,10 @@
 """The BeforeClusterDelete Runtime Extension (``app.extension``): what discovery lists,
-how a hook request is answered (``answer``), and the real TLS server on loopback —
-discovery, the hook, 404 for other paths and methods, 400 for a body that is not JSON,
-too large or badly framed, and no answer at all over plain HTTP."""
+how a hook request is answered (``answer``, including "retry" when the status cannot be
+read in time), and the real TLS server on loopback — discovery (GET or POST), the hook,
+404 for other paths, 405 for other methods, 400 for a body that is not JSON or badly
+framed, 413 for one over ``MAX_BODY``, and no answer at all over plain HTTP.
+
+Connection limits (timeouts, header size, idle connections) are in test_http_limits."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import structlog.testing
 
 from crs_controller.app import extension
 from crs_controller.app.extension import (
@@ -21,6 +25,7 @@ from crs_controller.app.extension import (
     HOOK_PATH,
     HOOKS_API,
     MAX_BODY,
+    RETRY_ON_ERROR_SECONDS,
     answer,
     discovery,
 )
@@ -47,7 +52,7 @@ class Recorder:
     message: str = "removing 3 add-on objects"
     calls: list[dict[str, Any]] = field(default_factory=list)
 
-    def __call__(self, cluster: dict[str, Any]) -> tuple[int, str]:
+    async def __call__(self, cluster: dict[str, Any]) -> tuple[int, str]:
         self.calls.append(cluster)
         return self.retry_after, self.message
 
@@ -67,9 +72,11 @@ def test_discovery_lists_exactly_one_before_cluster_delete_handler() -> None:
     ("retry_after", "message"),
     [(30, "removing 3 add-on objects"), (5, "waiting for hook Job"), (0, "cleanup done")],
 )
-def test_answer_relays_the_status_for_the_requested_cluster(retry_after: int, message: str) -> None:
+async def test_answer_relays_the_status_for_the_requested_cluster(
+    retry_after: int, message: str
+) -> None:
     status = Recorder(retry_after, message)
-    response = answer(hook_request(), status)
+    response = await answer(hook_request(), status)
     assert response == {
         "apiVersion": HOOKS_API,
         "kind": "BeforeClusterDeleteResponse",
@@ -103,15 +110,50 @@ def test_answer_relays_the_status_for_the_requested_cluster(retry_after: int, me
         "empty",
     ],
 )
-def test_answer_fails_a_request_that_is_not_a_before_cluster_delete(
+async def test_answer_fails_a_request_that_is_not_a_before_cluster_delete(
     request_body: dict[str, Any],
 ) -> None:
     status = Recorder()
-    response = answer(request_body, status)
+    response = await answer(request_body, status)
     assert response["kind"] == "BeforeClusterDeleteResponse"
     assert response["status"] == "Failure"
     assert "retryAfterSeconds" not in response
     assert status.calls == []
+
+
+@dataclass
+class Failing:
+    """A ``status`` callable that raises, with a message that must never reach the log."""
+
+    error: Exception
+
+    async def __call__(self, cluster: dict[str, Any]) -> tuple[int, str]:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RuntimeError("cluster work-1 token=s3cret"), TimeoutError(), KeyError("s3cret")],
+    ids=["runtime-error", "timeout", "key-error"],
+)
+async def test_answer_asks_to_retry_when_the_status_cannot_be_read(error: Exception) -> None:
+    with structlog.testing.capture_logs() as logs:
+        response = await answer(hook_request(), Failing(error))
+    assert response["status"] == "Success"
+    assert response["retryAfterSeconds"] == RETRY_ON_ERROR_SECONDS > 0
+    assert "could not" in response["message"]
+    # The error type is logged, never its message (it may quote the cluster).
+    assert [entry.get("error") for entry in logs] == [type(error).__name__]
+    assert "s3cret" not in repr(logs)
+
+
+async def test_answer_asks_to_retry_when_the_status_takes_too_long() -> None:
+    async def never(cluster: dict[str, Any]) -> tuple[int, str]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    response = await asyncio.wait_for(answer(hook_request(), never, timeout=0.05), 5)
+    assert response["retryAfterSeconds"] == RETRY_ON_ERROR_SECONDS
 
 
 @dataclass
@@ -130,13 +172,12 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     (tmp_path / "tls.key").write_bytes(serving.key_pem)
     status = Recorder()
     server = await extension.serve("127.0.0.1", 0, str(tmp_path), status)
-    port = server.sockets[0].getsockname()[1]
+    port = server.port
     verify = ssl.create_default_context(cadata=ca.cert_pem.decode())
     try:
         yield Served(f"https://127.0.0.1:{port}", f"http://127.0.0.1:{port}", verify, status)
     finally:
-        server.close()
-        await asyncio.wait_for(server.wait_closed(), 5)
+        await asyncio.wait_for(server.close(), 5)
 
 
 async def test_server_answers_discovery(served: Served) -> None:
@@ -175,9 +216,8 @@ async def test_server_fails_a_hook_request_of_another_kind(served: Served) -> No
 @pytest.mark.parametrize(
     ("method", "path"),
     [
-        ("GET", HOOK_PATH),
-        ("PUT", HOOK_PATH),
         ("POST", "/"),
+        ("GET", "/"),
         ("POST", "/healthz"),
         ("POST", f"/{HOOKS_API}/beforeclusterdelete/another-handler"),
         ("POST", f"/{HOOKS_API}/afterclusterupgrade/before-cluster-delete"),
@@ -188,6 +228,34 @@ async def test_server_has_no_handler_elsewhere(served: Served, method: str, path
     async with httpx.AsyncClient(verify=served.verify, timeout=5) as client:
         response = await client.request(method, served.url + path, json=hook_request())
     assert response.status_code == 404
+    assert served.status.calls == []
+
+
+async def test_server_answers_discovery_on_get(served: Served) -> None:
+    async with httpx.AsyncClient(verify=served.verify, timeout=5) as client:
+        response = await client.get(served.url + DISCOVERY_PATH)
+    assert response.status_code == 200
+    assert response.json() == discovery()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("GET", HOOK_PATH, "POST"),
+        ("PUT", HOOK_PATH, "POST"),
+        ("DELETE", HOOK_PATH, "POST"),
+        ("PUT", DISCOVERY_PATH, "GET, POST"),
+    ],
+)
+async def test_server_refuses_other_methods_on_its_paths(
+    served: Served, method: str, path: str, allow: str
+) -> None:
+    # 405 with Allow, as HTTP asks for a path that exists (the hand-written server
+    # answered 404).
+    async with httpx.AsyncClient(verify=served.verify, timeout=5) as client:
+        response = await client.request(method, served.url + path, json=hook_request())
+    assert response.status_code == 405
+    assert response.headers["allow"] == allow
     assert served.status.calls == []
 
 
@@ -236,7 +304,8 @@ async def exchange(served: Served, head: str, body: bytes = b"") -> bytes:
 async def test_server_refuses_a_body_larger_than_its_limit(served: Served) -> None:
     head = f"POST {HOOK_PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_BODY + 1}"
     reply = await exchange(served, head)
-    assert reply.startswith(b"HTTP/1.1 400 ")
+    # Refused on the declared length alone: no body was sent, and none is waited for.
+    assert reply.startswith(b"HTTP/1.1 413 ")
     assert served.status.calls == []
 
 

@@ -1,0 +1,294 @@
+"""Kubeconfigs turned into connection settings, trusted or not.
+
+A workload cluster's kubeconfig comes from a Secret that anyone allowed to create
+Secrets in a namespace can write, so it is read through an allow-list: an ``https``
+server, inline CA data, inline client certificate and key data, an inline token,
+``tls-server-name``, and ``proxy-url`` only when the operator allows it. Anything that
+would make the controller run a command (``exec``, ``auth-provider``), read a local
+file (``tokenFile``, ``client-certificate``, ``client-key``, ``certificate-authority``),
+send its own credentials (an empty server) or talk unverified is refused with
+``UnsupportedKubeconfig``, naming the field and never its value.
+
+The management cluster's kubeconfig is the operator's own: it may name files
+(relative to the kubeconfig's folder) and ``tokenFile``; it is not allowed to run
+commands either, which keeps one rule for the whole controller.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from crs_controller.core.errors import Unreachable, UnsupportedKubeconfig
+
+# Refused in any workload kubeconfig: each makes the controller run a command, read a
+# file of its own host, or authenticate in a way we cannot check.
+_USER_REFUSED = (
+    "exec",
+    "auth-provider",
+    "tokenFile",
+    "client-certificate",
+    "client-key",
+    "username",
+    "password",
+    "as",
+    "as-uid",
+    "as-groups",
+    "as-user-extra",
+)
+_CLUSTER_REFUSED = ("certificate-authority", "insecure-skip-tls-verify")
+_PROXY_SCHEMES = ("http", "https")
+
+IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+@dataclass(frozen=True, repr=False)
+class Endpoint:
+    """Where and how to reach one API server. Holds key material: no repr."""
+
+    server: str
+    ca_pem: bytes | None = None
+    cert_pem: bytes | None = None
+    key_pem: bytes | None = None
+    token: str | None = None
+    token_file: Path | None = None  # re-read as it rotates (in-cluster, operator's file)
+    tls_server_name: str | None = None
+    proxy: str | None = None
+    insecure: bool = False  # only ever set from the operator's own kubeconfig
+
+    def __repr__(self) -> str:
+        return f"Endpoint(server={self.server!r})"
+
+
+@dataclass(frozen=True)
+class _Selected:
+    """The cluster and user entries of the kubeconfig's current context."""
+
+    cluster: Mapping[str, Any]
+    user: Mapping[str, Any]
+    cluster_field: str  # e.g. "clusters[0].cluster", for messages
+    user_field: str
+
+
+# --- workload clusters (untrusted) ---------------------------------------------------
+
+
+def workload_endpoint(config: Any, *, allow_proxy: bool = False) -> Endpoint:
+    """The endpoint of an untrusted kubeconfig, or UnsupportedKubeconfig / Unreachable."""
+    selected = _select(config)
+    user, cluster = selected.user, selected.cluster
+    for key in _USER_REFUSED:
+        if key in user:
+            raise UnsupportedKubeconfig(
+                f"{selected.user_field}.{key} is not supported: only inline credentials "
+                "(client-certificate-data, client-key-data, token) are used"
+            )
+    for key in _CLUSTER_REFUSED:
+        if key in cluster and cluster[key] not in (None, False):
+            raise UnsupportedKubeconfig(
+                f"{selected.cluster_field}.{key} is not supported: "
+                "only inline certificate-authority-data is used"
+            )
+    proxy = _text(cluster, "proxy-url", selected.cluster_field)
+    if proxy and not allow_proxy:
+        raise UnsupportedKubeconfig(
+            f"{selected.cluster_field}.proxy-url is not allowed (see --allow-proxy-url)"
+        )
+    return Endpoint(
+        server=_server(cluster, selected.cluster_field),
+        ca_pem=_pem(cluster, "certificate-authority-data", selected.cluster_field),
+        cert_pem=_pem(user, "client-certificate-data", selected.user_field),
+        key_pem=_pem(user, "client-key-data", selected.user_field),
+        token=_token(user, selected.user_field),
+        tls_server_name=_text(cluster, "tls-server-name", selected.cluster_field),
+        proxy=_proxy(proxy, selected.cluster_field) if proxy else None,
+    )
+
+
+# --- the management cluster (the operator's) -----------------------------------------
+
+
+def management_endpoint(path: str | None) -> Endpoint:
+    """The management cluster: ``path``, else $KUBECONFIG, else in-cluster, else
+    ~/.kube/config. Errors are Unreachable with a message naming the source."""
+    if path is None:
+        env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+        if env:
+            path = env
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return in_cluster_endpoint()
+        else:
+            path = str(Path.home() / ".kube" / "config")
+    return _file_endpoint(Path(path))
+
+
+def in_cluster_endpoint(
+    directory: Path = IN_CLUSTER_DIR, environ: Mapping[str, str] | None = None
+) -> Endpoint:
+    """The pod's ServiceAccount: token (re-read as the kubelet rotates it) and CA."""
+    env = os.environ if environ is None else environ
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
+    token_file = directory / "token"
+    if not host or not token_file.exists():
+        raise Unreachable("management cluster: not running in a pod and no kubeconfig given")
+    host = f"[{host}]" if ":" in host else host
+    return Endpoint(
+        server=f"https://{host}:{port}",
+        ca_pem=(directory / "ca.crt").read_bytes(),
+        token_file=token_file,
+    )
+
+
+def _file_endpoint(path: Path) -> Endpoint:
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise Unreachable(f"management cluster: cannot read kubeconfig {path}") from exc
+    selected = _select(config)
+    user, cluster = selected.user, selected.cluster
+    for key in ("exec", "auth-provider"):
+        if key in user:
+            raise Unreachable(
+                f"management cluster: {selected.user_field}.{key} is not supported; "
+                "use a token, a token file or a client certificate"
+            )
+    base = path.parent
+    return Endpoint(
+        server=_server(cluster, selected.cluster_field),
+        ca_pem=_pem_or_file(cluster, "certificate-authority", base, selected.cluster_field),
+        cert_pem=_pem_or_file(user, "client-certificate", base, selected.user_field),
+        key_pem=_pem_or_file(user, "client-key", base, selected.user_field),
+        token=_token(user, selected.user_field),
+        token_file=base / str(user["tokenFile"]) if user.get("tokenFile") else None,
+        tls_server_name=_text(cluster, "tls-server-name", selected.cluster_field),
+        proxy=_text(cluster, "proxy-url", selected.cluster_field),
+        insecure=cluster.get("insecure-skip-tls-verify") is True,
+    )
+
+
+def _pem_or_file(entry: Mapping[str, Any], key: str, base: Path, where: str) -> bytes | None:
+    inline = _pem(entry, f"{key}-data", where)
+    if inline is not None or not entry.get(key):
+        return inline
+    try:
+        return (base / str(entry[key])).read_bytes()
+    except OSError as exc:
+        raise Unreachable(f"management cluster: cannot read {where}.{key}") from exc
+
+
+# --- shared --------------------------------------------------------------------------
+
+
+def _select(config: Any) -> _Selected:
+    """The current context's cluster and user (the only context when there is one)."""
+    if not isinstance(config, Mapping):
+        raise Unreachable("invalid kubeconfig: not a mapping")
+    contexts = _named(config, "contexts")
+    current = config.get("current-context")
+    if current:
+        index = next((i for i, (n, _) in enumerate(contexts) if n == current), None)
+        if index is None:
+            raise Unreachable("invalid kubeconfig: current-context names no context")
+    elif len(contexts) == 1:
+        index = 0
+    else:
+        raise Unreachable("invalid kubeconfig: no current-context")
+    context = contexts[index][1]
+    cluster_index, cluster = _find(config, "clusters", context.get("cluster"), "cluster")
+    user_index, user = _find(config, "users", context.get("user"), "user")
+    return _Selected(
+        cluster=cluster,
+        user=user,
+        cluster_field=f"clusters[{cluster_index}].cluster",
+        user_field=f"users[{user_index}].user" if user_index >= 0 else "user",
+    )
+
+
+def _named(config: Mapping[str, Any], field: str) -> list[tuple[Any, Mapping[str, Any]]]:
+    entries = config.get(field) or []
+    if not isinstance(entries, list):
+        raise Unreachable(f"invalid kubeconfig: {field} is not a list")
+    found = []
+    for index, entry in enumerate(entries):
+        inner = entry.get(field[:-1]) if isinstance(entry, Mapping) else None
+        if not isinstance(inner, Mapping):
+            raise Unreachable(f"invalid kubeconfig: {field}[{index}] has no {field[:-1]} map")
+        found.append((entry.get("name"), inner))
+    return found
+
+
+def _find(
+    config: Mapping[str, Any], field: str, name: Any, singular: str
+) -> tuple[int, Mapping[str, Any]]:
+    entries = _named(config, field)
+    for index, (entry_name, inner) in enumerate(entries):
+        if entry_name == name:
+            return index, inner
+    if singular == "user" and not name:
+        return -1, {}  # a context without a user: anonymous (e.g. token-less CA-only)
+    raise Unreachable(f"invalid kubeconfig: the current context's {singular} is not in {field}")
+
+
+def _text(entry: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = entry.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise Unreachable(f"invalid kubeconfig: {where}.{key} must be a string")
+    return value
+
+
+def _server(cluster: Mapping[str, Any], where: str) -> str:
+    server = _text(cluster, "server", where)
+    if server is None:
+        # kubectl (and kr8s) fall back to in-cluster credentials here: never for us.
+        raise UnsupportedKubeconfig(f"{where}.server is empty")
+    try:
+        parts = urlsplit(server)
+        host = parts.hostname
+    except ValueError:  # e.g. an unbalanced "[" in the host
+        host = None
+    if host is None or parts.scheme != "https":
+        raise UnsupportedKubeconfig(f"{where}.server must be an https:// URL")
+    if parts.username or parts.password:
+        raise UnsupportedKubeconfig(f"{where}.server must not hold credentials")
+    return server.rstrip("/")
+
+
+def _proxy(proxy: str, where: str) -> str:
+    try:
+        scheme = urlsplit(proxy).scheme
+    except ValueError:
+        scheme = ""
+    if scheme not in _PROXY_SCHEMES:
+        raise UnsupportedKubeconfig(f"{where}.proxy-url must be an http:// or https:// URL")
+    return proxy
+
+
+def _pem(entry: Mapping[str, Any], key: str, where: str) -> bytes | None:
+    value = _text(entry, key, where)
+    if value is None:
+        return None
+    decoded: bytes | None
+    try:
+        decoded = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        decoded = None
+    if not decoded:  # raised outside the except: the decoder's error may quote input
+        raise Unreachable(f"invalid kubeconfig: {where}.{key} is not base64")
+    return decoded
+
+
+def _token(user: Mapping[str, Any], where: str) -> str | None:
+    token = _text(user, "token", where)
+    if token is not None and (not token.isprintable() or not token.isascii()):
+        raise Unreachable(f"invalid kubeconfig: {where}.token holds unprintable characters")
+    return token

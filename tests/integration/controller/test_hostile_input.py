@@ -1,0 +1,375 @@
+"""Hostile and careless input on real servers, one test per finding of the security
+review: a workload kubeconfig that asks to run a command, read or delete local files,
+fall back to the controller's own identity, or use a proxy is refused
+(``UnsupportedKubeconfig``, naming the field, never its value); a YAML alias bomb is
+``InvalidManifest`` while another namespace's CRS converges and the controller's
+memory stays flat; a server that is not a Kubernetes API fails only its cluster and
+the CRS status is still written; server messages about objects from a resource-set
+Secret never quote them; a lost ApplyOnce inventory is re-adopted so Delete still
+deletes; and a standby replica never answers BeforeClusterDelete with 0 while cleanup
+is pending."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.server
+import ssl
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed.certs import CertificateAuthority
+from crs_controller.testbed.clusters import set_cluster_initialized
+from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
+
+from .support import (
+    CLUSTER_API,
+    CRS_API,
+    TIMEOUT,
+    add_cluster,
+    binding,
+    binding_entry,
+    condition,
+    configmap_obj,
+    crs_obj,
+    manifests,
+    source_configmap,
+    source_secret,
+    unique,
+    wait_condition,
+    wait_object,
+)
+from .test_uninstall import HOLD, hook, job
+
+Obj = dict[str, Any]
+
+
+def kubeconfig(cluster: Obj, user: Obj) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+
+
+def add_cluster_with_kubeconfig(
+    mgmt: KubeClient, namespace: str, name: str, labels: dict[str, str], config: Obj
+) -> None:
+    """A Cluster whose kubeconfig Secret holds ``config`` as written by a tenant."""
+    mgmt.create(
+        {
+            "apiVersion": CLUSTER_API,
+            "kind": "Cluster",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}},
+        }
+    )
+    value = base64.b64encode(yaml.safe_dump(config).encode()).decode()
+    mgmt.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{name}-kubeconfig", "namespace": namespace},
+            "type": "cluster.x-k8s.io/secret",
+            "data": {"value": value},
+        }
+    )
+    set_cluster_initialized(mgmt, name=name, namespace=namespace)
+
+
+def pem_b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+# --- 1, 2, 3: kubeconfigs that ask for too much -------------------------------------
+
+CA = CertificateAuthority.generate("hostile-test-ca")
+SERVER = {"server": "https://127.0.0.1:1", "certificate-authority-data": pem_b64(CA.cert_pem)}
+VALUE_MARKER = "v4lue-" + uuid.uuid4().hex[:12]
+
+
+def refusals(tmp: Path, marker: Path) -> list[tuple[str, Obj, str]]:
+    """(case, kubeconfig, the field its message must name)."""
+    exec_plugin = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": "/bin/sh",
+        "args": ["-c", f'touch {marker}; echo \'{{"status": {{"token": "{VALUE_MARKER}"}}}}\''],
+    }
+    victim = str(tmp / "victim.pem")
+    ca_data = SERVER["certificate-authority-data"]
+    proxy = f"http://{VALUE_MARKER}.invalid:3128"
+    return [
+        ("exec", kubeconfig(SERVER, {"exec": exec_plugin}), "users[0].user.exec"),
+        (
+            "auth-provider",
+            kubeconfig(SERVER, {"auth-provider": {"name": "oidc", "config": {}}}),
+            "users[0].user.auth-provider",
+        ),
+        (
+            "token-file",
+            kubeconfig(SERVER, {"tokenFile": str(tmp / "token")}),
+            "users[0].user.tokenFile",
+        ),
+        (
+            "cert-path",
+            kubeconfig(SERVER, {"client-certificate": victim, "client-key": victim}),
+            "users[0].user.client-certificate",
+        ),
+        (
+            "ca-path",
+            kubeconfig({"server": "https://127.0.0.1:1", "certificate-authority": victim}, {}),
+            "clusters[0].cluster.certificate-authority",
+        ),
+        (
+            "no-server",
+            kubeconfig({"certificate-authority-data": ca_data}, {"token": VALUE_MARKER}),
+            "clusters[0].cluster.server",
+        ),
+        (
+            "plain-http",
+            kubeconfig({"server": "http://127.0.0.1:1"}, {"token": VALUE_MARKER}),
+            "clusters[0].cluster.server",
+        ),
+        (
+            "proxy",
+            kubeconfig({**SERVER, "proxy-url": proxy}, {"token": "t"}),
+            "clusters[0].cluster.proxy-url",
+        ),
+    ]
+
+
+def test_kubeconfigs_that_ask_for_too_much_are_refused_naming_the_field(
+    controller: ControllerProcess, mgmt: KubeClient, namespace: str
+) -> None:
+    tmp = controller.tmpdir
+    victim = tmp / "victim.pem"
+    victim.write_bytes(CA.cert_pem)  # a readable "certificate" the controller must not use
+    marker = tmp / f"ran-{uuid.uuid4().hex[:8]}"
+    cases = refusals(tmp, marker)
+    mgmt.create(source_configmap(namespace, "a", {"a": manifests(configmap_obj(unique("k")))}))
+    for case, config, _ in cases:
+        add_cluster_with_kubeconfig(mgmt, namespace, case, {"case": case}, config)
+        mgmt.create(crs_obj(namespace, case, [("ConfigMap", "a")], {"case": case}))
+    for case, _, field in cases:
+        cond = wait_condition(mgmt, namespace, case, "Ready", "False", "UnsupportedKubeconfig")
+        assert field in cond["message"], (case, cond["message"])
+        assert VALUE_MARKER not in cond["message"]
+        assert str(tmp) not in cond["message"]
+    assert not marker.exists(), "the exec plugin ran"
+    assert victim.exists(), "a file named by a kubeconfig was deleted"
+    events = mgmt.list("v1", "Event", namespace)
+    reasons = {
+        e["involvedObject"]["name"] for e in events if e["reason"] == "UnsupportedKubeconfig"
+    }
+    assert reasons == {case for case, _, _ in cases}
+    assert all(VALUE_MARKER not in e["message"] for e in events)
+    assert VALUE_MARKER not in controller.log_text()
+
+
+# --- 5: a server that is not a Kubernetes API ---------------------------------------
+
+
+@contextlib.contextmanager
+def html_server() -> Iterator[tuple[int, bytes]]:
+    """A TLS server on loopback answering every request with 200 and an HTML page."""
+    ca = CertificateAuthority.generate("not-kubernetes-ca")
+    pair = ca.issue_serving()
+    directory = Path(tempfile.mkdtemp(prefix="html-server-"))
+    (directory / "tls.crt").write_bytes(pair.cert_pem)
+    (directory / "tls.key").write_bytes(pair.key_pem)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _html(self) -> None:
+            body = b"<html><body>Welcome to nginx!</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_PATCH = do_POST = do_PUT = _html  # noqa: N815 - http.server names
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], ca.cert_pem
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_server_that_is_not_kubernetes_fails_alone_and_status_is_written(
+    controller: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+) -> None:
+    name = unique("html")
+    mgmt.create(source_configmap(namespace, "h", {"a": manifests(configmap_obj(name))}))
+    with html_server() as (port, ca_pem):
+        config = kubeconfig(
+            {"server": f"https://127.0.0.1:{port}", "certificate-authority-data": pem_b64(ca_pem)},
+            {"token": "t"},
+        )
+        add_cluster_with_kubeconfig(mgmt, namespace, "nginx", {"h": "1"}, config)
+        add_cluster(mgmt, workloads[2], namespace, "real", {"h": "1"})
+        mgmt.create(crs_obj(namespace, "h", [("ConfigMap", "h")], {"h": "1"}))
+        wait_object(workload_clients[2], "v1", "ConfigMap", name, "default")
+
+        def written() -> Obj | None:
+            crs = mgmt.get(CRS_API, "ClusterResourceSet", "h", namespace) or {}
+            status = crs.get("status") or {}
+            done = status.get("appliedClusters") == 1 and status.get("failedClusters") == 1
+            return crs if done else None
+
+        crs = wait_for(written, TIMEOUT, message="status with one applied, one failed cluster")
+    ready = condition(crs, "Ready")
+    assert ready is not None and ready["reason"] == "ClusterUnreachable"
+    assert "nginx" in ready["message"]
+    assert "did not answer as a Kubernetes API server" in ready["message"]
+
+
+# --- 6: server messages about objects from a resource-set Secret --------------------
+
+
+def test_server_messages_about_objects_from_a_secret_are_reduced_to_field_and_reason(
+    controller: ControllerProcess, mgmt: KubeClient, workloads, namespace: str
+) -> None:
+    bad = configmap_obj(unique("labelled"))
+    bad["metadata"]["labels"] = {"tier": f"{VALUE_MARKER}!!not-a-label"}
+    mgmt.create(source_secret(namespace, "s", {"a": manifests(bad)}))
+    add_cluster(mgmt, workloads[0], namespace, "sec", {"sec": "1"})
+    mgmt.create(crs_obj(namespace, "s", [("Secret", "s")], {"sec": "1"}))
+    cond = wait_condition(mgmt, namespace, "s", "Ready", "False", "ApplyFailed")
+    assert "metadata.labels" in cond["message"], cond["message"]
+    assert VALUE_MARKER not in cond["message"]
+
+    def warning() -> list[Obj]:
+        events = mgmt.list("v1", "Event", namespace)
+        return [e for e in events if e["reason"] == "ApplyFailed"]
+
+    events = wait_for(warning, TIMEOUT, message="ApplyFailed event")
+    assert all(VALUE_MARKER not in e["message"] for e in events)
+    assert VALUE_MARKER not in controller.log_text()
+    # Otherwise it is retried with backoff for the rest of the session.
+    mgmt.delete(CRS_API, "ClusterResourceSet", "s", namespace)
+
+
+# --- 7: a lost ApplyOnce inventory --------------------------------------------------
+
+
+def test_a_lost_apply_once_inventory_is_readopted_and_delete_still_deletes(
+    controller: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+) -> None:
+    name = unique("adopt")
+    mgmt.create(source_configmap(namespace, "o", {"a": manifests(configmap_obj(name))}))
+    add_cluster(mgmt, workloads[1], namespace, "lost", {"lost": "1"})
+    crs = crs_obj(namespace, "o", [("ConfigMap", "o")], {"lost": "1"}, deletionPolicy="Delete")
+    mgmt.create(crs)
+    wait_condition(mgmt, namespace, "o", "Ready", "True", "Applied")
+    before = binding(mgmt, namespace, "lost")
+    assert before is not None
+
+    mgmt.delete(CRS_API, "ClusterResourceSetBinding", "lost", namespace)
+
+    def rebuilt() -> Obj | None:
+        found = binding(mgmt, namespace, "lost")
+        if found is None or found["metadata"]["uid"] == before["metadata"]["uid"]:
+            return None
+        entry = binding_entry(mgmt, namespace, "lost", "o")
+        return entry if entry and entry["resources"] else None
+
+    entry = wait_for(rebuilt, TIMEOUT, message="binding rebuilt")
+    objects = entry["resources"][0].get("objects") or []
+    assert [o["name"] for o in objects] == [name]
+
+    mgmt.delete(CRS_API, "ClusterResourceSet", "o", namespace)
+    wait_for(
+        lambda: workload_clients[1].get("v1", "ConfigMap", name, "default") is None,
+        TIMEOUT,
+        message="the re-adopted object deleted with its CRS",
+    )
+
+
+# --- 8: a standby replica and BeforeClusterDelete ------------------------------------
+
+
+@pytest.fixture
+def foreign_lease(mgmt: KubeClient) -> Iterator[None]:
+    """The leader Lease held by someone else, so a --leader-elect process stands by."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "crs-controller", "namespace": SYSTEM_NAMESPACE},
+        "spec": {
+            "holderIdentity": "another-replica",
+            "leaseDurationSeconds": 3600,
+            "acquireTime": now,
+            "renewTime": now,
+        },
+    }
+    mgmt.delete("coordination.k8s.io/v1", "Lease", "crs-controller", SYSTEM_NAMESPACE)
+    mgmt.create(lease)
+    yield
+    mgmt.delete("coordination.k8s.io/v1", "Lease", "crs-controller", SYSTEM_NAMESPACE)
+
+
+def test_a_standby_replica_never_releases_a_deletion_that_still_needs_cleanup(
+    controller: ControllerProcess,
+    mgmt: KubeClient,
+    workloads,
+    namespace: str,
+    foreign_lease: None,
+) -> None:
+    addon, drain = unique("addon"), unique("drain")
+    mgmt.create(source_configmap(namespace, "addon", {"a": manifests(configmap_obj(addon))}))
+    mgmt.create(source_configmap(namespace, "drain", {"a": manifests(job(drain))}))
+    crs = crs_obj(namespace, "un", [("ConfigMap", "addon")], {"sb": "1"}, mode="Reconcile")
+    crs["spec"]["uninstall"] = {
+        "ensure": True,
+        "timeout": "10m",
+        "beforeDelete": [{"kind": "ConfigMap", "name": "drain"}],
+    }
+    mgmt.create(crs)
+    add_cluster(mgmt, workloads[0], namespace, "sb", {"sb": "1"})
+    patch = {"metadata": {"finalizers": [HOLD]}, "spec": {"topology": {"class": "demo"}}}
+    mgmt.patch_merge(CLUSTER_API, "Cluster", "sb", patch, namespace=namespace)
+    wait_condition(mgmt, namespace, "un", "Ready", "True", "Applied")
+    mgmt.delete(CLUSTER_API, "Cluster", "sb", namespace)
+    cluster = wait_object(
+        mgmt,
+        CLUSTER_API,
+        "Cluster",
+        "sb",
+        namespace,
+        lambda c: "deletionTimestamp" in c["metadata"],
+    )
+    # The session's controller holds the deletion: its hook Job never completes here.
+    assert hook(controller, cluster)["retryAfterSeconds"] > 0
+
+    with ControllerProcess(controller.management, "--leader-elect", extension=True) as standby:
+        assert "became leader" not in standby.log_text()
+        answer = hook(standby, cluster)
+        assert answer["status"] == "Success"
+        assert answer["retryAfterSeconds"] > 0, answer
+        assert "un" in answer["message"]
+    mgmt.patch_merge(
+        CLUSTER_API, "Cluster", "sb", {"metadata": {"finalizers": None}}, namespace=namespace
+    )

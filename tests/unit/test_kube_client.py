@@ -1,0 +1,258 @@
+"""The API client (``clients.kube``) against small TLS servers on loopback standing in
+for odd or hostile API servers: client certificates are presented from memory and no
+key is written to disk; a server that answers with HTML, a redirect, a truncated or
+oversized body, or non-Status errors is ``Unreachable`` saying it is not a Kubernetes
+API; Status errors map onto our tree with (field, reason) causes; 401 means the
+credentials were refused; proxy variables in the environment are ignored."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from crs_controller.clients import kube
+from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.kubeconfig import Endpoint
+from crs_controller.core.errors import APIError, Conflict, NotFound, Unreachable
+from crs_controller.testbed.certs import CertificateAuthority
+
+CA = CertificateAuthority.generate("client-test-ca")
+SERVING = CA.issue_serving()
+CLIENT = CA.issue_client("tenant-admin")
+
+Reply = Callable[[str, str], tuple[int, str, bytes]]  # (method, path) -> status, type, body
+
+
+def status_body(code: int, reason: str, message: str, causes: list[dict] | None = None) -> bytes:
+    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code}
+    status.update(reason=reason, message=message, details={"causes": causes or []})
+    return json.dumps(status).encode()
+
+
+def serving_context() -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory() as directory:
+        Path(directory, "tls.pem").write_bytes(SERVING.cert_pem + SERVING.key_pem)
+        context.load_cert_chain(Path(directory, "tls.pem"))
+    return context
+
+
+def key_files() -> set[Path]:
+    """Files in the temp directory that hold a private key."""
+    return {
+        p
+        for p in Path(tempfile.gettempdir()).iterdir()
+        if p.is_file() and b"PRIVATE KEY" in p.read_bytes()
+    }
+
+
+@asynccontextmanager
+async def server(reply: Reply, *, require_client_cert: bool = False) -> AsyncIterator[list[str]]:
+    """A TLS server on 127.0.0.1 answering each request with ``reply``; yields the
+    list of client certificate subjects seen (one per connection)."""
+    context = serving_context()
+    if require_client_cert:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cadata=CA.cert_pem.decode())
+    peers: list[str] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        cert = writer.get_extra_info("peercert")
+        peers.append(str(cert.get("subject")) if cert else "")
+        try:
+            request = (await reader.readline()).decode().split()
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+            code, ctype, body = reply(request[0], request[1])
+            head = f"HTTP/1.1 {code} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+            writer.write((head + "Connection: close\r\n\r\n").encode() + body)
+            await writer.drain()
+        finally:
+            writer.close()
+
+    listener = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=context)
+    port = listener.sockets[0].getsockname()[1]
+    peers.append(f"https://127.0.0.1:{port}")
+    try:
+        yield peers
+    finally:
+        listener.close()
+
+
+def client_for(url: str, **extra: object) -> KubeClient:
+    endpoint = Endpoint(server=url, ca_pem=CA.cert_pem, **extra)  # type: ignore[arg-type]
+    return KubeClient(endpoint, name="cluster ns/c1", timeout=5)
+
+
+def answer(code: int, body: bytes, ctype: str = "application/json") -> Reply:
+    return lambda method, path: (code, ctype, body)
+
+
+async def test_a_client_certificate_is_presented_from_memory_only() -> None:
+    before = key_files()
+    async with server(answer(200, b'{"kind": "APIVersions"}'), require_client_cert=True) as peers:
+        url = peers.pop(0)
+        client = client_for(url, cert_pem=CLIENT.cert_pem, key_pem=CLIENT.key_pem)
+        try:
+            assert await client._request("GET", "/api") == {"kind": "APIVersions"}
+        finally:
+            await client.close()
+    assert any("tenant-admin" in peer for peer in peers)
+    assert key_files() - before == set()
+
+
+@pytest.mark.parametrize(
+    ("code", "ctype", "body"),
+    [
+        (200, "text/html", b"<html>Welcome to nginx!</html>"),
+        (200, "application/json", b"<html>not json</html>"),
+        (200, "application/json", b"[1, 2, 3]"),
+        (200, "application/json", b'{"truncated": '),
+        (302, "text/html", b"moved"),
+        (404, "text/html", b"<html>Not Found</html>"),
+        (403, "application/json", b'{"error": "forbidden"}'),
+        (502, "text/plain", b"bad gateway"),
+    ],
+)
+async def test_a_server_that_is_not_a_kubernetes_api_is_reported_as_such(
+    code: int, ctype: str, body: bytes
+) -> None:
+    async with server(answer(code, body, ctype)) as peers:
+        client = client_for(peers.pop(0))
+        try:
+            with pytest.raises(Unreachable, match="did not answer as a Kubernetes API server"):
+                await client.get("v1", "ConfigMap", "x", "default")
+        finally:
+            await client.close()
+
+
+async def test_status_errors_map_onto_our_tree_with_causes_and_no_values_in_the_message() -> None:
+    secret_value = "s3cr3t-label-value"
+    invalid = status_body(
+        422,
+        "Invalid",
+        f'ConfigMap "x" is invalid: metadata.labels: Invalid value: "{secret_value}"',
+        [{"field": "metadata.labels", "reason": "FieldValueInvalid", "message": secret_value}],
+    )
+    replies = {
+        "/api/v1": (200, "application/json", json.dumps(DISCOVERY).encode()),
+        "/api/v1/namespaces/default/configmaps/invalid": (422, "application/json", invalid),
+        "/api/v1/namespaces/default/configmaps/gone": (
+            404,
+            "application/json",
+            status_body(404, "NotFound", "not found"),
+        ),
+        "/api/v1/namespaces/default/configmaps/race": (
+            409,
+            "application/json",
+            status_body(409, "Conflict", "modified"),
+        ),
+        "/api/v1/namespaces/default/configmaps/denied": (
+            401,
+            "application/json",
+            status_body(401, "Unauthorized", "Unauthorized"),
+        ),
+    }
+
+    def reply(method: str, path: str) -> tuple[int, str, bytes]:
+        return replies[path.split("?", maxsplit=1)[0]]
+
+    async with server(reply) as peers:
+        client = client_for(peers.pop(0))
+        try:
+            obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "default"}}
+            with pytest.raises(APIError) as caught:
+                await client.apply(
+                    {**obj, "metadata": {**obj["metadata"], "name": "invalid"}},
+                    field_manager="crs-controller",
+                )
+            assert caught.value.causes == (("metadata.labels", "FieldValueInvalid"),)
+            assert secret_value not in str(caught.value)
+            assert type(caught.value) is APIError
+            assert await client.get("v1", "ConfigMap", "gone", "default") is None
+            with pytest.raises(Conflict):
+                await client.replace({**obj, "metadata": {**obj["metadata"], "name": "race"}})
+            with pytest.raises(Unreachable, match="credentials were refused"):
+                await client.get("v1", "ConfigMap", "denied", "default")
+        finally:
+            await client.close()
+
+
+DISCOVERY = {
+    "kind": "APIResourceList",
+    "resources": [
+        {"name": "configmaps", "kind": "ConfigMap", "namespaced": True},
+        {"name": "configmaps/status", "kind": "ConfigMap", "namespaced": True},
+        "not-an-entry",
+        {"name": 5, "kind": None},
+    ],
+}
+
+
+async def test_malformed_discovery_entries_are_skipped() -> None:
+    async with server(answer(200, json.dumps(DISCOVERY).encode())) as peers:
+        client = client_for(peers.pop(0))
+        try:
+            info = await client.resource_info("v1", "ConfigMap")
+            assert (info.plural, info.namespaced) == ("configmaps", True)
+            with pytest.raises(NotFound):
+                await client.resource_info("v1", "Secret")
+        finally:
+            await client.close()
+
+
+async def test_an_oversized_answer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kube, "MAX_RESPONSE_BYTES", 1000)
+    async with server(answer(200, b'{"a": "' + b"x" * 5000 + b'"}')) as peers:
+        client = client_for(peers.pop(0))
+        try:
+            with pytest.raises(Unreachable, match="response larger than 1000 bytes"):
+                await client._request("GET", "/api")
+        finally:
+            await client.close()
+
+
+async def test_proxy_variables_in_the_environment_are_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    async with server(answer(200, b"{}")) as peers:
+        client = client_for(peers.pop(0))
+        try:
+            assert await client._request("GET", "/api") == {}
+        finally:
+            await client.close()
+
+
+async def test_a_server_with_a_certificate_from_another_ca_is_unreachable() -> None:
+    other = CertificateAuthority.generate("someone-else")
+    async with server(answer(200, b"{}")) as peers:
+        client = KubeClient(
+            Endpoint(server=peers.pop(0), ca_pem=other.cert_pem), name="cluster ns/c1", timeout=5
+        )
+        try:
+            with pytest.raises(Unreachable, match="ConnectError"):
+                await client._request("GET", "/api")
+        finally:
+            await client.close()
+
+
+def test_key_material_that_is_not_pem_is_named_not_quoted() -> None:
+    endpoint = Endpoint(server="https://127.0.0.1:1", cert_pem=b"secret-ish", key_pem=b"junk")
+    with pytest.raises(Unreachable, match="client certificate or key is not valid PEM") as caught:
+        KubeClient(endpoint, name="cluster ns/c1")
+    assert "secret-ish" not in str(caught.value)
+    with pytest.raises(Unreachable, match="needs both its certificate and key"):
+        KubeClient(Endpoint(server="https://127.0.0.1:1", cert_pem=CLIENT.cert_pem), name="c")
