@@ -57,11 +57,17 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
         await _forget_cluster(ctx, namespace, name, binding)
         return Result()
     if is_paused(cluster):
+        log.info("cluster paused: left alone", cluster=f"{namespace}/{name}")
         return Result()
     if is_deleting(cluster):
         return await _clean_up(ctx, cluster, binding)
 
-    crss = [c for c in ctx.index.matching_crss(cluster) if active(c)]
+    matching = ctx.index.matching_crss(cluster)
+    crss = [c for c in matching if active(c)]
+    if paused := sorted(c["metadata"]["name"] for c in matching if is_paused(c)):
+        log.info(
+            "paused ClusterResourceSets left alone", cluster=f"{namespace}/{name}", crss=paused
+        )
     entries = entries_by_crs(binding)
     # Paused CRSs are left alone: their entries stay exactly as they are.
     keep = {c["metadata"]["name"] for c in ctx.index.crss_in(namespace) if is_paused(c)}

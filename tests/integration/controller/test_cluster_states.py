@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import yaml
 
@@ -35,6 +34,13 @@ from .support import (
 PAUSED = "cluster.x-k8s.io/paused"
 
 
+def looked_at(controller: ControllerProcess, event: str, key: str) -> int:
+    """How often the controller logged ``event`` for ``key``: the positive sign that
+    it reconciled and left the object alone."""
+    lines = controller.log_text().splitlines()
+    return sum(1 for line in lines if event in line and f'"{key}"' in line)
+
+
 def test_paused_cluster_is_left_alone_until_unpaused(
     controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
 ) -> None:
@@ -45,8 +51,11 @@ def test_paused_cluster_is_left_alone_until_unpaused(
         kubeconfig_user=WORKLOAD_USER, kubeconfig_groups=("system:masters",),
     )  # fmt: skip
     mgmt.patch_merge(CLUSTER_API, "Cluster", "p1", {"spec": {"paused": True}}, namespace=namespace)
+    key = f"{namespace}/p1"
+    seen = wait_for(lambda: looked_at(controller, "cluster paused", key), TIMEOUT)
     mgmt.create(crs_obj(namespace, "p", [("ConfigMap", "p")], {"p": "1"}))
-    time.sleep(3)
+    # The controller looked again (and logged so) once the CRS that selects it arrived.
+    wait_for(lambda: looked_at(controller, "cluster paused", key) > seen, TIMEOUT)
     assert workload_clients[0].get("v1", "ConfigMap", name, "default") is None
     assert binding(mgmt, namespace, "p1") is None
 
@@ -63,7 +72,9 @@ def test_paused_crs_is_left_alone_until_unpaused(
     crs["metadata"]["annotations"] = {PAUSED: "true"}
     mgmt.create(crs)
     add_cluster(mgmt, workloads[1], namespace, "pc1", {"pc": "1"})
-    time.sleep(3)
+    wait_for(
+        lambda: looked_at(controller, "paused ClusterResourceSets", f"{namespace}/pc1"), TIMEOUT
+    )
     assert workload_clients[1].get("v1", "ConfigMap", name, "default") is None
     assert "status" not in mgmt.get(CRS_API, "ClusterResourceSet", "pc", namespace)
 
