@@ -3,16 +3,21 @@
 The controller-runtime contract: an item is only a key; a key is never processed by
 two workers at once; a key added while it is being processed is processed again
 afterwards; a failure retries with exponential backoff; ``requeue_after`` schedules.
+
+Every time read goes through an injected ``Clock``, and the timer step (``fire_due``)
+is synchronous, so tests drive time by hand and look at what is ready without waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
-import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+
+from crs_controller.core.clock import Clock, MonotonicClock
+
+__all__ = ["WorkQueue"]
 
 
 @dataclass(order=True)
@@ -23,15 +28,21 @@ class _Timer:
 
 
 class WorkQueue:
-    def __init__(self, *, base_delay: float = 0.5, max_delay: float = 300.0) -> None:
+    def __init__(
+        self, *, base_delay: float = 0.5, max_delay: float = 300.0, clock: Clock | None = None
+    ) -> None:
+        self._clock: Clock = clock if clock is not None else MonotonicClock()
         self._ready: asyncio.Queue[Hashable] = asyncio.Queue()
-        self._queued: set[Hashable] = set()
+        # Exactly the keys in ``_ready``, in the same order (a dict keeps insertion
+        # order), so that what is ready can be read without taking it.
+        self._queued: dict[Hashable, None] = {}
         self._active: set[Hashable] = set()
         self._dirty: set[Hashable] = set()
         self._failures: dict[Hashable, int] = {}
         self._timers: list[_Timer] = []
-        # The earliest wake-up per key: periodic requeues do not pile up timers.
-        self._scheduled: dict[Hashable, float] = {}
+        # The one live timer per key, the earliest: periodic requeues do not pile up
+        # timers, and a superseded timer left in the heap is recognised by identity.
+        self._scheduled: dict[Hashable, _Timer] = {}
         self._seq = 0
         self._wake = asyncio.Event()
         self._base = base_delay
@@ -40,24 +51,30 @@ class WorkQueue:
     def __len__(self) -> int:
         return len(self._queued) + len(self._dirty)
 
+    def ready_keys(self) -> list[Hashable]:
+        """The keys ``get`` would hand out now, in order; takes nothing."""
+        return list(self._queued)
+
     def add(self, key: Hashable) -> None:
         if key in self._active:
             self._dirty.add(key)
         elif key not in self._queued:
-            self._queued.add(key)
+            self._queued[key] = None
             self._ready.put_nowait(key)
 
     def add_after(self, key: Hashable, delay: float) -> None:
         if delay <= 0:
             self.add(key)
             return
-        due = time.monotonic() + delay
+        due = self._clock.now() + delay
         scheduled = self._scheduled.get(key)
-        if scheduled is not None and scheduled <= due:
+        if scheduled is not None and scheduled.due <= due:
             return  # an earlier wake-up is already set; it will process the key anyway
-        self._scheduled[key] = due
         self._seq += 1
-        heapq.heappush(self._timers, _Timer(due, self._seq, key))
+        timer = _Timer(due, self._seq, key)
+        self._scheduled[key] = timer
+        heapq.heappush(self._timers, timer)
+        # The timer task may be asleep towards a later deadline: make it look again.
         self._wake.set()
 
     def add_rate_limited(self, key: Hashable) -> float:
@@ -74,10 +91,11 @@ class WorkQueue:
         self._failures.pop(key, None)
 
     async def get(self) -> Hashable:
-        key = await self._ready.get()
-        self._queued.discard(key)
-        self._active.add(key)
-        return key
+        return self._take(await self._ready.get())
+
+    def get_nowait(self) -> Hashable:
+        """Take the next ready key without waiting; ``asyncio.QueueEmpty`` if none."""
+        return self._take(self._ready.get_nowait())
 
     def done(self, key: Hashable) -> None:
         self._active.discard(key)
@@ -85,16 +103,35 @@ class WorkQueue:
             self._dirty.discard(key)
             self.add(key)
 
+    def fire_due(self, now: float) -> list[Hashable]:
+        """Add every key whose wake-up is due by ``now``; returns them in due order.
+
+        Only a key's live timer counts (checked by identity): one it superseded with an
+        earlier wake-up adds nothing when it comes due, even if the key was requeued
+        for that very time since. One wake-up per key, however often it was requeued.
+        """
+        fired: list[Hashable] = []
+        while self._timers and self._timers[0].due <= now:
+            timer = heapq.heappop(self._timers)
+            if self._scheduled.get(timer.key) is timer:
+                del self._scheduled[timer.key]
+                self.add(timer.key)
+                fired.append(timer.key)
+        return fired
+
     async def run_timers(self) -> None:
         """Move due delayed keys into the ready queue; runs for the queue's lifetime."""
         while True:
-            now = time.monotonic()
-            while self._timers and self._timers[0].due <= now:
-                timer = heapq.heappop(self._timers)
-                if self._scheduled.get(timer.key) == timer.due:
-                    del self._scheduled[timer.key]
-                    self.add(timer.key)
-            timeout = self._timers[0].due - now if self._timers else None
+            self.fire_due(self._clock.now())
+            # Cleared before sleeping, with no await in between: an ``add_after`` from
+            # here on sets it again and cuts the sleep short.
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+            await self._clock.sleep_until(self._next_due(), self._wake)
+
+    def _next_due(self) -> float | None:
+        return self._timers[0].due if self._timers else None
+
+    def _take(self, key: Hashable) -> Hashable:
+        del self._queued[key]
+        self._active.add(key)
+        return key
