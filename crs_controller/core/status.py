@@ -84,6 +84,18 @@ def summarize(
     )
 
 
+def invalid_spec(
+    previous: ClusterResourceSetStatus, generation: int, message: str, now: datetime
+) -> ClusterResourceSetStatus:
+    """The status of a CRS whose spec the model refuses: both conditions False with
+    reason InvalidSpec; the cluster counts stay as they were (nothing was done)."""
+    conditions = [
+        _condition(previous, kind, "False", "InvalidSpec", message, generation, now)
+        for kind in (RESOURCES_APPLIED, READY)
+    ]
+    return previous.model_copy(update={"conditions": conditions, "observed_generation": generation})
+
+
 def _condition(
     previous: ClusterResourceSetStatus,
     kind: str,

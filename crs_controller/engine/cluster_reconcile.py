@@ -33,7 +33,7 @@ from crs_controller.engine.crs_pass import (
     reconcile_pair,
     wanted_by,
 )
-from crs_controller.engine.index import active
+from crs_controller.engine.index import active, left_alone
 from crs_controller.engine.pruning import prune
 from crs_controller.engine.recording import write_binding
 from crs_controller.engine.uninstalling import targets as uninstall_targets
@@ -70,7 +70,7 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
         )
     entries = entries_by_crs(binding)
     # Paused CRSs are left alone: their entries stay exactly as they are.
-    keep = {c["metadata"]["name"] for c in ctx.index.crss_in(namespace) if is_paused(c)}
+    keep = {c["metadata"]["name"] for c in ctx.index.crss_in(namespace) if left_alone(c)}
     new_entries = {n: e for n, e in entries.items() if n in keep}
 
     client, blocked = await _workload_client(ctx, cluster)
@@ -102,7 +102,7 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
     policies = {
         c["metadata"]["name"]: (c.get("spec") or {}).get("deletionPolicy", "Orphan")
         for c in ctx.index.crss_in(namespace)
-        if not is_paused(c)
+        if not left_alone(c)
     }
     if any(policies.get(n) == "Delete" for n in entries):
         wanted = await wanted_by(ctx, namespace, crss)

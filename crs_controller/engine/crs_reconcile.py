@@ -11,15 +11,22 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import structlog
+from pydantic import ValidationError
 
 from crs_controller.clients.kube import Obj
 from crs_controller.core.bindings import crs_names, parse_binding
 from crs_controller.core.clusters import is_deleting, is_paused
-from crs_controller.core.errors import ResourceError
-from crs_controller.core.models import FINALIZER, ClusterResourceSet, to_api
-from crs_controller.core.status import Problem, summarize
+from crs_controller.core.errors import InvalidSpec, ResourceError
+from crs_controller.core.models import (
+    FINALIZER,
+    ClusterResourceSet,
+    ClusterResourceSetStatus,
+    to_api,
+)
+from crs_controller.core.status import Problem, invalid_spec, summarize
 from crs_controller.engine.cluster_reconcile import Result
 from crs_controller.engine.context import Context, cluster_key
+from crs_controller.engine.index import spec_problem
 
 log = structlog.get_logger(__name__)
 
@@ -40,8 +47,25 @@ async def reconcile_crs(ctx: Context, namespace: str, name: str) -> Result:
         written = await ctx.mgmt.replace(_with_finalizers(crs, [*finalizers, FINALIZER]))
         ctx.crss.put(written)
         crs = written
+    if (problem := spec_problem(crs)) is not None:
+        await _write_invalid_status(ctx, crs, problem)
+        return Result()
     await _write_status(ctx, crs)
     return Result()
+
+
+async def _write_invalid_status(ctx: Context, crs: Obj, problem: InvalidSpec) -> None:
+    """The model refuses the spec: say so on this CRS alone, nothing else changes."""
+    try:
+        previous = ClusterResourceSetStatus.model_validate(crs.get("status") or {})
+    except ValidationError:
+        previous = ClusterResourceSetStatus()
+    generation = int(crs["metadata"].get("generation") or 0)
+    status = invalid_spec(previous, generation, str(problem), datetime.now(UTC))
+    if to_api(status) == to_api(previous):
+        return
+    await _put_status(ctx, crs, status)
+    log.warning("invalid spec", crs=f"{crs['metadata']['namespace']}/{crs['metadata']['name']}")
 
 
 async def _finalize(ctx: Context, crs: Obj, finalizers: list[str]) -> Result:
@@ -105,14 +129,7 @@ async def _write_status(ctx: Context, crs: Obj) -> None:
     )
     if to_api(status) == to_api(model.status):
         return
-    body = {
-        "apiVersion": crs.get("apiVersion", "addons.crs.dev/v1alpha1"),
-        "kind": "ClusterResourceSet",
-        "metadata": crs["metadata"],
-        "status": to_api(status),
-    }
-    written = await ctx.mgmt.replace(body, subresource="status")
-    ctx.crss.put(written)
+    await _put_status(ctx, crs, status)
     ready = status.conditions[-1]
     log.info(
         "status updated",
@@ -123,3 +140,14 @@ async def _write_status(ctx: Context, crs: Obj) -> None:
         applied=status.applied_clusters,
         failed=status.failed_clusters,
     )
+
+
+async def _put_status(ctx: Context, crs: Obj, status: ClusterResourceSetStatus) -> None:
+    body = {
+        "apiVersion": crs.get("apiVersion", "addons.crs.dev/v1alpha1"),
+        "kind": "ClusterResourceSet",
+        "metadata": crs["metadata"],
+        "status": to_api(status),
+    }
+    written = await ctx.mgmt.replace(body, subresource="status")
+    ctx.crss.put(written)

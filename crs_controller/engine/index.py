@@ -3,11 +3,14 @@ ConfigMap/Secret, which Clusters a CRS selects. Rebuilt from the watches alone."
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
+
+from pydantic import ValidationError
 
 from crs_controller.clients.kube import Obj
 from crs_controller.core.clusters import is_deleting, is_paused, labels_of
 from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.models import ClusterResourceSet
 from crs_controller.core.selectors import selector_matches
 from crs_controller.engine.watching import Informer
 
@@ -34,8 +37,45 @@ def selects(crs: Obj, cluster: Obj) -> bool:
 
 
 def active(crs: Obj) -> bool:
-    """A CRS that should be applied: not being deleted, not paused."""
-    return not is_deleting(crs) and not is_paused(crs)
+    """A CRS that should be applied: not being deleted, not paused, and a spec the
+    model accepts."""
+    return not is_deleting(crs) and not is_paused(crs) and spec_problem(crs) is None
+
+
+def left_alone(crs: Obj) -> bool:
+    """A CRS whose binding entries stay exactly as they are: paused, or a spec the
+    model refuses (it harms nobody, and nothing it applied is touched)."""
+    return is_paused(crs) or spec_problem(crs) is not None
+
+
+_PROBLEMS: OrderedDict[tuple[str, str, str], InvalidSpec | None] = OrderedDict()
+_PROBLEMS_SIZE = 4096
+
+
+def spec_problem(crs: Obj) -> InvalidSpec | None:
+    """Why the model refuses this CRS (e.g. written before a CRD upgrade, or through
+    a looser schema), or None. Checked once per resourceVersion."""
+    meta = crs.get("metadata") or {}
+    key = (str(meta.get("namespace")), str(meta.get("name")), str(meta.get("resourceVersion")))
+    if key in _PROBLEMS:
+        return _PROBLEMS[key]
+    problem = None
+    try:
+        ClusterResourceSet.model_validate(crs)
+    except ValidationError as exc:
+        problem = InvalidSpec(describe_validation(exc))
+    _PROBLEMS[key] = problem
+    if len(_PROBLEMS) > _PROBLEMS_SIZE:
+        _PROBLEMS.popitem(last=False)
+    return problem
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """Field paths and what is wrong, never the values (they are the tenant's)."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    parts = [".".join(str(p) for p in e["loc"]) + ": " + e["msg"] for e in errors[:5]]
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return "invalid spec: " + "; ".join(parts) + more
 
 
 class Index:

@@ -31,6 +31,7 @@ from crs_controller.core.pruning import inventory, stale_objects
 from crs_controller.core.uninstall import cleanup_due, is_job, job_state
 from crs_controller.engine.applying import apply_objects
 from crs_controller.engine.context import Context, cluster_key
+from crs_controller.engine.index import spec_problem
 from crs_controller.engine.pruning import delete_objects
 
 log = structlog.get_logger(__name__)
@@ -54,7 +55,7 @@ def targets(ctx: Context, cluster: Obj, binding: ClusterResourceSetBinding | Non
     found = []
     for name in entries_by_crs(binding):
         crs = ctx.index.crs(namespace, name)
-        if crs is not None and cleanup_due(crs, cluster, now):
+        if crs is not None and spec_problem(crs) is None and cleanup_due(crs, cluster, now):
             found.append(crs)
     return found
 

@@ -12,7 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crs_controller.core.models import ClusterResourceSetStatus, Condition, to_api
-from crs_controller.core.status import READY, RESOURCES_APPLIED, Outcome, Problem, summarize
+from crs_controller.core.status import (
+    READY,
+    RESOURCES_APPLIED,
+    Outcome,
+    Problem,
+    invalid_spec,
+    summarize,
+)
 
 GEN = 4
 NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
@@ -291,3 +298,14 @@ def test_status_serializes_with_api_field_names() -> None:
     assert api["observedGeneration"] == GEN
     assert {c["type"] for c in api["conditions"]} == {"Ready", "ResourcesApplied"}
     assert all(c["lastTransitionTime"] == NOW_TEXT for c in api["conditions"])
+
+
+def test_an_invalid_spec_sets_both_conditions_and_keeps_the_counts() -> None:
+    previous = ClusterResourceSetStatus(matching_clusters=3, applied_clusters=2)
+    status = invalid_spec(previous, 4, "invalid spec: spec.mode: bad", NOW)
+    assert [(c.type, c.status, c.reason) for c in status.conditions] == [
+        ("ResourcesApplied", "False", "InvalidSpec"),
+        ("Ready", "False", "InvalidSpec"),
+    ]
+    assert (status.matching_clusters, status.applied_clusters) == (3, 2)
+    assert status.observed_generation == 4
