@@ -8,6 +8,7 @@ import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -54,7 +55,7 @@ async def run(options: RunOptions) -> None:
     if cert_dir and not (cert_dir / "tls.crt").exists():
         log.warning("runtime extension off: no tls.crt", cert_dir=str(cert_dir))
     elif cert_dir and (where := _split(options.extension_addr)):
-        status = functools.partial(hook_status, controller.ctx)
+        status = functools.partial(_hook_answer, controller)
         servers.append(await extension.serve(*where, str(cert_dir), status))
         log.info("runtime extension serving", addr=options.extension_addr)
     stop = asyncio.Event()
@@ -73,6 +74,15 @@ async def run(options: RunOptions) -> None:
         await controller.close()
         await mgmt.close()
         log.info("stopped")
+
+
+async def _hook_answer(controller: Controller, cluster: dict[str, Any]) -> tuple[int, str]:
+    """BeforeClusterDelete: the answer read from the API; while cleanup is pending,
+    make sure this replica's reconcile of the Cluster is under way."""
+    retry_after, message = await hook_status(controller.ctx, cluster)
+    if retry_after:
+        controller.nudge(cluster)
+    return retry_after, message
 
 
 def _ready(controller: Controller) -> bool:

@@ -25,7 +25,7 @@ from crs_controller.core.models import (
     CRSBinding,
 )
 from crs_controller.core.status import Outcome
-from crs_controller.engine.context import Context, crs_key
+from crs_controller.engine.context import Context
 from crs_controller.engine.crs_pass import (
     CRSPass,
     crs_generation,
@@ -117,8 +117,7 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
     await write_binding(ctx, namespace, name, binding, new_entries)
     # Pairs whose CRS no longer selects this cluster leave the CRS's status.
     for crs_name in set(entries) - set(new_entries):
-        if ctx.outcomes.drop_pair(namespace, crs_name, name):
-            ctx.queue.add(crs_key(namespace, crs_name))
+        ctx.outcomes.drop_pair(namespace, crs_name, name)
     return result
 
 
@@ -178,8 +177,7 @@ async def _workload_client(ctx: Context, cluster: Obj) -> tuple[KubeClient | Non
 async def _forget_cluster(
     ctx: Context, namespace: str, name: str, binding: ClusterResourceSetBinding | None
 ) -> None:
-    for crs_name in ctx.outcomes.drop_cluster(namespace, name):
-        ctx.queue.add(crs_key(namespace, crs_name))
+    ctx.outcomes.drop_cluster(namespace, name)
     for key in [k for k in ctx.drift_due if k[0] == namespace and k[2] == name]:
         del ctx.drift_due[key]
     await ctx.workloads.forget(namespace, name)
@@ -189,10 +187,7 @@ async def _forget_cluster(
 
 def _set_outcome(ctx: Context, crs: Obj, cluster: str, outcome: Outcome) -> bool:
     namespace = crs["metadata"]["namespace"]
-    changed = ctx.outcomes.record(namespace, crs["metadata"]["name"], cluster, outcome)
-    if changed:
-        ctx.queue.add(crs_key(namespace, crs["metadata"]["name"]))
-    return changed
+    return ctx.outcomes.record(namespace, crs["metadata"]["name"], cluster, outcome)
 
 
 def _news(crs: Obj, outcome: Outcome) -> bool:

@@ -1,4 +1,5 @@
-"""What every reconciler shares: clients, caches, indexes, the queue, settings."""
+"""What every reconciler shares: clients, caches, indexes, settings. Not the queue:
+reconcilers return what should happen next, and only the runtime touches the queue."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from crs_controller.clients.workload import WorkloadClients
 from crs_controller.engine.events import EventRecorder
 from crs_controller.engine.index import Index
 from crs_controller.engine.outcomes import Outcomes
-from crs_controller.engine.queue import WorkQueue
 from crs_controller.engine.sources import Sources
 from crs_controller.engine.watching import Informer
 
@@ -38,7 +38,6 @@ class Context:
     sources: Sources
     workloads: WorkloadClients
     events: EventRecorder
-    queue: WorkQueue
     outcomes: Outcomes = field(default_factory=Outcomes)
     # Next drift check per (namespace, CRS, cluster), in time.monotonic() seconds.
     drift_due: dict[tuple[str, str, str], float] = field(default_factory=dict)

@@ -29,6 +29,7 @@ from crs_controller.engine.context import Context, Settings, cluster_key, crs_ke
 from crs_controller.engine.crs_reconcile import reconcile_crs
 from crs_controller.engine.events import EventRecorder
 from crs_controller.engine.index import Index, selects
+from crs_controller.engine.outcomes import Outcomes
 from crs_controller.engine.queue import WorkQueue
 from crs_controller.engine.sources import Sources
 from crs_controller.engine.tasks import supervised
@@ -79,7 +80,7 @@ class Controller:
                 timeout=settings.workload_timeout, allow_proxy=settings.allow_proxy_url
             ),
             events=EventRecorder(mgmt),
-            queue=self.queue,
+            outcomes=Outcomes(on_change=lambda ns, crs: self.queue.add(crs_key(ns, crs))),
         )
         self.informers = [crss, clusters, bindings, configmaps, secrets]
         self.ready = asyncio.Event()
@@ -99,6 +100,11 @@ class Controller:
         for cluster in ctx.index.clusters_in(namespace):
             if (old and selects(old, cluster)) or (new and selects(new, cluster)):
                 self.queue.add(cluster_key(namespace, cluster["metadata"]["name"]))
+        # Clusters it no longer selects may still hold entries of it (Delete policy,
+        # a finalizer waiting for them): their reconciles let go.
+        for (ns, cluster_name), raw in ctx.bindings.store.items():
+            if ns == namespace and name in crs_names(parse_binding(raw)):
+                self.queue.add(cluster_key(namespace, cluster_name))
 
     def _on_cluster(self, old: Obj | None, new: Obj | None) -> None:
         obj = new or old
@@ -198,6 +204,13 @@ class Controller:
         self.queue.forget(key)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
+
+    def nudge(self, cluster: Obj) -> None:
+        """Reconcile this Cluster soon (Cluster API says it is being deleted: the watch
+        may not have shown that yet)."""
+        meta = cluster.get("metadata") or {}
+        if meta.get("namespace") and meta.get("name"):
+            self.queue.add(cluster_key(str(meta["namespace"]), str(meta["name"])))
 
     async def close(self) -> None:
         await self.ctx.workloads.close()

@@ -25,7 +25,7 @@ from crs_controller.core.models import (
 )
 from crs_controller.core.status import Problem, invalid_spec, summarize
 from crs_controller.engine.cluster_reconcile import Result
-from crs_controller.engine.context import Context, cluster_key
+from crs_controller.engine.context import Context
 from crs_controller.engine.index import spec_problem
 
 log = structlog.get_logger(__name__)
@@ -78,8 +78,8 @@ async def _finalize(ctx: Context, crs: Obj, finalizers: list[str]) -> Result:
         if key[0] == namespace and name in crs_names(parse_binding(raw))
     ]
     if holders:
-        for cluster in holders:
-            ctx.queue.add(cluster_key(namespace, cluster))
+        # The deletion's watch event brought those clusters' reconciles (see
+        # Controller._on_crs); check back until their bindings let go.
         return Result(requeue_after=DELETION_POLL)
     remaining = [f for f in finalizers if f != FINALIZER]
     await ctx.mgmt.replace(_with_finalizers(crs, remaining))

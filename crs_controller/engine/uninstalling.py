@@ -30,7 +30,7 @@ from crs_controller.core.models import (
 from crs_controller.core.pruning import inventory, stale_objects
 from crs_controller.core.uninstall import cleanup_due, is_job, job_state
 from crs_controller.engine.applying import apply_objects
-from crs_controller.engine.context import Context, cluster_key
+from crs_controller.engine.context import Context
 from crs_controller.engine.index import spec_problem
 from crs_controller.engine.pruning import delete_objects
 
@@ -173,6 +173,4 @@ async def hook_status(ctx: Context, cluster: Obj) -> tuple[int, str]:
             pending.append(crs_name)
     if not pending:
         return 0, "crs-controller: nothing (more) to clean up"
-    # The watch may not have shown the deletion yet: make sure cleanup is under way.
-    ctx.queue.add(cluster_key(namespace, name))
     return HOOK_RETRY_SECONDS, f"crs-controller: removing add-ons of {', '.join(pending)}"
