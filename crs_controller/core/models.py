@@ -62,6 +62,8 @@ def _rfc3339(value: datetime) -> str:
     return _as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+DEFAULT_DRIFT_CHECK_INTERVAL = "1m"
+
 Timestamp = Annotated[
     datetime,
     AfterValidator(_as_utc),
@@ -138,7 +140,7 @@ class ClusterResourceSetSpec(APIModel):
     mode: Mode = "ApplyOnce"
     reapply_interval: Duration | None = None
     drift_detection: DriftDetection = "None"
-    drift_check_interval: Duration = "1m"
+    drift_check_interval: Duration = DEFAULT_DRIFT_CHECK_INTERVAL
     deletion_policy: DeletionPolicy = "Orphan"
     uninstall: Uninstall = Field(default_factory=Uninstall)
 

@@ -6,13 +6,30 @@ the decision is a pure function that tables can test and a restart cannot change
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.models import DEFAULT_DRIFT_CHECK_INTERVAL
 
-__all__ = ["ApplyOnce", "Reconcile", "RecordedResource", "strategy_for"]
+__all__ = [
+    "Apply",
+    "ApplyOnce",
+    "CheckDrift",
+    "Drift",
+    "DriftSchedule",
+    "Plan",
+    "Reconcile",
+    "RecordedResource",
+    "Skip",
+    "drift_for",
+    "plan",
+    "strategy_for",
+]
+
+DriftMode = Literal["None", "Generation", "Content"]
 
 
 class RecordedResource(Protocol):
@@ -94,3 +111,82 @@ def strategy_for(mode: str, reapply_interval: str | None) -> ApplyOnce | Reconci
         seconds = None if reapply_interval is None else parse_duration(reapply_interval)
         return Reconcile(seconds or None)
     raise InvalidSpec(f"invalid mode {mode!r} (expected ApplyOnce or Reconcile)")
+
+
+# --- drift and the per-resource plan ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How a CRS checks for drift: the mode (None outside Reconcile) and how often."""
+
+    mode: DriftMode
+    interval: float
+
+
+def drift_for(mode: str, drift_detection: str, check_interval: str | None) -> Drift:
+    """Only Reconcile mode detects drift; an interval of 0 means the default."""
+    interval = parse_duration(check_interval or DEFAULT_DRIFT_CHECK_INTERVAL)
+    interval = interval or parse_duration(DEFAULT_DRIFT_CHECK_INTERVAL)
+    if mode != "Reconcile" or drift_detection not in ("Generation", "Content"):
+        return Drift("None", interval)
+    return Drift("Content" if drift_detection == "Content" else "Generation", interval)
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Leave the resource as it is on this cluster."""
+
+
+@dataclass(frozen=True)
+class Apply:
+    """Send the resource's objects (its content changed, it was never applied, or an
+    interval reapply is due)."""
+
+
+@dataclass(frozen=True)
+class CheckDrift:
+    """Read what the resource put on the cluster; reapply if someone changed it."""
+
+    mode: Literal["Generation", "Content"]
+
+
+Plan = Skip | Apply | CheckDrift
+
+
+def plan(
+    strategy: ApplyOnce | Reconcile,
+    recorded: RecordedResource | None,
+    current_hash: str,
+    now: datetime,
+    drift_due: DriftMode,
+) -> Plan:
+    """What to do with one resource on one cluster in this pass. ``drift_due`` is the
+    drift mode when a check is due in this pass, "None" otherwise."""
+    if strategy.needs_apply(recorded, current_hash, now):
+        return Apply()
+    if drift_due != "None":
+        return CheckDrift(drift_due)
+    return Skip()
+
+
+PairKey = tuple[str, str, str]  # namespace, CRS name, cluster name
+
+
+class DriftSchedule:
+    """When each (CRS, cluster) pair is next due for a drift check, in the seconds of
+    an injected clock. Asking never changes it; ``checked`` does."""
+
+    def __init__(self) -> None:
+        self._due: dict[PairKey, float] = {}
+
+    def wait(self, key: PairKey, now: float) -> float:
+        """Seconds until the next check is due; 0 when due now (or never checked)."""
+        return max(self._due.get(key, now) - now, 0.0)
+
+    def checked(self, key: PairKey, now: float, interval: float) -> None:
+        self._due[key] = now + interval
+
+    def forget_cluster(self, namespace: str, cluster: str) -> None:
+        for key in [k for k in self._due if k[0] == namespace and k[2] == cluster]:
+            del self._due[key]

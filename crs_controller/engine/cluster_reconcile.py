@@ -178,8 +178,7 @@ async def _forget_cluster(
     ctx: Context, namespace: str, name: str, binding: ClusterResourceSetBinding | None
 ) -> None:
     ctx.outcomes.drop_cluster(namespace, name)
-    for key in [k for k in ctx.drift_due if k[0] == namespace and k[2] == name]:
-        del ctx.drift_due[key]
+    ctx.drift.forget_cluster(namespace, name)
     await ctx.workloads.forget(namespace, name)
     if binding is not None:
         await ctx.mgmt.delete(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)

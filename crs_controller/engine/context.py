@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import WorkloadClients
+from crs_controller.core.clock import Clock, MonotonicClock
+from crs_controller.core.modes import DriftSchedule
 from crs_controller.engine.events import EventRecorder
 from crs_controller.engine.index import Index
 from crs_controller.engine.outcomes import Outcomes
@@ -39,8 +41,8 @@ class Context:
     workloads: WorkloadClients
     events: EventRecorder
     outcomes: Outcomes = field(default_factory=Outcomes)
-    # Next drift check per (namespace, CRS, cluster), in time.monotonic() seconds.
-    drift_due: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    drift: DriftSchedule = field(default_factory=DriftSchedule)
+    clock: Clock = field(default_factory=MonotonicClock)
 
 
 def cluster_key(namespace: str, name: str) -> tuple[str, str, str]:

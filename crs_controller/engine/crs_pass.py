@@ -8,7 +8,6 @@ reconcile's job, once for all CRSs.
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -16,10 +15,24 @@ import structlog
 
 from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.bindings import record_apply, recorded
-from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreachable
-from crs_controller.core.models import ClusterResourceSet, CRSBinding, ResourceBinding
-from crs_controller.core.modes import ApplyOnce, Reconcile, strategy_for
+from crs_controller.core.models import (
+    ClusterResourceSet,
+    CRSBinding,
+    ResourceBinding,
+    ResourceRef,
+)
+from crs_controller.core.modes import (
+    Apply,
+    ApplyOnce,
+    CheckDrift,
+    DriftMode,
+    Plan,
+    Reconcile,
+    drift_for,
+    plan,
+    strategy_for,
+)
 from crs_controller.core.pruning import ObjectKey, wanted_keys
 from crs_controller.core.status import Outcome
 from crs_controller.engine import metrics
@@ -29,8 +42,6 @@ from crs_controller.engine.drift_check import drifted
 from crs_controller.engine.sources import Source
 
 log = structlog.get_logger(__name__)
-
-DEFAULT_DRIFT_INTERVAL = 60.0
 
 
 @dataclass
@@ -73,38 +84,23 @@ async def reconcile_pair(
 
     now = datetime.now(UTC)
     progress = _Progress()
-    drift = _drift_check_due(ctx, model, cluster["metadata"]["name"], progress)
+    spec = model.spec
+    drift = drift_for(spec.mode, spec.drift_detection, spec.drift_check_interval)
+    pair = (namespace, crs_name, cluster["metadata"]["name"])
+    wait = ctx.drift.wait(pair, ctx.clock.now())
+    drift_due: DriftMode = drift.mode if wait == 0 else "None"
+    if drift.mode != "None":
+        progress.requeue = wait or drift.interval
     for ref in model.spec.resources:
         previous = recorded(entry, ref)
         if progress.unreachable:
             progress.resources += [previous] if previous else []  # not reached: unchanged
             continue
-        source = await ctx.sources.load(namespace, ref)
-        if source.error is not None:
-            progress.fail(source.error.reason, str(source.error), previous)
-            continue
-        try:
-            why = await _why_apply(ctx, client, strategy, drift, previous, source.hash, now)
-            if why is None:
-                assert previous is not None
-                progress.resources.append(previous)
-                progress.requeue = earliest(progress.requeue, strategy.next_due(previous, now))
-                continue
-            await _apply_resource(
-                ctx, client, crs, cluster, source, previous, strategy, now, progress, why
-            )
-        except Unreachable as exc:
-            progress.fail(exc.reason, str(exc), previous)
-            progress.retry = progress.unreachable = True
-        except APIError as exc:  # e.g. a drift read refused: this resource fails alone
-            progress.fail("ApplyFailed", str(exc), previous)
-            progress.retry = True
-    # One Normal event per reason for the whole pass, not one per resource.
-    for why, resources in progress.applied.items():
-        verb = "reapplied after drift" if why == "DriftCorrected" else "applied"
-        cluster_name = cluster["metadata"]["name"]
-        message = f"{verb} {', '.join(resources)} to cluster {cluster_name}"
-        await ctx.events.emit(crs, "Normal", why, message)
+        step = _Step(ref, previous, strategy, now, drift_due)
+        await _resource_pass(ctx, client, crs, cluster, step, progress)
+    if drift_due != "None":
+        ctx.drift.checked(pair, ctx.clock.now(), drift.interval)
+    await _announce(ctx, crs, cluster, progress)
     # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
     if progress.failures:
         message = "; ".join(m for _, m in progress.failures)
@@ -113,6 +109,54 @@ async def reconcile_pair(
         outcome = Outcome("Applied", "Applied", "all resources applied", generation)
     new_entry = CRSBinding(cluster_resource_set_name=crs_name, resources=progress.resources)
     return CRSPass(new_entry, outcome, progress.requeue, progress.retry)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One resource of a pass: what was recorded, and what decides about it."""
+
+    ref: ResourceRef
+    previous: ResourceBinding | None
+    strategy: ApplyOnce | Reconcile
+    now: datetime
+    drift_due: DriftMode
+
+
+async def _resource_pass(
+    ctx: Context, client: KubeClient, crs: Obj, cluster: Obj, step: _Step, progress: _Progress
+) -> None:
+    previous = step.previous
+    source = await ctx.sources.load(cluster["metadata"]["namespace"], step.ref)
+    if source.error is not None:
+        progress.fail(source.error.reason, str(source.error), previous)
+        return
+    try:
+        decision = plan(step.strategy, previous, source.hash, step.now, step.drift_due)
+        why = await _why_apply(ctx, client, decision, previous)
+        if why is None:
+            assert previous is not None
+            progress.resources.append(previous)
+            next_due = step.strategy.next_due(previous, step.now)
+            progress.requeue = earliest(progress.requeue, next_due)
+            return
+        await _apply_resource(
+            ctx, client, crs, cluster, source, previous, step.strategy, step.now, progress, why
+        )
+    except Unreachable as exc:
+        progress.fail(exc.reason, str(exc), previous)
+        progress.retry = progress.unreachable = True
+    except APIError as exc:  # e.g. a drift read refused: this resource fails alone
+        progress.fail("ApplyFailed", str(exc), previous)
+        progress.retry = True
+
+
+async def _announce(ctx: Context, crs: Obj, cluster: Obj, progress: _Progress) -> None:
+    """One Normal event per reason for the whole pass, not one per resource."""
+    for why, resources in progress.applied.items():
+        verb = "reapplied after drift" if why == "DriftCorrected" else "applied"
+        cluster_name = cluster["metadata"]["name"]
+        message = f"{verb} {', '.join(resources)} to cluster {cluster_name}"
+        await ctx.events.emit(crs, "Normal", why, message)
 
 
 async def wanted_by(ctx: Context, namespace: str, crss: list[Obj]) -> set[ObjectKey]:
@@ -127,41 +171,17 @@ async def wanted_by(ctx: Context, namespace: str, crss: list[Obj]) -> set[Object
     return wanted
 
 
-def _drift_check_due(
-    ctx: Context, model: ClusterResourceSet, cluster: str, progress: _Progress
-) -> str:
-    """The drift mode to check in this pass ("None" when not due), and schedules the
-    next check. Only Reconcile mode detects drift."""
-    spec = model.spec
-    if spec.mode != "Reconcile" or spec.drift_detection == "None":
-        return "None"
-    interval = parse_duration(spec.drift_check_interval) or DEFAULT_DRIFT_INTERVAL
-    key = (model.metadata.namespace or "", model.metadata.name, cluster)
-    now = time.monotonic()
-    due = ctx.drift_due.get(key, 0.0)
-    progress.requeue = earliest(progress.requeue, max(due - now, 0.0) or interval)
-    if due > now:
-        return "None"
-    ctx.drift_due[key] = now + interval
-    return spec.drift_detection
-
-
 async def _why_apply(
-    ctx: Context,
-    client: KubeClient,
-    strategy: ApplyOnce | Reconcile,
-    drift: str,
-    previous: ResourceBinding | None,
-    digest: str,
-    now: datetime,
+    ctx: Context, client: KubeClient, step: Plan, previous: ResourceBinding | None
 ) -> str | None:
     """The event reason for applying this resource now, or None to leave it."""
-    if strategy.needs_apply(previous, digest, now):
+    if isinstance(step, Apply):
         return "Applied"
-    assert previous is not None
-    manager = ctx.settings.field_manager
-    if drift != "None" and await drifted(client, previous, drift, field_manager=manager):
-        return "DriftCorrected"
+    if isinstance(step, CheckDrift):
+        assert previous is not None  # plan() checks drift only for what was applied
+        manager = ctx.settings.field_manager
+        if await drifted(client, previous, step.mode, field_manager=manager):
+            return "DriftCorrected"
     return None
 
 

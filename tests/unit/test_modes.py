@@ -1,5 +1,7 @@
 """Modes as strategies: when ApplyOnce and Reconcile (with or without reapplyInterval)
-apply a resource, when the next interval reapply is due, and how specs map to them."""
+apply a resource, when the next interval reapply is due, and how specs map to them;
+the per-resource ``plan`` (Skip / Apply / CheckDrift), drift settings per mode, and the
+drift schedule driven by explicit times (no clock is read)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,19 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.modes import ApplyOnce, Reconcile, RecordedResource, strategy_for
+from crs_controller.core.modes import (
+    Apply,
+    ApplyOnce,
+    CheckDrift,
+    Drift,
+    DriftSchedule,
+    Reconcile,
+    RecordedResource,
+    Skip,
+    drift_for,
+    plan,
+    strategy_for,
+)
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 HASH = "xxh3:0000000000000001"
@@ -131,3 +145,57 @@ def test_strategy_for(mode: str, interval: str | None, kind: type, seconds: floa
 def test_strategy_for_refuses(mode: str, interval: str | None, message: str) -> None:
     with pytest.raises(InvalidSpec, match=message):
         strategy_for(mode, interval)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "recorded", "current", "drift_due", "expected"),
+    [
+        (Reconcile(), None, HASH, "None", Apply()),
+        (Reconcile(), Recorded(), OTHER, "Content", Apply()),  # a change beats a check
+        (Reconcile(), Recorded(), HASH, "Generation", CheckDrift("Generation")),
+        (Reconcile(), Recorded(), HASH, "Content", CheckDrift("Content")),
+        (Reconcile(), Recorded(), HASH, "None", Skip()),
+        (Reconcile(60), ago(2), HASH, "None", Apply()),  # the interval reapply is due
+        (Reconcile(600), ago(2), HASH, "None", Skip()),
+        (ApplyOnce(), Recorded(), OTHER, "None", Skip()),  # edits are ignored
+        (ApplyOnce(), Recorded(applied=False), HASH, "None", Apply()),
+    ],
+)
+def test_plan_per_resource(
+    strategy: ApplyOnce | Reconcile,
+    recorded: Recorded | None,
+    current: str,
+    drift_due: str,
+    expected: object,
+) -> None:
+    assert plan(strategy, recorded, current, NOW, drift_due) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("mode", "detection", "interval", "expected"),
+    [
+        ("Reconcile", "Generation", "30s", Drift("Generation", 30.0)),
+        ("Reconcile", "Content", None, Drift("Content", 60.0)),
+        ("Reconcile", "Content", "0s", Drift("Content", 60.0)),  # 0: the default
+        ("Reconcile", "None", "30s", Drift("None", 30.0)),
+        ("ApplyOnce", "Content", "30s", Drift("None", 30.0)),  # Reconcile only
+    ],
+)
+def test_drift_settings_per_mode(
+    mode: str, detection: str, interval: str | None, expected: Drift
+) -> None:
+    assert drift_for(mode, detection, interval) == expected
+
+
+def test_the_drift_schedule_is_due_at_first_then_after_each_interval() -> None:
+    schedule = DriftSchedule()
+    pair = ("ns", "crs", "c1")
+    assert schedule.wait(pair, 100.0) == 0.0  # never checked: due now
+    assert schedule.wait(pair, 100.0) == 0.0  # asking changes nothing
+    schedule.checked(pair, 100.0, 60.0)
+    assert schedule.wait(pair, 130.0) == 30.0
+    assert schedule.wait(pair, 160.0) == 0.0
+    schedule.checked(("ns", "crs", "c2"), 100.0, 60.0)
+    schedule.forget_cluster("ns", "c1")
+    assert schedule.wait(pair, 130.0) == 0.0
+    assert schedule.wait(("ns", "crs", "c2"), 130.0) == 30.0
