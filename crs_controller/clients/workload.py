@@ -23,8 +23,18 @@ from crs_controller.core.errors import Unreachable
 KUBECONFIG_KEY = "value"
 
 
+KUBECONFIG_SUFFIX = "-kubeconfig"
+
+
 def kubeconfig_secret_name(cluster_name: str) -> str:
-    return f"{cluster_name}-kubeconfig"
+    return f"{cluster_name}{KUBECONFIG_SUFFIX}"
+
+
+def cluster_of_kubeconfig_secret(secret_name: str) -> str | None:
+    """The Cluster whose kubeconfig a Secret of this name would be, if any."""
+    if secret_name.endswith(KUBECONFIG_SUFFIX) and len(secret_name) > len(KUBECONFIG_SUFFIX):
+        return secret_name[: -len(KUBECONFIG_SUFFIX)]
+    return None
 
 
 def decode_kubeconfig(secret: Mapping[str, Any], cluster: str) -> dict[str, Any]:

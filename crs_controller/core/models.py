@@ -57,7 +57,8 @@ def _as_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-def _rfc3339(value: datetime) -> str:
+def rfc3339(value: datetime) -> str:
+    """A metav1.Time as the API writes it."""
     # metav1.Time precision: whole seconds, always "Z".
     return _as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -67,7 +68,7 @@ DEFAULT_DRIFT_CHECK_INTERVAL = "1m"
 Timestamp = Annotated[
     datetime,
     AfterValidator(_as_utc),
-    PlainSerializer(_rfc3339, return_type=str, when_used="json"),
+    PlainSerializer(rfc3339, return_type=str, when_used="json"),
 ]
 
 

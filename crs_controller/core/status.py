@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from crs_controller.core.models import ClusterResourceSetStatus, Condition
+from crs_controller.core.models import ClusterResourceSetStatus, Condition, rfc3339
 
 RESOURCES_APPLIED = "ResourcesApplied"
 READY = "Ready"
@@ -112,8 +112,6 @@ def _condition(
         status=status,
         reason=reason,
         message=message[:1000],
-        last_transition_time=now.strftime("%Y-%m-%dT%H:%M:%SZ")
-        if changed or old is None
-        else old.last_transition_time,
+        last_transition_time=rfc3339(now) if changed or old is None else old.last_transition_time,
         observed_generation=generation,
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.drift import owned_fields
-from crs_controller.core.errors import APIError, CRSError, NotFound, Unreachable
+from crs_controller.core.errors import APIError, CRSError, Unreachable
 from crs_controller.core.manifests import ObjectRef, apply_body, object_ref
 from crs_controller.core.ordering import is_crd
 
@@ -132,28 +132,3 @@ def _describe(ref: ObjectRef, exc: CRSError, confidential: bool) -> str:
     else:
         detail = exc.body
     return f"{ref}: {exc}" + (f": {detail}" if detail else "")
-
-
-@dataclass
-class Observation:
-    """What the inventory looks like on the workload cluster now."""
-
-    generations: list[int | None]  # None: the object is missing
-    owned: list[Any]  # None: missing, or no longer applied by us at all
-
-
-async def observe(
-    client: KubeClient, inventory: Sequence[ObjectRef], *, field_manager: str
-) -> Observation:
-    """Read every inventoried object once (drift checks only read)."""
-    seen = Observation([], [])
-    for ref in inventory:
-        try:
-            live = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-        except NotFound:  # the kind itself is gone, e.g. its CRD was deleted
-            live = None
-        seen.generations.append(
-            None if live is None else int(live["metadata"].get("generation") or 0)
-        )
-        seen.owned.append(owned_fields(live, field_manager))
-    return seen

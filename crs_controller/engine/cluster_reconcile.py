@@ -8,7 +8,7 @@ unreachable cluster that only ever delays itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -36,18 +36,11 @@ from crs_controller.engine.crs_pass import (
 from crs_controller.engine.index import active, left_alone
 from crs_controller.engine.pruning import prune
 from crs_controller.engine.recording import write_binding
+from crs_controller.engine.result import Result
 from crs_controller.engine.uninstalling import targets as uninstall_targets
 from crs_controller.engine.uninstalling import uninstall
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass
-class Result:
-    """What the worker does next with the key."""
-
-    requeue_after: float | None = None
-    retry: bool = False
 
 
 async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:

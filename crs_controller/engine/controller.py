@@ -14,7 +14,7 @@ from typing import Any, cast
 import structlog
 
 from crs_controller.clients.kube import KubeClient, Obj
-from crs_controller.clients.workload import WorkloadClients
+from crs_controller.clients.workload import WorkloadClients, cluster_of_kubeconfig_secret
 from crs_controller.core.bindings import crs_names, parse_binding
 from crs_controller.core.clusters import CLUSTER_GROUP, PAUSED_ANNOTATION
 from crs_controller.core.errors import Conflict, CRSError
@@ -24,20 +24,19 @@ from crs_controller.core.models import (
     CLUSTER_RESOURCE_SET_KIND,
 )
 from crs_controller.engine import metrics
-from crs_controller.engine.cluster_reconcile import Result, reconcile_cluster
+from crs_controller.engine.cluster_reconcile import reconcile_cluster
 from crs_controller.engine.context import Context, Settings, cluster_key, crs_key
 from crs_controller.engine.crs_reconcile import reconcile_crs
 from crs_controller.engine.events import EventRecorder
 from crs_controller.engine.index import Index, selects
 from crs_controller.engine.outcomes import Outcomes
 from crs_controller.engine.queue import WorkQueue
+from crs_controller.engine.result import Result
 from crs_controller.engine.sources import Sources
 from crs_controller.engine.tasks import supervised
 from crs_controller.engine.watching import Informer, WatchSpec
 
 log = structlog.get_logger(__name__)
-
-KUBECONFIG_SUFFIX = "-kubeconfig"
 
 
 async def cluster_api_version(client: KubeClient) -> str:
@@ -139,10 +138,8 @@ class Controller:
     def _on_secret(self, old: Obj | None, new: Obj | None) -> None:
         obj = new or old
         assert obj is not None
-        name = str(obj["metadata"]["name"])
-        if name.endswith(KUBECONFIG_SUFFIX):
-            namespace = obj["metadata"].get("namespace", "")
-            self.queue.add(cluster_key(namespace, name[: -len(KUBECONFIG_SUFFIX)]))
+        if cluster := cluster_of_kubeconfig_secret(str(obj["metadata"]["name"])):
+            self.queue.add(cluster_key(obj["metadata"].get("namespace", ""), cluster))
         self._on_source("Secret")(old, new)
 
     # -- running ------------------------------------------------------------------

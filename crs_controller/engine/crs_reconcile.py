@@ -24,9 +24,9 @@ from crs_controller.core.models import (
     to_api,
 )
 from crs_controller.core.status import Problem, invalid_spec, summarize
-from crs_controller.engine.cluster_reconcile import Result
 from crs_controller.engine.context import Context
 from crs_controller.engine.index import spec_problem
+from crs_controller.engine.result import Result
 
 log = structlog.get_logger(__name__)
 

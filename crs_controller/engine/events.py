@@ -11,6 +11,7 @@ import structlog
 
 from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.errors import CRSError
+from crs_controller.core.models import rfc3339
 
 log = structlog.get_logger(__name__)
 
@@ -25,7 +26,7 @@ class EventRecorder:
         self, crs: Obj, kind: Literal["Normal", "Warning"], reason: str, message: str
     ) -> None:
         meta = crs["metadata"]
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = rfc3339(datetime.now(UTC))
         event = {
             "apiVersion": "v1",
             "kind": "Event",

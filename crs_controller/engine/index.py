@@ -11,7 +11,7 @@ from crs_controller.clients.kube import Obj
 from crs_controller.core.clusters import is_deleting, is_paused, labels_of
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.models import ClusterResourceSet
-from crs_controller.core.selectors import selector_matches
+from crs_controller.core.selectors import selector_matches, validate_selector
 from crs_controller.engine.watching import Informer
 
 SourceKey = tuple[str, str, str]  # namespace, kind, name
@@ -62,8 +62,11 @@ def spec_problem(crs: Obj) -> InvalidSpec | None:
     problem = None
     try:
         ClusterResourceSet.model_validate(crs)
+        validate_selector((crs.get("spec") or {}).get("clusterSelector"))
     except ValidationError as exc:
         problem = InvalidSpec(describe_validation(exc))
+    except InvalidSpec as exc:  # a selector the API server would refuse too
+        problem = exc
     _PROBLEMS[key] = problem
     if len(_PROBLEMS) > _PROBLEMS_SIZE:
         _PROBLEMS.popitem(last=False)

@@ -57,9 +57,6 @@ class Informer:
         if current is None or resource_version(current) < resource_version(obj):
             self.store[key] = obj
 
-    def items(self) -> list[Obj]:
-        return list(self.store.values())
-
     async def run(self) -> None:
         backoff = 0.5
         while True:
