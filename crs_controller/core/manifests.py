@@ -17,13 +17,15 @@ import binascii
 import copy
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from yaml.constructor import ConstructorError
 
 from crs_controller.core.errors import InvalidManifest, WrongSecretType
+from crs_controller.core.manifest_limits import TOO_DEEP, ValueBudget
 
 __all__ = [
     "RESOURCE_SECRET_TYPE",
@@ -204,31 +206,71 @@ def _parse_value(context: str, raw: bytes) -> list[dict[str, Any]]:
 
 
 def _documents(context: str, text: str) -> list[Any]:
+    budget = ValueBudget()
     stripped = text.lstrip()
     if stripped[:1] in ("{", "["):
         # JSON is far cheaper to parse than YAML; on failure YAML gets its turn (JSON
         # with YAML comments is fine there) and reports the error with a position.
-        try:
-            return [json.loads(stripped)]
-        except (ValueError, RecursionError):
-            pass
+        value = _json_or_none(stripped)
+        if value is not None:
+            problem = budget.json_document(value)
+            if problem is not None:
+                raise InvalidManifest(f"{context}, document 1: {problem}")
+            return [value]
+    return _yaml_documents(context, text, budget)
+
+
+def _json_or_none(text: str) -> Any:
+    """The JSON value of ``text`` (an object or an array, never None), or None."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply for json
+        return None
+
+
+def _yaml_documents(context: str, text: str, budget: ValueBudget) -> list[Any]:
     documents: list[Any] = []
     problem: str | None = None
     try:
-        # The stubs only know PyYAML's own loader classes, hence the ignore.
-        for document in yaml.load_all(text, Loader=_Loader):  # type: ignore[arg-type]
-            documents.append(document)  # one by one, so an error can name its document
+        problem = _load_all(text, budget, documents)
     except yaml.MarkedYAMLError as exc:
         problem = _describe_yaml_error(exc)
     except yaml.YAMLError:
         problem = "not valid YAML (unreadable character)"
-    except RecursionError:
-        problem = "nested too deeply"
+    except RecursionError:  # PyYAML's composer recurses, two frames a level
+        problem = TOO_DEEP
     if problem is not None:
         # Raised outside the except block so PyYAML's message, which quotes the input,
         # is not chained onto ours and cannot reach a traceback in the logs.
         raise InvalidManifest(f"{context}, document {len(documents) + 1}: {problem}")
     return documents
+
+
+def _load_all(text: str, budget: ValueBudget, documents: list[Any]) -> str | None:
+    """Fill ``documents`` one by one, so an error can name its document; stop at the
+    first document over a limit and return that limit's message."""
+    loader = _Loader(text)  # PyYAML's pure-Python reader may refuse the text already
+    try:
+        while loader.check_node():
+            problem = budget.next_document() or _load_next(loader, budget, documents)
+            if problem is not None:
+                return problem
+    finally:
+        loader.dispose()
+    return None
+
+
+def _load_next(loader: _Loader, budget: ValueBudget, documents: list[Any]) -> str | None:
+    """Compose the next document, check its limits, and only then construct it, which
+    is where aliases would be expanded (YAML merge keys) or shared."""
+    # PyYAML's composer records a document's anchors in this dict, then starts the
+    # next document with a new one: after get_node it holds this document's anchors.
+    anchors = loader.anchors
+    node = loader.get_node()
+    problem = budget.yaml_document(node, anchored=bool(anchors))
+    if problem is None:
+        documents.append(loader.construct_document(node))
+    return problem
 
 
 def _objects(context: str, document: Any) -> Iterator[dict[str, Any]]:
@@ -322,14 +364,45 @@ def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     value = loader.construct_scalar(node)  # type: ignore[arg-type]
     if ":" in value:  # base 60 ("10:30"), which go-yaml leaves as a string
         return value
-    return loader.construct_yaml_int(node)  # type: ignore[arg-type]
+    return _converted(lambda n: _encodable(loader.construct_yaml_int(n)), node, "an integer")
 
 
 def _construct_float(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     value = loader.construct_scalar(node)  # type: ignore[arg-type]
     if ":" in value:
         return value
-    return loader.construct_yaml_float(node)  # type: ignore[arg-type]
+    return _converted(loader.construct_yaml_float, node, "a number")
+
+
+def _encodable(number: int) -> int:
+    # A hexadecimal literal has no length limit, but its decimal form, which the
+    # apply request needs, has: str() raises ValueError past Python's 4300 digits.
+    str(number)
+    return number
+
+
+def _construct_bool(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    return _converted(loader.construct_yaml_bool, node, "a boolean")
+
+
+def _construct_map(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    return loader.construct_yaml_map(node)
+
+
+def _construct_seq(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    return loader.construct_yaml_seq(node)
+
+
+def _converted(construct: Callable[[Any], Any], node: yaml.Node, what: str) -> Any:
+    """``construct(node)``, or a YAML error naming only the position when the scalar
+    cannot be read as its tag says (``!!int x``, ``!!bool maybe``, an integer of 5000
+    digits): PyYAML's own ValueError, KeyError or IndexError would quote the value
+    and be no YAML error at all."""
+    try:
+        return construct(node)
+    except (ValueError, KeyError, IndexError):
+        pass
+    raise ConstructorError(None, None, f"the value cannot be read as {what}", node.start_mark)
 
 
 # Dates and binary would not survive JSON encoding for the apply request; "=" would
@@ -338,6 +411,12 @@ for _tag in ("timestamp", "binary", "value"):
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _construct_text)
 _Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+_Loader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+# A Python set or a list of tuples would not survive JSON encoding either: read
+# these as the plain mapping and sequence they are written as.
+_Loader.add_constructor("tag:yaml.org,2002:set", _construct_map)
+for _tag in ("omap", "pairs"):
+    _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _construct_seq)
 
 # A quoted fragment of a PyYAML message; fragments can be input, so only the
 # parser's own token names ('<block end>') and single punctuation are kept.

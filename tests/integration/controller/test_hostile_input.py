@@ -178,6 +178,49 @@ def test_kubeconfigs_that_ask_for_too_much_are_refused_naming_the_field(
     assert VALUE_MARKER not in controller.log_text()
 
 
+# --- 4: a YAML alias bomb ----------------------------------------------------------
+
+
+def alias_bomb(levels: int = 9) -> str:
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for n in range(1, levels):
+        lines.append(f"a{n}: &a{n} [" + ",".join([f"*a{n - 1}"] * 9) + "]")
+    body = "\n".join("  " + line for line in lines)
+    return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\nbomb:\n{body}\n"
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_an_alias_bomb_is_invalid_and_nobody_else_waits(
+    controller: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+) -> None:
+    assert controller.pid is not None
+    before = rss_mib(controller.pid)
+    other_ns = unique("other")
+    mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other_ns}})
+    try:
+        mgmt.create(source_configmap(namespace, "bomb", {"bomb.yaml": alias_bomb()}))
+        add_cluster(mgmt, workloads[0], namespace, "bombed", {"bomb": "1"})
+        mgmt.create(crs_obj(namespace, "bomb", [("ConfigMap", "bomb")], {"bomb": "1"}))
+        good = unique("good")
+        mgmt.create(source_configmap(other_ns, "g", {"a": manifests(configmap_obj(good))}))
+        add_cluster(mgmt, workloads[1], other_ns, "fine", {"fine": "1"})
+        mgmt.create(crs_obj(other_ns, "g", [("ConfigMap", "g")], {"fine": "1"}))
+
+        cond = wait_condition(mgmt, namespace, "bomb", "Ready", "False", "InvalidManifest")
+        assert "alias" in cond["message"], cond["message"]
+        wait_object(workload_clients[1], "v1", "ConfigMap", good, "default")
+        wait_condition(mgmt, other_ns, "g", "Ready", "True", "Applied")
+        assert rss_mib(controller.pid) < before + 100
+    finally:
+        mgmt.delete("v1", "Namespace", other_ns)
+
+
 # --- 5: a server that is not a Kubernetes API ---------------------------------------
 
 

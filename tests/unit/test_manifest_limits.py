@@ -1,0 +1,472 @@
+"""Manifest limits: hostile YAML and JSON are refused before anything is expanded.
+
+Covers each limit of crs_controller.core.manifest_limits at its boundary (nesting
+depth, with and without aliases, documents per value, expanded nodes per value,
+go-yaml's alias ratio), recursive aliases, billion-laughs variants (sequences,
+mappings, merge keys), explicit tags PyYAML cannot convert, and property-based
+fuzzing: whatever the input, parse_objects returns JSON-encodable objects or raises
+a ResourceError, and no message ever quotes the input.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crs_controller.core import manifest_limits
+from crs_controller.core.errors import InvalidManifest, ResourceError
+from crs_controller.core.manifest_limits import (
+    MAX_DEPTH,
+    MAX_DOCUMENTS,
+    MAX_NODES,
+    allowed_alias_ratio,
+)
+from crs_controller.core.manifests import RESOURCE_SECRET_TYPE, apply_body, parse_objects
+
+HEADER = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
+# Nodes of HEADER plus "spec:" (mapping, keys and values) and the document node,
+# counted as go-yaml counts decodes.
+HEADER_NODES = 12
+MARKER = "5f3c9a0e7d21b4c8"  # stands for Secret data; 16 hex digits no message contains
+
+DEEP = f"nested too deeply (deeper than {MAX_DEPTH} levels)"
+DOCUMENTS = f"more than {MAX_DOCUMENTS} documents"
+NODES = f"more than {MAX_NODES} nodes"
+ALIASES = "too many aliases (go-yaml's rule)"
+RECURSIVE = "recursive alias"
+LIMITS = (DEEP, DOCUMENTS, NODES, ALIASES, RECURSIVE)
+
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,  # the same examples on every run: CI must not flake
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+def configmap(value: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "addons", "namespace": "default"},
+        "data": {"k": value},
+    }
+
+
+def secret(raw: bytes) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": "default"},
+        "type": RESOURCE_SECRET_TYPE,
+        "data": {"k": base64.b64encode(raw).decode()},
+    }
+
+
+def refusal(source: dict[str, Any]) -> InvalidManifest:
+    """The InvalidManifest that parsing ``source`` raises, checked for leaks."""
+    with pytest.raises(InvalidManifest) as info:
+        parse_objects(source)
+    assert_no_leak(info.value, MARKER)
+    return info.value
+
+
+def assert_no_leak(exc: BaseException, marker: str) -> None:
+    chained: BaseException | None = exc
+    while chained is not None:
+        assert marker not in str(chained)
+        assert marker not in repr(chained.args)
+        chained = chained.__cause__ or chained.__context__
+
+
+def expanded(value: Any) -> tuple[int, int]:
+    """(nodes, depth) of a parsed value as if every shared object were copied.
+
+    Independent of the module: it walks the constructed Python objects, not YAML
+    nodes, iteratively and memoized per object id, so it returns at once even for a
+    billion laughs (the counts are just big numbers) and fails on a cycle.
+    """
+    sizes: dict[int, tuple[int, int]] = {}
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    on_path: set[int] = set()
+    while stack:
+        item, children_done = stack.pop()
+        key = id(item)
+        if not isinstance(item, dict | list) or (key in sizes and not children_done):
+            continue
+        children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+        if not children_done:
+            assert key not in on_path, "a cycle in a parse result"
+            on_path.add(key)
+            stack.append((item, True))
+            stack.extend((child, False) for child in children)
+            continue
+        on_path.discard(key)
+        below = [sizes.get(id(c), (1, 0)) for c in children]
+        sizes[key] = (1 + sum(n for n, _ in below), 1 + max((d for _, d in below), default=0))
+    return sizes.get(id(value), (1, 0))
+
+
+# --- nesting depth --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("anchor", ["", "&unused "], ids=["tree", "graph"])
+@pytest.mark.parametrize(("levels", "ok"), [(MAX_DEPTH - 1, True), (MAX_DEPTH, False)])
+def test_yaml_depth(anchor: str, levels: int, ok: bool) -> None:
+    # The root mapping is a level, so `levels` lists under it make levels + 1; an
+    # anchor (used or not) sends the document through the graph walk instead.
+    value = HEADER + f"spec: {anchor}" + "[" * levels + MARKER + "]" * levels
+    if ok:
+        (obj,) = parse_objects(configmap(value))
+        assert expanded(obj)[1] == MAX_DEPTH
+    else:
+        assert str(refusal(configmap(value))).endswith(f"key 'k', document 1: {DEEP}")
+
+
+@pytest.mark.parametrize(("outer", "ok"), [(MAX_DEPTH - 130, True), (MAX_DEPTH - 129, False)])
+def test_depth_counts_aliases_expanded(outer: int, ok: bool) -> None:
+    # Each is shallow enough alone; an alias to the 128-level &a inside `outer`
+    # lists under spec (root 1, spec 2) reaches 2 + outer + 128 levels.
+    value = HEADER + "spec:\n  a: &a " + "[" * 128 + MARKER + "]" * 128
+    value += "\n  b: " + "[" * outer + "*a" + "]" * outer + "\n"
+    if ok:
+        (obj,) = parse_objects(configmap(value))
+        assert expanded(obj)[1] == MAX_DEPTH
+    else:
+        assert DEEP in str(refusal(configmap(value)))
+
+
+@pytest.mark.parametrize(("levels", "ok"), [(MAX_DEPTH - 1, True), (MAX_DEPTH, False)])
+def test_json_depth(levels: int, ok: bool) -> None:
+    value = '{"apiVersion": "v1", "kind": "A", "metadata": {"name": "x"}, "spec": '
+    value += "[" * levels + "]" * levels + "}"
+    if ok:
+        assert len(parse_objects(configmap(value))) == 1
+    else:
+        assert str(refusal(configmap(value))).endswith(f"key 'k', document 1: {DEEP}")
+
+
+# --- documents ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("documents", "ok"), [(MAX_DOCUMENTS, True), (MAX_DOCUMENTS + 1, False)])
+def test_documents(documents: int, ok: bool) -> None:
+    value = "---\n" + HEADER + "---\n" * (documents - 1)  # then empty documents
+    if ok:
+        assert len(parse_objects(configmap(value))) == 1
+    else:
+        message = str(refusal(configmap(value)))
+        assert message.endswith(f"key 'k', document {MAX_DOCUMENTS + 1}: {DOCUMENTS}")
+
+
+# --- nodes ----------------------------------------------------------------------------
+
+
+def aliased_spec(pad: int, width: int, copies: int) -> tuple[str, int, int]:
+    """A document whose spec has ``pad`` plain scalars, then ``&a``, a list of
+    ``width`` scalars, then a list of ``copies`` aliases to it; with go-yaml's
+    counts: (text, nodes decoded, nodes decoded through aliases)."""
+    text = HEADER + "spec:\n"
+    text += f"  pad: [{', '.join(['0'] * pad)}]\n"
+    text += f"  a: &a [{', '.join([MARKER] * width)}]\n"
+    text += f"  b: [{', '.join(['*a'] * copies)}]\n"
+    # each key and its list, the scalars, and each alias node plus its a's copy
+    nodes = HEADER_NODES + 3 * 2 + pad + width + copies * (1 + 1 + width)
+    return text, nodes, copies * (1 + width)
+
+
+@pytest.mark.parametrize(("extra", "ok"), [(0, True), (1, False)])
+def test_nodes_with_aliases_expanded(extra: int, ok: bool) -> None:
+    # Past 400,000 decodes go-yaml lets fewer come from aliases: 96.5% at 500,000.
+    text, nodes, aliased = aliased_spec(pad=28_513 + extra, width=999, copies=470)
+    assert nodes == MAX_NODES + extra
+    assert aliased / nodes < allowed_alias_ratio(nodes), "the alias rule must not decide"
+    if ok:
+        (obj,) = parse_objects(configmap(text))
+        # What a JSON encoder would walk: neither the document nor the alias nodes.
+        assert expanded(obj)[0] == nodes - 1 - 470
+    else:
+        assert NODES in str(refusal(configmap(text)))
+
+
+def test_nodes_are_counted_per_value_across_documents() -> None:
+    text, nodes, _aliased = aliased_spec(pad=8_693, width=999, copies=290)
+    assert nodes == 300_000
+    assert len(parse_objects(configmap(text))) == 1
+    message = str(refusal(configmap(f"{text}---\n{text}")))
+    assert message.endswith(f"key 'k', document 2: {NODES} (aliases expanded)")
+
+
+@pytest.mark.parametrize(("extra", "ok"), [(0, True), (1, False)])
+def test_json_nodes(extra: int, ok: bool) -> None:
+    items = MAX_NODES - HEADER_NODES + extra
+    value = json.dumps({"apiVersion": "v1", "kind": "A", "metadata": {"name": "x"}, "spec": []})
+    value = value[:-2] + ",".join(["0"] * items) + "]}"
+    if ok:
+        assert len(parse_objects(configmap(value))) == 1
+    else:
+        assert str(refusal(configmap(value))).endswith(f"document 1: {NODES} (aliases expanded)")
+
+
+def test_json_with_millions_of_nodes() -> None:
+    assert NODES in str(refusal(configmap("[" + "0," * 2_000_000 + "0]")))
+
+
+@pytest.mark.parametrize(("items", "ok"), [(1000, True), (1001, False)])
+def test_plain_yaml_nodes(monkeypatch: pytest.MonkeyPatch, items: int, ok: bool) -> None:
+    # Without anchors a document is walked as a tree; the limit is lowered to stay quick.
+    monkeypatch.setattr(manifest_limits, "MAX_NODES", HEADER_NODES + 1000)
+    value = HEADER + f"spec: [{', '.join([MARKER] * items)}]"
+    if ok:
+        assert len(parse_objects(configmap(value))) == 1
+    else:
+        assert "document 1: more than" in str(refusal(configmap(value)))
+
+
+# --- go-yaml's alias rule -------------------------------------------------------------
+
+
+def test_allowed_alias_ratio_is_go_yamls() -> None:
+    assert allowed_alias_ratio(1_000) == allowed_alias_ratio(400_000) == 0.99
+    assert allowed_alias_ratio(2_200_000) == pytest.approx(0.545)
+    assert allowed_alias_ratio(4_000_000) == allowed_alias_ratio(10**9) == 0.10
+
+
+@pytest.mark.parametrize(("copies", "ok"), [(212, True), (213, False)])
+def test_alias_ratio(copies: int, ok: bool) -> None:
+    text, nodes, aliased = aliased_spec(pad=0, width=199, copies=copies)
+    assert (aliased / nodes <= 0.99) is ok, "the boundary: 99% of the decodes through aliases"
+    if ok:
+        (obj,) = parse_objects(configmap(text))
+        assert expanded(obj)[0] == nodes - 1 - copies
+    else:
+        assert str(refusal(configmap(text))).endswith(f"key 'k', document 1: {ALIASES}")
+
+
+def test_documents_mostly_of_aliases_parse_within_the_ratio() -> None:
+    (obj,) = parse_objects(configmap(sequence_bomb(levels=3)))  # 9 x 9 x 9 scalars
+    # go-yaml decodes 1035 nodes, 990 of them through aliases: 95.7%, under its 99%.
+    # The objects are those nodes but the document and the 99 alias nodes.
+    assert expanded(obj)[0] == 1035 - 1 - 99
+
+
+# --- billion laughs and recursion ----------------------------------------------------
+
+
+def sequence_bomb(levels: int, width: int = 9) -> str:
+    lines = [HEADER + "spec:", f"  l0: &l0 [{', '.join([MARKER] * width)}]"]
+    for i in range(1, levels):
+        lines.append(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]")
+    return "\n".join(lines) + "\n"
+
+
+def mapping_bomb(levels: int, width: int = 9) -> str:
+    lines = [
+        HEADER + "spec:",
+        f"  l0: &l0 {{{', '.join(f'k{j}: {MARKER}' for j in range(width))}}}",
+    ]
+    for i in range(1, levels):
+        pairs = ", ".join(f"k{j}: *l{i - 1}" for j in range(width))
+        lines.append(f"  l{i}: &l{i} {{{pairs}}}")
+    return "\n".join(lines) + "\n"
+
+
+def merge_bomb(levels: int, width: int = 9) -> str:
+    # PyYAML's merge would copy width**levels key/value pairs while constructing.
+    lines = [
+        HEADER + "spec:",
+        f"  l0: &l0 {{{', '.join(f'k{j}: {MARKER}' for j in range(width))}}}",
+    ]
+    for i in range(1, levels):
+        lines.append(f"  l{i}: &l{i} {{<<: [{', '.join([f'*l{i - 1}'] * width)}], x{i}: 1}}")
+    return "\n".join(lines) + "\n"
+
+
+# Seven levels of nine: 4.8 million nodes expanded, seconds and gigabytes if they
+# ever got through, yet not so many that a regression would hang CI.
+@pytest.mark.parametrize("bomb", [sequence_bomb, mapping_bomb, merge_bomb])
+@pytest.mark.parametrize("levels", [4, 7])
+def test_billion_laughs_is_refused(bomb: Any, levels: int) -> None:
+    message = str(refusal(configmap(bomb(levels))))
+    assert message.endswith(f"key 'k', document 1: {ALIASES}")
+
+
+def test_billion_laughs_diluted_below_the_ratio_hits_the_node_limit() -> None:
+    # 30,000 plain nodes keep aliases under 96.5% of the first 500,000 decodes.
+    padding = HEADER + "pad: [" + ", ".join(["0"] * 30_000) + "]\n"
+    bomb = sequence_bomb(levels=7).replace(HEADER, padding)
+    assert NODES in str(refusal(configmap(bomb)))
+
+
+def test_billion_laughs_in_a_secret() -> None:
+    source = secret(sequence_bomb(levels=7).encode())
+    assert str(refusal(source)).startswith("Secret default/creds: key 'k', document 1:")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "&a [*a]",
+        "&a {x: *a}",
+        "&a [[[{x: [*a]}]]]",
+        "&a {<<: *a}",
+        "&a {? *a : 1}",
+        "&a [&b [*a]]",
+    ],
+)
+def test_recursive_alias(spec: str) -> None:
+    message = str(refusal(configmap(HEADER + f"spec: {spec}\n")))
+    assert message.endswith(
+        "key 'k', document 1: recursive alias (an anchor used inside its own value)"
+    )
+
+
+def test_refusals_chain_nothing() -> None:
+    for value in (sequence_bomb(7), HEADER + "spec: &a [*a]", "[" * 5_000 + "]" * 5_000):
+        error = refusal(configmap(value))
+        assert error.__cause__ is None and error.__context__ is None
+
+
+def test_aliases_within_limits_are_shared_not_copied() -> None:
+    (obj,) = parse_objects(configmap(sequence_bomb(levels=3)))
+    assert obj["spec"]["l2"][0] is obj["spec"]["l1"]
+    json.dumps(apply_body(obj))
+
+
+# --- tags PyYAML cannot convert, found by fuzzing ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        f"!!int {MARKER}x",
+        "!!int '-'",
+        "!!int 0b",
+        "!!float ''",
+        f"!!float {MARKER}x",
+        f"!!bool {MARKER}",
+        "1" * 5_000,
+        "0x" + "f" * 5_000,
+    ],
+)
+def test_unconvertible_scalars(value: str) -> None:
+    message = str(refusal(configmap(HEADER + f"spec: {value}\n")))
+    assert "document 1: invalid YAML at line 4, column 7: the value cannot be read as" in message
+
+
+def test_sets_and_ordered_maps_become_json_types() -> None:
+    text = HEADER + "spec: {s: !!set {a, b}, o: !!omap [{a: 1}, {b: 2}], p: !!pairs [{a: 1}]}\n"
+    (obj,) = parse_objects(configmap(text))
+    assert obj["spec"] == {"s": {"a": None, "b": None}, "o": [{"a": 1}, {"b": 2}], "p": [{"a": 1}]}
+
+
+# --- fuzzing --------------------------------------------------------------------------
+
+markers = st.binary(min_size=8, max_size=8).map(bytes.hex)
+
+# Fragments that steer random text towards YAML's corners: anchors, aliases, merge
+# keys, tags, flow and block collections, documents, directives, quoting. "{m}" is
+# replaced by the marker.
+_TOKENS = [
+    *("a", "b", "{m}", "0", "1.5", "-", ":", ",", " ", "  ", "\n", "\t", "'", '"', "#"),
+    *("- ", ": ", "[", "]", "{", "}", "? ", "|\n", ">\n", "---\n", "...\n", "%YAML 1.1\n"),
+    *("&a ", "&b ", "*a", "*b", "&{m} ", "*{m}", "<<: ", "<<: *a", "<<: [*a, *b]"),
+    *("!!int ", "!!float ", "!!bool ", "!!set ", "!!omap ", "!!binary ", "!!str ", "!{m} "),
+    *("!!timestamp ", "!!null ", "!!python/tuple ", "!!merge ", "\\x", "\\u", "0x", "0o"),
+    *("apiVersion: v1\n", "kind: A\n", "kind: List\nitems:\n", "metadata: {name: n}\n"),
+]
+yamlish = st.lists(st.sampled_from(_TOKENS), max_size=60).map("".join)
+
+
+def check_outcome(source: dict[str, Any], marker: str) -> None:
+    """Objects that survive JSON encoding, or a ResourceError that quotes nothing."""
+    try:
+        objects = parse_objects(source)
+    except ResourceError as exc:
+        assert_no_leak(exc, marker)
+        return
+    assert all(isinstance(obj, dict) for obj in objects)
+    for obj in objects:
+        nodes, depth = expanded(obj)
+        assert nodes <= MAX_NODES and depth <= MAX_DEPTH
+        json.dumps(apply_body(obj))
+
+
+@FUZZ
+@given(
+    text=st.one_of(st.text(), yamlish),
+    marker=markers,
+    where=st.sampled_from(["prefix", "suffix", "both", "tokens"]),
+    as_secret=st.booleans(),
+)
+def test_any_text_parses_or_is_refused(text: str, marker: str, where: str, as_secret: bool) -> None:
+    value = text.replace("{m}", marker)
+    value = marker + value if where in ("prefix", "both") else value
+    value = value + marker if where in ("suffix", "both") else value
+    source = secret(value.encode()) if as_secret else configmap(value)
+    check_outcome(source, marker)
+
+
+@FUZZ
+@given(raw=st.binary(max_size=200), marker=markers, at=st.integers(min_value=0, max_value=200))
+def test_any_bytes_parse_or_are_refused(raw: bytes, marker: str, at: int) -> None:
+    check_outcome(secret(raw[:at] + marker.encode() + raw[at:]), marker)
+
+
+_LEVEL = st.tuples(
+    st.sampled_from(["list", "map", "merge"]),
+    st.lists(st.integers(min_value=0, max_value=99), min_size=1, max_size=12),
+    st.integers(min_value=0, max_value=15),  # 7: the level holds a recursive alias
+)
+
+
+def _item(code: int, anchor: str) -> str:
+    # Mostly aliases, so that expansions multiply from level to level.
+    return [f"*{anchor}", f"[*{anchor}, {{y: *{anchor}}}]", f"*{anchor}", "'{m}'"][code % 4]
+
+
+def anchor_graph(levels: list[tuple[str, list[int], int]]) -> str:
+    """A document of nested anchors and aliases: &l0 holds scalars, each later &lN
+    a list or mapping of aliases to earlier anchors and scalars, maybe merging
+    earlier mappings, rarely with an alias to itself. Each code in the level's list
+    picks one item."""
+    lines = [HEADER + "spec:", "  l0: &l0 {a: '{m}', b: x}"]
+    mappings = [0]  # the anchors that a merge key may take
+    for level, (style, codes, recursive) in enumerate(levels, start=1):
+        items = [_item(code, f"l{code // 4 % level}") for code in codes]
+        if recursive == 7:  # not 0 nor 15, which hypothesis favours
+            items.append(f"*l{level}")
+        if style == "list":
+            body = f"[{', '.join(items)}]"
+        else:
+            pairs = [f"k{i}: {item}" for i, item in enumerate(items)]
+            if style == "merge":
+                merged = ", ".join(f"*l{mappings[code % len(mappings)]}" for code in codes)
+                pairs.insert(0, f"<<: [{merged}]")
+            body = "{" + ", ".join(pairs) + "}"
+            mappings.append(level)
+        lines.append(f"  l{level}: &l{level} {body}")
+    return "\n".join(lines) + "\n"
+
+
+anchor_graphs = st.lists(_LEVEL, min_size=1, max_size=8).map(anchor_graph)
+
+
+@FUZZ
+@given(document=anchor_graphs, marker=markers)
+def test_anchor_graphs_are_bounded_or_refused(document: str, marker: str) -> None:
+    source = configmap(document.replace("{m}", marker))
+    try:
+        (obj,) = parse_objects(source)
+    except InvalidManifest as exc:
+        assert_no_leak(exc, marker)
+        assert any(limit in str(exc) for limit in LIMITS)
+        return
+    nodes, depth = expanded(obj)  # independent of the module's own count
+    assert nodes <= MAX_NODES and depth <= MAX_DEPTH
+    json.dumps(apply_body(obj))
