@@ -67,51 +67,92 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
     new_entries = {n: e for n, e in entries.items() if n in keep}
 
     client, blocked = await _workload_client(ctx, cluster)
-    result = Result()
     if client is None:
         assert blocked is not None
-        for crs in crss:
-            outcome = replace(blocked, generation=crs_generation(crs))
-            if kept := entries.get(crs["metadata"]["name"]):
-                new_entries[kept.cluster_resource_set_name] = kept
-            if _set_outcome(ctx, crs, name, outcome) and _news(crs, outcome):
-                await ctx.events.emit(crs, "Warning", outcome.reason, outcome.message)
-        # A broken kubeconfig is retried with backoff; a pending cluster waits for
-        # its next event (initialized, kubeconfig created).
-        result.retry = blocked.state == "Failed"
+        result = await _record_blocked(ctx, name, crss, entries, new_entries, blocked)
     else:
-        for crs in crss:
-            crs_name = crs["metadata"]["name"]
-            done = await _pass(ctx, client, cluster, crs, entries.get(crs_name))
-            if done.entry.resources:
-                new_entries[crs_name] = done.entry
-            if _set_outcome(ctx, crs, name, done.outcome) and _news(crs, done.outcome):
-                await ctx.events.emit(crs, "Warning", done.outcome.reason, done.outcome.message)
-            result.retry = result.retry or done.retry
-            result.requeue_after = earliest(result.requeue_after, done.requeue_after)
-
-    # deletionPolicy Delete: remove what left the desired set. Every CRS that still
-    # exists has a say, including those being deleted or no longer matching.
-    policies = {
-        c["metadata"]["name"]: (c.get("spec") or {}).get("deletionPolicy", "Orphan")
-        for c in ctx.index.crss_in(namespace)
-        if not left_alone(c)
-    }
-    if any(policies.get(n) == "Delete" for n in entries):
-        wanted = await wanted_by(ctx, namespace, crss)
-        failed = await prune(client, entries, new_entries, policies, wanted)
-        for crs_name, errors in failed.items():
-            message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
-            log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")
-            if owner := ctx.index.crs(namespace, crs_name):
-                await ctx.events.emit(owner, "Warning", "DeleteFailed", message)
-            result.retry = True
-
+        result = await _apply_all(ctx, client, cluster, crss, entries, new_entries)
+    if await _prune(ctx, client, cluster, crss, entries, new_entries):
+        result.retry = True
     await write_binding(ctx, namespace, name, binding, new_entries)
     # Pairs whose CRS no longer selects this cluster leave the CRS's status.
     for crs_name in set(entries) - set(new_entries):
         ctx.outcomes.drop_pair(namespace, crs_name, name)
     return result
+
+
+async def _record_blocked(
+    ctx: Context,
+    cluster_name: str,
+    crss: list[Obj],
+    entries: dict[str, CRSBinding],
+    new_entries: dict[str, CRSBinding],
+    blocked: Outcome,
+) -> Result:
+    """The cluster cannot be contacted (pending or failing): every matching CRS gets
+    that outcome and keeps its entry."""
+    for crs in crss:
+        outcome = replace(blocked, generation=crs_generation(crs))
+        if kept := entries.get(crs["metadata"]["name"]):
+            new_entries[kept.cluster_resource_set_name] = kept
+        if _set_outcome(ctx, crs, cluster_name, outcome) and _news(crs, outcome):
+            await ctx.events.emit(crs, "Warning", outcome.reason, outcome.message)
+    # A broken kubeconfig is retried with backoff; a pending cluster waits for its next
+    # event (initialized, kubeconfig created).
+    return Result(retry=blocked.state == "Failed")
+
+
+async def _apply_all(
+    ctx: Context,
+    client: KubeClient,
+    cluster: Obj,
+    crss: list[Obj],
+    entries: dict[str, CRSBinding],
+    new_entries: dict[str, CRSBinding],
+) -> Result:
+    """Each matching CRS's pass; their entries go into ``new_entries``."""
+    result = Result()
+    for crs in crss:
+        crs_name = crs["metadata"]["name"]
+        done = await _pass(ctx, client, cluster, crs, entries.get(crs_name))
+        if done.entry.resources:
+            new_entries[crs_name] = done.entry
+        if _set_outcome(ctx, crs, cluster["metadata"]["name"], done.outcome) and _news(
+            crs, done.outcome
+        ):
+            await ctx.events.emit(crs, "Warning", done.outcome.reason, done.outcome.message)
+        result.retry = result.retry or done.retry
+        result.requeue_after = earliest(result.requeue_after, done.requeue_after)
+    return result
+
+
+async def _prune(
+    ctx: Context,
+    client: KubeClient | None,
+    cluster: Obj,
+    crss: list[Obj],
+    entries: dict[str, CRSBinding],
+    new_entries: dict[str, CRSBinding],
+) -> bool:
+    """deletionPolicy Delete: remove what left the desired set. Every CRS that still
+    exists has a say, including those being deleted or no longer matching. True when
+    a deletion could not finish (retry)."""
+    namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
+    policies = {
+        c["metadata"]["name"]: (c.get("spec") or {}).get("deletionPolicy", "Orphan")
+        for c in ctx.index.crss_in(namespace)
+        if not left_alone(c)
+    }
+    if not any(policies.get(n) == "Delete" for n in entries):
+        return False
+    wanted = await wanted_by(ctx, namespace, crss)
+    failed = await prune(client, entries, new_entries, policies, wanted)
+    for crs_name, errors in failed.items():
+        message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
+        log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")
+        if owner := ctx.index.crs(namespace, crs_name):
+            await ctx.events.emit(owner, "Warning", "DeleteFailed", message)
+    return bool(failed)
 
 
 async def _pass(
