@@ -34,7 +34,7 @@ from crs_controller.engine.crs_pass import (
     wanted_by,
 )
 from crs_controller.engine.index import active, left_alone
-from crs_controller.engine.pruning import prune
+from crs_controller.engine.pruning import Pruned, prune
 from crs_controller.engine.recording import write_binding
 from crs_controller.engine.result import Result
 from crs_controller.engine.uninstalling import targets as uninstall_targets
@@ -72,8 +72,9 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
         result = await _record_blocked(ctx, name, crss, entries, new_entries, blocked)
     else:
         result = await _apply_all(ctx, client, cluster, crss, entries, new_entries)
-    if await _prune(ctx, client, cluster, crss, entries, new_entries):
-        result.retry = True
+    pruned = await _prune(ctx, client, cluster, crss, entries, new_entries)
+    new_entries = pruned.entries
+    result.retry = result.retry or bool(pruned.errors)
     await write_binding(ctx, namespace, name, binding, new_entries)
     # Pairs whose CRS no longer selects this cluster leave the CRS's status.
     for crs_name in set(entries) - set(new_entries):
@@ -133,10 +134,9 @@ async def _prune(
     crss: list[Obj],
     entries: dict[str, CRSBinding],
     new_entries: dict[str, CRSBinding],
-) -> bool:
+) -> Pruned:
     """deletionPolicy Delete: remove what left the desired set. Every CRS that still
-    exists has a say, including those being deleted or no longer matching. True when
-    a deletion could not finish (retry)."""
+    exists has a say, including those being deleted or no longer matching."""
     namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
     policies = {
         c["metadata"]["name"]: (c.get("spec") or {}).get("deletionPolicy", "Orphan")
@@ -144,15 +144,15 @@ async def _prune(
         if not left_alone(c)
     }
     if not any(policies.get(n) == "Delete" for n in entries):
-        return False
+        return Pruned(new_entries)
     wanted = await wanted_by(ctx, namespace, crss)
-    failed = await prune(client, entries, new_entries, policies, wanted)
-    for crs_name, errors in failed.items():
+    pruned = await prune(client, entries, new_entries, policies, wanted)
+    for crs_name, errors in pruned.errors.items():
         message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
         log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")
         if owner := ctx.index.crs(namespace, crs_name):
             await ctx.events.emit(owner, "Warning", "DeleteFailed", message)
-    return bool(failed)
+    return pruned
 
 
 async def _pass(

@@ -4,7 +4,8 @@ inventory in the binding, so the next attempt knows what is left to delete."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -17,21 +18,31 @@ from crs_controller.core.pruning import ObjectKey, inventory, keep_pending, stal
 log = structlog.get_logger(__name__)
 
 
+@dataclass
+class Pruned:
+    """After pruning: the binding entries to record, and what failed per CRS name."""
+
+    entries: dict[str, CRSBinding]
+    errors: dict[str, list[str]] = field(default_factory=dict)
+
+
 async def prune(
     client: KubeClient | None,
     old_entries: Mapping[str, CRSBinding],
-    new_entries: MutableMapping[str, CRSBinding],
+    new_entries: Mapping[str, CRSBinding],
     policies: Mapping[str, str],
     wanted: set[ObjectKey],
-) -> dict[str, list[str]]:
-    """Delete stale objects of every CRS whose policy is Delete; returns the errors
-    per CRS name.
+) -> Pruned:
+    """Delete stale objects of every CRS whose policy is Delete (``client`` None: the
+    cluster cannot be contacted now, so nothing is deleted and everything stays
+    recorded for later).
 
     ``policies`` maps the CRS names that still exist to their deletionPolicy; an
     entry of a CRS that is gone entirely is dropped (nothing left to decide with).
-    ``wanted`` holds what the matching CRSs' sources ask for now.
-    ``new_entries`` is updated in place with what must stay recorded.
+    ``wanted`` holds what the matching CRSs' sources ask for now. A CRS whose
+    deletion did not finish keeps its old inventory in the returned entries.
     """
+    new_entries = dict(new_entries)
     errors: dict[str, list[str]] = {}
     for name, old in old_entries.items():
         if policies.get(name) != "Delete":
@@ -49,7 +60,7 @@ async def prune(
         if failed:
             new_entries[name] = keep_pending(new_entries.get(name), old)
             errors[name] = failed
-    return errors
+    return Pruned(new_entries, errors)
 
 
 async def delete_objects(client: KubeClient, refs: Sequence[ObjectRef]) -> list[str]:

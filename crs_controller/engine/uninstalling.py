@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 
@@ -80,15 +80,14 @@ async def uninstall(
             cleanup.retry = True
             continue
         try:
-            ready = await _run_hooks(ctx, client, crs, cluster)
+            hooks = await _run_hooks(ctx, client, crs, cluster)
         except (CRSError, ResourceError) as exc:
             await _report(ctx, crs, cluster, str(exc))
-            cleanup.retry = True
-            continue
-        if ready is None:
+            hooks = "Failed"
+        if hooks == "Running":
             cleanup.requeue_after = JOB_POLL
             continue
-        if not ready:
+        if hooks == "Failed":
             cleanup.retry = True
             continue
         others = [e for n, e in cleanup.remaining.items() if n != name]
@@ -107,9 +106,12 @@ async def uninstall(
     return cleanup
 
 
-async def _run_hooks(ctx: Context, client: KubeClient, crs: Obj, cluster: Obj) -> bool | None:
-    """Apply the beforeDelete objects; True when every Job among them completed,
-    None while one still runs, False (with an event) when one failed."""
+HookState = Literal["Done", "Running", "Failed"]
+
+
+async def _run_hooks(ctx: Context, client: KubeClient, crs: Obj, cluster: Obj) -> HookState:
+    """Apply the beforeDelete objects: Done when every Job among them completed,
+    Running while one still runs, Failed (with an event) when one failed."""
     namespace = cluster["metadata"]["namespace"]
     model = ClusterResourceSet.model_validate(crs)
     objects: list[dict[str, Any]] = []
@@ -119,23 +121,23 @@ async def _run_hooks(ctx: Context, client: KubeClient, crs: Obj, cluster: Obj) -
             raise source.error
         objects += await ctx.sources.objects(source)
     if not objects:
-        return True
+        return "Done"
     result = await apply_objects(
         client, objects, field_manager=ctx.settings.field_manager, only_missing=False
     )
     if not result.ok:
         await _report(ctx, crs, cluster, "; ".join(result.errors))
-        return False
+        return "Failed"
     for job in filter(is_job, objects):
         key = object_ref(job)
         live = await client.get(key.api_version, key.kind, key.name, key.namespace or "default")
         state = job_state(live or {})
         if state == "Failed":
             await _report(ctx, crs, cluster, f"beforeDelete Job {key.name} failed")
-            return False
+            return "Failed"
         if state == "Running":
-            return None
-    return True
+            return "Running"
+    return "Done"
 
 
 async def _report(ctx: Context, crs: Obj, cluster: Obj, message: str) -> None:
