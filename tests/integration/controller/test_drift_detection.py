@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import time
 
-from crs_controller.testbed import ControlPlane, KubeClient
+from crs_controller.testbed import ControlPlane, KubeClient, wait_for
 from crs_controller.testbed.controller import SA_USER, ControllerProcess
 
 from .support import (
+    TIMEOUT,
     WORKLOAD_USER,
     add_cluster,
+    binding_entry,
     configmap_obj,
     crs_obj,
     manifests,
@@ -68,8 +70,20 @@ def test_generation_drift_restores_an_edited_and_a_deleted_object(
     assert any(e["reason"] == "DriftCorrected" for e in events)
 
 
+def drift_reads(control_plane: ControlPlane, index: int, resource: str, since: float) -> int:
+    """GETs of ``resource`` (e.g. "configmaps/x") on workload ``index`` since ``since``:
+    the drift checks that ran."""
+    reads = requests_by([control_plane.workloads[index]], {WORKLOAD_USER}, since, {"get"})
+    return sum(resource in r for r in reads)
+
+
 def test_content_drift_catches_data_edits_that_generation_misses(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: KubeClient,
+    workload_clients,
+    workloads,
+    namespace: str,
 ) -> None:
     by_content, by_generation = unique("content"), unique("genonly")
     _drift_crs(mgmt, namespace, "content", "Content", manifests(configmap_obj(by_content, v="1")))
@@ -81,11 +95,15 @@ def test_content_drift_catches_data_edits_that_generation_misses(
     wl = workload_clients[2]
     for name in (by_content, by_generation):
         wait_object(wl, "v1", "ConfigMap", name, "default")
-        edited = {"data": {"v": "edited"}}
-        wl.patch_merge("v1", "ConfigMap", name, edited, namespace="default")
+    edited_at = time.time()
+    for name in (by_content, by_generation):
+        wl.patch_merge("v1", "ConfigMap", name, {"data": {"v": "edited"}}, namespace="default")
 
     wait_object(wl, "v1", "ConfigMap", by_content, "default", lambda c: c["data"]["v"] == "1", 20)
-    time.sleep(3)  # several check intervals: Generation sees no change in a ConfigMap
+    # Generation's checks ran since the edit (they read the object) and saw no drift:
+    # a ConfigMap's data bumps no generation.
+    resource = f"configmaps/{by_generation}"
+    wait_for(lambda: drift_reads(control_plane, 2, resource, edited_at) >= 2, TIMEOUT)
     assert wl.get("v1", "ConfigMap", by_generation, "default")["data"]["v"] == "edited"
 
 
@@ -102,10 +120,11 @@ def test_content_drift_has_no_false_positives_from_server_defaults(
     add_cluster(mgmt, workloads[0], namespace, "d1", {"drift": "defaults"})
     wait_object(workload_clients[0], "apps/v1", "Deployment", name, "default")
     wait_condition(mgmt, namespace, "defaults", "Ready", "True", "Applied")
-    time.sleep(2)
+    wait_for(lambda: binding_entry(mgmt, namespace, "d1", "defaults"), TIMEOUT)
     since = time.time()
-    time.sleep(5)  # five drift checks of a Deployment full of server-defaulted fields
+    # Three drift checks of a Deployment full of server-defaulted fields ran (each
+    # reads it) ...
+    resource = f"deployments/{name}"
+    wait_for(lambda: drift_reads(control_plane, 0, resource, since) >= 3, TIMEOUT)
+    # ... and none of them wrote anything.
     assert writes_by(control_plane.servers, {SA_USER, WORKLOAD_USER}, since) == []
-    # The checks did run: the Deployment was read every interval.
-    reads = requests_by([control_plane.workloads[0]], {WORKLOAD_USER}, since, {"get"})
-    assert sum(f"deployments/{name}" in r for r in reads) >= 3
