@@ -195,6 +195,7 @@ class Controller:
         finally:
             metrics.RECONCILE_SECONDS.labels(kind=kind).observe(time.monotonic() - started)
         metrics.RECONCILES.labels(kind=kind, result="retry" if result.retry else "ok").inc()
+        log.debug("reconciled", kind=kind, key=f"{namespace}/{name}", retry=result.retry)
         if result.retry:
             self.queue.add_rate_limited(key)
             return

@@ -14,7 +14,10 @@ from crs_controller.testbed.controller import ControllerProcess, install_rbac
 @pytest.fixture(scope="session")
 def controller(control_plane: ControlPlane, mgmt: KubeClient) -> Iterator[ControllerProcess]:
     install_rbac(mgmt)
-    with ControllerProcess(control_plane.management, extension=True) as process:
+    # Debug level: each reconcile is logged, the positive sign tests wait for before
+    # asserting that something did not happen.
+    debug = ("--log-level", "debug")
+    with ControllerProcess(control_plane.management, *debug, extension=True) as process:
         yield process
         # Workload kubeconfigs carry client keys: none may be left on disk.
         assert process.files_with_private_keys() == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import time
 import uuid
@@ -14,6 +15,7 @@ import yaml
 
 from crs_controller.testbed import KubeClient, Server, wait_for
 from crs_controller.testbed.clusters import register_cluster
+from crs_controller.testbed.controller import ControllerProcess
 
 CRS_API = "addons.crs.dev/v1alpha1"
 CLUSTER_API = "cluster.x-k8s.io/v1beta1"
@@ -174,6 +176,19 @@ def metric(text: str, name: str) -> float:
         if line.startswith(name + " ") or line.startswith(name + "{"):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def reconciles(controller: ControllerProcess, kind: str, key: str) -> int:
+    """How many reconciles of ``kind`` ("cluster" or "crs") ``key`` ("ns/name") the
+    controller has finished, from its debug log."""
+    count = 0
+    for line in controller.log_text().splitlines():
+        if '"reconciled"' not in line or key not in line:
+            continue
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            count += entry.get("kind") == kind and entry.get("key") == key
+    return count
 
 
 def settle(seconds: float = 3.0) -> float:

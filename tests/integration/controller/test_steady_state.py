@@ -11,6 +11,7 @@ from crs_controller.testbed import ControlPlane, KubeClient, wait_for
 from crs_controller.testbed.controller import SA_USER, ControllerProcess
 
 from .support import (
+    CLUSTER_API,
     TIMEOUT,
     WORKLOAD_USER,
     add_cluster,
@@ -19,6 +20,7 @@ from .support import (
     crs_obj,
     manifests,
     metric,
+    reconciles,
     settle,
     source_configmap,
     source_secret,
@@ -60,8 +62,23 @@ def test_no_writes_in_steady_state_nor_after_restart(
     namespace: str,
 ) -> None:
     _setup(mgmt, workloads, workload_clients, namespace)
-    since = settle(3)
-    time.sleep(5)
+    clusters = [f"s{i}" for i in range(len(workloads))]
+    for cluster in clusters:  # the first apply's writes end with each binding's
+        wait_for(lambda c=cluster: binding_entry(mgmt, namespace, c, "steady"), TIMEOUT)
+    since = time.time()
+    # Make the controller look again at every cluster (a Cluster event), and wait
+    # until it has: then nothing may have been written.
+    keys = [f"{namespace}/{c}" for c in clusters]
+    before = {key: reconciles(controller, "cluster", key) for key in keys}
+    poke = {"metadata": {"annotations": {"test.crs.dev/poke": "1"}}}
+    for cluster in clusters:
+        mgmt.patch_merge(CLUSTER_API, "Cluster", cluster, poke, namespace=namespace)
+    wait_for(
+        lambda: all(reconciles(controller, "cluster", k) > before[k] for k in keys),
+        TIMEOUT,
+        message="every cluster reconciled after the poke",
+    )
+    settle(1)  # the API server writes an audit entry just after its response
     assert writes_by(control_plane.servers, CONTROLLER_USERS, since) == []
 
     controller.restart()
@@ -69,7 +86,7 @@ def test_no_writes_in_steady_state_nor_after_restart(
     # Once the restarted controller has re-listed and reconciled every pair, it
     # must have written nothing: everything is already in place.
     wait_for(lambda: reconciled_clusters(controller) >= len(workloads), TIMEOUT)
-    time.sleep(5)
+    settle(1)
     writes = writes_by(control_plane.servers, CONTROLLER_USERS, restarted)
     assert writes == [], "\n".join(writes)
     wait_condition(mgmt, namespace, "steady", "Ready", "True", "Applied")
