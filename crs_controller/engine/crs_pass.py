@@ -63,9 +63,41 @@ class _Progress:
     unreachable: bool = False  # stop contacting the cluster for the rest of the pass
     applied: dict[str, list[str]] = field(default_factory=dict)  # event reason -> resources
 
-    def fail(self, reason: str, message: str, previous: ResourceBinding | None) -> None:
-        self.failures.append((reason, message))
-        self.resources += [previous] if previous else []
+    def add(self, done: _Done) -> None:
+        """Fold one resource's result into the pass."""
+        self.resources += [done.record] if done.record else []
+        self.failures += [done.failure] if done.failure else []
+        if done.applied_as:
+            self.applied.setdefault(done.applied_as, []).append(done.name)
+        self.requeue = earliest(self.requeue, done.requeue)
+        self.retry = self.retry or done.retry
+        self.unreachable = self.unreachable or done.unreachable
+
+
+@dataclass(frozen=True)
+class _Done:
+    """How one resource's turn in a pass ended."""
+
+    name: str  # Kind/name, for events and messages
+    record: ResourceBinding | None  # what the binding keeps for it
+    failure: tuple[str, str] | None = None  # (reason, message)
+    applied_as: str | None = None  # the event reason, when it was applied
+    requeue: float | None = None
+    retry: bool = False
+    unreachable: bool = False  # stop contacting the cluster for the rest of the pass
+
+
+def _failed(
+    name: str,
+    previous: ResourceBinding | None,
+    reason: str,
+    message: str,
+    *,
+    retry: bool = False,
+    unreachable: bool = False,
+) -> _Done:
+    """A failed resource keeps its previous record (and inventory)."""
+    return _Done(name, previous, (reason, message), retry=retry, unreachable=unreachable)
 
 
 async def reconcile_pair(
@@ -94,10 +126,10 @@ async def reconcile_pair(
     for ref in model.spec.resources:
         previous = recorded(entry, ref)
         if progress.unreachable:
-            progress.resources += [previous] if previous else []  # not reached: unchanged
+            progress.add(_Done(ref.name, previous))  # not reached: unchanged
             continue
         step = _Step(ref, previous, strategy, now, drift_due)
-        await _resource_pass(ctx, client, crs, cluster, step, progress)
+        progress.add(await _resource_pass(ctx, client, crs, cluster, step))
     if drift_due != "None":
         ctx.drift.checked(pair, ctx.clock.now(), drift.interval)
     await _announce(ctx, crs, cluster, progress)
@@ -123,31 +155,23 @@ class _Step:
 
 
 async def _resource_pass(
-    ctx: Context, client: KubeClient, crs: Obj, cluster: Obj, step: _Step, progress: _Progress
-) -> None:
-    previous = step.previous
+    ctx: Context, client: KubeClient, crs: Obj, cluster: Obj, step: _Step
+) -> _Done:
+    previous, name = step.previous, f"{step.ref.kind}/{step.ref.name}"
     source = await ctx.sources.load(cluster["metadata"]["namespace"], step.ref)
     if source.error is not None:
-        progress.fail(source.error.reason, str(source.error), previous)
-        return
+        return _failed(name, previous, source.error.reason, str(source.error))
     try:
         decision = plan(step.strategy, previous, source.hash, step.now, step.drift_due)
         why = await _why_apply(ctx, client, decision, previous)
         if why is None:
             assert previous is not None
-            progress.resources.append(previous)
-            next_due = step.strategy.next_due(previous, step.now)
-            progress.requeue = earliest(progress.requeue, next_due)
-            return
-        await _apply_resource(
-            ctx, client, crs, cluster, source, previous, step.strategy, step.now, progress, why
-        )
+            return _Done(name, previous, requeue=step.strategy.next_due(previous, step.now))
+        return await _apply_resource(ctx, client, crs, cluster, source, step, why)
     except Unreachable as exc:
-        progress.fail(exc.reason, str(exc), previous)
-        progress.retry = progress.unreachable = True
+        return _failed(name, previous, exc.reason, str(exc), retry=True, unreachable=True)
     except APIError as exc:  # e.g. a drift read refused: this resource fails alone
-        progress.fail("ApplyFailed", str(exc), previous)
-        progress.retry = True
+        return _failed(name, previous, "ApplyFailed", str(exc), retry=True)
 
 
 async def _announce(ctx: Context, crs: Obj, cluster: Obj, progress: _Progress) -> None:
@@ -186,28 +210,19 @@ async def _why_apply(
 
 
 async def _apply_resource(
-    ctx: Context,
-    client: KubeClient,
-    crs: Obj,
-    cluster: Obj,
-    source: Source,
-    previous: ResourceBinding | None,
-    strategy: ApplyOnce | Reconcile,
-    now: datetime,
-    progress: _Progress,
-    why: str,
-) -> None:
-    ref = source.ref
+    ctx: Context, client: KubeClient, crs: Obj, cluster: Obj, source: Source, step: _Step, why: str
+) -> _Done:
+    ref, previous = source.ref, step.previous
+    name = f"{ref.kind}/{ref.name}"
     try:
         objects = await ctx.sources.objects(source)
     except ResourceError as exc:
-        progress.fail(exc.reason, str(exc), previous)
-        return
+        return _failed(name, previous, exc.reason, str(exc))
     applied = await apply_objects(
         client,
         objects,
         field_manager=ctx.settings.field_manager,
-        only_missing=strategy.applies_only_missing,
+        only_missing=step.strategy.applies_only_missing,
         confidential=ref.kind == "Secret",
     )
     metrics.OBJECTS_APPLIED.inc(len(applied.applied))
@@ -221,25 +236,20 @@ async def _apply_resource(
         generations=applied.generations,
         skipped=applied.skipped,
         owned=applied.owned,
-        now=now,
+        now=step.now,
     )
-    progress.resources.append(record)
-    cluster_name = cluster["metadata"]["name"]
     log.info(
         "resource applied" if applied.ok else "resource apply failed",
         crs=f"{crs['metadata']['namespace']}/{crs['metadata']['name']}",
-        cluster=cluster_name,
-        resource=f"{ref.kind}/{ref.name}",
+        cluster=cluster["metadata"]["name"],
+        resource=name,
         objects=len(applied.applied),
         errors=len(applied.errors),
     )
-    if applied.ok:
-        progress.applied.setdefault(why, []).append(f"{ref.kind}/{ref.name}")
-        progress.requeue = earliest(progress.requeue, strategy.next_due(record, now))
-    else:
-        errors = "; ".join(applied.errors)
-        progress.failures.append(("ApplyFailed", f"{ref.kind}/{ref.name}: {errors}"))
-        progress.retry = True
+    if not applied.ok:
+        failure = ("ApplyFailed", f"{name}: {'; '.join(applied.errors)}")
+        return _Done(name, record, failure, retry=True)
+    return _Done(name, record, applied_as=why, requeue=step.strategy.next_due(record, step.now))
 
 
 def crs_generation(crs: Obj) -> int:
