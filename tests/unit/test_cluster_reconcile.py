@@ -1,0 +1,162 @@
+"""The cluster reconcile's decisions against in-memory clients (``memory_kube``): a
+first pass applies and records; a second pass with nothing changed writes nothing;
+a changed source is reapplied in Reconcile mode and ignored in ApplyOnce; an
+unreachable cluster and an unexpected error become that cluster's outcome; a paused
+Cluster is left alone; a CRS the model refuses is skipped while another converges.
+The same behaviours are checked end to end on real servers in tests/integration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from crs_controller.core.models import API_VERSION
+from crs_controller.engine.cluster_reconcile import reconcile_cluster
+
+from .memory_kube import CLUSTER_API, MemoryKube, World
+
+NS = "default"
+Obj = dict[str, Any]
+
+
+def configmap_source(name: str, *objects: Obj) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NS},
+        "data": {"a": yaml.safe_dump_all(objects)},
+    }
+
+
+def payload(name: str, value: str = "1") -> Obj:
+    meta = {"name": name, "namespace": "default"}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"v": value}}
+
+
+def crs(name: str, source: str, mode: str = "Reconcile", **spec: Any) -> Obj:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterResourceSet",
+        "metadata": {"name": name, "namespace": NS, "generation": 1},
+        "spec": {
+            "clusterSelector": {"matchLabels": {"env": "prod"}},
+            "resources": [{"kind": "ConfigMap", "name": source}],
+            "mode": mode,
+            **spec,
+        },
+    }
+
+
+def cluster(name: str, **spec: Any) -> Obj:
+    return {
+        "apiVersion": CLUSTER_API,
+        "kind": "Cluster",
+        "metadata": {"name": name, "namespace": NS, "labels": {"env": "prod"}},
+        "spec": spec,
+        "status": {"controlPlaneReady": True},
+    }
+
+
+def kubeconfig_secret(cluster_name: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"{cluster_name}-kubeconfig", "namespace": NS},
+        "data": {"value": ""},
+    }
+
+
+async def world_with(*crss: Obj, mode_source: Obj | None = None, paused: bool = False) -> World:
+    workload = MemoryKube("c1")
+    world = World({"c1": workload})
+    await world.add(mode_source or configmap_source("src", payload("addon")))
+    for item in crss:
+        await world.add(item)
+    await world.add(cluster("c1", **({"paused": True} if paused else {})))
+    await world.add(kubeconfig_secret("c1"))
+    return world
+
+
+async def reconcile(world: World) -> Any:
+    result = await reconcile_cluster(world.ctx, NS, "c1")
+    world.sync_bindings()
+    return result
+
+
+def outcome(world: World, crs_name: str) -> tuple[str, str]:
+    found = world.ctx.outcomes.get(NS, crs_name, "c1")
+    assert found is not None
+    return found.reason, found.message
+
+
+async def test_a_first_pass_applies_records_and_a_second_writes_nothing() -> None:
+    world = await world_with(crs("a", "src"))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    result = await reconcile(world)
+    assert ("apply", "ConfigMap/addon") in workload.writes()
+    assert outcome(world, "a")[0] == "Applied"
+    assert world.bindings.get(NS, "c1") is not None
+    assert not result.retry
+
+    workload.requests.clear()
+    world.mgmt.requests.clear()
+    await reconcile(world)
+    assert workload.writes() == []
+    assert [w for w in world.mgmt.writes() if "Binding" in w[1]] == []
+
+
+@pytest.mark.parametrize(("mode", "reapplied"), [("Reconcile", True), ("ApplyOnce", False)])
+async def test_a_changed_source_is_reapplied_only_in_reconcile_mode(
+    mode: str, reapplied: bool
+) -> None:
+    world = await world_with(crs("a", "src", mode=mode))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    source = await world.mgmt.get("v1", "ConfigMap", "src", NS)
+    assert source is not None
+    source["data"] = configmap_source("src", payload("addon", "2"))["data"]
+    await world.update(source)
+    workload.requests.clear()
+
+    await reconcile(world)
+    assert (("apply", "ConfigMap/addon") in workload.writes()) is reapplied
+    live = await workload.get("v1", "ConfigMap", "addon", "default")
+    assert live is not None and live["data"] == {"v": "2" if reapplied else "1"}
+
+
+async def test_an_unreachable_cluster_is_its_outcome_and_is_retried() -> None:
+    world = await world_with(crs("a", "src"))
+    world.ctx.workloads.clients["c1"].down = True  # type: ignore[attr-defined]
+    result = await reconcile(world)
+    reason, message = outcome(world, "a")
+    assert reason == "ClusterUnreachable"
+    assert "ConnectError" in message
+    assert result.retry
+
+
+async def test_an_unexpected_error_in_a_pass_is_that_pairs_outcome() -> None:
+    world = await world_with(crs("a", "src"))
+    world.ctx.workloads.clients["c1"].fail_with = KeyError("metadata")  # type: ignore[attr-defined]
+    result = await reconcile(world)
+    assert outcome(world, "a") == ("ApplyFailed", "unexpected KeyError; see the controller log")
+    assert result.retry
+
+
+async def test_a_paused_cluster_is_left_alone() -> None:
+    world = await world_with(crs("a", "src"), paused=True)
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    assert workload.requests == []
+    assert world.ctx.outcomes.get(NS, "a", "c1") is None
+    assert world.bindings.get(NS, "c1") is None
+
+
+async def test_a_crs_the_model_refuses_is_skipped_and_another_converges() -> None:
+    world = await world_with(crs("bad", "src", mode="Sometimes"), crs("good", "src"))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    assert outcome(world, "good")[0] == "Applied"
+    assert world.ctx.outcomes.get(NS, "bad", "c1") is None
+    assert ("apply", "ConfigMap/addon") in workload.writes()
