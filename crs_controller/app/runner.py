@@ -16,11 +16,11 @@ from crs_controller.app import extension, health
 from crs_controller.app.leader import LeaderElector
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
-from crs_controller.engine import metrics
 from crs_controller.engine.context import Settings
-from crs_controller.engine.controller import Controller, cluster_api_version
-from crs_controller.engine.tasks import supervised
-from crs_controller.engine.uninstalling import hook_status
+from crs_controller.engine.reconcile.uninstalling import hook_status
+from crs_controller.engine.runtime import metrics
+from crs_controller.engine.runtime.controller import Controller, cluster_api_version
+from crs_controller.engine.runtime.tasks import supervised
 
 log = structlog.get_logger(__name__)
 

@@ -9,11 +9,11 @@ from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import WorkloadClients
 from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.core.modes import DriftSchedule
-from crs_controller.engine.events import EventRecorder
 from crs_controller.engine.index import Index
 from crs_controller.engine.outcomes import Outcomes
+from crs_controller.engine.runtime.events import EventRecorder
+from crs_controller.engine.runtime.watching import Informer
 from crs_controller.engine.sources import Sources
-from crs_controller.engine.watching import Informer
 
 
 @dataclass(frozen=True)

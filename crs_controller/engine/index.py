@@ -12,7 +12,7 @@ from crs_controller.core.clusters import is_deleting, is_paused, labels_of
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.models import ClusterResourceSet
 from crs_controller.core.selectors import selector_matches, validate_selector
-from crs_controller.engine.watching import Informer
+from crs_controller.engine.runtime.watching import Informer
 
 SourceKey = tuple[str, str, str]  # namespace, kind, name
 

@@ -21,8 +21,8 @@ from crs_controller.core.hashing import resource_hash
 from crs_controller.core.manifests import parse_objects
 from crs_controller.core.models import ResourceRef
 from crs_controller.core.ordering import apply_order
-from crs_controller.engine import metrics
-from crs_controller.engine.watching import Informer, resource_version
+from crs_controller.engine.runtime import metrics
+from crs_controller.engine.runtime.watching import Informer, resource_version
 
 PARSED_CACHE_SIZE = 128
 # Parsing a large value (Calico's 700 KB takes ~200 ms) runs in a worker thread, so

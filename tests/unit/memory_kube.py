@@ -17,10 +17,10 @@ from crs_controller.core.models import (
     CLUSTER_RESOURCE_SET_KIND,
 )
 from crs_controller.engine.context import Context, Settings
-from crs_controller.engine.events import EventRecorder
 from crs_controller.engine.index import Index
+from crs_controller.engine.runtime.events import EventRecorder
+from crs_controller.engine.runtime.watching import Informer, WatchSpec
 from crs_controller.engine.sources import Sources
-from crs_controller.engine.watching import Informer, WatchSpec
 
 Obj = dict[str, Any]
 CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole"}

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from crs_controller.core.models import API_VERSION
-from crs_controller.engine.cluster_reconcile import reconcile_cluster
+from crs_controller.engine.reconcile.cluster import reconcile_cluster
 
 from .memory_kube import CLUSTER_API, MemoryKube, World
 

@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crs_controller.core.clock import MonotonicClock
-from crs_controller.engine.queue import WorkQueue
+from crs_controller.engine.runtime.queue import WorkQueue
 from tests.unit.fake_clock import FakeClock
 
 T = TypeVar("T")

@@ -29,10 +29,10 @@ from crs_controller.core.models import (
 )
 from crs_controller.core.pruning import inventory, stale_objects
 from crs_controller.core.uninstall import cleanup_due, is_job, job_state
-from crs_controller.engine.applying import apply_objects
 from crs_controller.engine.context import Context
 from crs_controller.engine.index import spec_problem
-from crs_controller.engine.pruning import delete_objects
+from crs_controller.engine.reconcile.applying import apply_objects
+from crs_controller.engine.reconcile.pruning import delete_objects
 
 log = structlog.get_logger(__name__)
 

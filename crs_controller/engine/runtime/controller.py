@@ -23,18 +23,18 @@ from crs_controller.core.models import (
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
 )
-from crs_controller.engine import metrics
-from crs_controller.engine.cluster_reconcile import reconcile_cluster
 from crs_controller.engine.context import Context, Settings, cluster_key, crs_key
-from crs_controller.engine.crs_reconcile import reconcile_crs
-from crs_controller.engine.events import EventRecorder
 from crs_controller.engine.index import Index, selects
 from crs_controller.engine.outcomes import Outcomes
-from crs_controller.engine.queue import WorkQueue
-from crs_controller.engine.result import Result
+from crs_controller.engine.reconcile.cluster import reconcile_cluster
+from crs_controller.engine.reconcile.crs import reconcile_crs
+from crs_controller.engine.reconcile.result import Result
+from crs_controller.engine.runtime import metrics
+from crs_controller.engine.runtime.events import EventRecorder
+from crs_controller.engine.runtime.queue import WorkQueue
+from crs_controller.engine.runtime.tasks import supervised
+from crs_controller.engine.runtime.watching import Informer, WatchSpec
 from crs_controller.engine.sources import Sources
-from crs_controller.engine.tasks import supervised
-from crs_controller.engine.watching import Informer, WatchSpec
 
 log = structlog.get_logger(__name__)
 

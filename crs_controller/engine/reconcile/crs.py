@@ -26,7 +26,7 @@ from crs_controller.core.models import (
 from crs_controller.core.status import Problem, invalid_spec, summarize
 from crs_controller.engine.context import Context
 from crs_controller.engine.index import spec_problem
-from crs_controller.engine.result import Result
+from crs_controller.engine.reconcile.result import Result
 
 log = structlog.get_logger(__name__)
 

@@ -26,19 +26,19 @@ from crs_controller.core.models import (
 )
 from crs_controller.core.status import Outcome
 from crs_controller.engine.context import Context
-from crs_controller.engine.crs_pass import (
+from crs_controller.engine.index import active, left_alone
+from crs_controller.engine.reconcile.crs_pass import (
     CRSPass,
     crs_generation,
     earliest,
     reconcile_pair,
     wanted_by,
 )
-from crs_controller.engine.index import active, left_alone
-from crs_controller.engine.pruning import Pruned, prune
-from crs_controller.engine.recording import write_binding
-from crs_controller.engine.result import Result
-from crs_controller.engine.uninstalling import targets as uninstall_targets
-from crs_controller.engine.uninstalling import uninstall
+from crs_controller.engine.reconcile.pruning import Pruned, prune
+from crs_controller.engine.reconcile.recording import write_binding
+from crs_controller.engine.reconcile.result import Result
+from crs_controller.engine.reconcile.uninstalling import targets as uninstall_targets
+from crs_controller.engine.reconcile.uninstalling import uninstall
 
 log = structlog.get_logger(__name__)
 

@@ -35,10 +35,10 @@ from crs_controller.core.modes import (
 )
 from crs_controller.core.pruning import ObjectKey, wanted_keys
 from crs_controller.core.status import Outcome
-from crs_controller.engine import metrics
-from crs_controller.engine.applying import apply_objects
 from crs_controller.engine.context import Context
-from crs_controller.engine.drift_check import drifted
+from crs_controller.engine.reconcile.applying import apply_objects
+from crs_controller.engine.reconcile.drift_check import drifted
+from crs_controller.engine.runtime import metrics
 from crs_controller.engine.sources import Source
 
 log = structlog.get_logger(__name__)
