@@ -11,15 +11,14 @@ from datetime import datetime
 from typing import Any
 
 from crs_controller.core.drift import fields_hash, generation_sum
-from crs_controller.core.manifests import ObjectRef
 from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_KIND,
-    AppliedObject,
     ClusterResourceSetBinding,
     ClusterResourceSetBindingSpec,
     CRSBinding,
     ObjectMeta,
+    ObjectRef,
     ResourceBinding,
     ResourceRef,
     to_api,
@@ -45,12 +44,6 @@ def recorded(entry: CRSBinding | None, ref: ResourceRef) -> ResourceBinding | No
     return None
 
 
-def applied_object(ref: ObjectRef) -> AppliedObject:
-    return AppliedObject(
-        api_version=ref.api_version, kind=ref.kind, namespace=ref.namespace or None, name=ref.name
-    )
-
-
 def record_apply(
     ref: ResourceRef,
     previous: ResourceBinding | None,
@@ -66,10 +59,10 @@ def record_apply(
     """The entry after an apply. On failure the previous inventory is kept, plus what
     did go out, so that nothing we created is ever forgotten. Objects skipped because
     they existed (ApplyOnce) stay in the inventory only if an earlier pass created them."""
-    objects = [applied_object(r) for r in applied]
+    objects = list(applied)
     if previous is not None:
         ours = set(previous.objects)
-        objects += [o for o in map(applied_object, skipped) if o in ours]
+        objects += [o for o in skipped if o in ours]
         if not ok:
             objects = _union(previous.objects, objects)
     return ResourceBinding(
@@ -87,7 +80,7 @@ def record_apply(
     )
 
 
-def _union(first: Iterable[AppliedObject], second: Iterable[AppliedObject]) -> list[AppliedObject]:
+def _union(first: Iterable[ObjectRef], second: Iterable[ObjectRef]) -> list[ObjectRef]:
     return list(dict.fromkeys([*first, *second]))
 
 

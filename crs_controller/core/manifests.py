@@ -18,7 +18,6 @@ import copy
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -26,6 +25,7 @@ from yaml.constructor import ConstructorError
 
 from crs_controller.core.errors import InvalidManifest, WrongSecretType
 from crs_controller.core.manifest_limits import TOO_DEEP, ValueBudget
+from crs_controller.core.models import ObjectRef
 
 __all__ = [
     "RESOURCE_SECRET_TYPE",
@@ -51,43 +51,6 @@ _SERVER_METADATA = frozenset(
         "deletionTimestamp",
     }
 )
-
-
-@dataclass(frozen=True, order=True)
-class ObjectRef:
-    """The identity of one object on a workload cluster; ``namespace`` is "" when none."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-
-    @property
-    def group(self) -> str:
-        group, slash, _version = self.api_version.rpartition("/")
-        return group if slash else ""
-
-    def to_api(self) -> dict[str, str]:
-        data = {"apiVersion": self.api_version, "kind": self.kind}
-        if self.namespace:
-            data["namespace"] = self.namespace
-        data["name"] = self.name
-        return data
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> ObjectRef:
-        api_version, kind, name = (data.get(f) for f in ("apiVersion", "kind", "name"))
-        namespace = data.get("namespace") or ""
-        for value in (api_version, kind, name, namespace):
-            if not isinstance(value, str):
-                raise ValueError("an object reference needs string apiVersion, kind and name")
-        if not (api_version and kind and name):
-            raise ValueError("an object reference needs apiVersion, kind and name")
-        return cls(api_version=api_version, kind=kind, namespace=namespace, name=name)
-
-    def __str__(self) -> str:
-        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
-        return f"{self.api_version} {self.kind} {where}"
 
 
 def object_ref(obj: Mapping[str, Any]) -> ObjectRef:

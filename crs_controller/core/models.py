@@ -10,6 +10,7 @@ are not repeated here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -21,6 +22,7 @@ from pydantic import (
     PlainSerializer,
     SerializerFunctionWrapHandler,
     StringConstraints,
+    field_validator,
     model_serializer,
 )
 from pydantic.alias_generators import to_camel
@@ -173,16 +175,67 @@ class ClusterResourceSet(APIModel):
     status: ClusterResourceSetStatus = Field(default_factory=ClusterResourceSetStatus)
 
 
-class AppliedObject(APIModel):
-    """One object applied to a workload cluster: the inventory that drives drift and
-    deletion. Hashable, so inventories can be compared as sets."""
+class ObjectRef(APIModel):
+    """The identity of one object on a workload cluster, and the binding's inventory
+    entry: one type, serialized one way. ``namespace`` is "" when none (and then not
+    written). Hashable and ordered, so inventories compare as sets and sort; may be
+    built positionally as (apiVersion, kind, namespace, name)."""
 
     model_config = ConfigDict(frozen=True)
 
     api_version: str
     kind: str
-    namespace: str | None = None
+    namespace: str = ""
     name: str
+
+    def __init__(self, *args: str, **data: Any) -> None:
+        data.update(zip(("api_version", "kind", "namespace", "name"), args, strict=False))
+        super().__init__(**data)
+
+    @field_validator("namespace", mode="before")
+    @classmethod
+    def _no_namespace(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+    @model_serializer(mode="wrap")
+    def _without_empty_namespace(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if not (k == "namespace" and not v)}
+
+    def __lt__(self, other: ObjectRef) -> bool:
+        return self._fields() < other._fields()
+
+    def _fields(self) -> tuple[str, str, str, str]:
+        return (self.api_version, self.kind, self.namespace, self.name)
+
+    @property
+    def group(self) -> str:
+        group, slash, _version = self.api_version.rpartition("/")
+        return group if slash else ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """The object whatever its API version: apps/v1 and apps/v1beta2 name the same."""
+        return (self.group, self.kind, self.namespace, self.name)
+
+    def to_api(self) -> dict[str, str]:
+        return to_api(self)
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> ObjectRef:
+        """A reference from its API form; ValueError unless every part is a string."""
+        api_version, kind, name = (data.get(f) for f in ("apiVersion", "kind", "name"))
+        namespace = data.get("namespace") or ""
+        for value in (api_version, kind, name, namespace):
+            if not isinstance(value, str):
+                raise ValueError("an object reference needs string apiVersion, kind and name")
+        if not (api_version and kind and name):
+            raise ValueError("an object reference needs apiVersion, kind and name")
+        return cls(api_version, kind, namespace, name)
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.api_version} {self.kind} {where}"
 
 
 class ResourceBinding(APIModel):
@@ -198,7 +251,7 @@ class ResourceBinding(APIModel):
     generation: int | None = None
     # Hash of the fields our field manager owned on ``objects`` right after the apply.
     fields_hash: str | None = None
-    objects: list[AppliedObject] = Field(default_factory=list)
+    objects: list[ObjectRef] = Field(default_factory=list)
 
 
 class CRSBinding(APIModel):

@@ -11,43 +11,32 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from crs_controller.core.manifests import ObjectRef
-from crs_controller.core.models import AppliedObject, CRSBinding, ResourceBinding
+from crs_controller.core.manifests import object_ref
+from crs_controller.core.models import CRSBinding, ObjectRef, ResourceBinding
 from crs_controller.core.ordering import delete_order
 
 
-def inventory(entries: Iterable[CRSBinding]) -> set[AppliedObject]:
+def inventory(entries: Iterable[CRSBinding]) -> set[ObjectRef]:
     return {o for entry in entries for resource in entry.resources for o in resource.objects}
 
 
-ObjectKey = tuple[str, str, str, str]  # group, kind, namespace ("" = not given), name
-
-
-def object_key(api_version: str, kind: str, namespace: str | None, name: str) -> ObjectKey:
-    # The group, not the version: apps/v1 and apps/v1beta2 name the same object.
-    group = api_version.rpartition("/")[0]
-    return (group, kind, namespace or "", name)
+ObjectKey = tuple[str, str, str, str]  # ObjectRef.key: group, kind, namespace, name
 
 
 def wanted_keys(objects: Iterable[Mapping[str, Any]]) -> set[ObjectKey]:
     """Keys of the objects some CRS wants on the cluster, as parsed from its sources
     (so also objects ApplyOnce found already there and left alone)."""
-    keys = set()
-    for obj in objects:
-        meta = obj.get("metadata") or {}
-        keys.add(object_key(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]))
-    return keys
+    return {object_ref(obj).key for obj in objects}
 
 
-def _is_wanted(obj: AppliedObject, wanted: set[ObjectKey]) -> bool:
-    key = object_key(obj.api_version, obj.kind, obj.namespace, obj.name)
+def _is_wanted(ref: ObjectRef, wanted: set[ObjectKey]) -> bool:
     # A manifest without a namespace went to "default" (or is cluster-scoped).
-    unqualified = (*key[:2], "", key[3])
-    return key in wanted or (obj.namespace in (None, "default") and unqualified in wanted)
+    group, kind, namespace, name = ref.key
+    return ref.key in wanted or (namespace in ("", "default") and (group, kind, "", name) in wanted)
 
 
 def stale_objects(
-    old: CRSBinding, recorded: set[AppliedObject], wanted: set[ObjectKey]
+    old: CRSBinding, recorded: set[ObjectRef], wanted: set[ObjectKey]
 ) -> list[ObjectRef]:
     """What ``old`` applied that nothing wants any more — neither recorded in the
     binding as it will be written, nor in any CRS's current sources — in safe
@@ -59,8 +48,7 @@ def stale_objects(
         for o in r.objects
         if o not in recorded and not _is_wanted(o, wanted)
     )
-    refs = [ObjectRef(o.api_version, o.kind, o.namespace or "", o.name) for o in stale]
-    return delete_order(refs)
+    return delete_order(list(stale))
 
 
 def keep_pending(new: CRSBinding | None, old: CRSBinding) -> CRSBinding:

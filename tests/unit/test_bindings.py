@@ -23,12 +23,11 @@ from crs_controller.core.bindings import (
     record_apply,
     recorded,
 )
-from crs_controller.core.manifests import ObjectRef
 from crs_controller.core.models import (
     API_VERSION,
-    AppliedObject,
     ClusterResourceSetBinding,
     CRSBinding,
+    ObjectRef,
     ResourceBinding,
     ResourceRef,
     to_api,
@@ -46,14 +45,9 @@ SA = ObjectRef("v1", "ServiceAccount", "kube-system", "calico-node")
 CM = ObjectRef("v1", "ConfigMap", "kube-system", "calico-config")
 
 
-def inv(*refs: ObjectRef) -> list[AppliedObject]:
+def inv(*refs: ObjectRef) -> list[ObjectRef]:
     """The inventory the binding should show for ``refs``, in that order."""
-    return [
-        AppliedObject(
-            api_version=r.api_version, kind=r.kind, namespace=r.namespace or None, name=r.name
-        )
-        for r in refs
-    ]
+    return list(refs)
 
 
 def previous(*refs: ObjectRef, applied: bool = True) -> ResourceBinding:
@@ -448,7 +442,7 @@ def test_a_foreign_owner_on_the_current_binding_settles_after_one_write() -> Non
 
 names = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-"), min_size=1, max_size=12)
 objects = st.builds(
-    AppliedObject,
+    ObjectRef,
     api_version=st.sampled_from(["v1", "apps/v1", "apiextensions.k8s.io/v1", "x.io/v1beta1"]),
     kind=st.sampled_from(["Namespace", "ConfigMap", "Deployment", "CustomResourceDefinition"]),
     namespace=st.none() | names,

@@ -24,13 +24,13 @@ from crs_controller.core.models import (
     API_VERSION,
     DURATION_PATTERN,
     FINALIZER,
-    AppliedObject,
     ClusterResourceSet,
     ClusterResourceSetBinding,
     ClusterResourceSetSpec,
     ClusterResourceSetStatus,
     Condition,
     ObjectMeta,
+    ObjectRef,
     ResourceBinding,
     ResourceRef,
     to_api,
@@ -507,8 +507,8 @@ def test_timestamps_are_written_as_rfc3339_utc(given: Any, written: str) -> None
 
 
 def test_applied_objects_are_hashable_values() -> None:
-    deployment = AppliedObject(api_version="apps/v1", kind="Deployment", namespace="a", name="b")
-    same = AppliedObject.model_validate(
+    deployment = ObjectRef(api_version="apps/v1", kind="Deployment", namespace="a", name="b")
+    same = ObjectRef.model_validate(
         {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "a", "name": "b"}
     )
     assert {deployment, same} == {deployment}
@@ -547,7 +547,7 @@ MINIMAL_SPEC = {"clusterSelector": {}, "resources": [{"kind": "ConfigMap", "name
         (ResourceBinding, {"kind": "Secret", "name": "s"}, "objects", []),
         (ResourceBinding, {"kind": "Secret", "name": "s"}, "generation", None),
         (ResourceBinding, {"kind": "Secret", "name": "s"}, "last_applied_time", None),
-        (AppliedObject, {"apiVersion": "v1", "kind": "Namespace", "name": "n"}, "namespace", None),
+        (ObjectRef, {"apiVersion": "v1", "kind": "Namespace", "name": "n"}, "namespace", ""),
         (
             Condition,
             {"type": "Ready", "status": "True", "reason": "R", "lastTransitionTime": "t"},

@@ -4,18 +4,18 @@ what stays recorded while a deletion is unfinished."""
 
 from __future__ import annotations
 
-from crs_controller.core.models import AppliedObject, CRSBinding, ResourceBinding
+from crs_controller.core.models import CRSBinding, ObjectRef, ResourceBinding
 from crs_controller.core.pruning import inventory, keep_pending, stale_objects, wanted_keys
 
-NS = AppliedObject(api_version="v1", kind="Namespace", name="addon")
-CRD = AppliedObject(
+NS = ObjectRef(api_version="v1", kind="Namespace", name="addon")
+CRD = ObjectRef(
     api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition", name="ws.x.io"
 )
-CR = AppliedObject(api_version="x.io/v1", kind="Widget", namespace="addon", name="w")
-CM = AppliedObject(api_version="v1", kind="ConfigMap", namespace="default", name="cm")
+CR = ObjectRef(api_version="x.io/v1", kind="Widget", namespace="addon", name="w")
+CM = ObjectRef(api_version="v1", kind="ConfigMap", namespace="default", name="cm")
 
 
-def entry(name: str, **resources: list[AppliedObject]) -> CRSBinding:
+def entry(name: str, **resources: list[ObjectRef]) -> CRSBinding:
     return CRSBinding(
         cluster_resource_set_name=name,
         resources=[

@@ -18,10 +18,7 @@ async def drifted(
     client: KubeClient, recorded: ResourceBinding, mode: str, *, field_manager: str
 ) -> bool:
     """``mode`` is the CRS's driftDetection: Generation or Content."""
-    inventory = [
-        ObjectRef(o.api_version, o.kind, o.namespace or "", o.name) for o in recorded.objects
-    ]
-    seen = await observe(client, inventory, field_manager=field_manager)
+    seen = await observe(client, recorded.objects, field_manager=field_manager)
     if generation_drift(recorded.generation, seen.generations):
         return True
     return mode == "Content" and content_drift(recorded.fields_hash, seen.owned)
