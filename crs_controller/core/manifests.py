@@ -16,6 +16,7 @@ import base64
 import binascii
 import copy
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -186,7 +187,7 @@ def _documents(context: str, text: str) -> list[Any]:
 def _json_or_none(text: str) -> Any:
     """The JSON value of ``text`` (an object or an array, never None), or None."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):  # RecursionError: nested too deeply for json
         return None
 
@@ -334,7 +335,19 @@ def _construct_float(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     value = loader.construct_scalar(node)  # type: ignore[arg-type]
     if ":" in value:
         return value
-    return _converted(loader.construct_yaml_float, node, "a number")
+    return _converted(lambda n: _finite(loader.construct_yaml_float(n)), node, "a finite number")
+
+
+def _finite(number: float) -> float:
+    # .nan and .inf have no JSON form: the apply request could not carry them (go-yaml
+    # reads them, and kubectl then fails to encode the object).
+    if not math.isfinite(number):
+        raise ValueError("not finite")
+    return number
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError("NaN and Infinity are not JSON")
 
 
 def _encodable(number: int) -> int:

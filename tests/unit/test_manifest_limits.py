@@ -470,3 +470,17 @@ def test_anchor_graphs_are_bounded_or_refused(document: str, marker: str) -> Non
     nodes, depth = expanded(obj)  # independent of the module's own count
     assert nodes <= MAX_NODES and depth <= MAX_DEPTH
     json.dumps(apply_body(obj))
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.Inf", "!!float .NaN"])
+def test_numbers_without_a_json_form_are_refused_naming_the_position(value: str) -> None:
+    doc = f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\nspec:\n  f: {value}\n"
+    with pytest.raises(InvalidManifest, match="cannot be read as a finite number") as caught:
+        parse_objects(configmap(doc))
+    assert "line 6" in str(caught.value)
+
+
+def test_json_nan_is_not_a_number_either() -> None:
+    doc = '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "v": NaN}'
+    [obj] = parse_objects(configmap(doc))
+    assert json.dumps(obj, allow_nan=False)  # encodable: NaN was read as YAML's text
