@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any, cast
 
 import structlog
@@ -99,10 +99,10 @@ class Controller:
         for cluster in ctx.index.clusters_in(namespace):
             if (old and selects(old, cluster)) or (new and selects(new, cluster)):
                 self.queue.add(cluster_key(namespace, cluster["metadata"]["name"]))
-        # Clusters it no longer selects may still hold entries of it (Delete policy,
-        # a finalizer waiting for them): their reconciles let go.
-        for (ns, cluster_name), raw in ctx.bindings.store.items():
-            if ns == namespace and name in crs_names(parse_binding(raw)):
+        if new is not None and new["metadata"].get("deletionTimestamp"):
+            # Its finalizer waits for every binding to let go, including those of
+            # clusters it no longer selects (entries kept by an unfinished deletion).
+            for cluster_name in _holders(ctx.bindings.store, namespace, name):
                 self.queue.add(cluster_key(namespace, cluster_name))
 
     def _on_cluster(self, old: Obj | None, new: Obj | None) -> None:
@@ -212,6 +212,16 @@ class Controller:
 
     async def close(self) -> None:
         await self.ctx.workloads.close()
+
+
+def _holders(bindings: Mapping[tuple[str, str], Obj], namespace: str, crs: str) -> list[str]:
+    """Clusters whose binding has an entry for ``crs`` (read raw: no model per binding)."""
+    found = []
+    for (ns, cluster), raw in bindings.items():
+        entries = (raw.get("spec") or {}).get("bindings") or []
+        if ns == namespace and any(e.get("clusterResourceSetName") == crs for e in entries):
+            found.append(cluster)
+    return found
 
 
 def _status_only(old: Obj | None, new: Obj | None) -> bool:
