@@ -256,3 +256,32 @@ def test_key_material_that_is_not_pem_is_named_not_quoted() -> None:
     assert "secret-ish" not in str(caught.value)
     with pytest.raises(Unreachable, match="needs both its certificate and key"):
         KubeClient(Endpoint(server="https://127.0.0.1:1", cert_pem=CLIENT.cert_pem), name="c")
+
+
+def test_large_bodies_are_counted_without_walking_them_whole() -> None:
+    shared = ["x"] * 100
+    big = {"data": [shared] * 300}  # 30,000 leaves through shared lists
+    assert kube._has_nodes(big, kube.ENCODE_IN_THREAD_NODES)
+    assert not kube._has_nodes({"data": shared}, kube.ENCODE_IN_THREAD_NODES)
+
+
+async def test_a_large_apply_body_is_encoded_off_the_loop_and_sent() -> None:
+    def reply(method: str, path: str) -> tuple[int, str, bytes]:
+        if path.startswith("/api/v1/namespaces"):
+            return 200, "application/json", b'{"kind": "ConfigMap"}'
+        return 200, "application/json", json.dumps(DISCOVERY).encode()
+
+    async with server(reply) as peers:
+        client = client_for(peers.pop(0))
+        try:
+            data = {f"k{i}": "v" for i in range(kube.ENCODE_IN_THREAD_NODES)}
+            obj = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "big", "namespace": "default"},
+                "data": data,
+            }
+            assert kube._has_nodes(obj, kube.ENCODE_IN_THREAD_NODES)
+            assert await client.apply(obj, field_manager="m") == {"kind": "ConfigMap"}
+        finally:
+            await client.close()
