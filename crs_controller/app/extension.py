@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
-from crs_controller.app.health import (
+from crs_controller.app.serving import (
     KEEP_ALIVE_TIMEOUT,
     READ_TIMEOUT,
     Headers,

@@ -27,7 +27,7 @@ import pytest
 
 from crs_controller.app import extension, health
 from crs_controller.app.extension import DISCOVERY_PATH, HOOK_PATH, MAX_BODY
-from crs_controller.app.health import MAX_HEAD
+from crs_controller.app.serving import MAX_HEAD
 from crs_controller.testbed.certs import CertificateAuthority
 
 KEEP_ALIVE = 0.5
