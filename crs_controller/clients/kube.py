@@ -466,7 +466,8 @@ def _api_error(where: str, response: httpx.Response, raw: bytes) -> APIError:
     if not isinstance(status, dict) or status.get("kind") != "Status":
         # Not an API server's Status: a proxy, a load balancer, or not Kubernetes.
         return Unreachable(f"{where}: {_not_kubernetes(response)}", status=code)
-    reason = str(status.get("reason", "")) or str(code)
+    # The Status is the server's to write, and a hostile one could make it long.
+    reason = str(status.get("reason", ""))[:100] or str(code)
     # The server's message can quote object content (e.g. an invalid Secret), so
     # callers decide whether to show it; we keep it truncated on the side, next to
     # the value-free (field, reason) causes.

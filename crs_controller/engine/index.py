@@ -48,15 +48,18 @@ def left_alone(crs: Obj) -> bool:
     return is_paused(crs) or spec_problem(crs) is not None
 
 
-_PROBLEMS: OrderedDict[tuple[str, str, str], InvalidSpec | None] = OrderedDict()
+_PROBLEMS: OrderedDict[tuple[str, str], InvalidSpec | None] = OrderedDict()
 _PROBLEMS_SIZE = 4096
 
 
 def spec_problem(crs: Obj) -> InvalidSpec | None:
     """Why the model refuses this CRS (e.g. written before a CRD upgrade, or through
-    a looser schema), or None. Checked once per resourceVersion."""
+    a looser schema), or None. Checked once per object version: uid and
+    resourceVersion together name one content for good (a CRS deleted and created
+    again under its name has a new uid)."""
     meta = crs.get("metadata") or {}
-    key = (str(meta.get("namespace")), str(meta.get("name")), str(meta.get("resourceVersion")))
+    uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+    key = (str(uid), str(meta.get("resourceVersion")))
     if key in _PROBLEMS:
         return _PROBLEMS[key]
     problem = None

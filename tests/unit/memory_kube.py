@@ -6,6 +6,7 @@ managedFields), enforces resourceVersions on PUT, and records every request."""
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,7 +50,7 @@ class MemoryKube:
     def _stamp(self, obj: Obj) -> Obj:
         self._version += 1
         obj.setdefault("metadata", {})["resourceVersion"] = str(self._version)
-        obj["metadata"].setdefault("uid", f"uid-{obj['metadata']['name']}")
+        obj["metadata"].setdefault("uid", str(uuid.uuid4()))
         return obj
 
     def writes(self) -> list[tuple[str, str]]:

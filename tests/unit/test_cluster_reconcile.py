@@ -160,3 +160,38 @@ async def test_a_crs_the_model_refuses_is_skipped_and_another_converges() -> Non
     assert outcome(world, "good")[0] == "Applied"
     assert world.ctx.outcomes.get(NS, "bad", "c1") is None
     assert ("apply", "ConfigMap/addon") in workload.writes()
+
+
+@pytest.mark.parametrize(("mode", "held"), [("Reconcile", True), ("Sometimes", False)])
+async def test_the_hook_holds_a_deletion_only_for_a_crs_that_will_clean_up(
+    mode: str, held: bool
+) -> None:
+    """A CRS the model refuses is never cleaned up for, so it must not hold the
+    Cluster's deletion either (it would until uninstall.timeout)."""
+    from crs_controller.engine.reconcile.uninstalling import hook_status  # noqa: PLC0415
+
+    world = await world_with(crs("a", "src", mode=mode, uninstall={"ensure": True}))
+    live = await world.mgmt.get(CLUSTER_API, "Cluster", "c1", NS)
+    assert live is not None
+    live["metadata"]["deletionTimestamp"] = "2099-01-01T00:00:00Z"
+    await world.update(live)
+    entry = {
+        "clusterResourceSetName": "a",
+        "resources": [
+            {
+                "kind": "ConfigMap",
+                "name": "src",
+                "applied": True,
+                "objects": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "addon"}],
+            }
+        ],
+    }
+    binding = {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterResourceSetBinding",
+        "metadata": {"name": "c1", "namespace": NS},
+        "spec": {"clusterName": "c1", "bindings": [entry]},
+    }
+    await world.mgmt.create(binding)
+    retry_after, message = await hook_status(world.ctx, live)
+    assert (retry_after > 0) is held, message

@@ -55,9 +55,16 @@ def targets(ctx: Context, cluster: Obj, binding: ClusterResourceSetBinding | Non
     found = []
     for name in entries_by_crs(binding):
         crs = ctx.index.crs(namespace, name)
-        if crs is not None and spec_problem(crs) is None and cleanup_due(crs, cluster, now):
+        if crs is not None and _holds_deletion(crs, cluster, now):
             found.append(crs)
     return found
+
+
+def _holds_deletion(crs: Obj | None, cluster: Obj, now: datetime) -> bool:
+    """Does this CRS hold the Cluster's deletion for cleanup? One rule for the cleanup
+    itself and for the hook's answer: a CRS the model refuses cleans nothing up, so
+    it must not hold anything either."""
+    return crs is not None and spec_problem(crs) is None and cleanup_due(crs, cluster, now)
 
 
 async def uninstall(
@@ -171,7 +178,7 @@ async def hook_status(ctx: Context, cluster: Obj) -> tuple[int, str]:
         if not inventory([entry]):
             continue  # nothing was ever applied there by this CRS
         crs = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs_name, namespace)
-        if cleanup_due(crs, live, now):
+        if _holds_deletion(crs, live, now):
             pending.append(crs_name)
     if not pending:
         return 0, "crs-controller: nothing (more) to clean up"
