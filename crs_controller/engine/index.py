@@ -48,32 +48,48 @@ def left_alone(crs: Obj) -> bool:
     return is_paused(crs) or spec_problem(crs) is not None
 
 
-_PROBLEMS: OrderedDict[tuple[str, str], InvalidSpec | None] = OrderedDict()
-_PROBLEMS_SIZE = 4096
+_PARSED: OrderedDict[tuple[str, str], ClusterResourceSet | InvalidSpec] = OrderedDict()
+_PARSED_SIZE = 4096
 
 
-def spec_problem(crs: Obj) -> InvalidSpec | None:
-    """Why the model refuses this CRS (e.g. written before a CRD upgrade, or through
-    a looser schema), or None. Checked once per object version: uid and
+def crs_model(crs: Obj) -> ClusterResourceSet:
+    """The CRS as the model reads it; raises ``InvalidSpec`` when the model refuses it
+    (e.g. written before a CRD upgrade, or through a looser schema). Parsed once per
+    object version, however many clusters and reconciles read it: uid and
     resourceVersion together name one content for good (a CRS deleted and created
     again under its name has a new uid)."""
     meta = crs.get("metadata") or {}
     uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
     key = (str(uid), str(meta.get("resourceVersion")))
-    if key in _PROBLEMS:
-        return _PROBLEMS[key]
-    problem = None
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        parsed = _parse_crs(crs)
+        _PARSED[key] = parsed
+        if len(_PARSED) > _PARSED_SIZE:
+            _PARSED.popitem(last=False)
+    if isinstance(parsed, InvalidSpec):
+        raise parsed
+    return parsed
+
+
+def spec_problem(crs: Obj) -> InvalidSpec | None:
+    """Why the model refuses this CRS, or None."""
     try:
-        ClusterResourceSet.model_validate(crs)
+        crs_model(crs)
+    except InvalidSpec as exc:
+        return exc
+    return None
+
+
+def _parse_crs(crs: Obj) -> ClusterResourceSet | InvalidSpec:
+    try:
+        model = ClusterResourceSet.model_validate(crs)
         validate_selector((crs.get("spec") or {}).get("clusterSelector"))
     except ValidationError as exc:
-        problem = InvalidSpec(describe_validation(exc))
+        return InvalidSpec(describe_validation(exc))
     except InvalidSpec as exc:  # a selector the API server would refuse too
-        problem = exc
-    _PROBLEMS[key] = problem
-    if len(_PROBLEMS) > _PROBLEMS_SIZE:
-        _PROBLEMS.popitem(last=False)
-    return problem
+        return exc
+    return model
 
 
 def describe_validation(exc: ValidationError) -> str:

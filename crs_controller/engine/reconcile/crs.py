@@ -19,13 +19,12 @@ from crs_controller.core.clusters import is_deleting, is_paused
 from crs_controller.core.errors import InvalidSpec, ResourceError
 from crs_controller.core.models import (
     FINALIZER,
-    ClusterResourceSet,
     ClusterResourceSetStatus,
     to_api,
 )
 from crs_controller.core.status import Problem, invalid_spec, summarize
 from crs_controller.engine.context import Context
-from crs_controller.engine.index import spec_problem
+from crs_controller.engine.index import crs_model, spec_problem
 from crs_controller.engine.reconcile.result import Result
 
 log = structlog.get_logger(__name__)
@@ -96,7 +95,7 @@ def _with_finalizers(crs: Obj, finalizers: list[str]) -> Obj:
 
 
 async def _write_status(ctx: Context, crs: Obj) -> None:
-    model = ClusterResourceSet.model_validate(crs)
+    model = crs_model(crs)
     namespace = model.metadata.namespace or ""
     problems: list[Problem] = []
     for ref in model.spec.resources:

@@ -17,7 +17,6 @@ from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.bindings import record_apply, recorded
 from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreachable
 from crs_controller.core.models import (
-    ClusterResourceSet,
     CRSBinding,
     ResourceBinding,
     ResourceRef,
@@ -36,6 +35,7 @@ from crs_controller.core.modes import (
 from crs_controller.core.pruning import ObjectKey, wanted_keys
 from crs_controller.core.status import Outcome
 from crs_controller.engine.context import Context
+from crs_controller.engine.index import crs_model
 from crs_controller.engine.reconcile.applying import apply_objects
 from crs_controller.engine.reconcile.drift_check import drifted
 from crs_controller.engine.runtime import metrics
@@ -104,7 +104,7 @@ async def reconcile_pair(
     ctx: Context, client: KubeClient, cluster: Obj, crs: Obj, entry: CRSBinding | None
 ) -> CRSPass:
     namespace = cluster["metadata"]["namespace"]
-    model = ClusterResourceSet.model_validate(crs)
+    model = crs_model(crs)
     generation = crs_generation(crs)
     crs_name = model.metadata.name
     try:
@@ -187,7 +187,7 @@ async def wanted_by(ctx: Context, namespace: str, crss: list[Obj]) -> set[Object
     """What the matching CRSs' sources ask for now (parsing is cached per content)."""
     wanted: set[ObjectKey] = set()
     for crs in crss:
-        for ref in ClusterResourceSet.model_validate(crs).spec.resources:
+        for ref in crs_model(crs).spec.resources:
             source = await ctx.sources.load(namespace, ref)
             if source.error is None:
                 with contextlib.suppress(ResourceError):

@@ -23,14 +23,13 @@ from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
-    ClusterResourceSet,
     ClusterResourceSetBinding,
     CRSBinding,
 )
 from crs_controller.core.pruning import inventory, stale_objects
 from crs_controller.core.uninstall import cleanup_due, is_job, job_state
 from crs_controller.engine.context import Context
-from crs_controller.engine.index import spec_problem
+from crs_controller.engine.index import crs_model, spec_problem
 from crs_controller.engine.reconcile.applying import apply_objects
 from crs_controller.engine.reconcile.pruning import delete_objects
 
@@ -120,7 +119,7 @@ async def _run_hooks(ctx: Context, client: KubeClient, crs: Obj, cluster: Obj) -
     """Apply the beforeDelete objects: Done when every Job among them completed,
     Running while one still runs, Failed (with an event) when one failed."""
     namespace = cluster["metadata"]["namespace"]
-    model = ClusterResourceSet.model_validate(crs)
+    model = crs_model(crs)
     objects: list[dict[str, Any]] = []
     for ref in model.spec.uninstall.before_delete:
         source = await ctx.sources.load(namespace, ref)
