@@ -265,7 +265,18 @@ def test_large_bodies_are_counted_without_walking_them_whole() -> None:
     assert not kube._has_nodes({"data": shared}, kube.ENCODE_IN_THREAD_NODES)
 
 
-async def test_a_large_apply_body_is_encoded_off_the_loop_and_sent() -> None:
+async def test_a_large_apply_body_is_encoded_off_the_loop_and_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    threaded: list[object] = []
+    to_thread = asyncio.to_thread
+
+    async def recording(func: Callable[..., object], *args: object) -> object:
+        threaded.append(func)
+        return await to_thread(func, *args)
+
+    monkeypatch.setattr(kube.asyncio, "to_thread", recording)
+
     def reply(method: str, path: str) -> tuple[int, str, bytes]:
         if path.startswith("/api/v1/namespaces"):
             return 200, "application/json", b'{"kind": "ConfigMap"}'
@@ -281,7 +292,9 @@ async def test_a_large_apply_body_is_encoded_off_the_loop_and_sent() -> None:
                 "metadata": {"name": "big", "namespace": "default"},
                 "data": data,
             }
-            assert kube._has_nodes(obj, kube.ENCODE_IN_THREAD_NODES)
             assert await client.apply(obj, field_manager="m") == {"kind": "ConfigMap"}
+            small = {**obj, "data": {"k": "v"}}
+            assert await client.apply(small, field_manager="m") == {"kind": "ConfigMap"}
         finally:
             await client.close()
+    assert threaded == [kube._encode]  # the large body only
