@@ -11,6 +11,7 @@ from crs_controller.clients.kube import Obj
 from crs_controller.core.clusters import is_deleting, is_paused, labels_of
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.models import ClusterResourceSet
+from crs_controller.core.modes import strategy_for
 from crs_controller.core.selectors import selector_matches, validate_selector
 from crs_controller.engine.runtime.watching import Informer
 
@@ -85,9 +86,10 @@ def _parse_crs(crs: Obj) -> ClusterResourceSet | InvalidSpec:
     try:
         model = ClusterResourceSet.model_validate(crs)
         validate_selector((crs.get("spec") or {}).get("clusterSelector"))
+        strategy_for(model.spec.mode, model.spec.reapply_interval)
     except ValidationError as exc:
         return InvalidSpec(describe_validation(exc))
-    except InvalidSpec as exc:  # a selector the API server would refuse too
+    except InvalidSpec as exc:  # a selector or a mode the API server would refuse too
         return exc
     return model
 

@@ -48,3 +48,8 @@ def test_a_valid_spec_has_no_problem_and_is_active() -> None:
 def test_an_invalid_spec_is_left_alone_not_active() -> None:
     invalid = crs(rv="invalid", mode="Never")
     assert not active(invalid) and left_alone(invalid)
+
+
+def test_a_reapply_interval_outside_reconcile_mode_is_invalid() -> None:
+    problem = spec_problem(crs(rv="applyonce-interval", mode="ApplyOnce", reapplyInterval="5m"))
+    assert problem is not None and "reapplyInterval" in str(problem)

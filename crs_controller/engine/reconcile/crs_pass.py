@@ -15,7 +15,7 @@ import structlog
 
 from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.bindings import record_apply, recorded
-from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreachable
+from crs_controller.core.errors import APIError, ResourceError, Unreachable
 from crs_controller.core.models import (
     CRSBinding,
     ResourceBinding,
@@ -107,13 +107,8 @@ async def reconcile_pair(
     model = crs_model(crs)
     generation = crs_generation(crs)
     crs_name = model.metadata.name
-    try:
-        strategy = strategy_for(model.spec.mode, model.spec.reapply_interval)
-    except CRSError as exc:
-        outcome = Outcome("Failed", exc.reason, str(exc), generation)
-        unchanged = entry or CRSBinding(cluster_resource_set_name=crs_name)
-        return CRSPass(unchanged, outcome, None, False)
-
+    # A spec strategy_for refuses never gets here: it is InvalidSpec (engine/index).
+    strategy = strategy_for(model.spec.mode, model.spec.reapply_interval)
     now = datetime.now(UTC)
     progress = _Progress()
     spec = model.spec
