@@ -7,6 +7,7 @@ import functools
 import os
 import signal
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from crs_controller.app.leader import LeaderElector
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.engine.context import Settings
-from crs_controller.engine.reconcile.uninstalling import hook_status
+from crs_controller.engine.hook import hook_status
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.runtime.controller import Controller, cluster_api_version
 from crs_controller.engine.runtime.tasks import supervised
@@ -79,7 +80,9 @@ async def run(options: RunOptions) -> None:
 async def _hook_answer(controller: Controller, cluster: dict[str, Any]) -> tuple[int, str]:
     """BeforeClusterDelete: the answer read from the API; while cleanup is pending,
     make sure this replica's reconcile of the Cluster is under way."""
-    retry_after, message = await hook_status(controller.ctx, cluster)
+    retry_after, message = await hook_status(
+        controller.mgmt, controller.cluster_api_version, cluster, datetime.now(UTC)
+    )
     if retry_after:
         controller.nudge(cluster)
     return retry_after, message

@@ -31,6 +31,7 @@ from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.core.errors import APIError, Conflict, NotFound, Unreachable
 
 APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
 WATCH_TIMEOUT_SECONDS = 290
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
 METADATA_ITEM = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json"
@@ -278,6 +279,20 @@ class KubeClient:
         if subresource:
             path += f"/{subresource}"
         return await self._request("PUT", path, content=_encode(obj))
+
+    async def merge_patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        patch: Mapping[str, Any],
+    ) -> Obj:
+        """JSON merge patch; with ``metadata.resourceVersion`` in it, a Conflict on a race."""
+        path = await self.path(api_version, kind, namespace, name)
+        return await self._request(
+            "PATCH", path, content=_encode(patch), headers={"Content-Type": MERGE_PATCH}
+        )
 
     async def apply(self, obj: Mapping[str, Any], *, field_manager: str, force: bool = True) -> Obj:
         """Server-side apply of one object; the body is JSON, which is valid YAML."""

@@ -84,13 +84,13 @@ def _union(first: Iterable[ObjectRef], second: Iterable[ObjectRef]) -> list[Obje
     return list(dict.fromkeys([*first, *second]))
 
 
-def owner_reference(crs: Mapping[str, Any]) -> dict[str, Any]:
-    meta = crs["metadata"]
+def owner_reference(crs: ObjectMeta) -> dict[str, Any]:
+    """The owner reference a binding carries for a CRS it has an entry for."""
     return {
         "apiVersion": API_VERSION,
         "kind": CLUSTER_RESOURCE_SET_KIND,
-        "name": meta["name"],
-        "uid": meta["uid"],
+        "name": crs.name,
+        "uid": crs.uid,
     }
 
 

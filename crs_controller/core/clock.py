@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from datetime import UTC, datetime
 from typing import Protocol
 
 __all__ = ["Clock", "MonotonicClock"]
@@ -22,6 +23,11 @@ class Clock(Protocol):
 
     def now(self) -> float:
         """Seconds on a clock that never goes back; only differences mean anything."""
+        ...
+
+    def wall(self) -> datetime:
+        """The time of day in UTC, for what is written down (lastAppliedTime,
+        conditions) and for deadlines that the API states as timestamps."""
         ...
 
     async def sleep_until(self, deadline: float | None, wake: asyncio.Event) -> None:
@@ -38,6 +44,9 @@ class MonotonicClock:
 
     def now(self) -> float:
         return time.monotonic()
+
+    def wall(self) -> datetime:
+        return datetime.now(UTC)
 
     async def sleep_until(self, deadline: float | None, wake: asyncio.Event) -> None:
         timeout = None if deadline is None else max(deadline - self.now(), 0.0)

@@ -11,34 +11,27 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from crs_controller.core.durations import parse_duration
+from crs_controller.core.models import Uninstall
 
 DEFAULT_TIMEOUT = "10m"
 JobState = Literal["Complete", "Failed", "Running"]
 
 
-def deletion_started(cluster: Mapping[str, Any]) -> datetime | None:
-    stamp = (cluster.get("metadata") or {}).get("deletionTimestamp")
-    if not stamp:
-        return None
-    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-
-
-def deadline(cluster: Mapping[str, Any], timeout: str | None) -> datetime | None:
-    """When we stop holding the Cluster's deletion (None: not being deleted)."""
-    started = deletion_started(cluster)
+def deadline(started: datetime | None, timeout: str | None) -> datetime | None:
+    """When we stop holding the Cluster's deletion, counted from its
+    deletionTimestamp ``started`` (None: not being deleted)."""
     if started is None:
         return None
     return started + timedelta(seconds=parse_duration(timeout or DEFAULT_TIMEOUT))
 
 
-def cleanup_due(crs: Mapping[str, Any] | None, cluster: Mapping[str, Any], now: datetime) -> bool:
-    """Does this CRS (raw, None when gone) still hold this Cluster's deletion for
-    cleanup: it asks for ``uninstall.ensure`` and its timeout has not passed?"""
-    spec = (crs or {}).get("spec")
-    uninstall = spec.get("uninstall") if isinstance(spec, Mapping) else None
-    if not isinstance(uninstall, Mapping) or uninstall.get("ensure") is not True:
+def cleanup_due(uninstall: Uninstall | None, started: datetime | None, now: datetime) -> bool:
+    """Does a CRS with this ``uninstall`` (None: gone, or refused by the model) still
+    hold the deletion of a Cluster deleted since ``started``: it asks for ``ensure``
+    and its timeout has not passed?"""
+    if uninstall is None or not uninstall.ensure:
         return False
-    until = deadline(cluster, uninstall.get("timeout"))
+    until = deadline(started, uninstall.timeout)
     return until is not None and now < until
 
 

@@ -1,19 +1,19 @@
-"""What every reconciler shares: clients, caches, indexes, settings. Not the queue:
-reconcilers return what should happen next, and only the runtime touches the queue."""
+"""What each reconciler may use, and nothing more: read-only caches, its own
+writers, and the collaborators it calls. Not the queue: reconcilers return what
+should happen next, and only the runtime touches the queue."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import WorkloadClients
 from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.core.modes import DriftSchedule
-from crs_controller.engine.index import Index
+from crs_controller.engine.index import Caches
 from crs_controller.engine.outcomes import Outcomes
 from crs_controller.engine.runtime.events import EventRecorder
-from crs_controller.engine.runtime.watching import Informer
 from crs_controller.engine.sources import Sources
+from crs_controller.engine.stores import BindingStore, CRSStore
 
 
 @dataclass(frozen=True)
@@ -26,22 +26,29 @@ class Settings:
     reconcile_timeout: float = 300.0
 
 
-@dataclass
-class Context:
+@dataclass(frozen=True)
+class ClusterContext:
+    """The cluster reconcile: applies to one workload cluster and writes its binding."""
+
     settings: Settings
-    mgmt: KubeClient
-    cluster_api_version: str
-    crss: Informer
-    clusters: Informer
-    bindings: Informer
-    configmaps: Informer
-    secrets: Informer
-    index: Index
+    caches: Caches
     sources: Sources
     workloads: WorkloadClients
+    bindings: BindingStore
     events: EventRecorder
-    outcomes: Outcomes = field(default_factory=Outcomes)
+    outcomes: Outcomes
     drift: DriftSchedule = field(default_factory=DriftSchedule)
+    clock: Clock = field(default_factory=MonotonicClock)
+
+
+@dataclass(frozen=True)
+class CRSContext:
+    """The CRS reconcile: its finalizer and its status, from the outcomes."""
+
+    caches: Caches
+    sources: Sources
+    crss: CRSStore
+    outcomes: Outcomes
     clock: Clock = field(default_factory=MonotonicClock)
 
 

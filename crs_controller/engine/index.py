@@ -1,150 +1,138 @@
-"""In-memory indexes over the informer caches: which CRS references which
-ConfigMap/Secret, which Clusters a CRS selects. Rebuilt from the watches alone."""
+"""The caches as the reconcilers see them: read-only queries over the informers, and
+the indexes that answer them without scanning (which CRS references which
+ConfigMap/Secret, which bindings name a CRS). Rebuilt from the watches alone; only
+the runtime's watch handlers update the indexes.
+"""
 
 from __future__ import annotations
 
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
-from pydantic import ValidationError
-
-from crs_controller.clients.kube import Obj
-from crs_controller.core.clusters import is_deleting, is_paused, labels_of
-from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.models import ClusterResourceSet
-from crs_controller.core.modes import strategy_for
-from crs_controller.core.selectors import selector_matches, validate_selector
+from crs_controller.core.objects import CRS, Binding, Cluster
 from crs_controller.engine.runtime.watching import Informer
 
 SourceKey = tuple[str, str, str]  # namespace, kind, name
+K = TypeVar("K")
 
 
-def referenced_sources(crs: Obj) -> set[SourceKey]:
-    """Every ConfigMap/Secret a CRS reads, hook resources included."""
-    namespace = crs["metadata"].get("namespace", "")
-    spec = crs.get("spec") or {}
-    refs = list(spec.get("resources") or [])
-    refs += list((spec.get("uninstall") or {}).get("beforeDelete") or [])
-    return {(namespace, str(r.get("kind")), str(r.get("name"))) for r in refs}
+def referenced_sources(crs: CRS) -> set[SourceKey]:
+    """Every ConfigMap/Secret a CRS reads, hook resources included (none known for a
+    CRS the model refuses: it reads nothing)."""
+    if crs.model is None:
+        return set()
+    spec = crs.model.spec
+    refs = [*spec.resources, *spec.uninstall.before_delete]
+    return {(crs.namespace, r.kind, r.name) for r in refs}
 
 
-def selects(crs: Obj, cluster: Obj) -> bool:
-    """True when the CRS's selector matches the Cluster (same namespace only)."""
-    if crs["metadata"].get("namespace") != cluster["metadata"].get("namespace"):
-        return False
-    try:
-        return selector_matches((crs.get("spec") or {}).get("clusterSelector"), labels_of(cluster))
-    except InvalidSpec:
-        return False
+class Caches(Protocol):
+    """What a reconciler may read. Nothing here writes."""
 
-
-def active(crs: Obj) -> bool:
-    """A CRS that should be applied: not being deleted, not paused, and a spec the
-    model accepts."""
-    return not is_deleting(crs) and not is_paused(crs) and spec_problem(crs) is None
-
-
-def left_alone(crs: Obj) -> bool:
-    """A CRS whose binding entries stay exactly as they are: paused, or a spec the
-    model refuses (it harms nobody, and nothing it applied is touched)."""
-    return is_paused(crs) or spec_problem(crs) is not None
-
-
-_PARSED: OrderedDict[tuple[str, str], ClusterResourceSet | InvalidSpec] = OrderedDict()
-_PARSED_SIZE = 4096
-
-
-def crs_model(crs: Obj) -> ClusterResourceSet:
-    """The CRS as the model reads it; raises ``InvalidSpec`` when the model refuses it
-    (e.g. written before a CRD upgrade, or through a looser schema). Parsed once per
-    object version, however many clusters and reconciles read it: uid and
-    resourceVersion together name one content for good (a CRS deleted and created
-    again under its name has a new uid)."""
-    meta = crs.get("metadata") or {}
-    uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
-    key = (str(uid), str(meta.get("resourceVersion")))
-    parsed = _PARSED.get(key)
-    if parsed is None:
-        parsed = _parse_crs(crs)
-        _PARSED[key] = parsed
-        if len(_PARSED) > _PARSED_SIZE:
-            _PARSED.popitem(last=False)
-    if isinstance(parsed, InvalidSpec):
-        raise parsed
-    return parsed
-
-
-def spec_problem(crs: Obj) -> InvalidSpec | None:
-    """Why the model refuses this CRS, or None."""
-    try:
-        crs_model(crs)
-    except InvalidSpec as exc:
-        return exc
-    return None
-
-
-def _parse_crs(crs: Obj) -> ClusterResourceSet | InvalidSpec:
-    try:
-        model = ClusterResourceSet.model_validate(crs)
-        validate_selector((crs.get("spec") or {}).get("clusterSelector"))
-        strategy_for(model.spec.mode, model.spec.reapply_interval)
-    except ValidationError as exc:
-        return InvalidSpec(describe_validation(exc))
-    except InvalidSpec as exc:  # a selector or a mode the API server would refuse too
-        return exc
-    return model
-
-
-def describe_validation(exc: ValidationError) -> str:
-    """Field paths and what is wrong, never the values (they are the tenant's)."""
-    errors = exc.errors(include_url=False, include_input=False, include_context=False)
-    parts = [".".join(str(p) for p in e["loc"]) + ": " + e["msg"] for e in errors[:5]]
-    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-    return "invalid spec: " + "; ".join(parts) + more
+    def crs(self, namespace: str, name: str) -> CRS | None: ...
+    def cluster(self, namespace: str, name: str) -> Cluster | None: ...
+    def binding(self, namespace: str, name: str) -> Binding | None: ...
+    def crss_in(self, namespace: str) -> list[CRS]: ...
+    def matching_clusters(self, crs: CRS) -> list[Cluster]: ...
+    def matching_crss(self, cluster: Cluster) -> list[CRS]: ...
+    def holders(self, namespace: str, crs: str) -> list[str]: ...
 
 
 class Index:
-    def __init__(self, crss: Informer, clusters: Informer) -> None:
+    """The one implementation of ``Caches``, plus the updates the watch handlers
+    make."""
+
+    def __init__(
+        self, crss: Informer[CRS], clusters: Informer[Cluster], bindings: Informer[Binding]
+    ) -> None:
         self._crss = crss
         self._clusters = clusters
+        self._bindings = bindings
+        self._names: dict[str, dict[str, None]] = defaultdict(dict)  # namespace -> CRS names
+        self._cluster_names: dict[str, dict[str, None]] = defaultdict(dict)
         self._refs: dict[SourceKey, set[str]] = defaultdict(set)
+        self._holders: dict[tuple[str, str], set[str]] = defaultdict(set)  # (ns, CRS) -> clusters
+        self._indexed_refs: dict[tuple[str, str], set[SourceKey]] = {}
+        self._indexed_holds: dict[tuple[str, str], frozenset[str]] = {}
 
-    def update_crs(self, old: Obj | None, new: Obj | None) -> None:
-        for obj, add in ((old, False), (new, True)):
-            if obj is None:
-                continue
-            name = obj["metadata"]["name"]
-            for key in referenced_sources(obj):
-                if add:
-                    self._refs[key].add(name)
-                else:
-                    self._refs[key].discard(name)
-                    if not self._refs[key]:
-                        del self._refs[key]
+    # -- updates (watch handlers only) ------------------------------------------------
 
-    def referencing(self, namespace: str, kind: str, name: str) -> list[Obj]:
-        names = self._refs.get((namespace, kind, name), set())
-        found = (self._crss.get(namespace, n) for n in sorted(names))
-        return [c for c in found if c is not None]
+    # What was indexed per object is remembered here rather than taken from the
+    # handler's ``old``: a write this controller cached at once (``Informer.put``)
+    # makes the watch's ``old`` the new version already.
 
-    def crss_in(self, namespace: str) -> list[Obj]:
-        return sorted(
-            (c for (ns, _), c in self._crss.store.items() if ns == namespace),
-            key=lambda c: str(c["metadata"]["name"]),
-        )
+    def update_crs(self, old: CRS | None, new: CRS | None) -> None:
+        crs = new or old
+        assert crs is not None
+        key = (crs.namespace, crs.name)
+        for source in self._indexed_refs.pop(key, set()):
+            _discard(self._refs, source, crs.name)
+        if new is None:
+            self._names[crs.namespace].pop(crs.name, None)
+            return
+        self._indexed_refs[key] = refs = referenced_sources(new)
+        for source in refs:
+            self._refs[source].add(new.name)
+        self._names[new.namespace][new.name] = None
 
-    def clusters_in(self, namespace: str) -> list[Obj]:
-        return [c for (ns, _), c in self._clusters.store.items() if ns == namespace]
+    def update_cluster(self, old: Cluster | None, new: Cluster | None) -> None:
+        if new is not None:
+            self._cluster_names[new.namespace][new.name] = None
+        elif old is not None:
+            self._cluster_names[old.namespace].pop(old.name, None)
 
-    def matching_clusters(self, crs: Obj) -> list[Obj]:
-        namespace = crs["metadata"].get("namespace", "")
-        return [c for c in self.clusters_in(namespace) if selects(crs, c)]
+    def update_binding(self, old: Binding | None, new: Binding | None) -> None:
+        binding = new or old
+        assert binding is not None
+        namespace, name = binding.meta.namespace or "", binding.meta.name
+        for crs in self._indexed_holds.pop((namespace, name), frozenset()):
+            _discard(self._holders, (namespace, crs), name)
+        if new is None:
+            return
+        self._indexed_holds[(namespace, name)] = new.crs_names
+        for crs in new.crs_names:
+            self._holders[(namespace, crs)].add(name)
 
-    def matching_crss(self, cluster: Obj) -> list[Obj]:
-        namespace = cluster["metadata"].get("namespace", "")
-        return [c for c in self.crss_in(namespace) if selects(c, cluster)]
+    # -- queries ------------------------------------------------------------------
 
-    def crs(self, namespace: str, name: str) -> Obj | None:
+    def crs(self, namespace: str, name: str) -> CRS | None:
         return self._crss.get(namespace, name)
 
-    def cluster(self, namespace: str, name: str) -> Obj | None:
+    def cluster(self, namespace: str, name: str) -> Cluster | None:
         return self._clusters.get(namespace, name)
+
+    def binding(self, namespace: str, name: str) -> Binding | None:
+        return self._bindings.get(namespace, name)
+
+    def referencing(self, namespace: str, kind: str, name: str) -> list[CRS]:
+        return self._crss_named(namespace, sorted(self._refs.get((namespace, kind, name), ())))
+
+    def crss_in(self, namespace: str) -> list[CRS]:
+        return self._crss_named(namespace, sorted(self._names.get(namespace, ())))
+
+    def clusters_in(self, namespace: str) -> list[Cluster]:
+        found = (self.cluster(namespace, n) for n in self._cluster_names.get(namespace, ()))
+        return [c for c in found if c is not None]
+
+    def matching_clusters(self, crs: CRS) -> list[Cluster]:
+        return [c for c in self.clusters_in(crs.namespace) if crs.selects(c)]
+
+    def matching_crss(self, cluster: Cluster) -> list[CRS]:
+        return [c for c in self.crss_in(cluster.namespace) if c.selects(cluster)]
+
+    def holders(self, namespace: str, crs: str) -> list[str]:
+        """Clusters whose binding has an entry for this CRS."""
+        return sorted(self._holders.get((namespace, crs), ()))
+
+    def _crss_named(self, namespace: str, names: Iterable[str]) -> list[CRS]:
+        found = (self.crs(namespace, n) for n in names)
+        return [c for c in found if c is not None]
+
+
+def _discard(index: dict[K, set[str]], key: K, value: str) -> None:
+    members = index.get(key)
+    if members is not None:
+        members.discard(value)
+        if not members:
+            del index[key]

@@ -19,7 +19,7 @@ from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.errors import ResourceError, ResourceNotFound
 from crs_controller.core.hashing import resource_hash
 from crs_controller.core.manifests import parse_objects
-from crs_controller.core.models import ResourceRef
+from crs_controller.core.models import ObjectMeta, ResourceRef
 from crs_controller.core.ordering import apply_order
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.runtime.watching import Informer, resource_version
@@ -44,7 +44,12 @@ class Source:
 
 
 class Sources:
-    def __init__(self, client: KubeClient, configmaps: Informer, secrets: Informer) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        configmaps: Informer[ObjectMeta],
+        secrets: Informer[ObjectMeta],
+    ) -> None:
         self._client = client
         self._informers = {"ConfigMap": configmaps, "Secret": secrets}
         self._contents: dict[ContentKey, Obj] = {}
@@ -55,12 +60,12 @@ class Sources:
     async def content(self, namespace: str, kind: str, name: str) -> Obj | None:
         """The full object, or None when the watch says it does not exist."""
         key = (namespace, kind, name)
-        meta = self._informers[kind].get(namespace, name)
-        if meta is None:
+        watched = self._informers[kind]
+        if watched.get(namespace, name) is None:
             self.forget(*key)
             return None
         held = self._contents.get(key)
-        if held is not None and resource_version(held) >= resource_version(meta):
+        if held is not None and resource_version(held) >= watched.version(namespace, name):
             return held
         fetched = await self._client.get("v1", kind, name, namespace)
         if fetched is None:

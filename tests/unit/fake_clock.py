@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 __all__ = ["FakeClock"]
 
@@ -27,14 +28,21 @@ class _Sleeper:
 class FakeClock:
     """Satisfies ``crs_controller.core.clock.Clock``; starts at an arbitrary time."""
 
-    def __init__(self, start: float = 1000.0) -> None:
+    def __init__(
+        self, start: float = 1000.0, wall: datetime = datetime(2026, 11, 22, 10, tzinfo=UTC)
+    ) -> None:
         # Not zero, so code that confuses a time with a duration is caught.
         self._now = start
+        self._wall_at_start = wall - timedelta(seconds=start)
         self._sleepers: list[_Sleeper] = []
         self._fell_asleep = asyncio.Event()
 
     def now(self) -> float:
         return self._now
+
+    def wall(self) -> datetime:
+        """Moves with ``now``: the wall time at start plus the time advanced."""
+        return self._wall_at_start + timedelta(seconds=self._now)
 
     def advance(self, seconds: float) -> None:
         """Move time forward and wake every sleeper whose deadline has now come."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
 from crs_controller.clients.kube import ResourceInfo
 from crs_controller.core.errors import Conflict, NotFound, Unreachable
@@ -16,16 +16,23 @@ from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
+    ObjectMeta,
 )
-from crs_controller.engine.context import Context, Settings
+from crs_controller.core.objects import parse_binding_object, parse_cluster, parse_crs
+from crs_controller.engine.context import ClusterContext, Settings
 from crs_controller.engine.index import Index
+from crs_controller.engine.outcomes import Outcomes
 from crs_controller.engine.runtime.events import EventRecorder
 from crs_controller.engine.runtime.watching import Informer, WatchSpec
 from crs_controller.engine.sources import Sources
+from crs_controller.engine.stores import BindingStore
+
+from .fake_clock import FakeClock
 
 Obj = dict[str, Any]
 CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole"}
 CLUSTER_API = "cluster.x-k8s.io/v1beta1"
+T = TypeVar("T")
 
 
 class MemoryKube:
@@ -54,7 +61,9 @@ class MemoryKube:
         return obj
 
     def writes(self) -> list[tuple[str, str]]:
-        return [r for r in self.requests if r[0] in ("apply", "create", "replace", "delete")]
+        return [
+            r for r in self.requests if r[0] in ("apply", "create", "replace", "patch", "delete")
+        ]
 
     # -- the KubeClient surface the engine uses --------------------------------------
 
@@ -111,6 +120,26 @@ class MemoryKube:
         self.objects[key] = self._stamp(copy.deepcopy(dict(obj)))
         return copy.deepcopy(self.objects[key])
 
+    async def merge_patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        patch: Mapping[str, Any],
+    ) -> Obj:
+        """Metadata merge only (what the engine patches): resourceVersion is checked."""
+        self._check("patch", f"{kind}/{name}")
+        current = self.objects.get(self._key(api_version, kind, namespace, name))
+        if current is None:
+            raise NotFound(f"{self.name}: not found", status=404)
+        meta = dict(patch.get("metadata") or {})
+        expected = meta.pop("resourceVersion", None)
+        if expected is not None and expected != current["metadata"]["resourceVersion"]:
+            raise Conflict(f"{self.name}: modified", status=409)
+        current["metadata"].update(copy.deepcopy(meta))
+        return copy.deepcopy(self._stamp(current))
+
     async def delete(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> bool:
@@ -132,40 +161,34 @@ class Workloads:
 
 
 class World:
-    """A management cluster in memory, its informer caches, and the context."""
+    """A management cluster in memory, its informer caches, and the contexts."""
 
     def __init__(self, workloads: dict[str, MemoryKube]) -> None:
         self.mgmt = MemoryKube("management")
+        mgmt: Any = self.mgmt  # stands in for a KubeClient
 
-        def ignore(old: Obj | None, new: Obj | None) -> None:
-            pass
+        def informer(api_version: str, kind: str, parse: Callable[[Obj], T]) -> Informer[T]:
+            return Informer(mgmt, WatchSpec(api_version, kind), parse, lambda old, new: None)
 
-        def informer(api_version: str, kind: str) -> Informer:
-            return Informer(self.mgmt, WatchSpec(api_version, kind), ignore)  # type: ignore[arg-type]
-
-        self.crss = informer(API_VERSION, CLUSTER_RESOURCE_SET_KIND)
-        self.clusters = informer(CLUSTER_API, "Cluster")
-        self.bindings = informer(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND)
-        self.configmaps = informer("v1", "ConfigMap")
-        self.secrets = informer("v1", "Secret")
-        self.index = Index(self.crss, self.clusters)
-        self.ctx = Context(
-            settings=Settings(),
-            mgmt=self.mgmt,  # type: ignore[arg-type]
-            cluster_api_version=CLUSTER_API,
-            crss=self.crss,
-            clusters=self.clusters,
-            bindings=self.bindings,
-            configmaps=self.configmaps,
-            secrets=self.secrets,
-            index=self.index,
-            sources=Sources(self.mgmt, self.configmaps, self.secrets),  # type: ignore[arg-type]
-            workloads=Workloads(workloads),  # type: ignore[arg-type]
-            events=EventRecorder(self.mgmt),  # type: ignore[arg-type]
+        self.crss = informer(API_VERSION, CLUSTER_RESOURCE_SET_KIND, parse_crs)
+        self.clusters = informer(CLUSTER_API, "Cluster", parse_cluster)
+        self.bindings = informer(
+            API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, parse_binding_object
         )
-
-    def _cache(self, informer: Informer, obj: Obj) -> None:
-        informer.store[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+        self.configmaps = informer("v1", "ConfigMap", _metadata)
+        self.secrets = informer("v1", "Secret", _metadata)
+        self.index = Index(self.crss, self.clusters, self.bindings)
+        self._bindings_seen: set[tuple[str, str]] = set()
+        self.ctx = ClusterContext(
+            settings=Settings(),
+            caches=self.index,
+            sources=Sources(mgmt, self.configmaps, self.secrets),
+            workloads=cast(Any, Workloads(workloads)),
+            bindings=BindingStore(mgmt, self.bindings),
+            events=EventRecorder(mgmt),
+            outcomes=Outcomes(),
+            clock=FakeClock(),
+        )
 
     async def add(self, obj: Obj) -> Obj:
         """Create on the management cluster and show it to the caches, as a watch would."""
@@ -174,17 +197,18 @@ class World:
         return created
 
     def sync(self, obj: Obj) -> None:
-        kind = obj["kind"]
+        kind, meta = obj["kind"], obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
         if kind == CLUSTER_RESOURCE_SET_KIND:
-            old = self.crss.get(obj["metadata"]["namespace"], obj["metadata"]["name"])
-            self._cache(self.crss, obj)
-            self.index.update_crs(old, obj)
+            old = self.crss.get(*key)
+            self.index.update_crs(old, self.crss.put(obj))
         elif kind == "Cluster":
-            self._cache(self.clusters, obj)
+            old_cluster = self.clusters.get(*key)
+            self.index.update_cluster(old_cluster, self.clusters.put(obj))
         elif kind == "ConfigMap":
-            self._cache(self.configmaps, obj)
+            self.configmaps.put(obj)
         elif kind == "Secret":
-            self._cache(self.secrets, obj)
+            self.secrets.put(obj)
 
     async def update(self, obj: Obj) -> Obj:
         written = await self.mgmt.replace(obj)
@@ -192,8 +216,17 @@ class World:
         return written
 
     def sync_bindings(self) -> None:
-        """Show the bindings written so far to the binding cache (the watch's job)."""
-        self.bindings.store.clear()
+        """Show the bindings as they are now to the binding cache (the watch's job)."""
+        seen = set()
         for (_, kind, namespace, name), obj in self.mgmt.objects.items():
             if kind == CLUSTER_RESOURCE_SET_BINDING_KIND:
-                self.bindings.store[(namespace, name)] = obj
+                seen.add((namespace, name))
+                old = self.bindings.get(namespace, name)
+                self.index.update_binding(old, self.bindings.put(obj))
+        for namespace, name in self._bindings_seen - seen:
+            self.index.update_binding(self.bindings.remove(namespace, name), None)
+        self._bindings_seen = seen
+
+
+def _metadata(raw: Obj) -> ObjectMeta:
+    return ObjectMeta.model_validate(raw["metadata"])

@@ -27,6 +27,7 @@ from crs_controller.core.models import (
     API_VERSION,
     ClusterResourceSetBinding,
     CRSBinding,
+    ObjectMeta,
     ObjectRef,
     ResourceBinding,
     ResourceRef,
@@ -62,12 +63,8 @@ def previous(*refs: ObjectRef, applied: bool = True) -> ResourceBinding:
     )
 
 
-def crs(name: str, uid: str | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ClusterResourceSet",
-        "metadata": {"name": name, "namespace": "default", "uid": uid or f"uid-{name}"},
-    }
+def crs(name: str, uid: str | None = None) -> ObjectMeta:
+    return ObjectMeta(name=name, namespace="default", uid=uid or f"uid-{name}")
 
 
 def entry(name: str, *resources: ResourceBinding) -> CRSBinding:

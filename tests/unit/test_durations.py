@@ -107,5 +107,5 @@ def test_format_of_parse_is_stable(parts: list[tuple[int, str]]) -> None:
     text = "".join(f"{n}{unit}" for n, unit in parts)
     formatted = format_duration(parse_duration(text))
     # Seconds are floats: beyond about 2**52 ns the last nanosecond may round.
-    assert parse_duration(formatted) == pytest.approx(parse_duration(text), rel=0, abs=2e-9)
+    assert parse_duration(formatted) == pytest.approx(parse_duration(text), rel=1e-15, abs=2e-9)
     assert format_duration(parse_duration(formatted)) == formatted

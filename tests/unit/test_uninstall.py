@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.uninstall import deadline, deletion_started, is_job, job_state
+from crs_controller.core.models import Uninstall
+from crs_controller.core.objects import parse_cluster
+from crs_controller.core.uninstall import cleanup_due, deadline, is_job, job_state
 
 STAMP = "2026-11-22T10:00:00Z"
 STARTED = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
@@ -31,27 +33,19 @@ def job(*conditions: tuple[str, str], status: bool = True) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("obj", "started"),
+    ("stamp", "started"),
     [
-        (cluster(), STARTED),
-        (cluster("2026-11-22T10:00:00+00:00"), STARTED),
-        (cluster("2026-11-22T12:00:00+02:00"), STARTED),
-        (cluster(None), None),
-        (cluster(""), None),
-        ({"metadata": {"name": "x", "deletionTimestamp": None}}, None),
-        ({"metadata": None}, None),
-        ({}, None),
+        (STAMP, STARTED),
+        ("2026-11-22T10:00:00+00:00", STARTED),
+        ("2026-11-22T12:00:00+02:00", STARTED),
+        (None, None),
     ],
-    ids=["zulu", "utc-offset", "other-offset", "absent", "empty", "null", "null-meta", "bare"],
+    ids=["zulu", "utc-offset", "other-offset", "absent"],
 )
-def test_deletion_started(obj: dict[str, Any], started: datetime | None) -> None:
-    assert deletion_started(obj) == started
-
-
-def test_deletion_started_is_timezone_aware() -> None:
-    started = deletion_started(cluster())
-    assert started is not None
-    assert started.utcoffset() == timedelta(0)
+def test_deletion_started_is_read_in_utc(stamp: str | None, started: datetime | None) -> None:
+    got = parse_cluster(cluster(stamp)).meta.deletion_timestamp
+    assert got == started
+    assert got is None or got.utcoffset() == timedelta(0)
 
 
 @pytest.mark.parametrize(
@@ -70,18 +64,37 @@ def test_deletion_started_is_timezone_aware() -> None:
 def test_deadline_runs_from_the_deletion_timestamp(
     timeout: str | None, held_for: timedelta
 ) -> None:
-    assert deadline(cluster(), timeout) == STARTED + held_for
+    assert deadline(STARTED, timeout) == STARTED + held_for
 
 
 @pytest.mark.parametrize("timeout", [None, "10m", "1h"])
 def test_no_deadline_for_a_cluster_not_being_deleted(timeout: str | None) -> None:
-    assert deadline(cluster(None), timeout) is None
+    assert deadline(None, timeout) is None
+
+
+@pytest.mark.parametrize(
+    ("uninstall", "now", "due"),
+    [
+        (None, STARTED, False),
+        (Uninstall(), STARTED, False),
+        (Uninstall(ensure=True), STARTED, True),
+        (Uninstall(ensure=True), STARTED + timedelta(minutes=10), False),
+        (Uninstall(ensure=True, timeout="1h"), STARTED + timedelta(minutes=59), True),
+        (Uninstall(ensure=True, timeout="0s"), STARTED, False),
+    ],
+    ids=["gone", "not-asked", "asked", "default-timeout-passed", "own-timeout", "zero"],
+)
+def test_cleanup_holds_the_deletion_until_its_deadline(
+    uninstall: Uninstall | None, now: datetime, due: bool
+) -> None:
+    assert cleanup_due(uninstall, STARTED, now) is due
+    assert cleanup_due(uninstall, None, now) is False
 
 
 @pytest.mark.parametrize("timeout", ["10", "5d", "ten minutes", "-1m"])
 def test_an_invalid_timeout_is_an_invalid_spec(timeout: str) -> None:
     with pytest.raises(InvalidSpec, match="invalid duration"):
-        deadline(cluster(), timeout)
+        deadline(STARTED, timeout)
 
 
 @pytest.mark.parametrize(

@@ -9,31 +9,18 @@ unreachable cluster that only ever delays itself.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import kubeconfig_secret_name
-from crs_controller.core.bindings import entries_by_crs, parse_binding
-from crs_controller.core.clusters import control_plane_initialized, is_deleting, is_paused
+from crs_controller.core.bindings import entries_by_crs, owner_reference
 from crs_controller.core.errors import Unreachable
-from crs_controller.core.models import (
-    API_VERSION,
-    CLUSTER_RESOURCE_SET_BINDING_KIND,
-    ClusterResourceSetBinding,
-    CRSBinding,
-)
+from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
+from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.status import Outcome
-from crs_controller.engine.context import Context
-from crs_controller.engine.index import active, left_alone
-from crs_controller.engine.reconcile.crs_pass import (
-    CRSPass,
-    crs_generation,
-    earliest,
-    reconcile_pair,
-    wanted_by,
-)
+from crs_controller.engine.context import ClusterContext
+from crs_controller.engine.reconcile.crs_pass import CRSPass, earliest, reconcile_pair, wanted_by
 from crs_controller.engine.reconcile.pruning import Pruned, prune
 from crs_controller.engine.reconcile.recording import write_binding
 from crs_controller.engine.reconcile.result import Result
@@ -43,27 +30,30 @@ from crs_controller.engine.reconcile.uninstalling import uninstall
 log = structlog.get_logger(__name__)
 
 
-async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
-    cluster = ctx.index.cluster(namespace, name)
-    binding = parse_binding(ctx.bindings.get(namespace, name))
+async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> Result:
+    cluster = ctx.caches.cluster(namespace, name)
+    cached = ctx.caches.binding(namespace, name)
+    # A binding the model refuses stops this cluster (InvalidSpec, retried with
+    # backoff) rather than being overwritten: its inventory is all we know.
+    binding = None if cached is None else cached.valid
     if cluster is None:
         await _forget_cluster(ctx, namespace, name, binding)
         return Result()
-    if is_paused(cluster):
+    if cluster.paused:
         log.info("cluster paused: left alone", cluster=f"{namespace}/{name}")
         return Result()
-    if is_deleting(cluster):
+    if cluster.deleting:
         return await _clean_up(ctx, cluster, binding)
 
-    matching = ctx.index.matching_crss(cluster)
-    crss = [c for c in matching if active(c)]
-    if paused := sorted(c["metadata"]["name"] for c in matching if is_paused(c)):
+    matching = ctx.caches.matching_crss(cluster)
+    crss = [c for c in matching if c.active]
+    if paused := sorted(c.name for c in matching if c.paused):
         log.info(
             "paused ClusterResourceSets left alone", cluster=f"{namespace}/{name}", crss=paused
         )
     entries = entries_by_crs(binding)
     # Paused CRSs are left alone: their entries stay exactly as they are.
-    keep = {c["metadata"]["name"] for c in ctx.index.crss_in(namespace) if left_alone(c)}
+    keep = {c.name for c in ctx.caches.crss_in(namespace) if c.left_alone}
     new_entries = {n: e for n, e in entries.items() if n in keep}
 
     client, blocked = await _workload_client(ctx, cluster)
@@ -75,17 +65,29 @@ async def reconcile_cluster(ctx: Context, namespace: str, name: str) -> Result:
     pruned = await _prune(ctx, client, cluster, crss, entries, new_entries)
     new_entries = pruned.entries
     result.retry = result.retry or bool(pruned.errors)
-    await write_binding(ctx, namespace, name, binding, new_entries)
+    await _record(ctx, cluster, binding, new_entries)
     # Pairs whose CRS no longer selects this cluster leave the CRS's status.
     for crs_name in set(entries) - set(new_entries):
         ctx.outcomes.drop_pair(namespace, crs_name, name)
     return result
 
 
+async def _record(
+    ctx: ClusterContext,
+    cluster: Cluster,
+    binding: ClusterResourceSetBinding | None,
+    entries: dict[str, CRSBinding],
+) -> None:
+    """Write the binding, owned by the CRSs it has entries for."""
+    owners = [owner_reference(c.meta) for c in ctx.caches.crss_in(cluster.namespace)]
+    owners = [o for o in owners if o["name"] in entries]
+    await write_binding(ctx.bindings, cluster.namespace, cluster.name, binding, entries, owners)
+
+
 async def _record_blocked(
-    ctx: Context,
+    ctx: ClusterContext,
     cluster_name: str,
-    crss: list[Obj],
+    crss: list[CRS],
     entries: dict[str, CRSBinding],
     new_entries: dict[str, CRSBinding],
     blocked: Outcome,
@@ -93,8 +95,8 @@ async def _record_blocked(
     """The cluster cannot be contacted (pending or failing): every matching CRS gets
     that outcome and keeps its entry."""
     for crs in crss:
-        outcome = replace(blocked, generation=crs_generation(crs))
-        if kept := entries.get(crs["metadata"]["name"]):
+        outcome = replace(blocked, generation=crs.generation)
+        if kept := entries.get(crs.name):
             new_entries[kept.cluster_resource_set_name] = kept
         if _set_outcome(ctx, crs, cluster_name, outcome) and _news(crs, outcome):
             await ctx.events.emit(crs, "Warning", outcome.reason, outcome.message)
@@ -104,23 +106,20 @@ async def _record_blocked(
 
 
 async def _apply_all(
-    ctx: Context,
+    ctx: ClusterContext,
     client: KubeClient,
-    cluster: Obj,
-    crss: list[Obj],
+    cluster: Cluster,
+    crss: list[CRS],
     entries: dict[str, CRSBinding],
     new_entries: dict[str, CRSBinding],
 ) -> Result:
     """Each matching CRS's pass; their entries go into ``new_entries``."""
     result = Result()
     for crs in crss:
-        crs_name = crs["metadata"]["name"]
-        done = await _pass(ctx, client, cluster, crs, entries.get(crs_name))
+        done = await _pass(ctx, client, cluster, crs, entries.get(crs.name))
         if done.entry.resources:
-            new_entries[crs_name] = done.entry
-        if _set_outcome(ctx, crs, cluster["metadata"]["name"], done.outcome) and _news(
-            crs, done.outcome
-        ):
+            new_entries[crs.name] = done.entry
+        if _set_outcome(ctx, crs, cluster.name, done.outcome) and _news(crs, done.outcome):
             await ctx.events.emit(crs, "Warning", done.outcome.reason, done.outcome.message)
         result.retry = result.retry or done.retry
         result.requeue_after = earliest(result.requeue_after, done.requeue_after)
@@ -128,20 +127,20 @@ async def _apply_all(
 
 
 async def _prune(
-    ctx: Context,
+    ctx: ClusterContext,
     client: KubeClient | None,
-    cluster: Obj,
-    crss: list[Obj],
+    cluster: Cluster,
+    crss: list[CRS],
     entries: dict[str, CRSBinding],
     new_entries: dict[str, CRSBinding],
 ) -> Pruned:
     """deletionPolicy Delete: remove what left the desired set. Every CRS that still
     exists has a say, including those being deleted or no longer matching."""
-    namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
+    namespace, name = cluster.namespace, cluster.name
     policies = {
-        c["metadata"]["name"]: (c.get("spec") or {}).get("deletionPolicy", "Orphan")
-        for c in ctx.index.crss_in(namespace)
-        if not left_alone(c)
+        c.name: c.valid.spec.deletion_policy
+        for c in ctx.caches.crss_in(namespace)
+        if not c.left_alone
     }
     if not any(policies.get(n) == "Delete" for n in entries):
         return Pruned(new_entries)
@@ -150,13 +149,13 @@ async def _prune(
     for crs_name, errors in pruned.errors.items():
         message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
         log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")
-        if owner := ctx.index.crs(namespace, crs_name):
+        if owner := ctx.caches.crs(namespace, crs_name):
             await ctx.events.emit(owner, "Warning", "DeleteFailed", message)
     return pruned
 
 
 async def _pass(
-    ctx: Context, client: KubeClient, cluster: Obj, crs: Obj, entry: CRSBinding | None
+    ctx: ClusterContext, client: KubeClient, cluster: Cluster, crs: CRS, entry: CRSBinding | None
 ) -> CRSPass:
     """One CRS's pass; whatever goes wrong in it becomes this pair's outcome, so one
     odd server or object never leaves the CRS without a status."""
@@ -165,38 +164,38 @@ async def _pass(
     except Exception as exc:
         log.exception(
             "cluster pass failed",
-            crs=crs["metadata"]["name"],
-            cluster=f"{cluster['metadata']['namespace']}/{cluster['metadata']['name']}",
+            crs=crs.name,
+            cluster=f"{cluster.namespace}/{cluster.name}",
         )
         message = f"unexpected {type(exc).__name__}; see the controller log"
-        outcome = Outcome("Failed", "ApplyFailed", message, crs_generation(crs))
-        kept = entry or CRSBinding(cluster_resource_set_name=crs["metadata"]["name"])
+        outcome = Outcome("Failed", "ApplyFailed", message, crs.generation)
+        kept = entry or CRSBinding(cluster_resource_set_name=crs.name)
         return CRSPass(kept, outcome, None, True)
 
 
 async def _clean_up(
-    ctx: Context, cluster: Obj, binding: ClusterResourceSetBinding | None
+    ctx: ClusterContext, cluster: Cluster, binding: ClusterResourceSetBinding | None
 ) -> Result:
     """A Cluster being deleted: uninstall what CRSs asked to clean up; the binding
     itself goes once the Cluster is gone."""
     if binding is None:
         return Result()
-    namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
-    crss = uninstall_targets(ctx, cluster, binding)
+    crss = uninstall_targets(ctx.caches, cluster, binding, ctx.clock.wall())
     if not crss:
         return Result()
     client, _ = await _workload_client(ctx, cluster)
     cleanup = await uninstall(ctx, client, cluster, binding, crss)
-    await write_binding(ctx, namespace, name, binding, cleanup.remaining)
+    await _record(ctx, cluster, binding, cleanup.remaining)
     return Result(requeue_after=cleanup.requeue_after, retry=cleanup.retry)
 
 
-async def _workload_client(ctx: Context, cluster: Obj) -> tuple[KubeClient | None, Outcome | None]:
+async def _workload_client(
+    ctx: ClusterContext, cluster: Cluster
+) -> tuple[KubeClient | None, Outcome | None]:
     """The cluster's client, or None and the outcome that says why not."""
-    namespace = cluster["metadata"]["namespace"]
-    name = cluster["metadata"]["name"]
+    namespace, name = cluster.namespace, cluster.name
     secret_name = kubeconfig_secret_name(name)
-    if not control_plane_initialized(cluster):
+    if not cluster.initialized:
         return None, Outcome("Pending", "WaitingForCluster", "control plane not initialized", 0)
     secret = await ctx.sources.content(namespace, "Secret", secret_name)
     if secret is None:
@@ -209,27 +208,25 @@ async def _workload_client(ctx: Context, cluster: Obj) -> tuple[KubeClient | Non
 
 
 async def _forget_cluster(
-    ctx: Context, namespace: str, name: str, binding: ClusterResourceSetBinding | None
+    ctx: ClusterContext, namespace: str, name: str, binding: ClusterResourceSetBinding | None
 ) -> None:
     ctx.outcomes.drop_cluster(namespace, name)
     ctx.drift.forget_cluster(namespace, name)
     await ctx.workloads.forget(namespace, name)
     if binding is not None:
-        await ctx.mgmt.delete(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
+        await ctx.bindings.delete(namespace, name)
 
 
-def _set_outcome(ctx: Context, crs: Obj, cluster: str, outcome: Outcome) -> bool:
-    namespace = crs["metadata"]["namespace"]
-    return ctx.outcomes.record(namespace, crs["metadata"]["name"], cluster, outcome)
+def _set_outcome(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> bool:
+    return ctx.outcomes.record(crs.namespace, crs.name, cluster, outcome)
 
 
-def _news(crs: Obj, outcome: Outcome) -> bool:
+def _news(crs: CRS, outcome: Outcome) -> bool:
     """Is a failure worth a Warning event? Not when the CRS's Ready condition already
     says so (e.g. after a restart, which forgets the outcomes in memory)."""
     if outcome.state != "Failed":
         return False
-    conditions = (crs.get("status") or {}).get("conditions") or []
-    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
-    return not (
-        ready.get("reason") == outcome.reason and outcome.message in ready.get("message", "")
-    )
+    ready = next((c for c in crs.status.conditions if c.type == "Ready"), None)
+    if ready is None:
+        return True
+    return not (ready.reason == outcome.reason and outcome.message in ready.message)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.clients.kube import KubeClient
 from crs_controller.core.bindings import record_apply, recorded
 from crs_controller.core.errors import APIError, ResourceError, Unreachable
 from crs_controller.core.models import (
@@ -32,10 +32,10 @@ from crs_controller.core.modes import (
     plan,
     strategy_for,
 )
+from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.pruning import ObjectKey, wanted_keys
 from crs_controller.core.status import Outcome
-from crs_controller.engine.context import Context
-from crs_controller.engine.index import crs_model
+from crs_controller.engine.context import ClusterContext
 from crs_controller.engine.reconcile.applying import apply_objects
 from crs_controller.engine.reconcile.drift_check import drifted
 from crs_controller.engine.runtime import metrics
@@ -101,24 +101,20 @@ def _failed(
 
 
 async def reconcile_pair(
-    ctx: Context, client: KubeClient, cluster: Obj, crs: Obj, entry: CRSBinding | None
+    ctx: ClusterContext, client: KubeClient, cluster: Cluster, crs: CRS, entry: CRSBinding | None
 ) -> CRSPass:
-    namespace = cluster["metadata"]["namespace"]
-    model = crs_model(crs)
-    generation = crs_generation(crs)
-    crs_name = model.metadata.name
-    # A spec strategy_for refuses never gets here: it is InvalidSpec (engine/index).
-    strategy = strategy_for(model.spec.mode, model.spec.reapply_interval)
-    now = datetime.now(UTC)
+    spec = crs.valid.spec
+    # A spec strategy_for refuses never gets here: it is InvalidSpec (core/objects).
+    strategy = strategy_for(spec.mode, spec.reapply_interval)
+    now = ctx.clock.wall()
     progress = _Progress()
-    spec = model.spec
     drift = drift_for(spec.mode, spec.drift_detection, spec.drift_check_interval)
-    pair = (namespace, crs_name, cluster["metadata"]["name"])
+    pair = (cluster.namespace, crs.name, cluster.name)
     wait = ctx.drift.wait(pair, ctx.clock.now())
     drift_due: DriftMode = drift.mode if wait == 0 else "None"
     if drift.mode != "None":
         progress.requeue = wait or drift.interval
-    for ref in model.spec.resources:
+    for ref in spec.resources:
         previous = recorded(entry, ref)
         if progress.unreachable:
             progress.add(_Done(ref.name, previous))  # not reached: unchanged
@@ -131,10 +127,10 @@ async def reconcile_pair(
     # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
     if progress.failures:
         message = "; ".join(m for _, m in progress.failures)
-        outcome = Outcome("Failed", progress.failures[0][0], message, generation)
+        outcome = Outcome("Failed", progress.failures[0][0], message, crs.generation)
     else:
-        outcome = Outcome("Applied", "Applied", "all resources applied", generation)
-    new_entry = CRSBinding(cluster_resource_set_name=crs_name, resources=progress.resources)
+        outcome = Outcome("Applied", "Applied", "all resources applied", crs.generation)
+    new_entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
     return CRSPass(new_entry, outcome, progress.requeue, progress.retry)
 
 
@@ -150,10 +146,10 @@ class _Step:
 
 
 async def _resource_pass(
-    ctx: Context, client: KubeClient, crs: Obj, cluster: Obj, step: _Step
+    ctx: ClusterContext, client: KubeClient, crs: CRS, cluster: Cluster, step: _Step
 ) -> _Done:
     previous, name = step.previous, f"{step.ref.kind}/{step.ref.name}"
-    source = await ctx.sources.load(cluster["metadata"]["namespace"], step.ref)
+    source = await ctx.sources.load(cluster.namespace, step.ref)
     if source.error is not None:
         return _failed(name, previous, source.error.reason, str(source.error))
     try:
@@ -169,20 +165,19 @@ async def _resource_pass(
         return _failed(name, previous, "ApplyFailed", str(exc), retry=True)
 
 
-async def _announce(ctx: Context, crs: Obj, cluster: Obj, progress: _Progress) -> None:
+async def _announce(ctx: ClusterContext, crs: CRS, cluster: Cluster, progress: _Progress) -> None:
     """One Normal event per reason for the whole pass, not one per resource."""
     for why, resources in progress.applied.items():
         verb = "reapplied after drift" if why == "DriftCorrected" else "applied"
-        cluster_name = cluster["metadata"]["name"]
-        message = f"{verb} {', '.join(resources)} to cluster {cluster_name}"
+        message = f"{verb} {', '.join(resources)} to cluster {cluster.name}"
         await ctx.events.emit(crs, "Normal", why, message)
 
 
-async def wanted_by(ctx: Context, namespace: str, crss: list[Obj]) -> set[ObjectKey]:
+async def wanted_by(ctx: ClusterContext, namespace: str, crss: list[CRS]) -> set[ObjectKey]:
     """What the matching CRSs' sources ask for now (parsing is cached per content)."""
     wanted: set[ObjectKey] = set()
     for crs in crss:
-        for ref in crs_model(crs).spec.resources:
+        for ref in crs.valid.spec.resources:
             source = await ctx.sources.load(namespace, ref)
             if source.error is None:
                 with contextlib.suppress(ResourceError):
@@ -191,7 +186,7 @@ async def wanted_by(ctx: Context, namespace: str, crss: list[Obj]) -> set[Object
 
 
 async def _why_apply(
-    ctx: Context, client: KubeClient, step: Plan, previous: ResourceBinding | None
+    ctx: ClusterContext, client: KubeClient, step: Plan, previous: ResourceBinding | None
 ) -> str | None:
     """The event reason for applying this resource now, or None to leave it."""
     if isinstance(step, Apply):
@@ -205,7 +200,13 @@ async def _why_apply(
 
 
 async def _apply_resource(
-    ctx: Context, client: KubeClient, crs: Obj, cluster: Obj, source: Source, step: _Step, why: str
+    ctx: ClusterContext,
+    client: KubeClient,
+    crs: CRS,
+    cluster: Cluster,
+    source: Source,
+    step: _Step,
+    why: str,
 ) -> _Done:
     ref, previous = source.ref, step.previous
     name = f"{ref.kind}/{ref.name}"
@@ -235,8 +236,8 @@ async def _apply_resource(
     )
     log.info(
         "resource applied" if applied.ok else "resource apply failed",
-        crs=f"{crs['metadata']['namespace']}/{crs['metadata']['name']}",
-        cluster=cluster["metadata"]["name"],
+        crs=f"{crs.namespace}/{crs.name}",
+        cluster=cluster.name,
         resource=name,
         objects=len(applied.applied),
         errors=len(applied.errors),
@@ -245,10 +246,6 @@ async def _apply_resource(
         failure = ("ApplyFailed", f"{name}: {'; '.join(applied.errors)}")
         return _Done(name, record, failure, retry=True)
     return _Done(name, record, applied_as=why, requeue=step.strategy.next_due(record, step.now))
-
-
-def crs_generation(crs: Obj) -> int:
-    return int(crs["metadata"].get("generation") or 0)
 
 
 def earliest(a: float | None, b: float | None) -> float | None:

@@ -5,59 +5,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from crs_controller.core.bindings import (
-    binding_changed,
-    desired_binding,
-    owner_reference,
-    parse_binding,
-)
+from crs_controller.core.bindings import binding_changed, desired_binding
 from crs_controller.core.errors import Conflict
-from crs_controller.core.models import (
-    API_VERSION,
-    CLUSTER_RESOURCE_SET_BINDING_KIND,
-    ClusterResourceSetBinding,
-    CRSBinding,
-    to_api,
-)
-from crs_controller.engine.context import Context
+from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding, to_api
+from crs_controller.engine.stores import BindingStore
 
 BINDING_WRITE_ATTEMPTS = 5
 
 
 async def write_binding(
-    ctx: Context,
+    store: BindingStore,
     namespace: str,
     cluster: str,
     current: ClusterResourceSetBinding | None,
     entries: dict[str, CRSBinding],
+    owners: list[dict[str, Any]],
 ) -> None:
-    """Write the binding with ``entries`` if it changed; delete it when empty."""
-    owners = [
-        owner_reference(c) for c in ctx.index.crss_in(namespace) if c["metadata"]["name"] in entries
-    ]
+    """Write the binding with ``entries`` and ``owners`` if it changed; delete it when
+    ``entries`` is empty."""
     if not entries:
         if current is not None:
-            await ctx.mgmt.delete(
-                API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, cluster, namespace
-            )
+            await store.delete(namespace, cluster)
         return
     # Optimistic concurrency: PUT with the resourceVersion we read. On a Conflict
     # re-read the binding and put our entries on the fresh copy at once, rather than
     # failing the whole reconcile (which would redo every apply to record them).
     for _ in range(BINDING_WRITE_ATTEMPTS - 1):
         try:
-            await _put_binding(ctx, namespace, cluster, current, entries, owners)
+            await _put_binding(store, namespace, cluster, current, entries, owners)
             return
         except Conflict:
-            fresh = await ctx.mgmt.get(
-                API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, cluster, namespace
-            )
-            current = parse_binding(fresh)
-    await _put_binding(ctx, namespace, cluster, current, entries, owners)
+            fresh = await store.read(namespace, cluster)
+            current = None if fresh is None else fresh.valid
+    await _put_binding(store, namespace, cluster, current, entries, owners)
 
 
 async def _put_binding(
-    ctx: Context,
+    store: BindingStore,
     namespace: str,
     cluster: str,
     current: ClusterResourceSetBinding | None,
@@ -67,10 +51,5 @@ async def _put_binding(
     desired = desired_binding(
         current, namespace=namespace, cluster=cluster, entries=entries, owners=owners
     )
-    if not binding_changed(current, desired):
-        return
-    body = to_api(desired)
-    written = await (ctx.mgmt.create(body) if current is None else ctx.mgmt.replace(body))
-    # Cache what we wrote at once, so a reconcile racing the watch does not act on
-    # the binding as it was before.
-    ctx.bindings.put(written)
+    if binding_changed(current, desired):
+        await store.write(to_api(desired), create=current is None)

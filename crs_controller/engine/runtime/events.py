@@ -9,9 +9,10 @@ from typing import Literal
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.clients.kube import KubeClient
 from crs_controller.core.errors import CRSError
-from crs_controller.core.models import rfc3339
+from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, rfc3339
+from crs_controller.core.objects import CRS
 
 log = structlog.get_logger(__name__)
 
@@ -23,24 +24,24 @@ class EventRecorder:
         self._client = client
 
     async def emit(
-        self, crs: Obj, kind: Literal["Normal", "Warning"], reason: str, message: str
+        self, crs: CRS, kind: Literal["Normal", "Warning"], reason: str, message: str
     ) -> None:
-        meta = crs["metadata"]
+        meta = crs.meta
         now = rfc3339(datetime.now(UTC))
         event = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "name": f"{meta['name']}.{secrets.token_hex(8)}",
-                "namespace": meta["namespace"],
+                "name": f"{meta.name}.{secrets.token_hex(8)}",
+                "namespace": meta.namespace,
             },
             "involvedObject": {
-                "apiVersion": crs.get("apiVersion", "addons.crs.dev/v1alpha1"),
-                "kind": "ClusterResourceSet",
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
+                "apiVersion": API_VERSION,
+                "kind": CLUSTER_RESOURCE_SET_KIND,
+                "name": meta.name,
+                "namespace": meta.namespace,
+                "uid": meta.uid,
+                "resourceVersion": meta.resource_version,
             },
             "reason": reason,
             "message": message[:1000],

@@ -1,7 +1,9 @@
 """Informers: list+watch loops that keep an in-memory cache of one kind.
 
-A handler is told *that* an object changed (old and new versions, for computing which
-keys to enqueue); reconcilers read the cache, never the event. Watches resume from the
+Each object is parsed once, as it arrives, by the informer's ``parse`` (see
+``core/objects``): the cache holds what the engine reads, never raw JSON. A handler
+is told *that* an object changed (old and new versions, for computing which keys to
+enqueue); reconcilers read the cache, never the event. Watches resume from the
 last resourceVersion (bookmarks included) and re-list after a 410 Gone or an error.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import structlog
 
@@ -19,7 +22,7 @@ from crs_controller.core.errors import CRSError
 log = structlog.get_logger(__name__)
 
 Key = tuple[str, str]
-Handler = Callable[[Obj | None, Obj | None], None]
+T = TypeVar("T")
 
 
 def obj_key(obj: Obj) -> Key:
@@ -39,23 +42,50 @@ class WatchSpec:
     metadata_only: bool = False
 
 
-class Informer:
-    def __init__(self, client: KubeClient, spec: WatchSpec, handler: Handler) -> None:
+class Informer(Generic[T]):
+    def __init__(
+        self,
+        client: KubeClient,
+        spec: WatchSpec,
+        parse: Callable[[Obj], T],
+        handler: Callable[[T | None, T | None], None],
+    ) -> None:
         self._client = client
         self.spec = spec
+        self._parse = parse
         self._handler = handler
-        self.store: dict[Key, Obj] = {}
+        self._store: dict[Key, T] = {}
+        self._versions: dict[Key, int] = {}
         self.synced = asyncio.Event()
 
-    def get(self, namespace: str, name: str) -> Obj | None:
-        return self.store.get((namespace, name))
+    def get(self, namespace: str, name: str) -> T | None:
+        return self._store.get((namespace, name))
 
-    def put(self, obj: Obj) -> None:
-        """Cache an object fetched directly (e.g. on first reference)."""
+    def version(self, namespace: str, name: str) -> int:
+        """The cached resourceVersion (0 when not cached)."""
+        return self._versions.get((namespace, name), 0)
+
+    def put(self, obj: Obj) -> T:
+        """Cache an object this controller just wrote or fetched, unless the watch
+        already brought a newer version; returns what the cache holds."""
         key = obj_key(obj)
-        current = self.store.get(key)
-        if current is None or resource_version(current) < resource_version(obj):
-            self.store[key] = obj
+        if key not in self._store or self._versions[key] < resource_version(obj):
+            self._keep(key, obj)
+        return self._store[key]
+
+    def remove(self, namespace: str, name: str) -> T | None:
+        """Forget an object this controller just deleted; returns what was cached."""
+        return self._drop((namespace, name))
+
+    def _keep(self, key: Key, obj: Obj) -> tuple[T | None, T]:
+        old = self._store.get(key)
+        self._store[key] = parsed = self._parse(obj)
+        self._versions[key] = resource_version(obj)
+        return old, parsed
+
+    def _drop(self, key: Key) -> T | None:
+        self._versions.pop(key, None)
+        return self._store.pop(key, None)
 
     async def run(self) -> None:
         backoff = 0.5
@@ -85,15 +115,11 @@ class Informer:
             metadata_only=s.metadata_only,
         )
         fresh = {obj_key(o): o for o in items}
-        for key, gone in list(self.store.items()):
-            if key not in fresh:
-                del self.store[key]
-                self._handler(gone, None)
+        for key in [k for k in self._store if k not in fresh]:
+            self._handler(self._drop(key), None)
         for key, obj in fresh.items():
-            previous = self.store.get(key)
-            self.store[key] = obj
-            if previous is None or resource_version(previous) != resource_version(obj):
-                self._handler(previous, obj)
+            if key not in self._store or self._versions[key] != resource_version(obj):
+                self._handler(*self._keep(key, obj))
         return version
 
     async def _watch(self, version: str) -> str:
@@ -114,13 +140,11 @@ class Informer:
             if kind == "BOOKMARK":
                 continue
             key = obj_key(obj)
-            old = self.store.get(key)
             if kind == "DELETED":
-                self.store.pop(key, None)
-                self._handler(old if old is not None else obj, None)
+                old = self._drop(key)
+                self._handler(old if old is not None else self._parse(obj), None)
             else:
-                self.store[key] = obj
-                self._handler(old, obj)
+                self._handler(*self._keep(key, obj))
         return version
 
 

@@ -1,0 +1,177 @@
+"""What the controller's caches hold: each watched object parsed once, when it
+arrives, into the shape the engine reads. Nothing past this boundary indexes into
+``["metadata"]``.
+
+A ClusterResourceSet or a binding the model refuses (written through a looser
+schema, or before a CRD upgrade) is still held, with its metadata and the problem,
+so that it can be reported on and its finalizer handled; it harms nobody else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from crs_controller.core.clusters import PAUSED_ANNOTATION, control_plane_initialized, is_paused
+from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.models import (
+    ClusterResourceSet,
+    ClusterResourceSetBinding,
+    ClusterResourceSetStatus,
+    CRSBinding,
+    ObjectMeta,
+    to_api,
+)
+from crs_controller.core.modes import strategy_for
+from crs_controller.core.selectors import selector_matches, validate_selector
+
+
+def _meta(raw: Mapping[str, Any]) -> ObjectMeta:
+    """The metadata the API server wrote; only what it guarantees is relied on."""
+    return ObjectMeta.model_validate(raw.get("metadata") or {})
+
+
+def describe_validation(exc: ValidationError, what: str = "spec") -> str:
+    """Field paths and what is wrong, never the values (they are the tenant's)."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    parts = [".".join(str(p) for p in e["loc"]) + ": " + e["msg"] for e in errors[:5]]
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return f"invalid {what}: " + "; ".join(parts) + more
+
+
+@dataclass(frozen=True)
+class CRS:
+    """A ClusterResourceSet as cached: ``model`` when the model accepts it, else
+    ``problem`` says why not (and the CRS selects no cluster)."""
+
+    meta: ObjectMeta
+    model: ClusterResourceSet | None
+    problem: InvalidSpec | None = None
+    status: ClusterResourceSetStatus = field(default_factory=ClusterResourceSetStatus)
+    # The selector in API form, checked once: matching runs per cluster and event.
+    _selector: Mapping[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def namespace(self) -> str:
+        return self.meta.namespace or ""
+
+    @property
+    def generation(self) -> int:
+        return self.meta.generation or 0
+
+    @property
+    def deleting(self) -> bool:
+        return self.meta.deletion_timestamp is not None
+
+    @property
+    def paused(self) -> bool:
+        return PAUSED_ANNOTATION in self.meta.annotations
+
+    @property
+    def active(self) -> bool:
+        """To be applied: not being deleted, not paused, a spec the model accepts."""
+        return not self.deleting and not self.paused and self.model is not None
+
+    @property
+    def left_alone(self) -> bool:
+        """Its binding entries stay exactly as they are: paused, or a spec the model
+        refuses (nothing it applied is touched)."""
+        return self.paused or self.model is None
+
+    @property
+    def valid(self) -> ClusterResourceSet:
+        """The model; raises the problem for a CRS the model refuses."""
+        if self.model is None:
+            raise self.problem or InvalidSpec("invalid spec")
+        return self.model
+
+    def selects(self, cluster: Cluster) -> bool:
+        """Its selector matches the Cluster (same namespace only)."""
+        if self._selector is None or cluster.namespace != self.namespace:
+            return False
+        return selector_matches(self._selector, cluster.meta.labels)
+
+
+def parse_crs(raw: Mapping[str, Any]) -> CRS:
+    meta = _meta(raw)
+    try:
+        status = ClusterResourceSetStatus.model_validate(raw.get("status") or {})
+    except ValidationError:
+        status = ClusterResourceSetStatus()  # rewritten by the next status write
+    try:
+        model = ClusterResourceSet.model_validate(raw)
+        selector = (raw.get("spec") or {}).get("clusterSelector")
+        validate_selector(selector)
+        strategy_for(model.spec.mode, model.spec.reapply_interval)
+    except ValidationError as exc:
+        return CRS(meta, None, InvalidSpec(describe_validation(exc)), status)
+    except InvalidSpec as exc:  # a selector or a mode the API server would refuse too
+        return CRS(meta, None, exc, status)
+    return CRS(meta, model, None, model.status, to_api(model.spec.cluster_selector))
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A Cluster API Cluster (v1beta1 or v1beta2): what the engine decides on."""
+
+    meta: ObjectMeta
+    paused: bool = False
+    initialized: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def namespace(self) -> str:
+        return self.meta.namespace or ""
+
+    @property
+    def deleting(self) -> bool:
+        return self.meta.deletion_timestamp is not None
+
+
+def parse_cluster(raw: Mapping[str, Any]) -> Cluster:
+    return Cluster(_meta(raw), is_paused(raw), control_plane_initialized(raw))
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A ClusterResourceSetBinding as cached: ``model``, or ``problem`` when the model
+    refuses it (then the cluster's reconcile stops rather than overwrite it)."""
+
+    meta: ObjectMeta
+    model: ClusterResourceSetBinding | None
+    problem: InvalidSpec | None = None
+
+    @property
+    def valid(self) -> ClusterResourceSetBinding:
+        if self.model is None:
+            raise self.problem or InvalidSpec("invalid binding")
+        return self.model
+
+    @property
+    def crs_names(self) -> frozenset[str]:
+        """The CRSs it has an entry for (none known when the model refuses it)."""
+        if self.model is None:
+            return frozenset()
+        return frozenset(b.cluster_resource_set_name for b in self.model.spec.bindings)
+
+    def entries(self) -> dict[str, CRSBinding]:
+        return {b.cluster_resource_set_name: b for b in self.valid.spec.bindings}
+
+
+def parse_binding_object(raw: Mapping[str, Any]) -> Binding:
+    meta = _meta(raw)
+    try:
+        return Binding(meta, ClusterResourceSetBinding.model_validate(raw))
+    except ValidationError as exc:
+        problem = InvalidSpec(describe_validation(exc, f"binding {meta.namespace}/{meta.name}"))
+        return Binding(meta, None, problem)

@@ -1,0 +1,58 @@
+"""The answer to Cluster API's BeforeClusterDelete hook: hold the Cluster's deletion
+while a ClusterResourceSet still has cleanup to do on it.
+
+Read from the API, not from the caches: Cluster API takes 0 as final, and a standby
+replica, or one whose caches are not synced yet, would otherwise answer 0 from
+ignorance. The rule is the cleanup's own (``uninstalling.holds_deletion``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from crs_controller.clients.kube import KubeClient
+from crs_controller.core.models import (
+    API_VERSION,
+    CLUSTER_RESOURCE_SET_BINDING_KIND,
+    CLUSTER_RESOURCE_SET_KIND,
+)
+from crs_controller.core.objects import parse_binding_object, parse_cluster, parse_crs
+from crs_controller.core.pruning import inventory
+from crs_controller.engine.reconcile.uninstalling import holds_deletion
+
+HOOK_RETRY_SECONDS = 5
+NOTHING_TO_DO = "crs-controller: nothing (more) to clean up"
+
+
+async def hook_status(
+    mgmt: KubeClient, cluster_api_version: str, cluster: Mapping[str, Any], now: datetime
+) -> tuple[int, str]:
+    """(retryAfterSeconds, message) for ``cluster`` as Cluster API sent it: positive
+    while cleanup is still to be done. A failed read raises (the extension then asks
+    for a retry)."""
+    meta = cluster.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    if not namespace or not name:
+        return HOOK_RETRY_SECONDS, "crs-controller: the request names no Cluster"
+    live = await mgmt.get(cluster_api_version, "Cluster", name, namespace)
+    raw = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
+    if live is None or raw is None:
+        return 0, NOTHING_TO_DO
+    binding = parse_binding_object(raw)
+    if binding.model is None:
+        # Not ours to read: hold on, the cluster's reconcile reports it.
+        return HOOK_RETRY_SECONDS, "crs-controller: the binding cannot be read"
+    pending = []
+    for entry in binding.model.spec.bindings:
+        if not inventory([entry]):
+            continue  # nothing was ever applied there by this CRS
+        crs_name = entry.cluster_resource_set_name
+        found = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs_name, namespace)
+        crs = None if found is None else parse_crs(found)
+        if holds_deletion(crs, parse_cluster(live), now):
+            pending.append(crs_name)
+    if not pending:
+        return 0, NOTHING_TO_DO
+    return HOOK_RETRY_SECONDS, f"crs-controller: removing add-ons of {', '.join(pending)}"

@@ -1,0 +1,71 @@
+"""The controller's writes to the management cluster, each kept in step with the
+cache it lands in: what was just written is cached at once, so a reconcile racing
+the watch never acts on the version before. Reconcilers write only through these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from crs_controller.clients.kube import KubeClient
+from crs_controller.core.models import (
+    API_VERSION,
+    CLUSTER_RESOURCE_SET_BINDING_KIND,
+    CLUSTER_RESOURCE_SET_KIND,
+    ClusterResourceSetStatus,
+    to_api,
+)
+from crs_controller.core.objects import CRS, Binding
+from crs_controller.engine.runtime.watching import Informer
+
+
+class BindingStore:
+    def __init__(self, mgmt: KubeClient, cache: Informer[Binding]) -> None:
+        self._mgmt = mgmt
+        self._cache = cache
+
+    async def read(self, namespace: str, name: str) -> Binding | None:
+        """The binding as the API server has it now (after a Conflict)."""
+        raw = await self._mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
+        return None if raw is None else self._cache.put(raw)
+
+    async def write(self, body: Mapping[str, Any], *, create: bool) -> Binding:
+        """Create, or replace with the resourceVersion in ``body`` (Conflict on a race)."""
+        written = await (self._mgmt.create(body) if create else self._mgmt.replace(body))
+        return self._cache.put(written)
+
+    async def delete(self, namespace: str, name: str) -> None:
+        await self._mgmt.delete(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
+        self._cache.remove(namespace, name)
+
+
+class CRSStore:
+    def __init__(self, mgmt: KubeClient, cache: Informer[CRS]) -> None:
+        self._mgmt = mgmt
+        self._cache = cache
+
+    async def set_finalizers(self, crs: CRS, finalizers: list[str]) -> CRS:
+        """Only ``metadata.finalizers`` changes (a merge patch, so a spec written by a
+        newer schema is never rewritten), at the cached resourceVersion."""
+        meta = {"finalizers": finalizers, "resourceVersion": crs.meta.resource_version}
+        written = await self._mgmt.merge_patch(
+            API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs.name, crs.namespace, {"metadata": meta}
+        )
+        return self._cache.put(written)
+
+    async def put_status(self, crs: CRS, status: ClusterResourceSetStatus) -> CRS:
+        """Replace the status subresource at the cached resourceVersion (the server
+        keeps everything but the status as stored)."""
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": CLUSTER_RESOURCE_SET_KIND,
+            "metadata": {
+                "name": crs.name,
+                "namespace": crs.namespace,
+                "resourceVersion": crs.meta.resource_version,
+            },
+            "status": to_api(status),
+        }
+        written = await self._mgmt.replace(body, subresource="status")
+        return self._cache.put(written)

@@ -1,0 +1,69 @@
+"""The indexes behind the reconcilers' caches (``engine.index``): which bindings hold
+a CRS and which CRSs reference a source stay right when this controller cached its
+own write (``Informer.put``) before the watch brought the same version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crs_controller.core.objects import parse_binding_object, parse_crs
+from crs_controller.engine.index import Index
+from crs_controller.engine.runtime.watching import Informer, WatchSpec
+
+NS = "n"
+
+
+def binding(version: int, *crss: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "c1", "namespace": NS, "resourceVersion": str(version)},
+        "spec": {"clusterName": "c1", "bindings": [{"clusterResourceSetName": n} for n in crss]},
+    }
+
+
+def crs(version: int, *sources: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "a", "namespace": NS, "resourceVersion": str(version)},
+        "spec": {
+            "clusterSelector": {"matchLabels": {"x": "y"}},
+            "resources": [{"kind": "ConfigMap", "name": s} for s in sources],
+        },
+    }
+
+
+def make_index() -> tuple[Index, Informer[Any], Informer[Any]]:
+    client: Any = None
+
+    def nothing(old: Any, new: Any) -> None:
+        pass
+
+    crss = Informer(client, WatchSpec("x/v1", "ClusterResourceSet"), parse_crs, nothing)
+    clusters = Informer(client, WatchSpec("x/v1", "Cluster"), parse_crs, nothing)
+    bindings = Informer(client, WatchSpec("x/v1", "B"), parse_binding_object, nothing)
+    return Index(crss, clusters, bindings), crss, bindings
+
+
+def test_holders_follow_a_write_cached_before_its_watch_event() -> None:
+    index, _, bindings = make_index()
+    index.update_binding(None, bindings.put(binding(1, "keep", "drop")))
+    assert index.holders(NS, "drop") == ["c1"]
+    # The controller writes version 2 and caches it at once ...
+    written = bindings.put(binding(2, "keep"))
+    # ... so when the watch delivers version 2, "old" is version 2 as well.
+    index.update_binding(written, written)
+    assert index.holders(NS, "drop") == []
+    assert index.holders(NS, "keep") == ["c1"]
+    index.update_binding(bindings.remove(NS, "c1"), None)
+    assert index.holders(NS, "keep") == []
+
+
+def test_references_follow_a_write_cached_before_its_watch_event() -> None:
+    index, crss, _ = make_index()
+    index.update_crs(None, crss.put(crs(1, "old")))
+    assert [c.name for c in index.referencing(NS, "ConfigMap", "old")] == ["a"]
+    written = crss.put(crs(2, "new"))
+    index.update_crs(written, written)
+    assert index.referencing(NS, "ConfigMap", "old") == []
+    assert [c.name for c in index.referencing(NS, "ConfigMap", "new")] == ["a"]
+    assert [c.name for c in index.crss_in(NS)] == ["a"]
+    index.update_crs(crss.remove(NS, "a"), None)
+    assert index.crss_in(NS) == [] and index.referencing(NS, "ConfigMap", "new") == []

@@ -1,0 +1,159 @@
+"""What the caches hold (``core.objects``): a CRS the model refuses is held with an
+``InvalidSpec`` naming the field, never the value, selects nothing and is left alone;
+a binding the model refuses is held with its problem; a Cluster's paused and
+initialized state and its labels are read once, whichever API version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.objects import (
+    CRS,
+    parse_binding_object,
+    parse_cluster,
+    parse_crs,
+)
+
+MARKER = "v4lue-9d1f0c"
+
+
+def crs(**spec: Any) -> CRS:
+    body = {
+        "clusterSelector": {"matchLabels": {"a": "b"}},
+        "resources": [{"kind": "ConfigMap", "name": "x"}],
+        **spec,
+    }
+    return parse_crs({"metadata": {"name": "c", "namespace": "n"}, "spec": body})
+
+
+def cluster(namespace: str = "n", labels: dict[str, str] | None = None, **spec: Any) -> Any:
+    meta = {"name": "w", "namespace": namespace, "labels": labels or {"a": "b"}}
+    return parse_cluster({"metadata": meta, "spec": spec})
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"mode": MARKER}, "spec.mode"),
+        ({"deletionPolicy": MARKER}, "spec.deletionPolicy"),
+        ({"resources": [{"kind": MARKER, "name": "x"}]}, "spec.resources.0.kind"),
+        ({"resources": []}, "spec.resources"),
+        ({"driftCheckInterval": MARKER}, "spec.driftCheckInterval"),
+        (
+            {"clusterSelector": {"matchExpressions": [{"key": "a", "operator": MARKER}]}},
+            "spec.clusterSelector.matchExpressions.0.operator",
+        ),
+        (
+            {
+                "clusterSelector": {
+                    "matchExpressions": [{"key": "a", "operator": "Exists", "values": [MARKER]}]
+                }
+            },
+            "clusterSelector.matchExpressions[0]",
+        ),
+    ],
+)
+def test_a_refused_spec_names_the_field_never_the_value(spec: dict[str, Any], field: str) -> None:
+    refused = crs(**spec)
+    assert refused.model is None and refused.problem is not None
+    assert refused.problem.reason == "InvalidSpec"
+    assert field in str(refused.problem)
+    assert MARKER not in str(refused.problem)
+    with pytest.raises(InvalidSpec):
+        _ = refused.valid
+
+
+def test_a_valid_spec_is_active_and_selects_by_label() -> None:
+    valid = crs()
+    assert valid.problem is None and valid.valid.spec.mode == "ApplyOnce"
+    assert valid.active and not valid.left_alone
+    assert valid.selects(cluster())
+    assert not valid.selects(cluster(labels={"a": "c"}))
+    assert not valid.selects(cluster(namespace="other"))
+
+
+def test_an_invalid_spec_is_left_alone_and_selects_nothing() -> None:
+    invalid = crs(mode="Never")
+    assert not invalid.active and invalid.left_alone
+    assert not invalid.selects(cluster())
+
+
+def test_a_reapply_interval_outside_reconcile_mode_is_invalid() -> None:
+    refused = crs(mode="ApplyOnce", reapplyInterval="5m")
+    assert refused.problem is not None and "reapplyInterval" in str(refused.problem)
+
+
+def test_a_paused_crs_is_left_alone_not_active() -> None:
+    raw = {
+        "metadata": {"name": "c", "namespace": "n", "annotations": {"cluster.x-k8s.io/paused": ""}},
+        "spec": {
+            "clusterSelector": {"matchLabels": {"a": "b"}},
+            "resources": [{"kind": "Secret", "name": "s"}],
+        },
+    }
+    paused = parse_crs(raw)
+    assert paused.paused and paused.left_alone and not paused.active
+
+
+def test_a_malformed_status_does_not_refuse_the_crs() -> None:
+    raw = {
+        "metadata": {"name": "c", "namespace": "n"},
+        "spec": {
+            "clusterSelector": {"matchLabels": {"a": "b"}},
+            "resources": [{"kind": "Secret", "name": "s"}],
+        },
+        "status": {"conditions": [{"type": "Ready"}]},
+    }
+    parsed = parse_crs(raw)
+    assert parsed.model is None or parsed.status.conditions == []
+    assert parsed.status.conditions == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "paused", "initialized"),
+    [
+        ({}, False, False),
+        ({"spec": {"paused": True}}, True, False),
+        ({"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}}, True, False),
+        ({"status": {"controlPlaneReady": True}}, False, True),
+        ({"status": {"initialization": {"controlPlaneInitialized": True}}}, False, True),
+    ],
+    ids=["plain", "spec-paused", "annotation", "v1beta1-ready", "v1beta2-initialized"],
+)
+def test_a_cluster_is_read_once(raw: dict[str, Any], paused: bool, initialized: bool) -> None:
+    meta = {"name": "w", "namespace": "n", **raw.get("metadata", {})}
+    parsed = parse_cluster({**raw, "metadata": meta})
+    assert (parsed.paused, parsed.initialized) == (paused, initialized)
+    assert (parsed.namespace, parsed.name, parsed.deleting) == ("n", "w", False)
+
+
+def test_a_refused_binding_is_held_with_its_problem() -> None:
+    raw = {
+        "metadata": {"name": "w", "namespace": "n"},
+        "spec": {
+            "clusterName": "w",
+            "bindings": [{"clusterResourceSetName": MARKER, "resources": MARKER}],
+        },
+    }
+    refused = parse_binding_object(raw)
+    assert refused.model is None and refused.crs_names == frozenset()
+    assert refused.problem is not None and "spec.bindings.0.resources" in str(refused.problem)
+    assert MARKER not in str(refused.problem)
+    with pytest.raises(InvalidSpec):
+        refused.entries()
+
+
+def test_a_binding_names_the_crss_it_has_entries_for() -> None:
+    raw = {
+        "metadata": {"name": "w", "namespace": "n"},
+        "spec": {
+            "clusterName": "w",
+            "bindings": [{"clusterResourceSetName": "a"}, {"clusterResourceSetName": "b"}],
+        },
+    }
+    parsed = parse_binding_object(raw)
+    assert parsed.crs_names == frozenset({"a", "b"})
+    assert set(parsed.entries()) == {"a", "b"}
