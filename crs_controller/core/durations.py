@@ -8,13 +8,12 @@ and ``1100ms`` are the very same float.
 
 from __future__ import annotations
 
-import math
 import re
 from fractions import Fraction
 
 from crs_controller.core.errors import InvalidSpec
 
-__all__ = ["format_duration", "parse_duration"]
+__all__ = ["parse_duration"]
 
 _NS_PER_UNIT = {
     "ns": 1,
@@ -65,37 +64,3 @@ def parse_duration(text: str) -> float:
     if text[0] == "-" and total_ns:
         raise InvalidSpec(f"invalid duration {text!r}: must not be negative")
     return total_ns / _NS_PER_SECOND
-
-
-def format_duration(seconds: float) -> str:
-    """Format ``seconds`` compactly in the syntax parse_duration reads back.
-
-    Like Go's ``Duration.String()`` but without zero components: ``10m`` rather than
-    ``10m0s``, because that is what users write in their specs.
-    """
-    if not math.isfinite(seconds):
-        raise ValueError(f"cannot format a non-finite duration: {seconds!r}")
-    ns = round(seconds * _NS_PER_SECOND)
-    if ns == 0:
-        return "0s"
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    if ns < _NS_PER_SECOND:
-        for unit, size in (("ms", 1_000_000), ("µs", 1_000)):
-            if ns >= size:
-                return sign + _decimal(ns, size) + unit
-        return f"{sign}{ns}ns"
-    hours, rest = divmod(ns, _NS_PER_UNIT["h"])
-    minutes, rest = divmod(rest, _NS_PER_UNIT["m"])
-    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
-    parts.append(_decimal(rest, _NS_PER_SECOND) + "s" if rest else "")
-    return sign + "".join(parts)
-
-
-def _decimal(value: int, unit: int) -> str:
-    """``value / unit`` written exactly, without trailing zeros (``1500, 1000 -> 1.5``)."""
-    whole, frac = divmod(value, unit)
-    if not frac:
-        return str(whole)
-    digits = len(str(unit)) - 1
-    return f"{whole}.{frac:0{digits}d}".rstrip("0")
