@@ -61,34 +61,14 @@ async def cluster_api_version(client: KubeClient) -> str:
 
 class Controller:
     def __init__(self, mgmt: KubeClient, settings: Settings, cluster_version: str) -> None:
-        ns = settings.namespace
         self.mgmt = mgmt
         self.settings = settings
         self.cluster_api_version = cluster_version
         self.queue = WorkQueue()
         # Handlers only run once the informers do, after everything below exists.
-        crss = Informer(
-            mgmt, WatchSpec(API_VERSION, CLUSTER_RESOURCE_SET_KIND, ns), parse_crs, self._on_crs
-        )
-        clusters = Informer(
-            mgmt, WatchSpec(cluster_version, "Cluster", ns), parse_cluster, self._on_cluster
-        )
-        bindings = Informer(
-            mgmt,
-            WatchSpec(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, ns),
-            parse_binding_object,
-            self._on_binding,
-        )
+        crss, clusters, bindings = self._object_informers()
         # Content is fetched on demand for referenced objects only (engine/sources).
-        configmaps = Informer(
-            mgmt,
-            WatchSpec("v1", "ConfigMap", ns, metadata_only=True),
-            _metadata,
-            self._on_source("ConfigMap"),
-        )
-        secrets = Informer(
-            mgmt, WatchSpec("v1", "Secret", ns, metadata_only=True), _metadata, self._on_secret
-        )
+        configmaps, secrets = self._source_informers()
         self.index = Index(crss, clusters, bindings)
         sources = Sources(mgmt, configmaps, secrets)
         outcomes = Outcomes(on_change=lambda ns, crs: self.queue.add(crs_key(ns, crs)))
@@ -110,6 +90,26 @@ class Controller:
         self.informers: list[Informer[Any]] = [crss, clusters, bindings, configmaps, secrets]
         self.ready = asyncio.Event()
         self.standing_by = False  # waiting for the leader lease
+
+    def _object_informers(self) -> tuple[Informer[CRS], Informer[Cluster], Informer[Binding]]:
+        mgmt, ns = self.mgmt, self.settings.namespace
+        crs_spec = WatchSpec(API_VERSION, CLUSTER_RESOURCE_SET_KIND, ns)
+        cluster_spec = WatchSpec(self.cluster_api_version, "Cluster", ns)
+        binding_spec = WatchSpec(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, ns)
+        return (
+            Informer(mgmt, crs_spec, parse_crs, self._on_crs),
+            Informer(mgmt, cluster_spec, parse_cluster, self._on_cluster),
+            Informer(mgmt, binding_spec, parse_binding_object, self._on_binding),
+        )
+
+    def _source_informers(self) -> tuple[Informer[ObjectMeta], Informer[ObjectMeta]]:
+        mgmt, ns = self.mgmt, self.settings.namespace
+        configmap_spec = WatchSpec("v1", "ConfigMap", ns, metadata_only=True)
+        secret_spec = WatchSpec("v1", "Secret", ns, metadata_only=True)
+        return (
+            Informer(mgmt, configmap_spec, _metadata, self._on_source("ConfigMap")),
+            Informer(mgmt, secret_spec, _metadata, self._on_secret),
+        )
 
     # -- event -> keys ------------------------------------------------------------
 
