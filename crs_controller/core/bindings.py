@@ -7,10 +7,12 @@ the two differ, so a steady state costs no write.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from crs_controller.core.drift import fields_hash, generation_sum
+from crs_controller.core.drift import generation_sum
+from crs_controller.core.manifests import object_ref
 from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_KIND,
@@ -23,6 +25,9 @@ from crs_controller.core.models import (
     ResourceRef,
     to_api,
 )
+from crs_controller.core.modes import Scope
+
+ObjectKey = tuple[str, str, str, str]  # ObjectRef.key: group, kind, namespace, name
 
 
 def parse_binding(raw: Mapping[str, Any] | None) -> ClusterResourceSetBinding | None:
@@ -44,27 +49,67 @@ def recorded(entry: CRSBinding | None, ref: ResourceRef) -> ResourceBinding | No
     return None
 
 
+@dataclass(frozen=True)
+class Selection:
+    """Which of a resource's objects (by position in apply order) this pass sends,
+    and which stay as recorded because their content did not change."""
+
+    send: list[int]
+    kept: dict[int, ObjectRef] = field(default_factory=dict)
+
+
+def select_objects(
+    objects: Sequence[Mapping[str, Any]],
+    hashes: Sequence[str],
+    previous: ResourceBinding | None,
+    scope: Scope,
+) -> Selection:
+    """``scope`` "All" sends every object; "Changed" only those whose hash differs
+    from the one recorded after their last successful apply (or that have none)."""
+    if scope == "All" or previous is None:
+        return Selection(list(range(len(objects))))
+    recorded = {o.key: o for o in previous.objects}
+    selection = Selection([])
+    for position, (obj, digest) in enumerate(zip(objects, hashes, strict=True)):
+        entry = _recorded_entry(recorded, object_ref(obj))
+        if entry is not None and entry.hash == digest:
+            selection.kept[position] = entry
+        else:
+            selection.send.append(position)
+    return selection
+
+
+def _recorded_entry(recorded: Mapping[ObjectKey, ObjectRef], ref: ObjectRef) -> ObjectRef | None:
+    found = recorded.get(ref.key)
+    if found is None and not ref.namespace:
+        # Written without a namespace: it went to "default" if the kind is namespaced.
+        group, kind, _, name = ref.key
+        found = recorded.get((group, kind, "default", name))
+    return found
+
+
 def record_apply(
     ref: ResourceRef,
     previous: ResourceBinding | None,
     *,
     digest: str,
     ok: bool,
-    applied: Sequence[ObjectRef],
-    generations: Sequence[int | None],
+    objects: Sequence[ObjectRef],
     now: datetime,
     skipped: Sequence[ObjectRef] = (),
-    owned: Sequence[Any] = (),
 ) -> ResourceBinding:
-    """The entry after an apply. On failure the previous inventory is kept, plus what
-    did go out, so that nothing we created is ever forgotten. Objects skipped because
-    they existed (ApplyOnce) stay in the inventory only if an earlier pass created them."""
-    objects = list(applied)
+    """The entry after an apply. ``objects`` is what the resource has on the cluster
+    after this pass, in apply order: those sent and applied, with their new records,
+    and those kept as recorded. On failure the previous inventory is kept too, so
+    that nothing we created is ever forgotten (an object that failed keeps its old
+    record, and so its old hash: it is sent again). Objects skipped because they
+    existed (ApplyOnce) stay in the inventory only if an earlier pass created them."""
+    current = list(objects)
     if previous is not None:
-        ours = set(previous.objects)
-        objects += [o for o in skipped if o in ours]
+        ours = {o: o for o in previous.objects}
+        current += [ours[o] for o in skipped if o in ours]
         if not ok:
-            objects = _union(previous.objects, objects)
+            current = _merge(previous.objects, current)
     return ResourceBinding(
         kind=ref.kind,
         name=ref.name,
@@ -73,15 +118,16 @@ def record_apply(
         # A failed apply keeps the time of the last good one: retries (with backoff)
         # then leave the binding as it is instead of rewriting it on every attempt.
         last_applied_time=now if ok else (previous.last_applied_time if previous else None),
-        generation=generation_sum(list(generations)),
-        # Only a complete apply gives a baseline that drift checks can trust.
-        fields_hash=fields_hash(owned) if ok and not skipped else None,
-        objects=objects,
+        generation=generation_sum([o.generation for o in current]),
+        objects=current,
     )
 
 
-def _union(first: Iterable[ObjectRef], second: Iterable[ObjectRef]) -> list[ObjectRef]:
-    return list(dict.fromkeys([*first, *second]))
+def _merge(old: Iterable[ObjectRef], new: Iterable[ObjectRef]) -> list[ObjectRef]:
+    """``old`` in its order with ``new``'s records where both name an object, then the
+    rest of ``new``."""
+    fresh = {o: o for o in new}
+    return [fresh.pop(o, o) for o in old] + list(fresh.values())
 
 
 def owner_reference(crs: ObjectMeta) -> dict[str, Any]:

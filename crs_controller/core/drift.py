@@ -18,11 +18,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import xxhash
 
-__all__ = ["content_drift", "fields_hash", "generation_drift", "generation_sum", "owned_fields"]
+from crs_controller.core.models import ObjectRef
+
+__all__ = [
+    "Live",
+    "content_drift",
+    "fields_hash",
+    "generation_drift",
+    "generation_sum",
+    "owned_fields",
+    "owned_hash",
+    "resource_drift",
+]
 
 
 def generation_sum(generations: Sequence[int | None]) -> int:
@@ -58,6 +70,52 @@ def fields_hash(owned: Sequence[Any]) -> str:
     """One hash over the owned fields of a resource's objects, in inventory order."""
     canonical = json.dumps(list(owned), sort_keys=True, separators=(",", ":"))
     return "xxh3:" + xxhash.xxh3_64_hexdigest(canonical.encode())
+
+
+def owned_hash(owned: Any) -> str | None:
+    """The hash of the fields our manager owns on one object (None when it owns none)."""
+    return None if owned is None else fields_hash([owned])
+
+
+@dataclass(frozen=True)
+class Live:
+    """One inventoried object as a drift check reads it (metadata only)."""
+
+    generation: int | None
+    owned: Any  # the fieldsV1 our manager owns; None when it owns none
+
+
+def resource_drift(
+    mode: str,
+    objects: Sequence[ObjectRef],
+    live: Sequence[Live | None],
+    *,
+    recorded_sum: int | None = None,
+    recorded_fields: str | None = None,
+) -> bool:
+    """Has someone changed what a resource applied? ``live`` matches ``objects``
+    (None: missing). Each object is compared with its own records (``generation``,
+    and ``fields`` in Content ``mode``); an inventory written before objects carried
+    records falls back to the resource's ``recorded_sum`` and ``recorded_fields``."""
+    if any(state is None for state in live):
+        return True
+    states = [state for state in live if state is not None]
+    if all(o.generation is None for o in objects):
+        if generation_drift(recorded_sum, [s.generation or 0 for s in states]):
+            return True
+    elif any(
+        o.generation is not None and o.generation != s.generation
+        for o, s in zip(objects, states, strict=True)
+    ):
+        return True
+    if mode != "Content":
+        return False
+    if all(o.fields is None for o in objects):
+        return content_drift(recorded_fields, [s.owned for s in states])
+    return any(
+        o.fields is not None and o.fields != owned_hash(s.owned)
+        for o, s in zip(objects, states, strict=True)
+    )
 
 
 def content_drift(recorded: str | None, live_owned: Sequence[Any]) -> bool:

@@ -8,6 +8,7 @@ Secret was written with base64 ``data`` or plain ``stringData``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ import xxhash
 
 from crs_controller.core.manifests import resource_entries
 
-__all__ = ["content_hash", "resource_hash"]
+__all__ = ["content_hash", "object_hash", "resource_hash"]
 
 _PREFIX = "xxh3:"
 
@@ -34,3 +35,10 @@ def content_hash(entries: Sequence[tuple[str, bytes]]) -> str:
 def resource_hash(source: Mapping[str, Any]) -> str:
     """The hash of a raw ConfigMap/Secret; raises like resource_entries."""
     return content_hash(resource_entries(source))
+
+
+def object_hash(obj: Mapping[str, Any]) -> str:
+    """The hash of one parsed object: whether its content changed since it was last
+    applied. Key order does not matter."""
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _PREFIX + xxhash.xxh3_64_hexdigest(canonical.encode())

@@ -178,8 +178,13 @@ class ClusterResourceSet(APIModel):
 class ObjectRef(APIModel):
     """The identity of one object on a workload cluster, and the binding's inventory
     entry: one type, serialized one way. ``namespace`` is "" when none (and then not
-    written). Hashable and ordered, so inventories compare as sets and sort; may be
-    built positionally as (apiVersion, kind, namespace, name)."""
+    written). May be built positionally as (apiVersion, kind, namespace, name).
+
+    As an inventory entry it also carries what was recorded right after the object
+    was applied: ``hash``, its content's hash (only changed objects are sent again),
+    its ``generation``, and ``fields``, the hash of the fields our manager owned
+    (drift checks compare both). These records take no part in identity: two refs
+    are equal, hash and sort alike when they name the same object."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -187,6 +192,9 @@ class ObjectRef(APIModel):
     kind: str
     namespace: str = ""
     name: str
+    hash: str | None = None
+    generation: int | None = None
+    fields: str | None = None
 
     def __init__(self, *args: str, **data: Any) -> None:
         data.update(zip(("api_version", "kind", "namespace", "name"), args, strict=False))
@@ -204,6 +212,18 @@ class ObjectRef(APIModel):
 
     def __lt__(self, other: ObjectRef) -> bool:
         return self._fields() < other._fields()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ObjectRef):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def identity(self) -> ObjectRef:
+        """The reference without its records."""
+        return ObjectRef(self.api_version, self.kind, self.namespace, self.name)
 
     def _fields(self) -> tuple[str, str, str, str]:
         return (self.api_version, self.kind, self.namespace, self.name)
@@ -247,9 +267,10 @@ class ResourceBinding(APIModel):
     hash: str = ""
     applied: bool = False
     last_applied_time: Timestamp | None = None
-    # Sum of metadata.generation of ``objects`` right after the apply.
+    # Sum of metadata.generation of ``objects`` as recorded after their applies.
     generation: int | None = None
-    # Hash of the fields our field manager owned on ``objects`` right after the apply.
+    # Written by earlier versions (one hash over all objects' owned fields); read as a
+    # drift baseline only while the objects carry no ``fields`` of their own.
     fields_hash: str | None = None
     objects: list[ObjectRef] = Field(default_factory=list)
 

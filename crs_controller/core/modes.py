@@ -23,6 +23,7 @@ __all__ = [
     "Plan",
     "Reconcile",
     "RecordedResource",
+    "Scope",
     "Skip",
     "drift_for",
     "plan",
@@ -30,6 +31,9 @@ __all__ = [
 ]
 
 DriftMode = Literal["None", "Generation", "Content"]
+# Which of a resource's objects an apply sends: every one, or only those whose own
+# content changed since their last successful apply to the cluster.
+Scope = Literal["All", "Changed"]
 
 
 class RecordedResource(Protocol):
@@ -58,6 +62,10 @@ class ApplyOnce:
     ) -> bool:
         return recorded is None or not recorded.applied
 
+    def scope(self, recorded: RecordedResource | None, now: datetime) -> Scope:
+        # Only what is missing is created anyway.
+        return "All"
+
     def next_due(self, recorded: RecordedResource | None, now: datetime) -> float | None:
         return None
 
@@ -85,6 +93,13 @@ class Reconcile:
             or recorded.hash != current_hash
             or self.next_due(recorded, now) == 0
         )
+
+    def scope(self, recorded: RecordedResource | None, now: datetime) -> Scope:
+        """An interval reapply sends everything; a change or a retry only what changed
+        (a failed object kept its old hash, so it is sent again)."""
+        if recorded is None or self.next_due(recorded, now) == 0:
+            return "All"
+        return "Changed"
 
     def next_due(self, recorded: RecordedResource | None, now: datetime) -> float | None:
         """Seconds until the interval reapply is due: 0 if due now, None without interval."""
@@ -140,8 +155,10 @@ class Skip:
 
 @dataclass(frozen=True)
 class Apply:
-    """Send the resource's objects (its content changed, it was never applied, or an
-    interval reapply is due)."""
+    """Send the resource's objects: all of them (never applied, or an interval
+    reapply), or only the changed ones (its content changed, or a retry)."""
+
+    scope: Scope = "All"
 
 
 @dataclass(frozen=True)
@@ -164,7 +181,7 @@ def plan(
     """What to do with one resource on one cluster in this pass. ``drift_due`` is the
     drift mode when a check is due in this pass, "None" otherwise."""
     if strategy.needs_apply(recorded, current_hash, now):
-        return Apply()
+        return Apply(strategy.scope(recorded, now))
     if drift_due != "None":
         return CheckDrift(drift_due)
     return Skip()

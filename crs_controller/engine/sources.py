@@ -17,7 +17,7 @@ from typing import Any
 
 from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.errors import ResourceError, ResourceNotFound
-from crs_controller.core.hashing import resource_hash
+from crs_controller.core.hashing import object_hash, resource_hash
 from crs_controller.core.manifests import parse_objects
 from crs_controller.core.models import ObjectMeta, ResourceRef
 from crs_controller.core.ordering import apply_order
@@ -31,6 +31,14 @@ PARSED_CACHE_SIZE = 128
 PARSE_IN_THREAD_BYTES = 64 * 1024
 
 ContentKey = tuple[str, str, str]  # namespace, kind, name
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A source's objects in apply order, and each one's content hash."""
+
+    objects: tuple[dict[str, Any], ...]
+    hashes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -54,8 +62,8 @@ class Sources:
         self._informers = {"ConfigMap": configmaps, "Secret": secrets}
         self._contents: dict[ContentKey, Obj] = {}
         self._hashes: dict[ContentKey, tuple[int, str]] = {}
-        self._parsed: OrderedDict[str, list[dict[str, Any]] | ResourceError] = OrderedDict()
-        self._parsing: dict[str, asyncio.Future[list[dict[str, Any]] | ResourceError]] = {}
+        self._parsed: OrderedDict[str, Manifest | ResourceError] = OrderedDict()
+        self._parsing: dict[str, asyncio.Future[Manifest | ResourceError]] = {}
 
     async def content(self, namespace: str, kind: str, name: str) -> Obj | None:
         """The full object, or None when the watch says it does not exist."""
@@ -98,6 +106,11 @@ class Sources:
 
     async def objects(self, source: Source) -> list[dict[str, Any]]:
         """Parsed objects in apply order; raises InvalidManifest. Cached per hash."""
+        return list((await self.manifest(source)).objects)
+
+    async def manifest(self, source: Source) -> Manifest:
+        """Parsed objects in apply order with each one's hash; raises InvalidManifest.
+        Cached per hash."""
         assert source.raw is not None
         # Keyed by resource as well as hash: an error message names its resource.
         key = f"{source.ref.kind}/{source.ref.name}/{source.hash}"
@@ -110,7 +123,7 @@ class Sources:
             raise cached
         return cached
 
-    async def _parse_once(self, key: str, raw: Obj) -> list[dict[str, Any]] | ResourceError:
+    async def _parse_once(self, key: str, raw: Obj) -> Manifest | ResourceError:
         """Parse in a task of its own: concurrent callers for the same content share
         it, and a caller that is cancelled (a reconcile timeout) does not waste it."""
         task = self._parsing.get(key)
@@ -119,7 +132,7 @@ class Sources:
             self._parsing[key] = task
         return await asyncio.shield(task)
 
-    async def _parse_and_keep(self, key: str, raw: Obj) -> list[dict[str, Any]] | ResourceError:
+    async def _parse_and_keep(self, key: str, raw: Obj) -> Manifest | ResourceError:
         metrics.SOURCE_PARSES.inc()
         try:
             if _size(raw) >= PARSE_IN_THREAD_BYTES:
@@ -138,11 +151,12 @@ class Sources:
         self._hashes.pop((namespace, kind, name), None)
 
 
-def _parse(raw: Obj) -> list[dict[str, Any]] | ResourceError:
+def _parse(raw: Obj) -> Manifest | ResourceError:
     try:
-        return apply_order(parse_objects(raw))
+        objects = apply_order(parse_objects(raw))
     except ResourceError as exc:
         return exc
+    return Manifest(tuple(objects), tuple(object_hash(o) for o in objects))
 
 
 def _size(raw: Obj) -> int:

@@ -6,83 +6,42 @@ the controller's CPU and memory while idle. N Clusters share the test bed's
 workload servers (each server stands for many clusters), so the figures measure the
 controller's own cost, not N separate control planes.
 
+Times and CPU count from the moment the process is spawned (``startup_seconds`` and
+``startup_cpu_seconds`` say how much of that went to reaching ``/readyz``).
+
+With ``--capi-manager``, Cluster API's own manager (its ClusterResourceSet
+controller) is then measured the same way on the same servers (hack/bench/capi.py):
+its figures go under ``capi`` and ``ratios`` gives crs-controller / Cluster API.
+Several ``--clusters`` values run one fresh control plane each and print
+``{"machine", "concurrency", "results": [...]}``; one value prints that one result
+with ``machine`` and ``concurrency`` merged in, as before.
+
     .venv/bin/python hack/bench/scale.py --clusters 100
+    .venv/bin/python hack/bench/scale.py --clusters 200 500 \\
+        --capi-manager ~/.cache/capi/manager --capi-crds /tmp/capi-src/core/config/crd/bases
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
-import time
-from datetime import datetime
+import sys
 from pathlib import Path
-from typing import Any
 
-import yaml
+import capi
+from common import REPO, Figures, addon, measure, objects_in, ratios
 
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, KubeClient
 from crs_controller.testbed.clusters import install_crds, register_cluster
 from crs_controller.testbed.controller import SA_USER, ControllerProcess, install_rbac
 
-REPO = Path(__file__).resolve().parents[2]
-ADDONS = REPO.parent / "shared" / "data" / "addons"
 CRS_API = "addons.crs.dev/v1alpha1"
 NS = "bench"
 USER = "bench-workload-admin"
-WRITES = {"create", "update", "patch", "delete"}
-
-
-def addon(version: str) -> str:
-    """kindnet when the shared data is there, else a small synthetic add-on."""
-    path = ADDONS / "kindnet.yaml"
-    if path.exists():
-        text = path.read_text()
-    else:
-        docs = [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench-addon"}},
-            {
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": {"name": "agent", "namespace": "bench-addon"},
-            },
-        ]
-        text = yaml.safe_dump_all(docs)
-    marker = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "bench-version", "namespace": "default"},
-        "data": {"version": version},
-    }
-    return text + "\n---\n" + yaml.safe_dump(marker)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def audit_writes(plane: ControlPlane, since: float) -> dict[str, int]:
-    counts = {"management": 0, "workloads": 0, "workload_reads": 0}
-    for server in plane.servers:
-        for event in server.audit_events():
-            stamp = datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
-            if stamp.timestamp() < since or event["user"]["username"] not in (SA_USER, USER):
-                continue
-            write = event["verb"] in WRITES
-            if server is plane.management:
-                counts["management"] += write
-            else:
-                counts["workloads" if write else "workload_reads"] += 1
-    return counts
+CAPI_CRDS = Path("/tmp/capi-src/core/config/crd/bases")
 
 
 def hashes(mgmt: KubeClient) -> list[str]:
@@ -93,93 +52,120 @@ def hashes(mgmt: KubeClient) -> list[str]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--clusters", type=int, default=100)
-    parser.add_argument("--concurrency", type=int, default=8)
-    args = parser.parse_args()
-    n = args.clusters
-    result: dict[str, Any] = {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(),
-        },
-        "clusters": n,
-        "concurrency": args.concurrency,
-    }
-    with ControlPlane.start(workloads=3) as plane:
-        mgmt = KubeClient(plane.management, timeout=30)
-        install_crds(mgmt, sorted((REPO / "config" / "crd" / "bases").glob("*.yaml")))
-        install_crds(mgmt, sorted((REPO / "config" / "testing").glob("*.yaml")))
-        install_rbac(mgmt)
-        mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        source = {
+def edit(mgmt: KubeClient) -> None:
+    live = mgmt.get("v1", "ConfigMap", "addon", NS)
+    assert live is not None
+    live["data"]["addon.yaml"] = addon("2")
+    mgmt.update(live)
+
+
+def populate(mgmt: KubeClient, plane: ControlPlane, n: int) -> None:
+    install_crds(mgmt, sorted((REPO / "config" / "crd" / "bases").glob("*.yaml")))
+    install_crds(mgmt, sorted((REPO / "config" / "testing").glob("*.yaml")))
+    install_rbac(mgmt)
+    mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    mgmt.create(
+        {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "addon", "namespace": NS},
             "data": {"addon.yaml": addon("1")},
         }
-        mgmt.create(source)
-        objects = len([d for d in yaml.safe_load_all(source["data"]["addon.yaml"]) if d])
-        result["objects_per_cluster"] = objects
-        mgmt.create(
-            {
-                "apiVersion": CRS_API,
-                "kind": "ClusterResourceSet",
-                "metadata": {"name": "addon", "namespace": NS},
-                "spec": {
-                    "clusterSelector": {"matchLabels": {"bench": "yes"}},
-                    "resources": [{"kind": "ConfigMap", "name": "addon"}],
-                    "mode": "Reconcile",
-                },
-            }
+    )
+    mgmt.create(
+        {
+            "apiVersion": CRS_API,
+            "kind": "ClusterResourceSet",
+            "metadata": {"name": "addon", "namespace": NS},
+            "spec": {
+                "clusterSelector": {"matchLabels": {"bench": "yes"}},
+                "resources": [{"kind": "ConfigMap", "name": "addon"}],
+                "mode": "Reconcile",
+            },
+        }
+    )
+    for i in range(n):
+        register_cluster(
+            mgmt,
+            plane.workloads[i % len(plane.workloads)],
+            name=f"c{i:04d}",
+            namespace=NS,
+            labels={"bench": "yes"},
+            kubeconfig_user=USER,
         )
-        for i in range(n):
-            register_cluster(
-                mgmt,
-                plane.workloads[i % len(plane.workloads)],
-                name=f"c{i:04d}",
-                namespace=NS,
-                labels={"bench": "yes"},
-                kubeconfig_user=USER,
-            )
-        extra = ("--concurrency", str(args.concurrency), "--log-level", "warning")
-        with ControllerProcess(plane.management, *extra) as controller:
-            assert controller.pid is not None
-            started = time.time()
-            cpu0 = cpu_seconds(controller.pid)
-            wait_for(lambda: len(hashes(mgmt)) == n, 600, interval=0.5, message="first apply")
-            result["first_apply_seconds"] = round(time.time() - started, 2)
-            result["first_apply_cpu_seconds"] = round(cpu_seconds(controller.pid) - cpu0, 2)
-            time.sleep(3)
-            result["first_apply_requests"] = audit_writes(plane, started)
 
-            first = set(hashes(mgmt))
-            edited = time.time()
-            cpu1 = cpu_seconds(controller.pid)
-            live = mgmt.get("v1", "ConfigMap", "addon", NS)
-            assert live is not None
-            live["data"]["addon.yaml"] = addon("2")
-            mgmt.update(live)
-            wait_for(
-                lambda: (h := hashes(mgmt)) and len(h) == n and not set(h) & first,
-                600,
-                interval=0.5,
-                message="edit applied",
-            )
-            result["edit_seconds"] = round(time.time() - edited, 2)
-            result["edit_cpu_seconds"] = round(cpu_seconds(controller.pid) - cpu1, 2)
-            time.sleep(3)
-            result["edit_requests"] = audit_writes(plane, edited)
 
-            idle = time.time()
-            cpu2 = cpu_seconds(controller.pid)
-            time.sleep(10)
-            result["idle_10s_cpu_seconds"] = round(cpu_seconds(controller.pid) - cpu2, 3)
-            result["idle_10s_requests"] = audit_writes(plane, idle)
-            result["controller_rss_mib"] = round(rss_mib(controller.pid), 1)
-    print(json.dumps(result, indent=2))
+def crs_phase(plane: ControlPlane, n: int, concurrency: int) -> Figures:
+    mgmt = KubeClient(plane.management, timeout=30)
+    populate(mgmt, plane, n)
+    controller = ControllerProcess(
+        plane.management, "--concurrency", str(concurrency), "--log-level", "warning"
+    )
+    return measure(
+        plane,
+        controller,
+        n=n,
+        users=(SA_USER, USER),
+        hashes=functools.partial(hashes, mgmt),
+        edit=functools.partial(edit, mgmt),
+    )
+
+
+def one_size(n: int, args: argparse.Namespace) -> Figures:
+    """Both phases for ``n`` clusters in a fresh control plane."""
+    result: Figures = {"clusters": n, "objects_per_cluster": objects_in(addon("1"))}
+    with ControlPlane.start(workloads=3) as plane:
+        log(f"{n} clusters: crs-controller")
+        result |= crs_phase(plane, n, args.concurrency)
+        if args.capi_manager:
+            log(f"{n} clusters: Cluster API manager")
+            result["capi"] = capi.run(plane, args.capi_manager, args.capi_crds, n, args.concurrency)
+            result["ratios"] = ratios(result, result["capi"])
+    return result
+
+
+def log(message: str) -> None:
+    print(f"scale.py: {message}", file=sys.stderr, flush=True)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clusters", type=int, nargs="+", default=[100])
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--capi-manager",
+        type=Path,
+        help="Cluster API's core manager binary: also measure its ClusterResourceSet controller",
+    )
+    parser.add_argument(
+        "--capi-crds",
+        type=Path,
+        default=CAPI_CRDS,
+        help="Cluster API's CRDs (core/config/crd/bases of the manager's source)",
+    )
+    args = parser.parse_args()
+    if args.capi_manager and not args.capi_crds.is_dir():
+        parser.error(f"--capi-crds {args.capi_crds} is not a directory")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    shared: Figures = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+        },
+        "concurrency": args.concurrency,
+    }
+    results = [one_size(n, args) for n in args.clusters]
+    if len(results) == 1:
+        print(json.dumps(shared | results[0], indent=2))
+    else:
+        print(json.dumps(shared | {"results": results}, indent=2))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from crs_controller.core.bindings import (
     parse_binding,
     record_apply,
     recorded,
+    select_objects,
 )
 from crs_controller.core.models import (
     API_VERSION,
@@ -44,6 +45,10 @@ NS = ObjectRef("v1", "Namespace", "", "calico-system")
 DS = ObjectRef("apps/v1", "DaemonSet", "kube-system", "calico-node")
 SA = ObjectRef("v1", "ServiceAccount", "kube-system", "calico-node")
 CM = ObjectRef("v1", "ConfigMap", "kube-system", "calico-config")
+
+
+def gen(ref: ObjectRef, generation: int | None) -> ObjectRef:
+    return ref.model_copy(update={"generation": generation})
 
 
 def inv(*refs: ObjectRef) -> list[ObjectRef]:
@@ -113,8 +118,7 @@ def test_record_apply_inventory(
         prev,
         digest=NEW_HASH,
         ok=ok,
-        applied=applied,
-        generations=[1] * len(applied),
+        objects=[gen(o, 1) for o in applied],
         now=NOW,
         skipped=skipped,
     )
@@ -123,9 +127,7 @@ def test_record_apply_inventory(
 
 
 def test_record_apply_records_hash_time_and_identity() -> None:
-    result = record_apply(
-        REF, previous(NS), digest=NEW_HASH, ok=True, applied=[NS, DS], generations=[1, 4], now=NOW
-    )
+    result = record_apply(REF, previous(NS), digest=NEW_HASH, ok=True, objects=[NS, DS], now=NOW)
     assert (result.kind, result.name) == ("ConfigMap", "calico-addon")
     assert result.hash == NEW_HASH
     assert result.last_applied_time == NOW
@@ -147,9 +149,7 @@ def test_record_apply_records_hash_time_and_identity() -> None:
 
 def test_record_apply_failure_still_records_the_new_hash_as_not_applied() -> None:
     # The hash is what was attempted; applied: false makes the next pass retry it.
-    result = record_apply(
-        REF, previous(NS), digest=NEW_HASH, ok=False, applied=[], generations=[], now=NOW
-    )
+    result = record_apply(REF, previous(NS), digest=NEW_HASH, ok=False, objects=[], now=NOW)
     assert result.hash == NEW_HASH
     assert result.applied is False
     assert to_api(result)["applied"] is False
@@ -162,18 +162,19 @@ def test_record_apply_failure_still_records_the_new_hash_as_not_applied() -> Non
 def test_record_apply_generation_is_the_sum_with_none_as_zero(
     generations: list[int | None], total: int
 ) -> None:
-    applied = [ObjectRef("v1", "ConfigMap", "default", f"cm-{i}") for i in range(len(generations))]
-    result = record_apply(
-        REF, None, digest=HASH, ok=True, applied=applied, generations=generations, now=NOW
-    )
+    applied = [
+        gen(ObjectRef("v1", "ConfigMap", "default", f"cm-{i}"), g)
+        for i, g in enumerate(generations)
+    ]
+    result = record_apply(REF, None, digest=HASH, ok=True, objects=applied, now=NOW)
     assert result.generation == total
 
 
 def test_record_apply_does_not_change_the_previous_entry() -> None:
     prev = previous(NS, DS)
     before = to_api(prev)
-    record_apply(REF, prev, digest=NEW_HASH, ok=False, applied=[SA], generations=[1], now=NOW)
-    record_apply(REF, prev, digest=NEW_HASH, ok=True, applied=[SA], generations=[1], now=NOW)
+    record_apply(REF, prev, digest=NEW_HASH, ok=False, objects=[gen(SA, 1)], now=NOW)
+    record_apply(REF, prev, digest=NEW_HASH, ok=True, objects=[gen(SA, 1)], now=NOW)
     assert to_api(prev) == before
 
 
@@ -187,10 +188,103 @@ def test_record_apply_skips_match_a_previous_inventory_read_from_the_api() -> No
         "objects": [{"apiVersion": "v1", "kind": "Namespace", "name": "calico-system"}],
     }
     prev = ResourceBinding.model_validate(raw)
-    result = record_apply(
-        REF, prev, digest=HASH, ok=True, applied=[], generations=[], now=NOW, skipped=[NS]
-    )
+    result = record_apply(REF, prev, digest=HASH, ok=True, objects=[], now=NOW, skipped=[NS])
     assert result.objects == inv(NS)
+
+
+# --- select_objects: only what changed is sent ---------------------------------------
+
+
+def manifest(*refs: ObjectRef) -> list[dict[str, Any]]:
+    """Parsed objects for ``refs`` (as a source would give them)."""
+    out = []
+    for r in refs:
+        meta = {"name": r.name, **({"namespace": r.namespace} if r.namespace else {})}
+        out.append({"apiVersion": r.api_version, "kind": r.kind, "metadata": meta})
+    return out
+
+
+def hashed(ref: ObjectRef, digest: str) -> ObjectRef:
+    return ref.model_copy(update={"hash": digest})
+
+
+@pytest.mark.parametrize(
+    ("recorded", "hashes", "scope", "send"),
+    [
+        # Nothing recorded: everything goes out, whatever the scope.
+        (None, ["a", "b", "c"], "Changed", [0, 1, 2]),
+        # One object changed: only it is sent.
+        ([hashed(NS, "a"), hashed(DS, "b"), hashed(SA, "c")], ["a", "B", "c"], "Changed", [1]),
+        # A new object joins: it is sent, the others stay.
+        ([hashed(NS, "a"), hashed(DS, "b")], ["a", "b", "c"], "Changed", [2]),
+        # No hash recorded (an older binding, or a failed object): sent.
+        ([NS, hashed(DS, "b"), hashed(SA, "c")], ["a", "b", "c"], "Changed", [0]),
+        # Nothing changed (only the layout of the source): nothing is sent.
+        ([hashed(NS, "a"), hashed(DS, "b"), hashed(SA, "c")], ["a", "b", "c"], "Changed", []),
+        # A reapply (interval, drift) sends everything.
+        ([hashed(NS, "a"), hashed(DS, "b"), hashed(SA, "c")], ["a", "b", "c"], "All", [0, 1, 2]),
+    ],
+    ids=["first", "one-changed", "one-added", "unrecorded", "none-changed", "reapply"],
+)
+def test_select_objects_sends_only_what_changed(
+    recorded: list[ObjectRef] | None, hashes: list[str], scope: str, send: list[int]
+) -> None:
+    prev = None if recorded is None else previous(*recorded)
+    selection = select_objects(manifest(NS, DS, SA), hashes, prev, scope)  # type: ignore[arg-type]
+    assert selection.send == send
+    assert sorted([*selection.send, *selection.kept]) == [0, 1, 2]
+    for position, entry in selection.kept.items():
+        assert entry == [NS, DS, SA][position] and entry.hash == hashes[position]
+
+
+def test_an_object_written_without_namespace_matches_its_record_in_default() -> None:
+    bare = ObjectRef("v1", "ConfigMap", "", "settings")
+    prev = previous(hashed(ObjectRef("v1", "ConfigMap", "default", "settings"), "a"))
+    assert select_objects(manifest(bare), ["a"], prev, "Changed").send == []
+    assert select_objects(manifest(bare), ["b"], prev, "Changed").send == [0]
+
+
+def test_an_object_that_left_the_source_is_left_to_the_deletion_policy() -> None:
+    # SA left the source: not sent, not kept; the new inventory no longer lists it,
+    # which is what the Delete policy prunes by (and Orphan leaves alone).
+    prev = previous(hashed(NS, "a"), hashed(SA, "c"))
+    selection = select_objects(manifest(NS), ["a"], prev, "Changed")
+    assert selection.send == [] and list(selection.kept.values()) == [NS]
+    result = record_apply(
+        REF, prev, digest=NEW_HASH, ok=True, objects=list(selection.kept.values()), now=NOW
+    )
+    assert result.objects == [NS]
+
+
+def test_a_failed_object_keeps_its_old_record_so_the_retry_sends_it_again() -> None:
+    prev = previous(hashed(NS, "a"), hashed(DS, "b"))
+    # DS changed to "B" and failed; NS changed to "A" and was applied.
+    result = record_apply(REF, prev, digest=NEW_HASH, ok=False, objects=[hashed(NS, "A")], now=NOW)
+    assert [(o.name, o.hash) for o in result.objects] == [
+        ("calico-system", "A"),
+        ("calico-node", "b"),
+    ]
+    retry = select_objects(manifest(NS, DS), ["A", "B"], result, "Changed")
+    assert retry.send == [1]
+
+
+def test_records_travel_with_the_inventory_entry_and_do_not_change_identity() -> None:
+    recorded = ObjectRef(
+        "apps/v1", "DaemonSet", "kube-system", "calico-node", hash="h", generation=3, fields="f"
+    )
+    assert recorded == DS and hash(recorded) == hash(DS) and recorded in {DS}
+    api = recorded.to_api()
+    assert api == {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "namespace": "kube-system",
+        "name": "calico-node",
+        "hash": "h",
+        "generation": 3,
+        "fields": "f",
+    }
+    assert ObjectRef.model_validate(api).generation == 3
+    assert recorded.identity().hash is None
 
 
 # --- entries_by_crs / recorded ----------------------------------------------------------
@@ -353,7 +447,7 @@ def test_steady_state_with_the_original_entries_is_not_a_change() -> None:
     # The reconciler rebuilds from fresh record_apply results, not from parsed ones:
     # sub-second times and naive UTC times must not look different once written.
     naive = datetime(2026, 11, 22, 10, 0, 0, 123456)
-    fresh = record_apply(REF, None, digest=HASH, ok=True, applied=[NS], generations=[1], now=naive)
+    fresh = record_apply(REF, None, digest=HASH, ok=True, objects=[gen(NS, 1)], now=naive)
     entries = {"calico": entry("calico", fresh)}
     owners = [owner_reference(crs("calico"))]
     first = desired_binding(
@@ -368,8 +462,8 @@ def test_steady_state_with_the_original_entries_is_not_a_change() -> None:
 
 def test_other_time_zones_are_the_same_instant() -> None:
     plus_two = NOW.astimezone(timezone(timedelta(hours=2)))
-    a = record_apply(REF, None, digest=HASH, ok=True, applied=[], generations=[], now=NOW)
-    b = record_apply(REF, None, digest=HASH, ok=True, applied=[], generations=[], now=plus_two)
+    a = record_apply(REF, None, digest=HASH, ok=True, objects=[], now=NOW)
+    b = record_apply(REF, None, digest=HASH, ok=True, objects=[], now=plus_two)
     current = round_trip(
         desired_binding(
             None,

@@ -3,17 +3,23 @@ fields our field manager owns (managedFields), hashed independently of key order
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from crs_controller.core.drift import (
+    Live,
     content_drift,
     fields_hash,
     generation_drift,
     generation_sum,
     owned_fields,
+    owned_hash,
+    resource_drift,
 )
+from crs_controller.core.models import ObjectRef
 
 
 @pytest.mark.parametrize(
@@ -103,3 +109,65 @@ def test_content_drift_table() -> None:
 def test_fields_hash_ignores_key_order(fields: dict[str, dict[str, object]]) -> None:
     reordered = {k: dict(reversed(list(v.items()))) for k, v in reversed(list(fields.items()))}
     assert fields_hash([fields]) == fields_hash([reordered])
+
+
+# --- resource_drift: per-object records, one verdict per resource ---------------------
+
+A = ObjectRef("v1", "ConfigMap", "kube-system", "a")
+B = ObjectRef("apps/v1", "Deployment", "kube-system", "b")
+OWNED = {"f:data": {"f:x": {}}}
+OTHER_OWNED = {"f:data": {}}
+
+
+def rec(ref: ObjectRef, generation: int | None, owned: Any = OWNED) -> ObjectRef:
+    return ref.model_copy(update={"generation": generation, "fields": owned_hash(owned)})
+
+
+@pytest.mark.parametrize(
+    ("mode", "objects", "live", "drift"),
+    [
+        ("Generation", [rec(A, None), rec(B, 2)], [Live(0, OWNED), Live(2, OWNED)], False),
+        ("Generation", [rec(A, None), rec(B, 2)], [Live(0, OWNED), Live(3, OWNED)], True),
+        ("Generation", [rec(A, None), rec(B, 2)], [None, Live(2, OWNED)], True),
+        # Generation mode does not look at ownership.
+        ("Generation", [rec(A, 1), rec(B, 2)], [Live(1, OTHER_OWNED), Live(2, OWNED)], False),
+        ("Content", [rec(A, 1), rec(B, 2)], [Live(1, OTHER_OWNED), Live(2, OWNED)], True),
+        ("Content", [rec(A, 1), rec(B, 2)], [Live(1, None), Live(2, OWNED)], True),
+        ("Content", [rec(A, 1), rec(B, 2)], [Live(1, OWNED), Live(2, OWNED)], False),
+        # One generation moved elsewhere while the sum stays: per object it is seen.
+        ("Generation", [rec(A, 1), rec(B, 2)], [Live(2, OWNED), Live(1, OWNED)], True),
+    ],
+    ids=[
+        "same",
+        "edited",
+        "missing",
+        "gen-ignores-owner",
+        "owner-moved",
+        "owner-gone",
+        "content-same",
+        "sum-hides-it",
+    ],
+)
+def test_resource_drift_per_object(
+    mode: str, objects: list[ObjectRef], live: list[Live | None], drift: bool
+) -> None:
+    assert resource_drift(mode, objects, live) is drift
+
+
+@pytest.mark.parametrize(
+    ("live", "recorded_sum", "drift"),
+    [
+        ([Live(1, OWNED), Live(2, OWNED)], 3, False),
+        ([Live(1, OWNED), Live(3, OWNED)], 3, True),
+        ([Live(1, OWNED), Live(3, OWNED)], None, False),
+    ],
+)
+def test_an_inventory_without_object_records_falls_back_to_the_resource_sum(
+    live: list[Live | None], recorded_sum: int | None, drift: bool
+) -> None:
+    assert resource_drift("Generation", [A, B], live, recorded_sum=recorded_sum) is drift
+    legacy = fields_hash([s.owned for s in live if s is not None])
+    assert (
+        resource_drift("Content", [A, B], live, recorded_sum=recorded_sum, recorded_fields=legacy)
+        is drift
+    )

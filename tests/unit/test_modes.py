@@ -150,15 +150,19 @@ def test_strategy_for_refuses(mode: str, interval: str | None, message: str) -> 
 @pytest.mark.parametrize(
     ("strategy", "recorded", "current", "drift_due", "expected"),
     [
-        (Reconcile(), None, HASH, "None", Apply()),
-        (Reconcile(), Recorded(), OTHER, "Content", Apply()),  # a change beats a check
+        (Reconcile(), None, HASH, "None", Apply("All")),
+        (Reconcile(), Recorded(), OTHER, "None", Apply("Changed")),  # only what changed
+        (Reconcile(), Recorded(), OTHER, "Content", Apply("Changed")),  # a change beats a check
+        (Reconcile(), Recorded(applied=False), HASH, "None", Apply("Changed")),  # a retry
+        (Reconcile(60), ago(2), OTHER, "None", Apply("All")),  # the interval sends all
         (Reconcile(), Recorded(), HASH, "Generation", CheckDrift("Generation")),
         (Reconcile(), Recorded(), HASH, "Content", CheckDrift("Content")),
         (Reconcile(), Recorded(), HASH, "None", Skip()),
-        (Reconcile(60), ago(2), HASH, "None", Apply()),  # the interval reapply is due
+        (Reconcile(60), ago(2), HASH, "None", Apply("All")),  # the interval reapply is due
         (Reconcile(600), ago(2), HASH, "None", Skip()),
         (ApplyOnce(), Recorded(), OTHER, "None", Skip()),  # edits are ignored
-        (ApplyOnce(), Recorded(applied=False), HASH, "None", Apply()),
+        (ApplyOnce(), None, HASH, "None", Apply("All")),
+        (ApplyOnce(), Recorded(applied=False), HASH, "None", Apply("All")),
     ],
 )
 def test_plan_per_resource(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.drift import owned_fields
+from crs_controller.core.drift import owned_fields, owned_hash
 from crs_controller.core.errors import APIError, CRSError, Unreachable
 from crs_controller.core.manifests import ObjectRef, apply_body, object_ref
 from crs_controller.core.ordering import is_crd
@@ -25,10 +25,9 @@ CRD_ESTABLISH_TIMEOUT = 30.0
 
 @dataclass
 class ApplyResult:
-    applied: list[ObjectRef] = field(default_factory=list)
-    generations: list[int | None] = field(default_factory=list)
-    # The fieldsV1 our manager owns on each applied object, from the apply response.
-    owned: list[Any] = field(default_factory=list)
+    # Each applied object with its records from the apply response: content hash,
+    # generation, and the hash of the fields our manager owns. By input position.
+    applied: dict[int, ObjectRef] = field(default_factory=dict)
     skipped: list[ObjectRef] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -44,8 +43,10 @@ async def apply_objects(
     field_manager: str,
     only_missing: bool,
     confidential: bool = False,
+    hashes: Sequence[str] | None = None,
 ) -> ApplyResult:
-    """Apply ``objects`` (already in apply order). With ``only_missing`` (ApplyOnce),
+    """Apply ``objects`` (already in apply order); ``hashes``, when given, are their
+    content hashes, recorded on what was applied. With ``only_missing`` (ApplyOnce),
     objects that already exist are left untouched: reported as skipped, or as
     applied when our field manager applied them before (an inventory that was lost,
     e.g. a binding deleted or restored from a backup without it, is re-adopted).
@@ -55,7 +56,7 @@ async def apply_objects(
     Raises Unreachable as soon as the cluster stops answering."""
     result = ApplyResult()
     pending_crds: list[str] = []
-    for obj in objects:
+    for position, obj in enumerate(objects):
         if pending_crds and not is_crd(obj):
             await _await_established(client, pending_crds, result)
             pending_crds = []
@@ -69,9 +70,13 @@ async def apply_objects(
         if live is None:
             result.skipped.append(ref)
             continue
-        result.applied.append(ref)
-        result.generations.append(live.get("metadata", {}).get("generation"))
-        result.owned.append(owned_fields(live, field_manager))
+        result.applied[position] = ref.model_copy(
+            update={
+                "hash": hashes[position] if hashes is not None else None,
+                "generation": live.get("metadata", {}).get("generation"),
+                "fields": owned_hash(owned_fields(live, field_manager)),
+            }
+        )
         if is_crd(obj):
             pending_crds.append(ref.name)
     if pending_crds:

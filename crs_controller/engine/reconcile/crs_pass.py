@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 import structlog
 
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.bindings import record_apply, recorded
+from crs_controller.core.bindings import record_apply, recorded, select_objects
 from crs_controller.core.errors import APIError, ResourceError, Unreachable
 from crs_controller.core.models import (
     CRSBinding,
@@ -28,6 +29,7 @@ from crs_controller.core.modes import (
     DriftMode,
     Plan,
     Reconcile,
+    Scope,
     drift_for,
     plan,
     strategy_for,
@@ -37,7 +39,7 @@ from crs_controller.core.pruning import ObjectKey, wanted_keys
 from crs_controller.core.status import Outcome
 from crs_controller.engine.context import ClusterContext
 from crs_controller.engine.reconcile.applying import apply_objects
-from crs_controller.engine.reconcile.drift_check import drifted
+from crs_controller.engine.reconcile.drift_check import Observer
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.sources import Source
 
@@ -112,6 +114,8 @@ async def reconcile_pair(
     pair = (cluster.namespace, crs.name, cluster.name)
     wait = ctx.drift.wait(pair, ctx.clock.now())
     drift_due: DriftMode = drift.mode if wait == 0 else "None"
+    # One read per kind for the whole pass, shared by its resources' drift checks.
+    observer = Observer(client, ctx.settings.field_manager)
     if drift.mode != "None":
         progress.requeue = wait or drift.interval
     for ref in spec.resources:
@@ -119,7 +123,7 @@ async def reconcile_pair(
         if progress.unreachable:
             progress.add(_Done(ref.name, previous))  # not reached: unchanged
             continue
-        step = _Step(ref, previous, strategy, now, drift_due)
+        step = _Step(ref, previous, strategy, now, drift_due, observer)
         progress.add(await _resource_pass(ctx, client, crs, cluster, step))
     if drift_due != "None":
         ctx.drift.checked(pair, ctx.clock.now(), drift.interval)
@@ -143,6 +147,7 @@ class _Step:
     strategy: ApplyOnce | Reconcile
     now: datetime
     drift_due: DriftMode
+    observer: Observer
 
 
 async def _resource_pass(
@@ -154,7 +159,15 @@ async def _resource_pass(
         return _failed(name, previous, source.error.reason, str(source.error))
     try:
         decision = plan(step.strategy, previous, source.hash, step.now, step.drift_due)
-        why = await _why_apply(ctx, client, decision, previous)
+        why = await _why_apply(step.observer, decision, previous)
+        if isinstance(decision, CheckDrift):
+            log.debug(
+                "drift checked",
+                crs=f"{crs.namespace}/{crs.name}",
+                cluster=cluster.name,
+                resource=name,
+                drifted=why is not None,
+            )
         if why is None:
             assert previous is not None
             return _Done(name, previous, requeue=step.strategy.next_due(previous, step.now))
@@ -185,17 +198,24 @@ async def wanted_by(ctx: ClusterContext, namespace: str, crss: list[CRS]) -> set
     return wanted
 
 
+@dataclass(frozen=True)
+class _Why:
+    """Why a resource is applied now (the event reason), and which objects go out."""
+
+    reason: Literal["Applied", "DriftCorrected"]
+    scope: Scope
+
+
 async def _why_apply(
-    ctx: ClusterContext, client: KubeClient, step: Plan, previous: ResourceBinding | None
-) -> str | None:
-    """The event reason for applying this resource now, or None to leave it."""
+    observer: Observer, step: Plan, previous: ResourceBinding | None
+) -> _Why | None:
+    """Why to apply this resource now, or None to leave it."""
     if isinstance(step, Apply):
-        return "Applied"
+        return _Why("Applied", step.scope)
     if isinstance(step, CheckDrift):
         assert previous is not None  # plan() checks drift only for what was applied
-        manager = ctx.settings.field_manager
-        if await drifted(client, previous, step.mode, field_manager=manager):
-            return "DriftCorrected"
+        if await observer.drifted(previous, step.mode):
+            return _Why("DriftCorrected", "All")
     return None
 
 
@@ -206,32 +226,34 @@ async def _apply_resource(
     cluster: Cluster,
     source: Source,
     step: _Step,
-    why: str,
+    why: _Why,
 ) -> _Done:
     ref, previous = source.ref, step.previous
     name = f"{ref.kind}/{ref.name}"
     try:
-        objects = await ctx.sources.objects(source)
+        manifest = await ctx.sources.manifest(source)
     except ResourceError as exc:
         return _failed(name, previous, exc.reason, str(exc))
+    chosen = select_objects(manifest.objects, manifest.hashes, previous, why.scope)
     applied = await apply_objects(
         client,
-        objects,
+        [manifest.objects[i] for i in chosen.send],
         field_manager=ctx.settings.field_manager,
         only_missing=step.strategy.applies_only_missing,
         confidential=ref.kind == "Secret",
+        hashes=[manifest.hashes[i] for i in chosen.send],
     )
     metrics.OBJECTS_APPLIED.inc(len(applied.applied))
     metrics.APPLY_ERRORS.inc(len(applied.errors))
+    sent = {chosen.send[i]: done for i, done in applied.applied.items()}
+    current = {**chosen.kept, **sent}
     record = record_apply(
         ref,
         previous,
         digest=source.hash,
         ok=applied.ok,
-        applied=applied.applied,
-        generations=applied.generations,
+        objects=[current[i] for i in sorted(current)],
         skipped=applied.skipped,
-        owned=applied.owned,
         now=step.now,
     )
     log.info(
@@ -240,12 +262,16 @@ async def _apply_resource(
         cluster=cluster.name,
         resource=name,
         objects=len(applied.applied),
+        unchanged=len(chosen.kept),
         errors=len(applied.errors),
     )
     if not applied.ok:
         failure = ("ApplyFailed", f"{name}: {'; '.join(applied.errors)}")
         return _Done(name, record, failure, retry=True)
-    return _Done(name, record, applied_as=why, requeue=step.strategy.next_due(record, step.now))
+    announce = why.reason if chosen.send else None
+    return _Done(
+        name, record, applied_as=announce, requeue=step.strategy.next_due(record, step.now)
+    )
 
 
 def earliest(a: float | None, b: float | None) -> float | None:

@@ -1,49 +1,68 @@
 """Drift checks: read what a resource put on a workload cluster and decide, with the
-pure rules of ``core.drift``, whether someone changed it. Reads only."""
+pure rules of ``core.drift``, whether someone changed it. Reads only, and cheaply:
+one metadata-only LIST per kind (per namespace when all of that kind's objects share
+one) for a whole pass, whatever the number of objects and resources."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.drift import content_drift, generation_drift, owned_fields
+from crs_controller.core.drift import Live, owned_fields, resource_drift
 from crs_controller.core.errors import NotFound
-from crs_controller.core.manifests import ObjectRef
-from crs_controller.core.models import ResourceBinding
+from crs_controller.core.models import ObjectRef, ResourceBinding
+
+ListKey = tuple[str, str, str | None]  # apiVersion, kind, namespace (None: all)
 
 
-async def drifted(
-    client: KubeClient, recorded: ResourceBinding, mode: str, *, field_manager: str
-) -> bool:
-    """``mode`` is the CRS's driftDetection: Generation or Content."""
-    seen = await observe(client, recorded.objects, field_manager=field_manager)
-    if generation_drift(recorded.generation, seen.generations):
-        return True
-    return mode == "Content" and content_drift(recorded.fields_hash, seen.owned)
+class Observer:
+    """What one pass has read from one workload cluster, per LIST."""
 
+    def __init__(self, client: KubeClient, field_manager: str) -> None:
+        self._client = client
+        self._manager = field_manager
+        self._lists: dict[ListKey, dict[tuple[str, str], Live]] = {}
 
-@dataclass
-class Observation:
-    """What the inventory looks like on the workload cluster now."""
-
-    generations: list[int | None]  # None: the object is missing
-    owned: list[Any]  # None: missing, or no longer applied by us at all
-
-
-async def observe(
-    client: KubeClient, inventory: Sequence[ObjectRef], *, field_manager: str
-) -> Observation:
-    """Read every inventoried object once (drift checks only read)."""
-    seen = Observation([], [])
-    for ref in inventory:
-        try:
-            live = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-        except NotFound:  # the kind itself is gone, e.g. its CRD was deleted
-            live = None
-        seen.generations.append(
-            None if live is None else int(live["metadata"].get("generation") or 0)
+    async def drifted(self, recorded: ResourceBinding, mode: str) -> bool:
+        """``mode`` is the CRS's driftDetection: Generation or Content."""
+        live = await self.observe(recorded.objects)
+        return resource_drift(
+            mode,
+            recorded.objects,
+            live,
+            recorded_sum=recorded.generation,
+            recorded_fields=recorded.fields_hash,
         )
-        seen.owned.append(owned_fields(live, field_manager))
-    return seen
+
+    async def observe(self, objects: Sequence[ObjectRef]) -> list[Live | None]:
+        """Each object's live state (None: missing), from one LIST per kind."""
+        by_kind: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for ref in objects:
+            by_kind[(ref.api_version, ref.kind)].add(ref.namespace)
+        found: dict[tuple[str, str], dict[tuple[str, str], Live]] = {}
+        for (api_version, kind), namespaces in by_kind.items():
+            only = next(iter(namespaces)) if len(namespaces) == 1 else None
+            found[(api_version, kind)] = await self._listed(api_version, kind, only or None)
+        return [found[(r.api_version, r.kind)].get((r.namespace, r.name)) for r in objects]
+
+    async def _listed(
+        self, api_version: str, kind: str, namespace: str | None
+    ) -> dict[tuple[str, str], Live]:
+        for key in ((api_version, kind, namespace), (api_version, kind, None)):
+            if key in self._lists:
+                return self._lists[key]
+        try:
+            items, _ = await self._client.list(api_version, kind, namespace, metadata_only=True)
+        except NotFound:  # the kind itself is gone, e.g. its CRD was deleted
+            items = []
+        listed = {}
+        for item in items:
+            meta = item.get("metadata") or {}
+            where = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            generation = meta.get("generation")
+            listed[where] = Live(
+                int(generation) if generation is not None else 0, owned_fields(item, self._manager)
+            )
+        self._lists[(api_version, kind, namespace)] = listed
+        return listed

@@ -4,6 +4,7 @@ server defaulting is never mistaken for drift (no writes in a steady state)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from crs_controller.testbed import ControlPlane, KubeClient, wait_for
@@ -70,11 +71,22 @@ def test_generation_drift_restores_an_edited_and_a_deleted_object(
     assert any(e["reason"] == "DriftCorrected" for e in events)
 
 
-def drift_reads(control_plane: ControlPlane, index: int, resource: str, since: float) -> int:
-    """GETs of ``resource`` (e.g. "configmaps/x") on workload ``index`` since ``since``:
-    the drift checks that ran."""
-    reads = requests_by([control_plane.workloads[index]], {WORKLOAD_USER}, since, {"get"})
-    return sum(resource in r for r in reads)
+def drift_checks(controller: ControllerProcess, crs: str, cluster: str) -> int:
+    """Drift checks of ``crs`` ("ns/name") on ``cluster`` that found nothing to
+    correct, from the controller's debug log: the positive sign that it looked."""
+    count = 0
+    for line in controller.log_text().splitlines():
+        if '"drift checked"' in line and crs in line:
+            entry = json.loads(line)
+            count += entry["crs"] == crs and entry["cluster"] == cluster and not entry["drifted"]
+    return count
+
+
+def reads(control_plane: ControlPlane, index: int, verb: str, resource: str, since: float) -> int:
+    """``verb`` requests ("get", "list") for ``resource`` ("configmaps/x", or
+    "configmaps/None" for a LIST) on workload ``index`` since ``since``."""
+    found = requests_by([control_plane.workloads[index]], {WORKLOAD_USER}, since, {verb})
+    return sum(r.endswith(" " + resource) for r in found)
 
 
 def test_content_drift_catches_data_edits_that_generation_misses(
@@ -100,11 +112,12 @@ def test_content_drift_catches_data_edits_that_generation_misses(
         wl.patch_merge("v1", "ConfigMap", name, {"data": {"v": "edited"}}, namespace="default")
 
     wait_object(wl, "v1", "ConfigMap", by_content, "default", lambda c: c["data"]["v"] == "1", 20)
-    # Generation's checks ran since the edit (they read the object) and saw no drift:
-    # a ConfigMap's data bumps no generation.
-    resource = f"configmaps/{by_generation}"
-    wait_for(lambda: drift_reads(control_plane, 2, resource, edited_at) >= 2, TIMEOUT)
+    # Generation's checks ran since the edit and saw no drift: a ConfigMap's data
+    # bumps no generation.
+    before = drift_checks(controller, f"{namespace}/genonly", "ct2")
+    wait_for(lambda: drift_checks(controller, f"{namespace}/genonly", "ct2") >= before + 2, TIMEOUT)
     assert wl.get("v1", "ConfigMap", by_generation, "default")["data"]["v"] == "edited"
+    wait_for(lambda: reads(control_plane, 2, "list", "configmaps/None", edited_at) >= 2, TIMEOUT)
 
 
 def test_content_drift_has_no_false_positives_from_server_defaults(
@@ -122,9 +135,11 @@ def test_content_drift_has_no_false_positives_from_server_defaults(
     wait_condition(mgmt, namespace, "defaults", "Ready", "True", "Applied")
     wait_for(lambda: binding_entry(mgmt, namespace, "d1", "defaults"), TIMEOUT)
     since = time.time()
-    # Three drift checks of a Deployment full of server-defaulted fields ran (each
-    # reads it) ...
-    resource = f"deployments/{name}"
-    wait_for(lambda: drift_reads(control_plane, 0, resource, since) >= 3, TIMEOUT)
-    # ... and none of them wrote anything.
+    # Three drift checks of a Deployment full of server-defaulted fields ran and
+    # found nothing ...
+    before = drift_checks(controller, f"{namespace}/defaults", "d1")
+    wait_for(lambda: drift_checks(controller, f"{namespace}/defaults", "d1") >= before + 3, TIMEOUT)
+    # ... wrote nothing, and read with one metadata-only LIST each, never a GET.
     assert writes_by(control_plane.servers, {SA_USER, WORKLOAD_USER}, since) == []
+    wait_for(lambda: reads(control_plane, 0, "list", "deployments/None", since) >= 3, TIMEOUT)
+    assert reads(control_plane, 0, "get", f"deployments/{name}", since) == 0

@@ -1,0 +1,224 @@
+"""What both benchmark phases share: the add-on, the process figures, the audit
+counts and the measuring sequence itself, so crs-controller and Cluster API's
+manager are timed by exactly the same code.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import time
+from collections import Counter
+from collections.abc import Callable, Collection
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from crs_controller.testbed import ControlPlane, KubeError, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+ADDONS = REPO.parent / "shared" / "data" / "addons"
+WRITES = {"create", "update", "patch", "delete", "deletecollection"}
+TIMEOUT = 1800.0
+
+Figures = dict[str, Any]
+
+
+class Controller(Protocol):
+    """A controller process the benchmark starts, measures and stops."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> int | None: ...
+
+
+def addon(version: str) -> str:
+    """kindnet when the shared data is there, else a small synthetic add-on."""
+    path = ADDONS / "kindnet.yaml"
+    if path.exists():
+        text = path.read_text()
+    else:
+        docs = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench-addon"}},
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "agent", "namespace": "bench-addon"},
+            },
+        ]
+        text = yaml.safe_dump_all(docs)
+    marker = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "bench-version", "namespace": "default"},
+        "data": {"version": version},
+    }
+    return text + "\n---\n" + yaml.safe_dump(marker)
+
+
+def objects_in(text: str) -> int:
+    return len([d for d in yaml.safe_load_all(text) if d])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _received(event: dict[str, Any]) -> float:
+    stamp = event["requestReceivedTimestamp"].replace("Z", "+00:00")
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def _resource(event: dict[str, Any]) -> str:
+    ref = event.get("objectRef") or {}
+    name = str(ref.get("resource", "?"))
+    return f"{name}/{ref['subresource']}" if ref.get("subresource") else name
+
+
+def audit_counts(plane: ControlPlane, since: float, users: Collection[str]) -> Figures:
+    """Requests by ``users`` since ``since``: management writes (also by resource),
+    workload writes and workload reads, from the servers' audit logs."""
+    counts: Figures = {"management": 0, "workloads": 0, "workload_reads": 0}
+    by_resource: Counter[str] = Counter()
+    for server in plane.servers:
+        for event in server.audit_events():
+            if event["user"]["username"] not in users or _received(event) < since:
+                continue
+            write = event["verb"] in WRITES
+            if server is plane.management:
+                counts["management"] += write
+                if write:
+                    by_resource[_resource(event)] += 1
+            else:
+                counts["workloads" if write else "workload_reads"] += 1
+    counts["management_writes_by_resource"] = dict(sorted(by_resource.items()))
+    return counts
+
+
+def _until(predicate: Callable[[], object], message: str) -> None:
+    wait_for(functools.partial(_tolerant, predicate), TIMEOUT, interval=0.5, message=message)
+
+
+def _tolerant(predicate: Callable[[], object]) -> object:
+    """A poll that a busy or briefly unavailable server answers is just "not yet"
+    (e.g. 429 "storage is (re)initializing" right after a CRD is updated)."""
+    try:
+        return predicate()
+    except KubeError as exc:
+        if exc.status == 429 or exc.status >= 500:
+            return None
+        raise
+
+
+def _start(controller: Controller, figures: Figures) -> tuple[int, float]:
+    """Start the process; the clock and the CPU count start at the spawn, since
+    "ready" does not mean the same thing for both controllers."""
+    started = time.time()
+    controller.start()
+    assert controller.pid is not None
+    figures["startup_seconds"] = round(time.time() - started, 2)
+    figures["startup_cpu_seconds"] = round(cpu_seconds(controller.pid), 2)
+    return controller.pid, started
+
+
+def _first_apply(
+    controller: Controller, figures: Figures, n: int, hashes: Callable[[], list[str]]
+) -> tuple[int, float]:
+    pid, started = _start(controller, figures)
+    _until(lambda: len(hashes()) == n, "first apply")
+    figures["first_apply_seconds"] = round(time.time() - started, 2)
+    figures["first_apply_cpu_seconds"] = round(cpu_seconds(pid), 2)
+    return pid, started
+
+
+def _edit(
+    pid: int, figures: Figures, n: int, hashes: Callable[[], list[str]], edit: Callable[[], None]
+) -> float:
+    first = set(hashes())
+    edited = time.time()
+    cpu = cpu_seconds(pid)
+    edit()
+    _until(lambda: (h := hashes()) and len(h) == n and not set(h) & first, "edit applied")
+    figures["edit_seconds"] = round(time.time() - edited, 2)
+    figures["edit_cpu_seconds"] = round(cpu_seconds(pid) - cpu, 2)
+    return edited
+
+
+def measure(
+    plane: ControlPlane,
+    controller: Controller,
+    *,
+    n: int,
+    users: Collection[str],
+    hashes: Callable[[], list[str]],
+    edit: Callable[[], None],
+) -> Figures:
+    """First apply to ``n`` clusters, one edit reaching all of them, 10 s idle.
+
+    ``hashes`` lists the applied hashes recorded in the bindings (one per cluster
+    when done); ``edit`` changes the add-on ConfigMap; ``users`` are the identities
+    whose requests are counted.
+    """
+    figures: Figures = {}
+    try:
+        pid, started = _first_apply(controller, figures, n, hashes)
+        time.sleep(3)  # audit events are written after the response; let stragglers land
+        figures["first_apply_requests"] = audit_counts(plane, started, users)
+        edited = _edit(pid, figures, n, hashes, edit)
+        time.sleep(3)
+        figures["edit_requests"] = audit_counts(plane, edited, users)
+        idle, cpu = time.time(), cpu_seconds(pid)
+        time.sleep(10)
+        figures["idle_10s_cpu_seconds"] = round(cpu_seconds(pid) - cpu, 3)
+        figures["idle_10s_requests"] = audit_counts(plane, idle, users)
+        figures["controller_rss_mib"] = round(rss_mib(pid), 1)
+    finally:
+        controller.stop()
+    return figures | derived(figures, n)
+
+
+def _per(numerator: float, denominator: float, scale: float = 1.0, digits: int = 2) -> float | None:
+    return round(numerator * scale / denominator, digits) if denominator else None
+
+
+def derived(figures: Figures, n: int) -> Figures:
+    edit, first = figures["edit_requests"], figures["first_apply_requests"]
+    return {
+        "edit_requests_per_cluster": {
+            "workloads": _per(edit["workloads"], n),
+            "management": _per(edit["management"], n),
+        },
+        "edit_cpu_ms_per_cluster": _per(figures["edit_cpu_seconds"], n, 1000),
+        "first_apply_cpu_ms_per_workload_write": _per(
+            figures["first_apply_cpu_seconds"], first["workloads"], 1000
+        ),
+    }
+
+
+RATIO_KEYS = ("first_apply_seconds", "first_apply_cpu_seconds", "edit_seconds", "edit_cpu_seconds")
+
+
+def ratios(crs: Figures, capi: Figures) -> Figures:
+    """crs-controller / Cluster API for each figure (below 1: crs-controller is cheaper)."""
+    return {key: _per(crs[key], capi[key], digits=3) for key in RATIO_KEYS}
