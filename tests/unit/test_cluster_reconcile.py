@@ -126,6 +126,38 @@ async def test_a_changed_source_is_reapplied_only_in_reconcile_mode(
     assert live is not None and live["data"] == {"v": "2" if reapplied else "1"}
 
 
+async def test_an_edit_of_one_object_sends_that_object_only() -> None:
+    """Per-object hashes: of three objects only the edited one goes out again; a
+    fourth that joins is sent; one that leaves is not touched (Orphan policy)."""
+    three = [payload("one"), payload("two"), payload("three")]
+    world = await world_with(crs("a", "src"), mode_source=configmap_source("src", *three))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    assert len(workload.writes()) == 3
+
+    async def edit(*objects: Obj) -> list[tuple[str, str]]:
+        source = await world.mgmt.get("v1", "ConfigMap", "src", NS)
+        assert source is not None
+        source["data"] = configmap_source("src", *objects)["data"]
+        await world.update(source)
+        workload.requests.clear()
+        await reconcile(world)
+        return workload.writes()
+
+    assert await edit(payload("one"), payload("two", "2"), payload("three")) == [
+        ("apply", "ConfigMap/two")
+    ]
+    assert await edit(payload("one"), payload("two", "2"), payload("three"), payload("four")) == [
+        ("apply", "ConfigMap/four")
+    ]
+    assert await edit(payload("one"), payload("two", "2"), payload("four")) == []
+    entry = world.bindings.get(NS, "c1")
+    assert entry is not None
+    inventory = entry.entries()["a"].resources[0].objects
+    assert sorted(o.name for o in inventory) == ["four", "one", "two"]
+    assert all(o.hash for o in inventory)
+
+
 async def test_an_unreachable_cluster_is_its_outcome_and_is_retried() -> None:
     world = await world_with(crs("a", "src"))
     world.ctx.workloads.clients["c1"].down = True  # type: ignore[attr-defined]
