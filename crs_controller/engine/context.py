@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from crs_controller.clients.workload import WorkloadClients
 from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.core.modes import DriftSchedule
+from crs_controller.engine.announcements import Announcements
 from crs_controller.engine.index import Caches
 from crs_controller.engine.outcomes import Outcomes
 from crs_controller.engine.runtime.events import EventRecorder
@@ -35,7 +36,8 @@ class ClusterContext:
     sources: Sources
     workloads: WorkloadClients
     bindings: BindingStore
-    events: EventRecorder
+    events: EventRecorder  # for what happens once per cluster (deletion, cleanup)
+    announcements: Announcements  # for what a pass did: told once per CRS
     outcomes: Outcomes
     drift: DriftSchedule = field(default_factory=DriftSchedule)
     clock: Clock = field(default_factory=MonotonicClock)
@@ -49,6 +51,8 @@ class CRSContext:
     sources: Sources
     crss: CRSStore
     outcomes: Outcomes
+    events: EventRecorder
+    announcements: Announcements
     clock: Clock = field(default_factory=MonotonicClock)
 
 

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 import capi
-from common import REPO, Figures, addon, measure, objects_in, ratios
+from common import REPO, Figures, addon, measure, objects_in, poll_interval, ratios, warm_up
 
 from crs_controller.testbed import ControlPlane, KubeClient
 from crs_controller.testbed.clusters import install_crds, register_cluster
@@ -60,8 +60,10 @@ def edit(mgmt: KubeClient) -> None:
 
 
 def populate(mgmt: KubeClient, plane: ControlPlane, n: int) -> None:
-    install_crds(mgmt, sorted((REPO / "config" / "crd" / "bases").glob("*.yaml")))
-    install_crds(mgmt, sorted((REPO / "config" / "testing").glob("*.yaml")))
+    crds = sorted((REPO / "config" / "crd" / "bases").glob("*.yaml"))
+    crds += sorted((REPO / "config" / "testing").glob("*.yaml"))
+    install_crds(mgmt, crds)
+    warm_up(mgmt, crds)
     install_rbac(mgmt)
     mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     mgmt.create(
@@ -113,7 +115,11 @@ def crs_phase(plane: ControlPlane, n: int, concurrency: int) -> Figures:
 
 def one_size(n: int, args: argparse.Namespace) -> Figures:
     """Both phases for ``n`` clusters in a fresh control plane."""
-    result: Figures = {"clusters": n, "objects_per_cluster": objects_in(addon("1"))}
+    result: Figures = {
+        "clusters": n,
+        "objects_per_cluster": objects_in(addon("1")),
+        "poll_interval_seconds": poll_interval(n),
+    }
     with ControlPlane.start(workloads=3) as plane:
         log(f"{n} clusters: crs-controller")
         result |= crs_phase(plane, n, args.concurrency)

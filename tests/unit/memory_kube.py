@@ -19,6 +19,7 @@ from crs_controller.core.models import (
     ObjectMeta,
 )
 from crs_controller.core.objects import parse_binding_object, parse_cluster, parse_crs
+from crs_controller.engine.announcements import Announcements
 from crs_controller.engine.context import ClusterContext, Settings
 from crs_controller.engine.index import Index
 from crs_controller.engine.outcomes import Outcomes
@@ -179,6 +180,7 @@ class World:
         self.secrets = informer("v1", "Secret", _metadata)
         self.index = Index(self.crss, self.clusters, self.bindings)
         self._bindings_seen: set[tuple[str, str]] = set()
+        clock = FakeClock()
         self.ctx = ClusterContext(
             settings=Settings(),
             caches=self.index,
@@ -186,8 +188,9 @@ class World:
             workloads=cast(Any, Workloads(workloads)),
             bindings=BindingStore(mgmt, self.bindings),
             events=EventRecorder(mgmt),
+            announcements=Announcements(clock),
             outcomes=Outcomes(),
-            clock=FakeClock(),
+            clock=clock,
         )
 
     async def add(self, obj: Obj) -> Obj:

@@ -19,6 +19,7 @@ from crs_controller.core.errors import Unreachable
 from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.status import Outcome
+from crs_controller.engine.announcements import Note
 from crs_controller.engine.context import ClusterContext
 from crs_controller.engine.reconcile.crs_pass import CRSPass, earliest, reconcile_pair, wanted_by
 from crs_controller.engine.reconcile.pruning import Pruned, prune
@@ -99,7 +100,7 @@ async def _record_blocked(
         if kept := entries.get(crs.name):
             new_entries[kept.cluster_resource_set_name] = kept
         if _set_outcome(ctx, crs, cluster_name, outcome) and _news(crs, outcome):
-            await ctx.events.emit(crs, "Warning", outcome.reason, outcome.message)
+            _warn(ctx, crs, cluster_name, outcome)
     # A broken kubeconfig is retried with backoff; a pending cluster waits for its next
     # event (initialized, kubeconfig created).
     return Result(retry=blocked.state == "Failed")
@@ -120,7 +121,7 @@ async def _apply_all(
         if done.entry.resources:
             new_entries[crs.name] = done.entry
         if _set_outcome(ctx, crs, cluster.name, done.outcome) and _news(crs, done.outcome):
-            await ctx.events.emit(crs, "Warning", done.outcome.reason, done.outcome.message)
+            _warn(ctx, crs, cluster.name, done.outcome)
         result.retry = result.retry or done.retry
         result.requeue_after = earliest(result.requeue_after, done.requeue_after)
     return result
@@ -219,6 +220,11 @@ async def _forget_cluster(
 
 def _set_outcome(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> bool:
     return ctx.outcomes.record(crs.namespace, crs.name, cluster, outcome)
+
+
+def _warn(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> None:
+    note = Note("Warning", outcome.reason, cluster, message=outcome.message)
+    ctx.announcements.note(crs.namespace, crs.name, note)
 
 
 def _news(crs: CRS, outcome: Outcome) -> bool:

@@ -26,6 +26,7 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
     crs = ctx.caches.crs(namespace, name)
     if crs is None:
         ctx.outcomes.drop_crs(namespace, name)
+        ctx.announcements.drop(namespace, name)
         return Result()
     if crs.deleting:
         return await _finalize(ctx, crs)
@@ -37,7 +38,18 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
         await _write_invalid_status(ctx, crs)
     else:
         await _write_status(ctx, crs, crs.model)
-    return Result()
+    return Result(requeue_after=await _tell(ctx, crs))
+
+
+async def _tell(ctx: CRSContext, crs: CRS) -> float | None:
+    """Emit what the cluster passes did once their notes have settled: one event per
+    type and reason. Returns when to look again while they are still coming in."""
+    wait = ctx.announcements.wait(crs.namespace, crs.name)
+    if wait is None or wait > 0:
+        return wait
+    for told in ctx.announcements.take(crs.namespace, crs.name):
+        await ctx.events.emit(crs, told.type, told.reason, told.message)
+    return None
 
 
 async def _write_invalid_status(ctx: CRSContext, crs: CRS) -> None:

@@ -37,6 +37,7 @@ from crs_controller.core.modes import (
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.pruning import ObjectKey, wanted_keys
 from crs_controller.core.status import Outcome
+from crs_controller.engine.announcements import Note
 from crs_controller.engine.context import ClusterContext
 from crs_controller.engine.reconcile.applying import apply_objects
 from crs_controller.engine.reconcile.drift_check import Observer
@@ -127,7 +128,7 @@ async def reconcile_pair(
         progress.add(await _resource_pass(ctx, client, crs, cluster, step))
     if drift_due != "None":
         ctx.drift.checked(pair, ctx.clock.now(), drift.interval)
-    await _announce(ctx, crs, cluster, progress)
+    _announce(ctx, crs, cluster, progress)
     # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
     if progress.failures:
         message = "; ".join(m for _, m in progress.failures)
@@ -178,12 +179,12 @@ async def _resource_pass(
         return _failed(name, previous, "ApplyFailed", str(exc), retry=True)
 
 
-async def _announce(ctx: ClusterContext, crs: CRS, cluster: Cluster, progress: _Progress) -> None:
-    """One Normal event per reason for the whole pass, not one per resource."""
+def _announce(ctx: ClusterContext, crs: CRS, cluster: Cluster, progress: _Progress) -> None:
+    """What this pass applied, per reason: told with the other clusters' passes as one
+    event for the CRS (engine/announcements)."""
     for why, resources in progress.applied.items():
-        verb = "reapplied after drift" if why == "DriftCorrected" else "applied"
-        message = f"{verb} {', '.join(resources)} to cluster {cluster.name}"
-        await ctx.events.emit(crs, "Normal", why, message)
+        note = Note("Normal", why, cluster.name, resources=tuple(resources))
+        ctx.announcements.note(crs.namespace, crs.name, note)
 
 
 async def wanted_by(ctx: ClusterContext, namespace: str, crss: list[CRS]) -> set[ObjectKey]:

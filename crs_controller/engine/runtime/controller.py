@@ -15,6 +15,7 @@ import structlog
 
 from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.clients.workload import WorkloadClients, cluster_of_kubeconfig_secret
+from crs_controller.core.clock import MonotonicClock
 from crs_controller.core.clusters import CLUSTER_GROUP
 from crs_controller.core.errors import Conflict, CRSError
 from crs_controller.core.models import (
@@ -31,6 +32,7 @@ from crs_controller.core.objects import (
     parse_cluster,
     parse_crs,
 )
+from crs_controller.engine.announcements import QUIET_SECONDS, Announcements
 from crs_controller.engine.context import (
     ClusterContext,
     CRSContext,
@@ -64,7 +66,8 @@ class Controller:
         self.mgmt = mgmt
         self.settings = settings
         self.cluster_api_version = cluster_version
-        self.queue = WorkQueue()
+        self.clock = MonotonicClock()
+        self.queue = WorkQueue(clock=self.clock)
         # Handlers only run once the informers do, after everything below exists.
         crss, clusters, bindings = self._object_informers()
         # Content is fetched on demand for referenced objects only (engine/sources).
@@ -72,6 +75,11 @@ class Controller:
         self.index = Index(crss, clusters, bindings)
         sources = Sources(mgmt, configmaps, secrets)
         outcomes = Outcomes(on_change=lambda ns, crs: self.queue.add(crs_key(ns, crs)))
+        announcements = Announcements(
+            self.clock,
+            on_note=lambda ns, crs: self.queue.add_after(crs_key(ns, crs), QUIET_SECONDS),
+        )
+        events = EventRecorder(mgmt)
         self.workloads = WorkloadClients(
             timeout=settings.workload_timeout, allow_proxy=settings.allow_proxy_url
         )
@@ -81,11 +89,19 @@ class Controller:
             sources=sources,
             workloads=self.workloads,
             bindings=BindingStore(mgmt, bindings),
-            events=EventRecorder(mgmt),
+            events=events,
+            announcements=announcements,
             outcomes=outcomes,
+            clock=self.clock,
         )
         self.crs_ctx = CRSContext(
-            caches=self.index, sources=sources, crss=CRSStore(mgmt, crss), outcomes=outcomes
+            caches=self.index,
+            sources=sources,
+            crss=CRSStore(mgmt, crss),
+            outcomes=outcomes,
+            events=events,
+            announcements=announcements,
+            clock=self.clock,
         )
         self.informers: list[Informer[Any]] = [crss, clusters, bindings, configmaps, secrets]
         self.ready = asyncio.Event()

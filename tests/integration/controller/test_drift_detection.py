@@ -67,8 +67,11 @@ def test_generation_drift_restores_an_edited_and_a_deleted_object(
     )
     wl.delete("apps/v1", "Deployment", name, "default")
     wait_object(wl, "apps/v1", "Deployment", name, "default", timeout=20)
-    events = mgmt.list("v1", "Event", namespace)
-    assert any(e["reason"] == "DriftCorrected" for e in events)
+    wait_for(lambda: events_with(mgmt, namespace, "DriftCorrected"), TIMEOUT)
+
+
+def events_with(mgmt: KubeClient, namespace: str, reason: str) -> list[dict]:
+    return [e for e in mgmt.list("v1", "Event", namespace) if e["reason"] == reason]
 
 
 def drift_checks(controller: ControllerProcess, crs: str, cluster: str) -> int:
@@ -134,6 +137,8 @@ def test_content_drift_has_no_false_positives_from_server_defaults(
     wait_object(workload_clients[0], "apps/v1", "Deployment", name, "default")
     wait_condition(mgmt, namespace, "defaults", "Ready", "True", "Applied")
     wait_for(lambda: binding_entry(mgmt, namespace, "d1", "defaults"), TIMEOUT)
+    # The apply has been told (its event is written a moment after the apply).
+    wait_for(lambda: events_with(mgmt, namespace, "Applied"), TIMEOUT)
     since = time.time()
     # Three drift checks of a Deployment full of server-defaulted fields ran and
     # found nothing ...

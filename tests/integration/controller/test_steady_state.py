@@ -146,6 +146,12 @@ def test_a_one_object_edit_costs_one_workload_write_per_cluster(
             binding_entry(mgmt, namespace, c, "three")["resources"][0]["hash"] for c in clusters
         }
 
+    def told() -> list[dict]:
+        events = mgmt.list("v1", "Event", namespace)
+        ours = [e for e in events if e["involvedObject"]["name"] == "three"]
+        return [e for e in ours if e["message"].startswith("applied ConfigMap/three to 3 clusters")]
+
+    wait_for(lambda: len(told()) == 1, TIMEOUT, message="the first apply's event")
     first = recorded_hashes()
     edited = time.time()
     source = mgmt.get("v1", "ConfigMap", "three", namespace)
@@ -160,3 +166,15 @@ def test_a_one_object_edit_costs_one_workload_write_per_cluster(
     writes = writes_by(control_plane.workloads, {WORKLOAD_USER}, edited)
     expected = [f"{server.name} patch configmaps/{names[1]}" for server in control_plane.workloads]
     assert sorted(writes) == sorted(expected)
+
+    # On the management cluster: each binding, and one Event for the whole edit.
+    wait_for(lambda: len(told()) == 2, TIMEOUT, message="the edit's event")
+    settle(1)
+    ours = [
+        w
+        for w in writes_by([control_plane.management], {SA_USER}, edited)
+        if "/three." in w or any(w.endswith(f"clusterresourcesetbindings/{c}") for c in clusters)
+    ]
+    bindings = [f"management update clusterresourcesetbindings/{c}" for c in clusters]
+    assert sorted(w for w in ours if "events/" not in w) == sorted(bindings)
+    assert len([w for w in ours if "events/" in w]) == 1, ours

@@ -1,0 +1,136 @@
+"""Events about what the cluster passes did, told once per CRS and not once per
+cluster: an edit that reaches 500 clusters is one Event ("applied ConfigMap/cni to
+500 clusters"), not 500.
+
+Cluster reconciles ``note`` what happened; the CRS reconcile ``take``s the notes once
+they have settled (no new note for ``quiet`` seconds, or ``longest`` after the
+first) and emits one Event per type and reason. ``on_note`` tells the runtime that a
+CRS has something to tell, the way outcome changes do; nobody here sees the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from crs_controller.core.clock import Clock
+
+EventType = Literal["Normal", "Warning"]
+CRSKey = tuple[str, str]  # namespace, CRS name
+
+QUIET_SECONDS = 2.0
+LONGEST_SECONDS = 10.0
+NAMES_SHOWN = 5
+MESSAGES_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Note:
+    """What one cluster's pass did for a CRS: resources applied (Normal), or a
+    failure's message (Warning)."""
+
+    type: EventType
+    reason: str
+    cluster: str
+    message: str = ""
+    resources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Announcement:
+    type: EventType
+    reason: str
+    message: str
+
+
+@dataclass
+class _Pending:
+    first: float
+    last: float
+    notes: list[Note] = field(default_factory=list)
+
+
+def _ignore(namespace: str, crs: str) -> None:
+    pass
+
+
+class Announcements:
+    def __init__(
+        self,
+        clock: Clock,
+        on_note: Callable[[str, str], None] = _ignore,
+        quiet: float = QUIET_SECONDS,
+        longest: float = LONGEST_SECONDS,
+    ) -> None:
+        self._clock = clock
+        self._on_note = on_note
+        self._quiet = quiet
+        self._longest = longest
+        self._pending: dict[CRSKey, _Pending] = {}
+
+    def note(self, namespace: str, crs: str, note: Note) -> None:
+        now = self._clock.now()
+        pending = self._pending.setdefault((namespace, crs), _Pending(now, now))
+        pending.last = now
+        pending.notes.append(note)
+        self._on_note(namespace, crs)
+
+    def wait(self, namespace: str, crs: str) -> float | None:
+        """Seconds until the notes for this CRS are due to be told (0: now), or None
+        when there is nothing to tell."""
+        pending = self._pending.get((namespace, crs))
+        if pending is None:
+            return None
+        due = min(pending.last + self._quiet, pending.first + self._longest)
+        return max(due - self._clock.now(), 0.0)
+
+    def take(self, namespace: str, crs: str) -> list[Announcement]:
+        pending = self._pending.pop((namespace, crs), None)
+        return [] if pending is None else summarize(pending.notes)
+
+    def drop(self, namespace: str, crs: str) -> None:
+        self._pending.pop((namespace, crs), None)
+
+
+def summarize(notes: list[Note]) -> list[Announcement]:
+    """One announcement per type and reason, Normal first; a later note for the same
+    cluster and reason replaces an earlier one."""
+    grouped: dict[tuple[EventType, str], dict[str, Note]] = {}
+    for note in notes:
+        grouped.setdefault((note.type, note.reason), {})[note.cluster] = note
+    failed = len({c for (kind, _), by in grouped.items() if kind == "Warning" for c in by})
+    told = []
+    for (kind, reason), by_cluster in sorted(grouped.items(), key=lambda i: i[0][0] != "Normal"):
+        if kind == "Normal":
+            message = _normal(reason, by_cluster, failed)
+        else:
+            message = _warning(reason, by_cluster)
+        told.append(Announcement(kind, reason, message))
+    return told
+
+
+def _normal(reason: str, by_cluster: dict[str, Note], failed: int) -> str:
+    verb = "reapplied after drift" if reason == "DriftCorrected" else "applied"
+    resources = sorted({r for note in by_cluster.values() for r in note.resources})
+    message = f"{verb} {', '.join(resources)} to {_clusters(sorted(by_cluster))}"
+    return message + (f"; {_count(failed)} failed" if failed else "")
+
+
+def _warning(reason: str, by_cluster: dict[str, Note]) -> str:
+    names = sorted(by_cluster)
+    shown = "; ".join(f"{name}: {by_cluster[name].message}" for name in names[:MESSAGES_SHOWN])
+    more = f"; and {len(names) - MESSAGES_SHOWN} more" if len(names) > MESSAGES_SHOWN else ""
+    return f"{reason} on {_count(len(names))}: {shown}{more}"
+
+
+def _clusters(names: list[str]) -> str:
+    if len(names) == 1:
+        return f"cluster {names[0]}"
+    shown = ", ".join(names[:NAMES_SHOWN])
+    more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
+    return f"{len(names)} clusters ({shown}{more})"
+
+
+def _count(n: int) -> str:
+    return f"{n} {'cluster' if n == 1 else 'clusters'}"
