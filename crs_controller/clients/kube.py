@@ -1,6 +1,8 @@
 """The only code that talks to a Kubernetes API server.
 
-A small typed client on httpx: raw dict payloads in and out, discovery cached per
+A small typed client on httpcore (the connection pool under httpx, without httpx's
+per-request URL and model layers, which cost more CPU than the request): raw dict
+payloads in and out, discovery cached per
 group-version, and every failure mapped onto our own error tree (``NotFound``,
 ``Conflict``, ``Unreachable``, ``APIError``) with response bodies truncated, so
 nothing large or secret travels up into logs or conditions.
@@ -24,14 +26,16 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlencode, urlsplit
 
-import httpx
+import httpcore
 
 from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.core.errors import APIError, Conflict, NotFound, Unreachable
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
+KEEPALIVE_SECONDS = 90.0
 WATCH_TIMEOUT_SECONDS = 290
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
 METADATA_ITEM = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json"
@@ -67,22 +71,16 @@ class KubeClient:
         self.name = name
         self._endpoint = endpoint
         self._token = _TokenSource(endpoint)
-        self._extensions = (
+        self._extensions: dict[str, Any] = (
             {"sni_hostname": endpoint.tls_server_name} if endpoint.tls_server_name else {}
         )
-        self._http = httpx.AsyncClient(
-            base_url=endpoint.server,
-            verify=ssl_context(endpoint, name),
-            proxy=endpoint.proxy,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
-            trust_env=False,
-            follow_redirects=False,
-            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
-        )
+        self._timeout = _timeouts(timeout, connect=min(timeout, 5.0))
+        self._target = _Target.of(endpoint.server)
+        self._pool = _pool(endpoint, ssl_context(endpoint, name))
         self._discovery: dict[str, dict[str, ResourceInfo]] = {}
 
     async def close(self) -> None:
-        await self._http.aclose()
+        await self._pool.aclose()
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -95,36 +93,38 @@ class KubeClient:
         params: Mapping[str, Any] | None = None,
         content: bytes | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout: httpx.Timeout | None = None,
-    ) -> AsyncIterator[httpx.Response]:
+        timeout: Mapping[str, float] | None = None,
+    ) -> AsyncIterator[_Response]:
         """A streamed response with a 2xx status; errors mapped onto ours."""
-        all_headers = dict(headers or {})
+        all_headers = {**BASE_HEADERS, "Host": self._target.host_header, **(headers or {})}
         if token := self._token.get():
             all_headers["Authorization"] = f"Bearer {token}"
-        request = self._http.build_request(
-            method,
-            path,
-            params=params,
-            content=content,
-            headers=all_headers,
-            timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
-            extensions=self._extensions,
+        if content is not None:
+            all_headers["Content-Length"] = str(len(content))
+        target = self._target.prefix + path + (f"?{urlencode(params)}" if params else "")
+        url = httpcore.URL(
+            scheme=self._target.scheme,
+            host=self._target.host,
+            port=self._target.port,
+            target=target,
         )
+        extensions = {**self._extensions, "timeout": timeout or self._timeout}
         where = f"{self.name}: {method} {path}"
         try:
-            response = await self._http.send(request, stream=True)
-        except (httpx.HTTPError, ssl.SSLError, OSError, ValueError) as exc:
+            async with self._pool.stream(
+                method,
+                url,
+                headers=list(all_headers.items()),
+                content=content,
+                extensions=extensions,
+            ) as raw:
+                response = _Response(raw)
+                if response.status_code >= 300:
+                    raise _api_error(where, response, await _read(response, where))
+                yield response
+        except TRANSPORT_ERRORS as exc:
             # Every transport failure, whatever its type, means "cannot talk to it".
             raise Unreachable(f"{where}: {type(exc).__name__}") from exc
-        try:
-            if response.status_code >= 300:
-                raw = await _read(response, where)
-                raise _api_error(where, response, raw)
-            yield response
-        except httpx.HTTPError as exc:
-            raise Unreachable(f"{where}: {type(exc).__name__}") from exc
-        finally:
-            await response.aclose()
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> Obj:
         where = f"{self.name}: {method} {path}"
@@ -254,7 +254,7 @@ class KubeClient:
         if field_selector:
             params["fieldSelector"] = field_selector
         path = await self.path(api_version, kind, namespace)
-        timeout = httpx.Timeout(WATCH_TIMEOUT_SECONDS + 30, connect=5.0)
+        timeout = _timeouts(WATCH_TIMEOUT_SECONDS + 30, connect=5.0)
         headers = {"Accept": METADATA_ITEM} if metadata_only else {}
         async with self._send("GET", path, params=params, timeout=timeout, headers=headers) as resp:
             try:
@@ -264,7 +264,7 @@ class KubeClient:
                         if event is None:
                             raise Unreachable(f"{self.name}: watch {path}: {_not_kubernetes(resp)}")
                         yield event
-            except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
+            except TRANSPORT_ERRORS as exc:
                 raise Unreachable(f"{self.name}: watch {path}: {type(exc).__name__}") from exc
 
     async def create(self, obj: Mapping[str, Any]) -> Obj:
@@ -329,6 +329,91 @@ def _resource_info(api_version: str, entry: Any) -> ResourceInfo | None:
     if not (isinstance(kind, str) and isinstance(plural, str) and plural) or "/" in plural:
         return None
     return ResourceInfo(api_version, kind, plural, bool(namespaced))
+
+
+# --- transport ------------------------------------------------------------------------
+
+TRANSPORT_ERRORS = (
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.ProxyError,
+    httpcore.UnsupportedProtocol,
+    ssl.SSLError,
+    OSError,
+    ValueError,
+)
+BASE_HEADERS = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+# The pool of the management client also carries a watch per kind and a request per
+# worker; httpcore's default of 10 connections would queue them.
+MAX_CONNECTIONS = 100
+MAX_IDLE_CONNECTIONS = 20
+
+
+def _timeouts(seconds: float, *, connect: float) -> dict[str, float]:
+    return {"connect": connect, "read": seconds, "write": seconds, "pool": seconds}
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The server's URL, split once: every request only appends its path."""
+
+    scheme: bytes
+    host: bytes
+    port: int
+    prefix: str  # a path the server is served under, e.g. behind a gateway
+    host_header: str
+
+    @classmethod
+    def of(cls, server: str) -> _Target:
+        parts = urlsplit(server)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = parts.hostname or ""
+        return cls(parts.scheme.encode(), host.encode(), port, parts.path.rstrip("/"), parts.netloc)
+
+
+def _pool(endpoint: Endpoint, context: ssl.SSLContext) -> httpcore.AsyncConnectionPool:
+    """Connections to one server. Idle ones are kept as long as client-go keeps them
+    (90 s), not 5 s: a TLS handshake costs more CPU than the request it carries."""
+    limits: dict[str, Any] = {
+        "max_connections": MAX_CONNECTIONS,
+        "max_keepalive_connections": MAX_IDLE_CONNECTIONS,
+        "keepalive_expiry": KEEPALIVE_SECONDS,
+    }
+    if endpoint.proxy is None:
+        return httpcore.AsyncConnectionPool(ssl_context=context, **limits)
+    proxy = urlsplit(endpoint.proxy)
+    auth = (unquote(proxy.username), unquote(proxy.password or "")) if proxy.username else None
+    bare = proxy._replace(netloc=proxy.netloc.rpartition("@")[2]).geturl()
+    return httpcore.AsyncHTTPProxy(bare, proxy_auth=auth, ssl_context=context, **limits)
+
+
+class _Response:
+    """What the client reads of an answer: status, headers, body chunks."""
+
+    def __init__(self, raw: httpcore.Response) -> None:
+        self._raw = raw
+        self.status_code = raw.status
+        self.headers: dict[str, str] = {}
+        for name, value in raw.headers:
+            self.headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        return self._raw.aiter_stream()
+
+    async def aiter_lines(self) -> AsyncIterator[str]:
+        """Lines of a streamed answer (a watch); one longer than any answer we accept
+        means the server is not one we should listen to."""
+        pending = b""
+        async for chunk in self._raw.aiter_stream():
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            if len(pending) > MAX_RESPONSE_BYTES:
+                raise Unreachable(f"a line longer than {MAX_RESPONSE_BYTES} bytes")
+            for line in lines:
+                yield line.decode("utf-8", errors="replace").rstrip("\r")
+        if pending:
+            yield pending.decode("utf-8", errors="replace")
 
 
 # --- TLS and credentials ------------------------------------------------------------
@@ -432,7 +517,7 @@ def _has_nodes(value: Any, limit: int) -> bool:
     return False
 
 
-async def _read(response: httpx.Response, where: str) -> bytes:
+async def _read(response: _Response, where: str) -> bytes:
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
         raise Unreachable(f"{where}: response larger than {MAX_RESPONSE_BYTES} bytes")
@@ -446,18 +531,18 @@ async def _read(response: httpx.Response, where: str) -> bytes:
     return b"".join(chunks)
 
 
-def _is_json(response: httpx.Response) -> bool:
+def _is_json(response: _Response) -> bool:
     return "json" in response.headers.get("content-type", "")
 
 
-def _json(raw: bytes, response: httpx.Response) -> Any:
+def _json(raw: bytes, response: _Response) -> Any:
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):
         return None
 
 
-def _not_kubernetes(response: httpx.Response) -> str:
+def _not_kubernetes(response: _Response) -> str:
     content_type = response.headers.get("content-type", "none").split(";")[0][:60]
     return (
         f"the server did not answer as a Kubernetes API server "
@@ -475,7 +560,7 @@ def _watch_event(line: str) -> tuple[str, Obj] | None:
     return str(event.get("type")), event["object"]
 
 
-def _api_error(where: str, response: httpx.Response, raw: bytes) -> APIError:
+def _api_error(where: str, response: _Response, raw: bytes) -> APIError:
     code = response.status_code
     status = _json(raw, response) if _is_json(response) else None
     if not isinstance(status, dict) or status.get("kind") != "Status":

@@ -91,7 +91,7 @@ def warm_up(mgmt: KubeClient, files: Iterable[Path]) -> None:
     the lists are empty.
     """
     for path in _crd_paths(files):
-        wait_for(functools.partial(_serves, mgmt, path), 60, interval=0.1, message=f"{path}")
+        wait_for(functools.partial(_serves, mgmt, path), 60, interval=0.1, message=f"{path} served")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -151,7 +151,7 @@ def _until(predicate: Callable[[], object], n: int, message: str) -> None:
 
 def _tolerant(predicate: Callable[[], object]) -> object:
     """A poll that a busy or briefly unavailable server answers is just "not yet"
-    (e.g. 429 "storage is (re)initializing" right after a CRD is updated)."""
+    (e.g. 429 "storage is (re)initializing" on a resource's first use)."""
     try:
         return predicate()
     except KubeError as exc:

@@ -34,7 +34,7 @@ from pathlib import Path
 import capi
 from common import REPO, Figures, addon, measure, objects_in, poll_interval, ratios, warm_up
 
-from crs_controller.testbed import ControlPlane, KubeClient
+from crs_controller.testbed import ControlPlane, KubeClient, KubeError
 from crs_controller.testbed.clusters import install_crds, register_cluster
 from crs_controller.testbed.controller import SA_USER, ControllerProcess, install_rbac
 
@@ -98,19 +98,31 @@ def populate(mgmt: KubeClient, plane: ControlPlane, n: int) -> None:
 
 
 def crs_phase(plane: ControlPlane, n: int, concurrency: int) -> Figures:
-    mgmt = KubeClient(plane.management, timeout=30)
-    populate(mgmt, plane, n)
-    controller = ControllerProcess(
-        plane.management, "--concurrency", str(concurrency), "--log-level", "warning"
-    )
-    return measure(
-        plane,
-        controller,
-        n=n,
-        users=(SA_USER, USER),
-        hashes=functools.partial(hashes, mgmt),
-        edit=functools.partial(edit, mgmt),
-    )
+    with KubeClient(plane.management, timeout=30) as mgmt:
+        populate(mgmt, plane, n)
+        controller = ControllerProcess(
+            plane.management, "--concurrency", str(concurrency), "--log-level", "warning"
+        )
+        return measure(
+            plane,
+            controller,
+            n=n,
+            users=(SA_USER, USER),
+            hashes=functools.partial(hashes, mgmt),
+            edit=functools.partial(edit, mgmt),
+        )
+
+
+def both_phases(plane: ControlPlane, n: int, args: argparse.Namespace, result: Figures) -> None:
+    """crs-controller first, on the test bed's Cluster CRD as always; then Cluster
+    API, which swaps in its own CRDs (see capi.install). Figures go into ``result``
+    as they come, so a failure keeps what was measured."""
+    log(f"{n} clusters: crs-controller")
+    result |= crs_phase(plane, n, args.concurrency)
+    if args.capi_manager:
+        log(f"{n} clusters: Cluster API manager")
+        result["capi"] = capi.run(plane, args.capi_manager, args.capi_crds, n, args.concurrency)
+        result["ratios"] = ratios(result, result["capi"])
 
 
 def one_size(n: int, args: argparse.Namespace) -> Figures:
@@ -120,13 +132,13 @@ def one_size(n: int, args: argparse.Namespace) -> Figures:
         "objects_per_cluster": objects_in(addon("1")),
         "poll_interval_seconds": poll_interval(n),
     }
-    with ControlPlane.start(workloads=3) as plane:
-        log(f"{n} clusters: crs-controller")
-        result |= crs_phase(plane, n, args.concurrency)
-        if args.capi_manager:
-            log(f"{n} clusters: Cluster API manager")
-            result["capi"] = capi.run(plane, args.capi_manager, args.capi_crds, n, args.concurrency)
-            result["ratios"] = ratios(result, result["capi"])
+    try:
+        with ControlPlane.start(workloads=3) as plane:
+            both_phases(plane, n, args, result)
+    except (RuntimeError, TimeoutError, KubeError) as exc:
+        # Keep what was measured (other sizes, this size's first phase) and say why.
+        log(f"{n} clusters failed: {exc}")
+        result["error"] = str(exc)
     return result
 
 
@@ -172,6 +184,8 @@ def main() -> None:
         print(json.dumps(shared | results[0], indent=2))
     else:
         print(json.dumps(shared | {"results": results}, indent=2))
+    if any("error" in r for r in results):
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ credentials were refused; proxy variables in the environment are ignored."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import ssl
 import tempfile
@@ -234,6 +235,59 @@ async def test_proxy_variables_in_the_environment_are_ignored(
             assert await client._request("GET", "/api") == {}
         finally:
             await client.close()
+
+
+@asynccontextmanager
+async def connect_proxy() -> AsyncIterator[tuple[str, list[str]]]:
+    """A plain-HTTP CONNECT proxy on 127.0.0.1; yields its URL and the request lines
+    and Proxy-Authorization headers it saw."""
+    seen: list[str] = []
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = (await reader.readline()).decode().strip()
+        seen.append(request)
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            if line.lower().startswith(b"proxy-authorization:"):
+                seen.append(line.decode().strip())
+        host, _, port = request.split()[1].rpartition(":")
+        upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await writer.drain()
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    listener = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        yield f"http://user:p%40ss@127.0.0.1:{port}", seen
+    finally:
+        listener.close()
+
+
+async def test_a_proxy_url_tunnels_to_the_server_with_its_credentials() -> None:
+    async with (
+        server(answer(200, b'{"kind": "APIVersions"}')) as peers,
+        connect_proxy() as (
+            proxy,
+            seen,
+        ),
+    ):
+        url = peers.pop(0)
+        client = client_for(url, proxy=proxy)
+        try:
+            assert await client._request("GET", "/api") == {"kind": "APIVersions"}
+        finally:
+            await client.close()
+    target = url.removeprefix("https://")
+    assert seen[0] == f"CONNECT {target} HTTP/1.1"
+    assert seen[1] == "Proxy-Authorization: Basic " + base64.b64encode(b"user:p@ss").decode()
 
 
 async def test_a_server_with_a_certificate_from_another_ca_is_unreachable() -> None:
