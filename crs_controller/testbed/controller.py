@@ -7,6 +7,7 @@ the RBAC in ``config/rbac`` — never cluster-admin.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -94,7 +95,15 @@ class ControllerProcess:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop for good. The kubeconfig and the extension's certificates hold keys:
+        they go with the process; the log stays, for whoever reads it after a failure."""
         self.stop()
+        self.kubeconfig.unlink(missing_ok=True)
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        shutil.rmtree(self._dir / "extension-certs", ignore_errors=True)
 
     def start(self, timeout: float = 60.0, *, wait_ready: bool = True) -> None:
         self.health_port = _free_port()

@@ -103,14 +103,17 @@ def crs_phase(plane: ControlPlane, n: int, concurrency: int) -> Figures:
         controller = ControllerProcess(
             plane.management, "--concurrency", str(concurrency), "--log-level", "warning"
         )
-        return measure(
-            plane,
-            controller,
-            n=n,
-            users=(SA_USER, USER),
-            hashes=functools.partial(hashes, mgmt),
-            edit=functools.partial(edit, mgmt),
-        )
+        try:  # measure() starts it, to time start-up as well
+            return measure(
+                plane,
+                controller,
+                n=n,
+                users=(SA_USER, USER),
+                hashes=functools.partial(hashes, mgmt),
+                edit=functools.partial(edit, mgmt),
+            )
+        finally:
+            controller.close()
 
 
 def both_phases(plane: ControlPlane, n: int, args: argparse.Namespace, result: Figures) -> None:

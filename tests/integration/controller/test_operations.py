@@ -74,5 +74,5 @@ def test_leader_election_standby_takes_over_after_sigterm(
         wait_condition(mgmt, namespace, "led", "Ready", "True", "Applied")
         assert second.stop() == 0
     finally:
-        first.stop()
-        second.stop()
+        first.close()
+        second.close()
