@@ -81,6 +81,23 @@ class MemoryKube:
         found = self.objects.get(self._key(api_version, kind, namespace, name))
         return copy.deepcopy(found) if found is not None else None
 
+    async def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        metadata_only: bool = False,
+        **selectors: Any,
+    ) -> tuple[list[Obj], str]:
+        self._check("list", f"{kind}/{namespace or '*'}")
+        found = [
+            copy.deepcopy({"metadata": o["metadata"]} if metadata_only else o)
+            for (v, k, ns, _), o in self.objects.items()
+            if (v, k) == (api_version, kind) and namespace in (None, ns)
+        ]
+        return found, str(self._version)
+
     async def apply(self, obj: Mapping[str, Any], *, field_manager: str, force: bool = True) -> Obj:
         self._check("apply", f"{obj['kind']}/{obj['metadata']['name']}")
         if self.fail_with is not None:

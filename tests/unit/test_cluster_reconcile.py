@@ -15,6 +15,7 @@ import yaml
 from crs_controller.core.models import API_VERSION
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 
+from .fake_clock import FakeClock
 from .memory_kube import CLUSTER_API, MemoryKube, World
 
 NS = "default"
@@ -156,6 +157,32 @@ async def test_an_edit_of_one_object_sends_that_object_only() -> None:
     inventory = entry.entries()["a"].resources[0].objects
     assert sorted(o.name for o in inventory) == ["four", "one", "two"]
     assert all(o.hash for o in inventory)
+
+
+async def test_drift_is_read_with_one_list_per_kind_and_a_correction_sends_everything() -> None:
+    three = [payload("one"), payload("two"), payload("three")]
+    spec = {"driftDetection": "Generation", "driftCheckInterval": "1m"}
+    world = await world_with(crs("a", "src", **spec), mode_source=configmap_source("src", *three))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    clock = world.ctx.clock
+    assert isinstance(clock, FakeClock)
+
+    clock.advance(61)
+    workload.requests.clear()
+    await reconcile(world)  # a check, nothing changed: one LIST, no GET, no write
+    assert workload.requests == [("list", "ConfigMap/default")]
+
+    await workload.delete("v1", "ConfigMap", "two", "default")
+    clock.advance(61)
+    workload.requests.clear()
+    await reconcile(world)  # one object gone: the resource is reapplied whole
+    assert workload.requests[0] == ("list", "ConfigMap/default")
+    assert sorted(workload.writes()) == [
+        ("apply", "ConfigMap/one"),
+        ("apply", "ConfigMap/three"),
+        ("apply", "ConfigMap/two"),
+    ]
 
 
 async def test_an_unreachable_cluster_is_its_outcome_and_is_retried() -> None:
