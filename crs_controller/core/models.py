@@ -137,6 +137,27 @@ class Uninstall(APIModel):
     before_delete: list[ResourceRef] = Field(default_factory=list)
 
 
+# An int, or "N%" of the matching clusters (the CRD holds the bounds).
+IntOrPercent = int | Annotated[str, StringConstraints(pattern=r"^[0-9]{1,3}%$")]
+
+
+class HealthCheck(APIModel):
+    wait: bool = False
+    timeout: Duration = "5m"
+
+
+class RolloutStep(APIModel):
+    cluster_selector: LabelSelector
+    pause_after: Duration | None = None
+
+
+class Rollout(APIModel):
+    max_concurrent: IntOrPercent = "100%"
+    steps: list[RolloutStep] = Field(default_factory=list)
+    max_failures: IntOrPercent = 0
+    paused: bool = False
+
+
 class ClusterResourceSetSpec(APIModel):
     cluster_selector: LabelSelector
     resources: list[ResourceRef] = Field(min_length=1, max_length=100)
@@ -146,6 +167,8 @@ class ClusterResourceSetSpec(APIModel):
     drift_check_interval: Duration = DEFAULT_DRIFT_CHECK_INTERVAL
     deletion_policy: DeletionPolicy = "Orphan"
     uninstall: Uninstall = Field(default_factory=Uninstall)
+    health_check: HealthCheck | None = None
+    rollout: Rollout | None = None
 
 
 class Condition(APIModel):
@@ -159,8 +182,20 @@ class Condition(APIModel):
     observed_generation: int | None = None
 
 
+RolloutPhase = Literal["Progressing", "Paused", "Halted", "Complete"]
+
+
+class RolloutStatus(APIModel):
+    phase: RolloutPhase
+    step: int = 1
+    updated_clusters: int = 0
+    message: str = ""
+
+
 class ClusterResourceSetStatus(APIModel):
     observed_generation: int | None = None
+    revision: str | None = None
+    rollout: RolloutStatus | None = None
     conditions: list[Condition] = Field(default_factory=list)
     matching_clusters: int = 0
     applied_clusters: int = 0

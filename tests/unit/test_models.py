@@ -29,10 +29,12 @@ from crs_controller.core.models import (
     ClusterResourceSetSpec,
     ClusterResourceSetStatus,
     Condition,
+    HealthCheck,
     ObjectMeta,
     ObjectRef,
     ResourceBinding,
     ResourceRef,
+    Rollout,
     to_api,
 )
 
@@ -152,12 +154,23 @@ def test_clusterresourceset_crd_shape() -> None:
     assert version["served"] and version["storage"]
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert columns == ["Mode", "Matching", "Applied", "Failed", "Ready", "Age"]
+    assert columns == [
+        "Mode",
+        "Matching",
+        "Applied",
+        "Failed",
+        "Revision",
+        "Rollout",
+        "Ready",
+        "Age",
+    ]
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     messages = {v["message"] for v in spec["x-kubernetes-validations"]}
     assert messages == {
         "reapplyInterval requires mode: Reconcile",
         "driftDetection other than None requires mode: Reconcile",
+        "healthCheck requires mode: Reconcile",
+        "rollout requires mode: Reconcile",
     }
     conditions = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"][
         "conditions"
@@ -216,6 +229,14 @@ def _unwrap(annotation: Any) -> tuple[Any, list[Any]]:
             return annotation, metadata
 
 
+def _unwrap_optional(annotation: Any) -> Any:
+    """``X | None`` -> X, keeping a union of several other members as a union."""
+    members = [a for a in get_args(annotation) if a is not NoneType]
+    if get_origin(annotation) in (Union, UnionType) and len(members) == 1:
+        return members[0]
+    return annotation
+
+
 def _constraint_problems(node: dict[str, Any], metadata: list[Any], path: str) -> list[str]:
     # The model may be laxer than the CRD, never stricter: it must parse whatever the
     # API server accepted.
@@ -238,6 +259,11 @@ def _constraint_problems(node: dict[str, Any], metadata: list[Any], path: str) -
 def _field_problems(
     node: dict[str, Any], annotation: Any, path: str, field_metadata: list[Any] | None = None
 ) -> list[str]:
+    if node.get("x-kubernetes-int-or-string"):
+        # int | "N%": the CRD bounds each form (minimum, pattern); the model only
+        # needs to take both.
+        members = {_unwrap(a)[0] for a in get_args(_unwrap_optional(annotation))}
+        return [] if members == {int, str} else [f"{path}: CRD int-or-string, model {members}"]
     tp, metadata = _unwrap(annotation)
     problems = _constraint_problems(node, [*(field_metadata or []), *metadata], path)
     origin = get_origin(tp)
@@ -285,7 +311,9 @@ def _model_problems(node: dict[str, Any], model: type[BaseModel], path: str) -> 
         if info.is_required() and alias not in required:
             problems.append(f"{field_path}: required by the model, optional in the CRD")
         child = properties[alias]
-        is_enum = get_origin(_unwrap(info.annotation)[0]) is Literal
+        is_enum = not child.get("x-kubernetes-int-or-string") and (
+            get_origin(_unwrap(info.annotation)[0]) is Literal
+        )
         if "default" in child or (is_enum and not info.is_required()):
             model_default = (
                 None
@@ -367,9 +395,23 @@ FULL_CRS: dict[str, Any] = {
             "timeout": "1h30m",
             "beforeDelete": [{"kind": "ConfigMap", "name": "drain-finalizers"}],
         },
+        "healthCheck": {"wait": True, "timeout": "5m"},
+        "rollout": {
+            "maxConcurrent": "25%",
+            "steps": [
+                {
+                    "clusterSelector": {"matchLabels": {"ring": "canary"}, "matchExpressions": []},
+                    "pauseAfter": "10m",
+                }
+            ],
+            "maxFailures": 1,
+            "paused": False,
+        },
     },
     "status": {
         "observedGeneration": 3,
+        "revision": "xxh3:00000000000000aa",
+        "rollout": {"phase": "Progressing", "step": 1, "updatedClusters": 3, "message": "step 1/2"},
         "conditions": [
             {
                 "type": "ResourcesApplied",
@@ -428,6 +470,9 @@ FULL_BINDING: dict[str, Any] = {
                                 "kind": "DaemonSet",
                                 "namespace": "kube-system",
                                 "name": "calico-node",
+                                "hash": "xxh3:00000000000000cc",
+                                "generation": 2,
+                                "fields": "xxh3:00000000000000dd",
                             },
                         ],
                     },
@@ -476,6 +521,12 @@ def test_snake_case_names_build_the_same_object() -> None:
             drift_check_interval="30s",
             deletion_policy="Delete",
             uninstall=crs.spec.uninstall,
+            health_check=HealthCheck(wait=True, timeout="5m"),
+            rollout=Rollout(
+                max_concurrent="25%",
+                steps=crs.spec.rollout.steps if crs.spec.rollout else [],
+                max_failures=1,
+            ),
         ),
         status=crs.status,
     )

@@ -1,0 +1,311 @@
+"""The rollout planner: which clusters may take revision R now (Reconcile mode).
+
+A pure function of what each cluster is on, the ``spec.rollout`` policy and the
+clock, so the CRS reconcile can call it on every pass, a restart cannot change its
+answer, and tables can test it without sleeping. Nothing is remembered between
+calls except what the caller passes back in (``halted``, from the CRS status).
+
+Where the SPEC is silent, decided here:
+
+- A cluster with both ``done`` and ``failed`` set counts as failed: its last attempt
+  is what matters.
+- Phase precedence: Complete, then Halted, then Paused, then Progressing. Complete
+  wins over ``paused`` because nothing is held back (reporting Paused would keep
+  ``Ready`` False on a fleet that is fully up to date). Halted wins over Paused
+  because it is a fact only the cluster states tell (the status records the halted
+  revision from this phase, so that the next revision goes to those clusters
+  first), while ``paused`` is in the spec for everyone to read; the message then
+  says both.
+- Halted is recomputed on every call, never remembered: a halted revision resumes
+  by itself if its failed clusters recover (an Unhealthy cluster turning Ready, a
+  failed cluster leaving), and since revisions are content-addressed the same
+  content rolled out again later is not refused forever.
+- ``maxConcurrent`` of 0 (or ``0%``) is taken as 1 while there are clusters: a
+  rollout that can never move would sit in Progressing forever, and freezing is
+  what ``paused`` is for. Percentages are whole numbers from 0 to 100, as
+  Kubernetes validates ``maxUnavailable``.
+- Retries go through the same gate as updates: a failed cluster on the target is
+  admitted again only in the current step and within ``maxConcurrent``, after the
+  clusters not yet on the target, so that a tolerated failure (at most
+  ``maxFailures``) does not hold up the rest of its step. It still keeps its step
+  from being done, so the next step waits until the retry succeeds.
+- Only clusters updating (on the target, neither done nor failed) use up
+  ``maxConcurrent``; a cluster admitted earlier but not yet recorded on the target
+  does not, yet since the admitted set is the first clusters in name order, asking
+  again before anything changed admits the very same clusters, not new ones. A first
+  install is never counted when admitted, but once applied and waiting to be Ready
+  it looks like any update in progress and is counted.
+- Clusters on a halted revision go first, as a group before step 1, while any of
+  them is still on it (once they have all moved, the ordinary step order takes over
+  and their steps are done only when they are). ``step`` then reports where the
+  ordinary order stands, since steps are 1-based and have no step 0.
+- A step's soak counts from the latest ``since`` of its clusters; a ``since`` of
+  None is ignored (unknown, so it does not hold the rollout back). While soaking,
+  ``step`` is the step that soaks. Complete reports the last step,
+  ``len(steps) + 1``.
+- The soak end is shown as a UTC time of day (``10:05:00Z``), or as a full
+  timestamp when it falls on another day than ``now``. A naive datetime is UTC.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import xxhash
+
+from crs_controller.core.selectors import selector_matches, validate_selector
+
+__all__ = ["ClusterState", "Phase", "Plan", "Policy", "Step", "count", "plan", "revision"]
+
+Phase = Literal["Progressing", "Paused", "Halted", "Complete"]
+
+NAMES_SHOWN = 5
+_PERCENT = re.compile(r"(\d+)%")
+_PREFIX = "xxh3:"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One wave: the clusters its selector matches first, then a soak once they are done."""
+
+    selector: Mapping[str, Any] | None
+    pause_after: float = 0.0
+
+    def __post_init__(self) -> None:
+        # Refused here rather than at plan time, so a bad spec is reported even
+        # while no cluster matches.
+        validate_selector(self.selector)
+        if not math.isfinite(self.pause_after) or self.pause_after < 0:
+            raise ValueError(f"pause_after must be a non-negative number, not {self.pause_after}")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """``spec.rollout``; the default lets every cluster take a new revision at once."""
+
+    max_concurrent: int | str = "100%"
+    steps: tuple[Step, ...] = ()
+    max_failures: int | str = 0
+    paused: bool = False
+
+    def __post_init__(self) -> None:
+        count(self.max_concurrent, 0, round_up=True)
+        count(self.max_failures, 0, round_up=False)
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What one matching cluster is on, as its binding and outcome tell."""
+
+    name: str
+    labels: Mapping[str, str]
+    revision: str | None
+    done: bool
+    failed: bool
+    since: datetime | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The answer: who may apply the target now, and what the status should say."""
+
+    admit: frozenset[str]
+    phase: Phase
+    step: int
+    updated: int
+    message: str
+    wake_after: float | None
+
+
+def count(value: int | str, total: int, *, round_up: bool) -> int:
+    """An int, or "N%" of ``total``: rounded up (at least 1 of a non-empty fleet) for
+    ``maxConcurrent`` so a small fleet still moves, down for ``maxFailures`` so a
+    percentage never tolerates more than it says."""
+    if isinstance(value, bool) or not isinstance(value, int | str) or total < 0:
+        raise ValueError(f"invalid count {value!r} of {total}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"invalid count {value}: must not be negative")
+        return value
+    match = _PERCENT.fullmatch(value)
+    if match is None or int(match.group(1)) > 100:
+        raise ValueError(f"invalid count {value!r}: expected an integer or a percentage 0%-100%")
+    share = total * int(match.group(1))
+    if round_up:
+        return max(-(-share // 100), 1 if total else 0)
+    return share // 100
+
+
+def revision(resources: Sequence[tuple[str, str, str]]) -> str:
+    """The revision of a CRS's sources: XXH3 over each (kind, name, hash) in order.
+
+    Content-addressed, so reverting an edit gives back the earlier revision and the
+    status does not depend on when or where it was computed.
+    """
+    hasher = xxhash.xxh3_64()
+    for resource in resources:
+        for part in resource:
+            # Length-prefixed so that ("ab", "c") and ("a", "bc") cannot collide.
+            data = part.encode()
+            hasher.update(len(data).to_bytes(8, "big"))
+            hasher.update(data)
+    return _PREFIX + str(hasher.hexdigest())
+
+
+@dataclass(frozen=True)
+class _Position:
+    """Where the ordinary step order stands: the 1-based step, and the end of its soak
+    if it is soaking."""
+
+    step: int
+    soak_until: datetime | None = None
+
+
+def plan(
+    target: str,
+    clusters: Sequence[ClusterState],
+    policy: Policy,
+    now: datetime,
+    halted: str | None = None,
+) -> Plan:
+    """Which clusters may apply ``target`` now; ``halted`` is a revision whose rollout
+    halted earlier, whose clusters take a newer one first."""
+    fleet = _by_name(clusters)
+    first_installs = frozenset(c.name for c in fleet if c.revision is None)
+    groups = _groups(fleet, policy.steps)
+    now = _utc(now)
+    position = _position(groups, policy.steps, target, now)
+    updated = sum(_is_done(c, target) for c in fleet)
+    if updated == len(fleet):
+        return Plan(first_installs, "Complete", len(groups), updated, "complete", None)
+    failed = [c.name for c in fleet if c.revision == target and c.failed]
+    allowed = count(policy.max_failures, len(fleet), round_up=False)
+    if len(failed) > allowed:
+        message = _halted_message(failed, allowed) + ("; paused" if policy.paused else "")
+        return Plan(first_installs, "Halted", position.step, updated, message, None)
+    if policy.paused:
+        return Plan(first_installs, "Paused", position.step, updated, "paused", None)
+    admitted, message, wake_after = _progress(target, fleet, groups, policy, now, halted, position)
+    return Plan(
+        first_installs | admitted, "Progressing", position.step, updated, message, wake_after
+    )
+
+
+def _progress(
+    target: str,
+    fleet: tuple[ClusterState, ...],
+    groups: tuple[tuple[ClusterState, ...], ...],
+    policy: Policy,
+    now: datetime,
+    halted: str | None,
+    position: _Position,
+) -> tuple[frozenset[str], str, float | None]:
+    """Who may update now, the message, and when time alone changes the answer."""
+    prior = tuple(c for c in fleet if halted not in (None, target) and c.revision == halted)
+    if not prior and position.soak_until is not None:
+        until = position.soak_until
+        message = f"soaking after step {position.step} until {_when(until, now)}"
+        return frozenset(), message, (until - now).total_seconds()
+    limit = max(1, count(policy.max_concurrent, len(fleet), round_up=True))
+    budget = limit - sum(_is_updating(c, target) for c in fleet)
+    if prior:
+        admitted = _admit(prior, target, budget)
+        message = f"first the {len(prior)} {_clusters(len(prior))} on halted revision {halted}"
+    else:
+        step = groups[position.step - 1]
+        admitted = _admit(step, target, budget)
+        message = _step_message(step, target)
+    return admitted, f"step {position.step}/{len(groups)}: {message}", None
+
+
+def _admit(group: tuple[ClusterState, ...], target: str, budget: int) -> frozenset[str]:
+    """The first ``budget`` clusters of ``group`` that need the target: those not on it
+    yet, then retries of those that failed it, each in name order."""
+    fresh = [c for c in group if c.revision is not None and c.revision != target]
+    retries = [c for c in group if c.revision == target and c.failed]
+    return frozenset(c.name for c in (fresh + retries)[: max(0, budget)])
+
+
+def _position(
+    groups: tuple[tuple[ClusterState, ...], ...],
+    steps: tuple[Step, ...],
+    target: str,
+    now: datetime,
+) -> _Position:
+    """The first step that is not done, or that is done and still soaking."""
+    for index, group in enumerate(groups):
+        if not all(_is_done(c, target) for c in group):
+            return _Position(index + 1)
+        pause = steps[index].pause_after if index < len(steps) else 0.0
+        times = [_utc(c.since) for c in group if c.since is not None]
+        if pause and times:  # a step without clusters (or times) is done at once
+            until = max(times) + timedelta(seconds=pause)
+            if until > now:
+                return _Position(index + 1, until)
+    return _Position(len(groups))
+
+
+def _groups(
+    fleet: tuple[ClusterState, ...], steps: tuple[Step, ...]
+) -> tuple[tuple[ClusterState, ...], ...]:
+    """The clusters of each step, in name order; the last group is the implicit step
+    of those matching no selector."""
+    members: list[list[ClusterState]] = [[] for _ in range(len(steps) + 1)]
+    for cluster in fleet:
+        index = next(
+            (i for i, step in enumerate(steps) if selector_matches(step.selector, cluster.labels)),
+            len(steps),
+        )
+        members[index].append(cluster)
+    return tuple(tuple(group) for group in members)
+
+
+def _by_name(clusters: Sequence[ClusterState]) -> tuple[ClusterState, ...]:
+    """The clusters in name order, so the plan does not depend on the input's order."""
+    fleet = tuple(sorted(clusters, key=lambda c: c.name))
+    for before, after in itertools.pairwise(fleet):
+        if before.name == after.name:
+            raise ValueError(f"cluster {before.name} appears twice")
+    return fleet
+
+
+def _is_done(cluster: ClusterState, target: str) -> bool:
+    return cluster.revision == target and cluster.done and not cluster.failed
+
+
+def _is_updating(cluster: ClusterState, target: str) -> bool:
+    return cluster.revision == target and not cluster.done and not cluster.failed
+
+
+def _step_message(step: tuple[ClusterState, ...], target: str) -> str:
+    done = sum(_is_done(c, target) for c in step)
+    failed = sum(c.revision == target and c.failed for c in step)
+    message = f"{done} of {len(step)} {_clusters(len(step))} updated"
+    return message + (f", {failed} failed" if failed else "")
+
+
+def _halted_message(failed: list[str], allowed: int) -> str:
+    shown = ", ".join(failed[:NAMES_SHOWN])
+    more = f" and {len(failed) - NAMES_SHOWN} more" if len(failed) > NAMES_SHOWN else ""
+    counted = f"{len(failed)} {_clusters(len(failed))} failed (maximum {allowed})"
+    return f"halted: {counted}: {shown}{more}"
+
+
+def _clusters(n: int) -> str:
+    return "cluster" if n == 1 else "clusters"
+
+
+def _when(moment: datetime, now: datetime) -> str:
+    if moment.date() == now.date():
+        return moment.strftime("%H:%M:%SZ")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
