@@ -23,12 +23,15 @@ State = Literal["Applied", "Failed", "Pending"]
 
 @dataclass(frozen=True)
 class Outcome:
-    """How the last reconcile of one (CRS, cluster) pair ended."""
+    """How the last reconcile of one (CRS, cluster) pair ended. ``ready`` is False
+    while an applied cluster waits for its objects to be Ready (healthCheck.wait);
+    ``message`` then says which object it waits for."""
 
     state: State
     reason: str
     message: str
     generation: int
+    ready: bool = True
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,40 @@ def summarize(
     applied = [c for c, o in outcomes if o is not None and o.state == "Applied"]
     current = all(o is not None and o.generation == generation for _, o in outcomes)
     pending = len(outcomes) - len(failed) - len(applied)
+    reason, message = _reason(outcomes, resource_problems, failed, applied, pending)
+    ok = reason in ("Applied", "NoMatchingClusters")
+    status: Literal["True", "False"] = "True" if ok else "False"
+    # Objects applied everywhere but some not Ready yet: applied, not Ready.
+    waiting = [
+        (c, o) for c, o in outcomes if o is not None and o.state == "Applied" and not o.ready
+    ]
+    ready_status, ready_reason, ready_message = status, reason, message
+    if ok and waiting:
+        cluster, outcome = waiting[0]
+        more = f" (and {len(waiting) - 1} more clusters)" if len(waiting) > 1 else ""
+        ready_status, ready_reason = "False", "Progressing"
+        ready_message = f"cluster {cluster}: {outcome.message}{more}"
+    conditions = [
+        _condition(previous, RESOURCES_APPLIED, status, reason, message, generation, now),
+        _condition(previous, READY, ready_status, ready_reason, ready_message, generation, now),
+    ]
+    return ClusterResourceSetStatus(
+        observed_generation=generation if current else previous.observed_generation,
+        conditions=conditions,
+        matching_clusters=len(outcomes),
+        applied_clusters=len(applied),
+        failed_clusters=len(failed),
+    )
 
+
+def _reason(
+    outcomes: Sequence[tuple[str, Outcome | None]],
+    resource_problems: Sequence[Problem],
+    failed: Sequence[tuple[str, Outcome]],
+    applied: Sequence[str],
+    pending: int,
+) -> tuple[str, str]:
+    """The first reason that applies, and its message."""
     if resource_problems:
         first = resource_problems[0]
         reason, message = first.reason, "; ".join(p.message for p in resource_problems)
@@ -69,19 +105,7 @@ def summarize(
         reason, message = "NoMatchingClusters", "no Cluster matches the selector"
     else:
         reason, message = "Applied", f"applied to {len(applied)} clusters"
-    ok = reason in ("Applied", "NoMatchingClusters")
-    status: Literal["True", "False"] = "True" if ok else "False"
-    conditions = [
-        _condition(previous, RESOURCES_APPLIED, status, reason, message, generation, now),
-        _condition(previous, READY, status, reason, message, generation, now),
-    ]
-    return ClusterResourceSetStatus(
-        observed_generation=generation if current else previous.observed_generation,
-        conditions=conditions,
-        matching_clusters=len(outcomes),
-        applied_clusters=len(applied),
-        failed_clusters=len(failed),
-    )
+    return reason, message
 
 
 def invalid_spec(

@@ -41,6 +41,7 @@ from crs_controller.engine.announcements import Note
 from crs_controller.engine.context import ClusterContext
 from crs_controller.engine.reconcile.applying import apply_objects
 from crs_controller.engine.reconcile.drift_check import Observer
+from crs_controller.engine.reconcile.health_check import check_health
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.sources import Source
 
@@ -135,8 +136,36 @@ async def reconcile_pair(
         outcome = Outcome("Failed", progress.failures[0][0], message, crs.generation)
     else:
         outcome = Outcome("Applied", "Applied", "all resources applied", crs.generation)
+        if spec.health_check is not None and spec.health_check.wait:
+            outcome = await _health(ctx, observer, crs, cluster, progress, outcome, now)
     new_entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
     return CRSPass(new_entry, outcome, progress.requeue, progress.retry)
+
+
+async def _health(
+    ctx: ClusterContext,
+    observer: Observer,
+    crs: CRS,
+    cluster: Cluster,
+    progress: _Progress,
+    applied: Outcome,
+    now: datetime,
+) -> Outcome:
+    """The outcome once the applied objects' readiness is known; schedules the next
+    look while waiting."""
+    assert crs.valid.spec.health_check is not None
+    checked = await check_health(
+        observer,
+        crs.valid.spec.health_check,
+        progress.resources,
+        applied=applied,
+        previous=ctx.outcomes.get(cluster.namespace, crs.name, cluster.name),
+        sent_now=bool(progress.applied),
+        now=now,
+    )
+    progress.requeue = earliest(progress.requeue, checked.requeue_after)
+    progress.retry = progress.retry or checked.retry
+    return checked.outcome
 
 
 @dataclass(frozen=True)
