@@ -59,9 +59,22 @@ from typing import Any, Literal
 
 import xxhash
 
+from crs_controller.core.durations import parse_duration
+from crs_controller.core.models import Rollout as RolloutSpec
+from crs_controller.core.models import to_api
 from crs_controller.core.selectors import selector_matches, validate_selector
 
-__all__ = ["ClusterState", "Phase", "Plan", "Policy", "Step", "count", "plan", "revision"]
+__all__ = [
+    "ClusterState",
+    "Phase",
+    "Plan",
+    "Policy",
+    "Step",
+    "count",
+    "plan",
+    "policy_of",
+    "revision",
+]
 
 Phase = Literal["Progressing", "Paused", "Halted", "Complete"]
 
@@ -309,3 +322,12 @@ def _when(moment: datetime, now: datetime) -> str:
 
 def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def policy_of(spec: RolloutSpec) -> Policy:
+    """The planner's policy for ``spec.rollout`` (durations in seconds, selectors in
+    API form)."""
+    steps = tuple(
+        Step(to_api(s.cluster_selector), parse_duration(s.pause_after or "0")) for s in spec.steps
+    )
+    return Policy(spec.max_concurrent, steps, spec.max_failures, spec.paused)

@@ -18,7 +18,9 @@ from crs_controller.core.models import ClusterResourceSetStatus, Condition, rfc3
 RESOURCES_APPLIED = "ResourcesApplied"
 READY = "Ready"
 
-State = Literal["Applied", "Failed", "Pending"]
+# Progressing: held back by the CRS's rollout (its step has not come yet).
+State = Literal["Applied", "Failed", "Pending", "Progressing"]
+ROLLOUT_REASONS = {"Paused": "RolloutPaused", "Halted": "RolloutHalted"}
 
 
 @dataclass(frozen=True)
@@ -47,29 +49,27 @@ def summarize(
     resource_problems: Sequence[Problem],
     previous: ClusterResourceSetStatus,
     now: datetime,
+    rollout: tuple[str, str] | None = None,
 ) -> ClusterResourceSetStatus:
-    """The status for the matching clusters' outcomes (cluster name, outcome).
+    """The status for the matching clusters' outcomes (cluster name, outcome), and
+    the rollout's (phase, message) when the CRS has one.
 
     observedGeneration moves only once every matching cluster has been reconciled
     against this generation, so it never claims more than was done.
     """
     failed = [(c, o) for c, o in outcomes if o is not None and o.state == "Failed"]
     applied = [c for c, o in outcomes if o is not None and o.state == "Applied"]
+    held = [c for c, o in outcomes if o is not None and o.state == "Progressing"]
     current = all(o is not None and o.generation == generation for _, o in outcomes)
-    pending = len(outcomes) - len(failed) - len(applied)
+    pending = len(outcomes) - len(failed) - len(applied) - len(held)
     reason, message = _reason(outcomes, resource_problems, failed, applied, pending)
+    if held and reason in ("WaitingForClusters", "Applied"):
+        reason, message = _held_reason(held, rollout)
     ok = reason in ("Applied", "NoMatchingClusters")
     status: Literal["True", "False"] = "True" if ok else "False"
-    # Objects applied everywhere but some not Ready yet: applied, not Ready.
-    waiting = [
-        (c, o) for c, o in outcomes if o is not None and o.state == "Applied" and not o.ready
-    ]
-    ready_status, ready_reason, ready_message = status, reason, message
-    if ok and waiting:
-        cluster, outcome = waiting[0]
-        more = f" (and {len(waiting) - 1} more clusters)" if len(waiting) > 1 else ""
-        ready_status, ready_reason = "False", "Progressing"
-        ready_message = f"cluster {cluster}: {outcome.message}{more}"
+    ready_status, ready_reason, ready_message = _readiness(outcomes, rollout, ok)
+    if ready_status is None:
+        ready_status, ready_reason, ready_message = status, reason, message
     conditions = [
         _condition(previous, RESOURCES_APPLIED, status, reason, message, generation, now),
         _condition(previous, READY, ready_status, ready_reason, ready_message, generation, now),
@@ -81,6 +81,31 @@ def summarize(
         applied_clusters=len(applied),
         failed_clusters=len(failed),
     )
+
+
+def _held_reason(held: Sequence[str], rollout: tuple[str, str] | None) -> tuple[str, str]:
+    phase, message = rollout or ("Progressing", "")
+    reason = ROLLOUT_REASONS.get(phase, "Progressing")
+    names = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+    return reason, f"{len(held)} clusters wait for the rollout ({names}): {message}"
+
+
+def _readiness(
+    outcomes: Sequence[tuple[str, Outcome | None]], rollout: tuple[str, str] | None, ok: bool
+) -> tuple[Literal["True", "False"] | None, str, str]:
+    """Ready's own verdict when everything is applied: False while objects are not
+    Ready yet or a rollout is not Complete; (None, ...) to follow ResourcesApplied."""
+    if not ok:
+        return None, "", ""
+    waiting = [(c, o) for c, o in outcomes if o is not None and o.state == "Applied"]
+    waiting = [(c, o) for c, o in waiting if not o.ready]
+    if waiting:
+        cluster, outcome = waiting[0]
+        more = f" (and {len(waiting) - 1} more clusters)" if len(waiting) > 1 else ""
+        return "False", "Progressing", f"cluster {cluster}: {outcome.message}{more}"
+    if rollout is not None and rollout[0] != "Complete":
+        return "False", ROLLOUT_REASONS.get(rollout[0], "Progressing"), rollout[1]
+    return None, "", ""
 
 
 def _reason(

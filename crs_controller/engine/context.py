@@ -12,6 +12,7 @@ from crs_controller.core.modes import DriftSchedule
 from crs_controller.engine.announcements import Announcements
 from crs_controller.engine.index import Caches
 from crs_controller.engine.outcomes import Outcomes
+from crs_controller.engine.rollouts import Rollouts
 from crs_controller.engine.runtime.events import EventRecorder
 from crs_controller.engine.sources import Sources
 from crs_controller.engine.stores import BindingStore, CRSStore
@@ -39,6 +40,7 @@ class ClusterContext:
     events: EventRecorder  # for what happens once per cluster (deletion, cleanup)
     announcements: Announcements  # for what a pass did: told once per CRS
     outcomes: Outcomes
+    rollouts: Rollouts
     drift: DriftSchedule = field(default_factory=DriftSchedule)
     clock: Clock = field(default_factory=MonotonicClock)
 
@@ -53,6 +55,7 @@ class CRSContext:
     outcomes: Outcomes
     events: EventRecorder
     announcements: Announcements
+    rollouts: Rollouts
     clock: Clock = field(default_factory=MonotonicClock)
 
 

@@ -23,6 +23,7 @@ from crs_controller.engine.announcements import Announcements
 from crs_controller.engine.context import ClusterContext, Settings
 from crs_controller.engine.index import Index
 from crs_controller.engine.outcomes import Outcomes
+from crs_controller.engine.rollouts import Rollouts
 from crs_controller.engine.runtime.events import EventRecorder
 from crs_controller.engine.runtime.watching import Informer, WatchSpec
 from crs_controller.engine.sources import Sources
@@ -207,6 +208,7 @@ class World:
             events=EventRecorder(mgmt),
             announcements=Announcements(clock),
             outcomes=Outcomes(),
+            rollouts=Rollouts(),
             clock=clock,
         )
 

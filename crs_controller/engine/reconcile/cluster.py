@@ -219,7 +219,7 @@ async def _forget_cluster(
 
 
 def _set_outcome(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> bool:
-    return ctx.outcomes.record(crs.namespace, crs.name, cluster, outcome)
+    return ctx.outcomes.record(crs.namespace, crs.name, cluster, outcome, ctx.clock.wall())
 
 
 def _warn(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> None:

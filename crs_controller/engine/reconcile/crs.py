@@ -11,11 +11,18 @@ from __future__ import annotations
 import structlog
 
 from crs_controller.core.errors import ResourceError
-from crs_controller.core.models import FINALIZER, ClusterResourceSet, to_api
+from crs_controller.core.models import (
+    FINALIZER,
+    ClusterResourceSet,
+    ClusterResourceSetStatus,
+    to_api,
+)
 from crs_controller.core.objects import CRS
 from crs_controller.core.status import Problem, invalid_spec, summarize
 from crs_controller.engine.context import CRSContext
+from crs_controller.engine.reconcile.crs_pass import earliest
 from crs_controller.engine.reconcile.result import Result
+from crs_controller.engine.reconcile.rolling import plan_rollout, rollout_status, target_revision
 
 log = structlog.get_logger(__name__)
 
@@ -27,6 +34,7 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
     if crs is None:
         ctx.outcomes.drop_crs(namespace, name)
         ctx.announcements.drop(namespace, name)
+        ctx.rollouts.drop(namespace, name)
         return Result()
     if crs.deleting:
         return await _finalize(ctx, crs)
@@ -34,11 +42,12 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
         return Result()
     if FINALIZER not in crs.meta.finalizers:
         crs = await ctx.crss.set_finalizers(crs, [*crs.meta.finalizers, FINALIZER])
+    wake = None
     if crs.model is None:
         await _write_invalid_status(ctx, crs)
     else:
-        await _write_status(ctx, crs, crs.model)
-    return Result(requeue_after=await _tell(ctx, crs))
+        wake = await _write_status(ctx, crs, crs.model)
+    return Result(requeue_after=earliest(wake, await _tell(ctx, crs)))
 
 
 async def _tell(ctx: CRSContext, crs: CRS) -> float | None:
@@ -88,8 +97,14 @@ async def _problems(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> lis
     return problems
 
 
-async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> None:
+async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> float | None:
+    """Write the status if it changed; returns when to look again (a rollout's soak)."""
     problems = await _problems(ctx, crs, model)
+    target = await target_revision(ctx, crs)
+    made = None
+    if model.spec.rollout is not None and target is not None:
+        made = plan_rollout(ctx, crs, model, target)
+    wake = None if made is None else made.wake_after
     outcomes = [
         (c.name, ctx.outcomes.get(crs.namespace, crs.name, c.name))
         for c in ctx.caches.matching_clusters(crs)
@@ -98,16 +113,20 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         # A cluster this process has not reconciled yet (just started, or just
         # matched): its reconcile enqueues this CRS when done. Writing now would
         # only flap the status, e.g. on every restart.
-        return
+        return wake
     status = summarize(
         generation=crs.generation,
         outcomes=sorted(outcomes, key=lambda pair: pair[0]),
         resource_problems=problems,
         previous=crs.status,
         now=ctx.clock.wall(),
+        rollout=None if made is None else (made.phase, made.message),
     )
+    status.revision = target
+    status.rollout = None if made is None else rollout_status(made)
+    await _tell_rollout(ctx, crs, status)
     if to_api(status) == to_api(crs.status):
-        return
+        return wake
     await ctx.crss.put_status(crs, status)
     ready = status.conditions[-1]
     log.info(
@@ -119,3 +138,22 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         applied=status.applied_clusters,
         failed=status.failed_clusters,
     )
+    return wake
+
+
+async def _tell_rollout(ctx: CRSContext, crs: CRS, status: ClusterResourceSetStatus) -> None:
+    """Events a person can follow: started, step done, paused, halted, complete."""
+    before, after = crs.status.rollout, status.rollout
+    if after is None:
+        return
+    told: tuple[str, str, str] | None = None
+    if crs.status.revision != status.revision and after.phase != "Complete":
+        told = ("Normal", "RolloutStarted", f"rolling out revision {status.revision}")
+    elif before is None or before.phase != after.phase:
+        kind = "Warning" if after.phase == "Halted" else "Normal"
+        told = (kind, f"Rollout{after.phase}", after.message)
+    elif after.step > before.step:
+        told = ("Normal", "RolloutStepDone", f"step {before.step} done; {after.message}")
+    if told is not None:
+        kind, reason, message = told
+        await ctx.events.emit(crs, "Warning" if kind == "Warning" else "Normal", reason, message)

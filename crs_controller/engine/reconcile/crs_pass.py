@@ -42,6 +42,7 @@ from crs_controller.engine.context import ClusterContext
 from crs_controller.engine.reconcile.applying import apply_objects
 from crs_controller.engine.reconcile.drift_check import Observer
 from crs_controller.engine.reconcile.health_check import check_health
+from crs_controller.engine.reconcile.rolling import entry_revision, target_revision
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.sources import Source
 
@@ -108,6 +109,13 @@ async def reconcile_pair(
     ctx: ClusterContext, client: KubeClient, cluster: Cluster, crs: CRS, entry: CRSBinding | None
 ) -> CRSPass:
     spec = crs.valid.spec
+    if spec.rollout is not None and await _held(ctx, crs, cluster, entry):
+        waiting = Outcome(
+            "Progressing", "Progressing", "waiting for its rollout step", crs.generation
+        )
+        return CRSPass(
+            entry or CRSBinding(cluster_resource_set_name=crs.name), waiting, None, False
+        )
     # A spec strategy_for refuses never gets here: it is InvalidSpec (core/objects).
     strategy = strategy_for(spec.mode, spec.reapply_interval)
     now = ctx.clock.wall()
@@ -140,6 +148,17 @@ async def reconcile_pair(
             outcome = await _health(ctx, observer, crs, cluster, progress, outcome, now)
     new_entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
     return CRSPass(new_entry, outcome, progress.requeue, progress.retry)
+
+
+async def _held(ctx: ClusterContext, crs: CRS, cluster: Cluster, entry: CRSBinding | None) -> bool:
+    """Does the rollout hold this cluster back from the sources' revision? Never a
+    first install, nor a cluster already on the revision (retries, drift and health
+    checks go on there)."""
+    on = entry_revision(crs, entry)
+    target = await target_revision(ctx, crs)
+    if on is None or target is None or on == target:
+        return False
+    return not ctx.rollouts.admitted(crs.namespace, crs.name, cluster.name, target)
 
 
 async def _health(

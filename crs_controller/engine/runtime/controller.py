@@ -44,6 +44,7 @@ from crs_controller.engine.index import Index
 from crs_controller.engine.outcomes import Outcomes
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 from crs_controller.engine.reconcile.crs import reconcile_crs
+from crs_controller.engine.rollouts import Rollouts
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.runtime.events import EventRecorder
 from crs_controller.engine.runtime.queue import WorkQueue
@@ -80,6 +81,7 @@ class Controller:
             on_note=lambda ns, crs: self.queue.add_after(crs_key(ns, crs), QUIET_SECONDS),
         )
         events = EventRecorder(mgmt)
+        rollouts = Rollouts(on_admit=lambda ns, name: self.queue.add(cluster_key(ns, name)))
         self.workloads = WorkloadClients(
             timeout=settings.workload_timeout, allow_proxy=settings.allow_proxy_url
         )
@@ -92,6 +94,7 @@ class Controller:
             events=events,
             announcements=announcements,
             outcomes=outcomes,
+            rollouts=rollouts,
             clock=self.clock,
         )
         self.crs_ctx = CRSContext(
@@ -101,6 +104,7 @@ class Controller:
             outcomes=outcomes,
             events=events,
             announcements=announcements,
+            rollouts=rollouts,
             clock=self.clock,
         )
         self.informers: list[Informer[Any]] = [crss, clusters, bindings, configmaps, secrets]

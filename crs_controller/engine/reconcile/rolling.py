@@ -1,0 +1,72 @@
+"""Rollouts seen from the engine: the revision of a CRS's sources and the one each
+cluster is on, and the plan the CRS reconcile makes from them (``core.rollout``)
+for the cluster reconciles to follow (``engine.rollouts``).
+"""
+
+from __future__ import annotations
+
+from crs_controller.core.models import ClusterResourceSet, CRSBinding, RolloutStatus
+from crs_controller.core.objects import CRS
+from crs_controller.core.rollout import ClusterState, Plan, plan, policy_of, revision
+from crs_controller.engine.context import ClusterContext, CRSContext
+
+
+async def target_revision(ctx: ClusterContext | CRSContext, crs: CRS) -> str | None:
+    """The revision of the CRS's sources now (None while one cannot be read)."""
+    parts = []
+    for ref in crs.valid.spec.resources:
+        source = await ctx.sources.load(crs.namespace, ref)
+        if source.error is not None:
+            return None
+        parts.append((ref.kind, ref.name, source.hash))
+    return revision(parts)
+
+
+def entry_revision(crs: CRS, entry: CRSBinding | None) -> str | None:
+    """The revision a cluster is on, from the hashes its binding recorded; None when
+    nothing was ever applied there (a first install)."""
+    if entry is None or not any(r.objects or r.applied for r in entry.resources):
+        return None
+    recorded_ = {(r.kind, r.name): r.hash for r in entry.resources}
+    spec = crs.valid.spec.resources
+    return revision([(r.kind, r.name, recorded_.get((r.kind, r.name), "")) for r in spec])
+
+
+def plan_rollout(ctx: CRSContext, crs: CRS, model: ClusterResourceSet, target: str) -> Plan:
+    """Plan ``target`` over the matching clusters, from their bindings and outcomes;
+    the plan is kept for the cluster reconciles (newly admitted ones are told)."""
+    assert model.spec.rollout is not None
+    states = [
+        _state(ctx, crs, cluster.name, dict(cluster.meta.labels), target)
+        for cluster in ctx.caches.matching_clusters(crs)
+    ]
+    halted = ctx.rollouts.halted(crs.namespace, crs.name)
+    now = ctx.clock.wall()
+    made = plan(
+        target, states, policy_of(model.spec.rollout), now, None if halted == target else halted
+    )
+    ctx.rollouts.set(crs.namespace, crs.name, target, made)
+    return made
+
+
+def _state(
+    ctx: CRSContext, crs: CRS, cluster: str, labels: dict[str, str], target: str
+) -> ClusterState:
+    binding = ctx.caches.binding(crs.namespace, cluster)
+    entry = None
+    if binding is not None and binding.model is not None:
+        entry = binding.entries().get(crs.name)
+    on = entry_revision(crs, entry)
+    outcome = ctx.outcomes.get(crs.namespace, crs.name, cluster)
+    at_target = on == target and outcome is not None
+    done = at_target and outcome is not None and outcome.state == "Applied" and outcome.ready
+    failed = at_target and outcome is not None and outcome.state == "Failed"
+    return ClusterState(
+        cluster, labels, on, done, failed, ctx.outcomes.since(crs.namespace, crs.name, cluster)
+    )
+
+
+def rollout_status(made: Plan) -> RolloutStatus:
+    return RolloutStatus(
+        phase=made.phase, step=made.step, updated_clusters=made.updated, message=made.message
+    )

@@ -1,0 +1,54 @@
+"""The current rollout plan of each CRS that has ``spec.rollout``: which clusters may
+take its revision now. The CRS reconcile computes it (``core.rollout.plan``) from
+the bindings and outcomes; cluster reconciles only read it. ``on_admit`` tells the
+runtime which clusters a new plan lets in, the way outcome changes reach CRS keys;
+nobody here sees the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from crs_controller.core.rollout import Plan
+
+CRSKey = tuple[str, str]  # namespace, CRS name
+
+
+def _ignore(namespace: str, cluster: str) -> None:
+    pass
+
+
+class Rollouts:
+    def __init__(self, on_admit: Callable[[str, str], None] = _ignore) -> None:
+        self._plans: dict[CRSKey, tuple[str, Plan]] = {}
+        self._halted: dict[CRSKey, str] = {}
+        self._on_admit = on_admit
+
+    def halted(self, namespace: str, crs: str) -> str | None:
+        """The last revision whose rollout halted (its clusters take the next first);
+        forgotten once a rollout completes, and on restart."""
+        return self._halted.get((namespace, crs))
+
+    def admitted(self, namespace: str, crs: str, cluster: str, revision: str) -> bool:
+        """May ``cluster`` take ``revision`` of this CRS now? False until the CRS
+        reconcile has planned that revision."""
+        current = self._plans.get((namespace, crs))
+        return current is not None and current[0] == revision and cluster in current[1].admit
+
+    def plan(self, namespace: str, crs: str) -> tuple[str, Plan] | None:
+        return self._plans.get((namespace, crs))
+
+    def set(self, namespace: str, crs: str, revision: str, plan: Plan) -> None:
+        before = self._plans.get((namespace, crs))
+        had = before[1].admit if before is not None and before[0] == revision else frozenset()
+        self._plans[(namespace, crs)] = (revision, plan)
+        if plan.phase == "Halted":
+            self._halted[(namespace, crs)] = revision
+        elif plan.phase == "Complete":
+            self._halted.pop((namespace, crs), None)
+        for cluster in sorted(plan.admit - had):
+            self._on_admit(namespace, cluster)
+
+    def drop(self, namespace: str, crs: str) -> None:
+        self._plans.pop((namespace, crs), None)
+        self._halted.pop((namespace, crs), None)
