@@ -34,6 +34,7 @@ class Outcome:
     message: str
     generation: int
     ready: bool = True
+    revision: str = ""  # the sources' revision it is for, when a rollout needs to know
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,8 @@ async def reconcile_pair(
     ctx: ClusterContext, client: KubeClient, cluster: Cluster, crs: CRS, entry: CRSBinding | None
 ) -> CRSPass:
     spec = crs.valid.spec
-    if spec.rollout is not None and await _held(ctx, crs, cluster, entry):
+    target = None if spec.rollout is None else await target_revision(ctx, crs)
+    if target is not None and _held(ctx, crs, cluster, entry, target):
         waiting = Outcome(
             "Progressing", "Progressing", "waiting for its rollout step", crs.generation
         )
@@ -138,25 +139,31 @@ async def reconcile_pair(
     if drift_due != "None":
         ctx.drift.checked(pair, ctx.clock.now(), drift.interval)
     _announce(ctx, crs, cluster, progress)
+    # Which revision this outcome is for: a rollout's soak counts from when a cluster
+    # reached the new one, even if its outcome reads the same as on the old one.
+    rev = target or ""
     # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
     if progress.failures:
         message = "; ".join(m for _, m in progress.failures)
-        outcome = Outcome("Failed", progress.failures[0][0], message, crs.generation)
+        outcome = Outcome("Failed", progress.failures[0][0], message, crs.generation, revision=rev)
     else:
-        outcome = Outcome("Applied", "Applied", "all resources applied", crs.generation)
+        outcome = Outcome(
+            "Applied", "Applied", "all resources applied", crs.generation, revision=rev
+        )
         if spec.health_check is not None and spec.health_check.wait:
             outcome = await _health(ctx, observer, crs, cluster, progress, outcome, now)
     new_entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
     return CRSPass(new_entry, outcome, progress.requeue, progress.retry)
 
 
-async def _held(ctx: ClusterContext, crs: CRS, cluster: Cluster, entry: CRSBinding | None) -> bool:
+def _held(
+    ctx: ClusterContext, crs: CRS, cluster: Cluster, entry: CRSBinding | None, target: str
+) -> bool:
     """Does the rollout hold this cluster back from the sources' revision? Never a
     first install, nor a cluster already on the revision (retries, drift and health
     checks go on there)."""
     on = entry_revision(crs, entry)
-    target = await target_revision(ctx, crs)
-    if on is None or target is None or on == target:
+    if on is None or on == target:
         return False
     return not ctx.rollouts.admitted(crs.namespace, crs.name, cluster.name, target)
 

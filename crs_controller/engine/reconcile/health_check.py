@@ -8,7 +8,7 @@ wait for: a pass that applied nothing to a cluster already Ready reads nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from crs_controller.core.durations import parse_duration
@@ -39,7 +39,7 @@ async def check_health(
 ) -> Checked:
     """``applied`` is the pass's outcome (every resource applied); ``previous`` the
     pair's last outcome; ``sent_now`` whether this pass sent anything."""
-    if not sent_now and _was_ready(previous, applied.generation):
+    if not sent_now and _was_ready(previous, applied):
         return Checked(applied)  # Ready since, and nothing changed
     refs = [o for resource in resources for o in resource.objects]
     live = await observer.objects(refs)
@@ -54,18 +54,19 @@ async def check_health(
     limit = parse_duration(check.timeout)
     if waited is not None and waited >= limit:
         return Checked(_unhealthy(applied, f"{why} (not Ready after {check.timeout})"), retry=True)
-    waiting = Outcome("Applied", "Applied", f"waiting for {why}", applied.generation, ready=False)
+    waiting = replace(applied, message=f"waiting for {why}", ready=False)
     return Checked(waiting, requeue_after=HEALTH_POLL_SECONDS)
 
 
-def _was_ready(previous: Outcome | None, generation: int) -> bool:
-    if previous is None:
+def _was_ready(previous: Outcome | None, applied: Outcome) -> bool:
+    """Ready at the same generation and revision as this pass's outcome."""
+    if previous is None or previous.state != "Applied" or not previous.ready:
         return False
-    return previous.state == "Applied" and previous.ready and previous.generation == generation
+    return (previous.generation, previous.revision) == (applied.generation, applied.revision)
 
 
 def _unhealthy(applied: Outcome, why: str) -> Outcome:
-    return Outcome("Failed", "Unhealthy", why, applied.generation)
+    return Outcome("Failed", "Unhealthy", why, applied.generation, revision=applied.revision)
 
 
 def _waited(resources: Sequence[ResourceBinding], now: datetime) -> float | None:

@@ -1,0 +1,232 @@
+"""Rollouts on real servers. Each cluster reaches its workload server as a user of its
+own, so the audit logs tell which cluster an apply was for and when: steps run in
+order, one cluster at a time, with the soak between them; a revision that is not
+Ready on the canary halts and reaches nobody else, and reverting it goes to the
+canary first; paused freezes (first installs still go out) and unpausing resumes."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed.clusters import register_cluster
+from crs_controller.testbed.controller import ControllerProcess
+
+from .support import (
+    CRS_API,
+    TIMEOUT,
+    binding_entry,
+    configmap_obj,
+    crs_obj,
+    manifests,
+    source_configmap,
+    unique,
+    wait_condition,
+)
+
+Obj = dict[str, Any]
+
+
+def cluster_user(name: str) -> str:
+    return f"rollout-{name}"
+
+
+def add(
+    mgmt: KubeClient, plane: ControlPlane, namespace: str, index: int, name: str, **labels: str
+) -> None:
+    register_cluster(
+        mgmt,
+        plane.workloads[index % len(plane.workloads)],
+        name=name,
+        namespace=namespace,
+        labels={"roll": namespace[-6:], **labels},
+        kubeconfig_user=cluster_user(name),
+        kubeconfig_groups=("system:masters",),
+    )
+
+
+def applies(
+    plane: ControlPlane, clusters: list[str], since: float, resource: str
+) -> list[tuple[float, str]]:
+    """(time, cluster) of each apply of ``resource`` ("configmaps/x") since ``since``."""
+    users = {cluster_user(c): c for c in clusters}
+    found = []
+    for server in plane.workloads:
+        for event in server.audit_events():
+            user = event["user"]["username"]
+            ref = event.get("objectRef", {})
+            if user not in users or event["verb"] != "patch":
+                continue
+            if f"{ref.get('resource')}/{ref.get('name')}" != resource:
+                continue
+            stamp = datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
+            if stamp.timestamp() >= since:
+                found.append((stamp.timestamp(), users[user]))
+    return sorted(found)
+
+
+def rollout(mgmt: KubeClient, namespace: str, name: str) -> Obj:
+    crs = mgmt.get(CRS_API, "ClusterResourceSet", name, namespace)
+    return (crs or {}).get("status", {}).get("rollout") or {}
+
+
+def edit(mgmt: KubeClient, namespace: str, name: str, *objects: Obj) -> None:
+    source = mgmt.get("v1", "ConfigMap", name, namespace)
+    source["data"] = {"a": manifests(*objects)}
+    mgmt.update(source)
+
+
+def on_hash(mgmt: KubeClient, namespace: str, cluster: str, crs: str) -> str | None:
+    entry = binding_entry(mgmt, namespace, cluster, crs)
+    return entry["resources"][0]["hash"] if entry and entry["resources"][0].get("applied") else None
+
+
+def test_steps_go_in_order_one_cluster_at_a_time_with_a_soak(
+    controller: ControllerProcess, control_plane: ControlPlane, mgmt: KubeClient, namespace: str
+) -> None:
+    marker = unique("wave")
+    mgmt.create(source_configmap(namespace, "wave", {"a": manifests(configmap_obj(marker, v="1"))}))
+    crs = crs_obj(
+        namespace, "wave", [("ConfigMap", "wave")], {"roll": namespace[-6:]}, mode="Reconcile"
+    )
+    crs["spec"]["rollout"] = {
+        "maxConcurrent": 1,
+        "steps": [
+            {"clusterSelector": {"matchLabels": {"ring": "canary"}}, "pauseAfter": "2s"},
+            {"clusterSelector": {"matchLabels": {"ring": "early"}}},
+        ],
+    }
+    mgmt.create(crs)
+    rings = {"w1": "canary", "w2": "early", "w3": "early", "w4": "late", "w5": "late"}
+    for index, (name, ring) in enumerate(rings.items()):
+        add(mgmt, control_plane, namespace, index, name, ring=ring)
+    wait_condition(mgmt, namespace, "wave", "Ready", "True", "Applied")
+    assert rollout(mgmt, namespace, "wave").get("phase") == "Complete"
+
+    edited = time.time()
+    edit(mgmt, namespace, "wave", configmap_obj(marker, v="2"))
+    wait_for(lambda: rollout(mgmt, namespace, "wave").get("phase") == "Progressing", TIMEOUT)
+    wait_condition(mgmt, namespace, "wave", "Ready", "True", "Applied")
+    assert rollout(mgmt, namespace, "wave")["updatedClusters"] == 5
+
+    done = wait_for(
+        lambda: (
+            (a := applies(control_plane, list(rings), edited, f"configmaps/{marker}"))
+            and len(a) == 5
+            and a
+        ),
+        TIMEOUT,
+        message="five applies in the audit logs",
+    )
+    order = [cluster for _, cluster in done]
+    assert order[0] == "w1", order
+    assert set(order[1:3]) == {"w2", "w3"}, order
+    assert set(order[3:]) == {"w4", "w5"}, order
+    # The canary's soak: step 2 began at least 2 s after the canary's apply.
+    assert done[1][0] - done[0][0] >= 2.0, done
+    events = [e["reason"] for e in mgmt.list("v1", "Event", namespace)]
+    assert "RolloutStarted" in events and "RolloutComplete" in events, events
+
+
+def deployment(name: str) -> Obj:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]},
+            },
+        },
+    }
+
+
+def test_an_unhealthy_canary_halts_and_a_revert_goes_to_it_first(
+    controller: ControllerProcess, control_plane: ControlPlane, mgmt: KubeClient, namespace: str
+) -> None:
+    marker, bad = unique("halt"), unique("never")
+    good = configmap_obj(marker, v="1")
+    mgmt.create(source_configmap(namespace, "halt", {"a": manifests(good)}))
+    crs = crs_obj(
+        namespace, "halt", [("ConfigMap", "halt")], {"roll": namespace[-6:]}, mode="Reconcile"
+    )
+    crs["spec"]["healthCheck"] = {"wait": True, "timeout": "3s"}
+    crs["spec"]["rollout"] = {
+        "maxConcurrent": 1,
+        "steps": [{"clusterSelector": {"matchLabels": {"ring": "canary"}}}],
+    }
+    mgmt.create(crs)
+    for index, name in enumerate(["h1", "h2", "h3"]):
+        add(mgmt, control_plane, namespace, index, name, ring="canary" if name == "h1" else "rest")
+    wait_condition(mgmt, namespace, "halt", "Ready", "True", "Applied")
+    before = {c: on_hash(mgmt, namespace, c, "halt") for c in ("h1", "h2", "h3")}
+
+    # A Deployment that never becomes available (the test bed runs no controllers).
+    edit(mgmt, namespace, "halt", good, deployment(bad))
+    wait_for(lambda: rollout(mgmt, namespace, "halt").get("phase") == "Halted", TIMEOUT)
+    cond = wait_condition(mgmt, namespace, "halt", "Ready", "False", "Unhealthy")
+    assert f"Deployment default/{bad}" in cond["message"], cond["message"]
+    assert "h1" in rollout(mgmt, namespace, "halt")["message"]
+    # Halted: the others stayed on what they had.
+    assert on_hash(mgmt, namespace, "h2", "halt") == before["h2"]
+    assert on_hash(mgmt, namespace, "h3", "halt") == before["h3"]
+    assert any(e["reason"] == "RolloutHalted" for e in mgmt.list("v1", "Event", namespace))
+
+    reverted = time.time()
+    edit(mgmt, namespace, "halt", good)
+    wait_for(lambda: rollout(mgmt, namespace, "halt").get("phase") == "Complete", TIMEOUT)
+    wait_condition(mgmt, namespace, "halt", "Ready", "True", "Applied")
+    assert {c: on_hash(mgmt, namespace, c, "halt") for c in ("h1", "h2", "h3")} == before
+    # Only the canary had anything to take back.
+    assert [
+        c for _, c in applies(control_plane, ["h1", "h2", "h3"], reverted, f"configmaps/{marker}")
+    ] in (
+        [],
+        ["h1"],
+    )
+
+
+def test_paused_freezes_first_installs_still_go_out_and_unpausing_resumes(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: KubeClient,
+    workload_clients,
+    namespace: str,
+) -> None:
+    marker = unique("frozen")
+    mgmt.create(
+        source_configmap(namespace, "frozen", {"a": manifests(configmap_obj(marker, v="1"))})
+    )
+    crs = crs_obj(
+        namespace, "frozen", [("ConfigMap", "frozen")], {"roll": namespace[-6:]}, mode="Reconcile"
+    )
+    crs["spec"]["rollout"] = {"paused": True}
+    mgmt.create(crs)
+    add(mgmt, control_plane, namespace, 0, "p1")
+    wait_condition(mgmt, namespace, "frozen", "Ready", "True", "Applied")
+    first = on_hash(mgmt, namespace, "p1", "frozen")
+
+    edit(mgmt, namespace, "frozen", configmap_obj(marker, v="2"))
+    wait_for(lambda: rollout(mgmt, namespace, "frozen").get("phase") == "Paused", TIMEOUT)
+    cond = wait_condition(mgmt, namespace, "frozen", "Ready", "False", "RolloutPaused")
+    assert "p1" in cond["message"], cond["message"]
+    assert on_hash(mgmt, namespace, "p1", "frozen") == first
+
+    # A cluster added now is a first install: it gets the current content at once.
+    add(mgmt, control_plane, namespace, 1, "p2")
+    wait_for(lambda: on_hash(mgmt, namespace, "p2", "frozen") not in (None, first), TIMEOUT)
+    live = workload_clients[1].get("v1", "ConfigMap", marker, "default")
+    assert live["data"] == {"v": "2"}
+    assert on_hash(mgmt, namespace, "p1", "frozen") == first
+
+    crs = mgmt.get(CRS_API, "ClusterResourceSet", "frozen", namespace)
+    crs["spec"]["rollout"]["paused"] = False
+    mgmt.update(crs)
+    wait_for(lambda: rollout(mgmt, namespace, "frozen").get("phase") == "Complete", TIMEOUT)
+    assert on_hash(mgmt, namespace, "p1", "frozen") == on_hash(mgmt, namespace, "p2", "frozen")
