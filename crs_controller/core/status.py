@@ -79,7 +79,8 @@ def summarize(
         observed_generation=generation if current else previous.observed_generation,
         conditions=conditions,
         matching_clusters=len(outcomes),
-        applied_clusters=len(applied),
+        # Held back by a rollout, a cluster keeps what it had applied (any revision).
+        applied_clusters=len(applied) + len(held),
         failed_clusters=len(failed),
     )
 

@@ -309,3 +309,78 @@ def test_an_invalid_spec_sets_both_conditions_and_keeps_the_counts() -> None:
     ]
     assert (status.matching_clusters, status.applied_clusters) == (3, 2)
     assert status.observed_generation == 4
+
+
+# --- health checks and rollouts ---------------------------------------------------------
+
+
+def waiting_ready() -> Outcome:
+    return Outcome(
+        "Applied", "Applied", "waiting for Deployment a/b: 0/1 available", GEN, ready=False
+    )
+
+
+def held() -> Outcome:
+    return Outcome("Progressing", "Progressing", "waiting for its rollout step", GEN)
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "rollout", "applied_reason", "ready_reason"),
+    [
+        # Applied everywhere, objects not Ready yet: ResourcesApplied, not Ready.
+        ([("a", applied()), ("b", waiting_ready())], None, "Applied", "Progressing"),
+        # Held back by the rollout's steps.
+        (
+            [("a", applied()), ("b", held())],
+            ("Progressing", "step 1/2"),
+            "Progressing",
+            "Progressing",
+        ),
+        ([("a", applied()), ("b", held())], ("Paused", "paused"), "RolloutPaused", "RolloutPaused"),
+        (
+            [("a", failed("Unhealthy")), ("b", held())],
+            ("Halted", "halted"),
+            "Unhealthy",
+            "Unhealthy",
+        ),
+        ([("a", applied()), ("b", held())], ("Halted", "halted"), "RolloutHalted", "RolloutHalted"),
+        # Everything applied and Ready, but a soak still runs: not Ready yet.
+        (
+            [("a", applied()), ("b", applied())],
+            ("Progressing", "soaking"),
+            "Applied",
+            "Progressing",
+        ),
+        ([("a", applied()), ("b", applied())], ("Complete", "complete"), "Applied", "Applied"),
+        # A source problem comes first, whatever the rollout says.
+        ([("a", held())], ("Paused", "paused"), "RolloutPaused", "RolloutPaused"),
+    ],
+    ids=[
+        "not-ready",
+        "held",
+        "paused",
+        "failure-first",
+        "halted",
+        "soaking",
+        "complete",
+        "only-held",
+    ],
+)
+def test_health_and_rollout_reasons(
+    outcomes: list[tuple[str, Outcome | None]],
+    rollout: tuple[str, str] | None,
+    applied_reason: str,
+    ready_reason: str,
+) -> None:
+    result = summarize(
+        generation=GEN,
+        outcomes=outcomes,
+        resource_problems=[],
+        previous=ClusterResourceSetStatus(),
+        now=NOW,
+        rollout=rollout,
+    )
+    assert condition(result, RESOURCES_APPLIED).reason == applied_reason
+    assert condition(result, READY).reason == ready_reason
+    # A cluster held back keeps what it had: it counts as applied.
+    assert result.applied_clusters == sum(1 for _, o in outcomes if o and o.state != "Failed")

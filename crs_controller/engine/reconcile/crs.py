@@ -23,6 +23,7 @@ from crs_controller.engine.context import CRSContext
 from crs_controller.engine.reconcile.crs_pass import earliest
 from crs_controller.engine.reconcile.result import Result
 from crs_controller.engine.reconcile.rolling import plan_rollout, rollout_status, target_revision
+from crs_controller.engine.runtime import metrics
 
 log = structlog.get_logger(__name__)
 
@@ -35,6 +36,7 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
         ctx.outcomes.drop_crs(namespace, name)
         ctx.announcements.drop(namespace, name)
         ctx.rollouts.drop(namespace, name)
+        metrics.forget_rollout(namespace, name)
         return Result()
     if crs.deleting:
         return await _finalize(ctx, crs)

@@ -5,10 +5,13 @@ for the cluster reconciles to follow (``engine.rollouts``).
 
 from __future__ import annotations
 
+from collections import Counter
+
 from crs_controller.core.models import ClusterResourceSet, CRSBinding, RolloutStatus
 from crs_controller.core.objects import CRS
 from crs_controller.core.rollout import ClusterState, Plan, plan, policy_of, revision
 from crs_controller.engine.context import ClusterContext, CRSContext
+from crs_controller.engine.runtime import metrics
 
 
 async def target_revision(ctx: ClusterContext | CRSContext, crs: CRS) -> str | None:
@@ -46,6 +49,8 @@ def plan_rollout(ctx: CRSContext, crs: CRS, model: ClusterResourceSet, target: s
         target, states, policy_of(model.spec.rollout), now, None if halted == target else halted
     )
     ctx.rollouts.set(crs.namespace, crs.name, target, made)
+    on = Counter(state.revision or "none" for state in states)
+    metrics.show_rollout(crs.namespace, crs.name, dict(on), made.phase)
     return made
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import Counter, Gauge, Histogram
 
 RECONCILES = Counter(
@@ -20,3 +22,34 @@ SOURCE_HASHES = Counter(
 SOURCE_PARSES = Counter("crs_source_parses_total", "ConfigMap/Secret contents parsed")
 LEADER = Gauge("crs_leader", "1 while this process acts (holds the lease, or runs unelected)")
 LEADER.set(1)
+CLUSTERS_BY_REVISION = Gauge(
+    "crs_rollout_clusters",
+    "Matching clusters of a CRS with a rollout, by the revision they are on (none: not installed)",
+    ["namespace", "crs", "revision"],
+)
+ROLLOUT_PHASE = Gauge(
+    "crs_rollout_phase",
+    "1 for the phase the CRS's rollout is in (Progressing, Paused, Halted, Complete), else 0",
+    ["namespace", "crs", "phase"],
+)
+_REVISIONS_SHOWN: dict[tuple[str, str], set[str]] = {}
+
+
+def show_rollout(namespace: str, crs: str, revisions: dict[str, int], phase: str) -> None:
+    """Set both rollout gauges for one CRS; revisions no cluster is on any more go."""
+    shown = _REVISIONS_SHOWN.setdefault((namespace, crs), set())
+    for gone in shown - set(revisions):
+        CLUSTERS_BY_REVISION.remove(namespace, crs, gone)
+    for revision, count in revisions.items():
+        CLUSTERS_BY_REVISION.labels(namespace, crs, revision).set(count)
+    _REVISIONS_SHOWN[(namespace, crs)] = set(revisions)
+    for each in ("Progressing", "Paused", "Halted", "Complete"):
+        ROLLOUT_PHASE.labels(namespace, crs, each).set(1 if each == phase else 0)
+
+
+def forget_rollout(namespace: str, crs: str) -> None:
+    for revision in _REVISIONS_SHOWN.pop((namespace, crs), set()):
+        CLUSTERS_BY_REVISION.remove(namespace, crs, revision)
+    for each in ("Progressing", "Paused", "Halted", "Complete"):
+        with contextlib.suppress(KeyError):  # never shown for this CRS
+            ROLLOUT_PHASE.remove(namespace, crs, each)

@@ -10,6 +10,8 @@ import time
 from datetime import datetime
 from typing import Any
 
+import httpx
+
 from crs_controller.testbed import ControlPlane, KubeClient, wait_for
 from crs_controller.testbed.clusters import register_cluster
 from crs_controller.testbed.controller import ControllerProcess
@@ -21,6 +23,7 @@ from .support import (
     configmap_obj,
     crs_obj,
     manifests,
+    metric,
     source_configmap,
     unique,
     wait_condition,
@@ -128,6 +131,11 @@ def test_steps_go_in_order_one_cluster_at_a_time_with_a_soak(
     assert done[1][0] - done[0][0] >= 2.0, done
     events = [e["reason"] for e in mgmt.list("v1", "Event", namespace)]
     assert "RolloutStarted" in events and "RolloutComplete" in events, events
+    text = httpx.get(controller.url("/metrics")).text
+    labels = f'crs="wave",namespace="{namespace}"'
+    assert metric(text, f'crs_rollout_phase{{{labels},phase="Complete"}}') == 1.0
+    revision = mgmt.get(CRS_API, "ClusterResourceSet", "wave", namespace)["status"]["revision"]
+    assert metric(text, f'crs_rollout_clusters{{{labels},revision="{revision}"}}') == 5.0
 
 
 def deployment(name: str) -> Obj:

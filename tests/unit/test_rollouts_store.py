@@ -1,0 +1,38 @@
+"""The rollout plans the CRS reconcile keeps for the cluster reconciles
+(``engine.rollouts``): a cluster is admitted only for the planned revision, each
+newly admitted cluster is told once, and a halted revision is remembered until a
+rollout completes."""
+
+from __future__ import annotations
+
+from crs_controller.core.rollout import Plan
+from crs_controller.engine.rollouts import Rollouts
+
+
+def made(*admit: str, phase: str = "Progressing") -> Plan:
+    return Plan(frozenset(admit), phase, 1, 0, "", None)  # type: ignore[arg-type]
+
+
+def test_admission_is_for_the_planned_revision_and_news_is_told_once() -> None:
+    told: list[str] = []
+    rollouts = Rollouts(on_admit=lambda ns, cluster: told.append(cluster))
+    assert not rollouts.admitted("n", "cni", "a", "r1")  # nothing planned yet
+    rollouts.set("n", "cni", "r1", made("a"))
+    rollouts.set("n", "cni", "r1", made("a", "b"))
+    assert told == ["a", "b"]
+    assert rollouts.admitted("n", "cni", "b", "r1")
+    assert not rollouts.admitted("n", "cni", "b", "r2")
+    rollouts.set("n", "cni", "r2", made("a"))  # a new revision: admitted anew
+    assert told == ["a", "b", "a"]
+
+
+def test_a_halted_revision_is_remembered_until_a_rollout_completes() -> None:
+    rollouts = Rollouts()
+    rollouts.set("n", "cni", "bad", made(phase="Halted"))
+    rollouts.set("n", "cni", "fix", made("a"))
+    assert rollouts.halted("n", "cni") == "bad"
+    rollouts.set("n", "cni", "fix", made(phase="Complete"))
+    assert rollouts.halted("n", "cni") is None
+    rollouts.set("n", "cni", "bad", made(phase="Halted"))
+    rollouts.drop("n", "cni")
+    assert rollouts.halted("n", "cni") is None and rollouts.plan("n", "cni") is None
