@@ -6,6 +6,8 @@ canary first; paused freezes (first installs still go out) and unpausing resumes
 
 from __future__ import annotations
 
+import itertools
+import threading
 import time
 from datetime import datetime
 from typing import Any
@@ -238,3 +240,104 @@ def test_paused_freezes_first_installs_still_go_out_and_unpausing_resumes(
     mgmt.update(crs)
     wait_for(lambda: rollout(mgmt, namespace, "frozen").get("phase") == "Complete", TIMEOUT)
     assert on_hash(mgmt, namespace, "p1", "frozen") == on_hash(mgmt, namespace, "p2", "frozen")
+
+
+class Kubelet:
+    """Stands in for the workload clusters' controllers: a Deployment whose generation
+    is not observed yet is made available a moment later, and when is recorded."""
+
+    def __init__(self, clients: list[KubeClient], name: str, delay: float = 1.0) -> None:
+        self._clients, self._name, self._delay = clients, name, delay
+        self.ready_at: dict[int, list[float]] = {i: [] for i in range(len(clients))}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Kubelet:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            for index, client in enumerate(self._clients):
+                live = client.get("apps/v1", "Deployment", self._name, "default")
+                status = (live or {}).get("status") or {}
+                if (
+                    live is None
+                    or status.get("observedGeneration") == live["metadata"]["generation"]
+                ):
+                    continue
+                time.sleep(self._delay)
+                live["status"] = available(live["metadata"]["generation"])
+                client.update_status(live)
+                self.ready_at[index].append(time.time())
+
+
+def available(generation: int) -> Obj:
+    return {
+        "observedGeneration": generation,
+        "replicas": 1,
+        "updatedReplicas": 1,
+        "readyReplicas": 1,
+        "availableReplicas": 1,
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+        ],
+    }
+
+
+def test_a_step_starts_only_once_the_clusters_before_are_ready(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: KubeClient,
+    workload_clients,
+    namespace: str,
+) -> None:
+    name = unique("gated")
+    app = deployment(name)
+    mgmt.create(source_configmap(namespace, "gated", {"a": manifests(app)}))
+    crs = crs_obj(
+        namespace, "gated", [("ConfigMap", "gated")], {"roll": namespace[-6:]}, mode="Reconcile"
+    )
+    crs["spec"]["healthCheck"] = {"wait": True, "timeout": "1m"}
+    crs["spec"]["rollout"] = {
+        "maxConcurrent": 1,
+        "steps": [{"clusterSelector": {"matchLabels": {"ring": "canary"}}}],
+    }
+    mgmt.create(crs)
+    clusters = ["g1", "g2", "g3"]  # one per workload server
+    with Kubelet(workload_clients, name) as kubelet:
+        for index, cluster in enumerate(clusters):
+            add(
+                mgmt,
+                control_plane,
+                namespace,
+                index,
+                cluster,
+                ring="canary" if index == 0 else "rest",
+            )
+        wait_condition(mgmt, namespace, "gated", "Ready", "True", "Applied")
+        edited = time.time()
+        app["spec"]["template"]["spec"]["containers"][0]["image"] = "example.invalid/app:2"
+        edit(mgmt, namespace, "gated", app)
+        wait_for(lambda: rollout(mgmt, namespace, "gated").get("phase") == "Progressing", TIMEOUT)
+        wait_for(lambda: rollout(mgmt, namespace, "gated").get("phase") == "Complete", TIMEOUT)
+        wait_condition(mgmt, namespace, "gated", "Ready", "True", "Applied")
+        done = wait_for(
+            lambda: (
+                (a := applies(control_plane, clusters, edited, f"deployments/{name}"))
+                and len(a) == 3
+                and a
+            ),
+            TIMEOUT,
+        )
+    # One at a time, each only once the one before was Ready; the canary first.
+    order = [cluster for _, cluster in done]
+    assert order[0] == "g1", order
+    for (_, before), (applied_at, _) in itertools.pairwise(done):
+        ready = [t for t in kubelet.ready_at[clusters.index(before)] if t >= edited]
+        assert ready and applied_at > ready[0], (done, kubelet.ready_at)
