@@ -16,6 +16,7 @@ from crs_controller.core.manifests import object_ref
 from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_KIND,
+    BindingOutcome,
     ClusterResourceSetBinding,
     ClusterResourceSetBindingSpec,
     CRSBinding,
@@ -128,6 +129,20 @@ def _merge(old: Iterable[ObjectRef], new: Iterable[ObjectRef]) -> list[ObjectRef
     rest of ``new``."""
     fresh = {o: o for o in new}
     return [fresh.pop(o, o) for o in old] + list(fresh.values())
+
+
+def with_outcome(
+    entry: CRSBinding, previous: CRSBinding | None, reason: str, message: str, now: datetime
+) -> CRSBinding:
+    """``entry`` carrying its outcome; the time moves only when the outcome does, so a
+    steady state writes nothing."""
+    message = message[:1000]
+    before = previous.outcome if previous is not None else None
+    unchanged = before is not None and (before.reason, before.message) == (reason, message)
+    time = before.time if unchanged and before is not None else now
+    return entry.model_copy(
+        update={"outcome": BindingOutcome(reason=reason, message=message, time=time)}
+    )
 
 
 def owner_reference(crs: ObjectMeta) -> dict[str, Any]:

@@ -310,9 +310,19 @@ class ResourceBinding(APIModel):
     objects: list[ObjectRef] = Field(default_factory=list)
 
 
+class BindingOutcome(APIModel):
+    """This CRS on this cluster: the reason (a condition reason of the CRS), what to
+    act on, and when it last changed."""
+
+    reason: str
+    message: str = ""
+    time: Timestamp | None = None
+
+
 class CRSBinding(APIModel):
     cluster_resource_set_name: str = Field(min_length=1)
     resources: list[ResourceBinding] = Field(default_factory=list)
+    outcome: BindingOutcome | None = None
 
 
 class ClusterResourceSetBindingSpec(APIModel):

@@ -23,6 +23,7 @@ from crs_controller.core.bindings import (
     record_apply,
     recorded,
     select_objects,
+    with_outcome,
 )
 from crs_controller.core.models import (
     API_VERSION,
@@ -578,3 +579,17 @@ def test_steady_state_costs_no_write(
         current, namespace="default", cluster="workload-1", entries=entries, owners=owners
     )
     assert binding_changed(current, again) is False
+
+
+# --- with_outcome ---------------------------------------------------------------------
+
+
+def test_an_outcome_keeps_its_time_until_it_changes() -> None:
+    first = with_outcome(entry("calico"), None, "Applied", "all resources applied", EARLIER)
+    assert first.outcome is not None and first.outcome.time == EARLIER
+    again = with_outcome(entry("calico"), first, "Applied", "all resources applied", NOW)
+    assert again.outcome == first.outcome  # a steady state writes nothing
+    failed = with_outcome(entry("calico"), again, "ApplyFailed", "x" * 5000, NOW)
+    assert failed.outcome is not None and failed.outcome.time == NOW
+    assert len(failed.outcome.message) == 1000
+    assert to_api(failed)["outcome"]["time"] == "2026-11-22T10:00:00Z"

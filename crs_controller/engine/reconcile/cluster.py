@@ -14,7 +14,7 @@ import structlog
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import kubeconfig_secret_name
-from crs_controller.core.bindings import entries_by_crs, owner_reference
+from crs_controller.core.bindings import entries_by_crs, owner_reference, with_outcome
 from crs_controller.core.errors import Unreachable
 from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.objects import CRS, Cluster
@@ -98,7 +98,7 @@ async def _record_blocked(
     for crs in crss:
         outcome = replace(blocked, generation=crs.generation)
         if kept := entries.get(crs.name):
-            new_entries[kept.cluster_resource_set_name] = kept
+            new_entries[crs.name] = _told(ctx, kept, kept, outcome)
         if _set_outcome(ctx, crs, cluster_name, outcome) and _news(crs, outcome):
             _warn(ctx, crs, cluster_name, outcome)
     # A broken kubeconfig is retried with backoff; a pending cluster waits for its next
@@ -119,7 +119,7 @@ async def _apply_all(
     for crs in crss:
         done = await _pass(ctx, client, cluster, crs, entries.get(crs.name))
         if done.entry.resources:
-            new_entries[crs.name] = done.entry
+            new_entries[crs.name] = _told(ctx, done.entry, entries.get(crs.name), done.outcome)
         if _set_outcome(ctx, crs, cluster.name, done.outcome) and _news(crs, done.outcome):
             _warn(ctx, crs, cluster.name, done.outcome)
         result.retry = result.retry or done.retry
@@ -220,6 +220,20 @@ async def _forget_cluster(
 
 def _set_outcome(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> bool:
     return ctx.outcomes.record(crs.namespace, crs.name, cluster, outcome, ctx.clock.wall())
+
+
+def _told(
+    ctx: ClusterContext, entry: CRSBinding, previous: CRSBinding | None, outcome: Outcome
+) -> CRSBinding:
+    """The entry with its outcome, as the binding records it for this CRS: Pending
+    until the cluster can be contacted, Progressing while its objects are not Ready
+    yet, else the outcome's own reason."""
+    reason = outcome.reason
+    if outcome.state == "Pending":
+        reason = "Pending"
+    elif outcome.state == "Applied" and not outcome.ready:
+        reason = "Progressing"
+    return with_outcome(entry, previous, reason, outcome.message, ctx.clock.wall())
 
 
 def _warn(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> None:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from crs_controller.testbed import KubeClient
+from crs_controller.testbed import KubeClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
+    TIMEOUT,
     add_cluster,
+    binding_entry,
     crs_obj,
     manifests,
     source_configmap,
@@ -145,6 +147,16 @@ def test_a_failed_job_is_unhealthy_naming_it(
     assert "BackoffLimitExceeded" in cond["message"]
     status = mgmt.get("addons.crs.dev/v1alpha1", "ClusterResourceSet", "jobs", namespace)["status"]
     assert status["failedClusters"] == 1
+    # The binding records it too, for this CRS on this cluster.
+    outcome = wait_for(
+        lambda: (
+            (binding_entry(mgmt, namespace, "h2", "jobs") or {}).get("outcome", {}).get("reason")
+            == "Unhealthy"
+            and binding_entry(mgmt, namespace, "h2", "jobs")["outcome"]
+        ),
+        TIMEOUT,
+    )
+    assert f"Job default/{name}" in outcome["message"] and outcome["time"]
 
 
 def test_not_ready_within_the_timeout_is_unhealthy(
