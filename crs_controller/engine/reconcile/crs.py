@@ -156,6 +156,8 @@ async def _tell_rollout(ctx: CRSContext, crs: CRS, status: ClusterResourceSetSta
         told = (kind, f"Rollout{after.phase}", after.message)
     elif after.step > before.step:
         told = ("Normal", "RolloutStepDone", f"step {before.step} done; {after.message}")
+    elif "soaking" in after.message and "soaking" not in before.message:
+        told = ("Normal", "RolloutSoaking", after.message)
     if told is not None:
         kind, reason, message = told
         await ctx.events.emit(crs, "Warning" if kind == "Warning" else "Normal", reason, message)
