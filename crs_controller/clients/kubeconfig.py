@@ -116,18 +116,19 @@ def workload_endpoint(config: Any, *, allow_proxy: bool = False) -> Endpoint:
 # --- the management cluster (the operator's) -----------------------------------------
 
 
-def management_endpoint(path: str | None) -> Endpoint:
+def management_endpoint(path: str | None, context: str | None = None) -> Endpoint:
     """The management cluster: ``path``, else $KUBECONFIG, else in-cluster, else
-    ~/.kube/config. Errors are Unreachable with a message naming the source."""
+    ~/.kube/config; ``context`` instead of the current one (like kubectl). Errors
+    are Unreachable with a message naming the source."""
     if path is None:
         env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
         if env:
             path = env
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        elif os.environ.get("KUBERNETES_SERVICE_HOST") and context is None:
             return in_cluster_endpoint()
         else:
             path = str(Path.home() / ".kube" / "config")
-    return _file_endpoint(Path(path))
+    return _file_endpoint(Path(path), context)
 
 
 def in_cluster_endpoint(
@@ -147,12 +148,12 @@ def in_cluster_endpoint(
     )
 
 
-def _file_endpoint(path: Path) -> Endpoint:
+def _file_endpoint(path: Path, context: str | None = None) -> Endpoint:
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise Unreachable(f"management cluster: cannot read kubeconfig {path}") from exc
-    selected = _select(config)
+    selected = _select(config, context)
     user, cluster = selected.user, selected.cluster
     for key in ("exec", "auth-provider"):
         if key in user:
@@ -187,16 +188,18 @@ def _pem_or_file(entry: Mapping[str, Any], key: str, base: Path, where: str) -> 
 # --- shared --------------------------------------------------------------------------
 
 
-def _select(config: Any) -> _Selected:
-    """The current context's cluster and user (the only context when there is one)."""
+def _select(config: Any, context_name: str | None = None) -> _Selected:
+    """The current context's cluster and user (the only context when there is one),
+    or those of ``context_name``."""
     if not isinstance(config, Mapping):
         raise Unreachable("invalid kubeconfig: not a mapping")
     contexts = _named(config, "contexts")
-    current = config.get("current-context")
+    current = context_name or config.get("current-context")
     if current:
         index = next((i for i, (n, _) in enumerate(contexts) if n == current), None)
         if index is None:
-            raise Unreachable("invalid kubeconfig: current-context names no context")
+            field = "--context" if context_name else "current-context"
+            raise Unreachable(f"invalid kubeconfig: {field} names no context")
     elif len(contexts) == 1:
         index = 0
     else:

@@ -169,6 +169,13 @@ def _parse_value(context: str, raw: bytes) -> list[dict[str, Any]]:
     raise InvalidManifest(f"{context}: not UTF-8 text (invalid byte at offset {offset})")
 
 
+def load_documents(context: str, text: str) -> list[Any]:
+    """Every document of ``text`` (YAML or JSON), within the limits a resource value
+    has; InvalidManifest naming ``context`` and the document otherwise. For manifest
+    files given on the command line, which get the same limits as the cluster's."""
+    return _documents(context, text)
+
+
 def _documents(context: str, text: str) -> list[Any]:
     budget = ValueBudget()
     stripped = text.lstrip()

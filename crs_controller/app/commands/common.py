@@ -1,0 +1,140 @@
+"""What every command shares: reading manifests from files, directories or stdin,
+printing tables or ``-o json|yaml``, the management cluster from
+``--kubeconfig``/``--context``, and one error line with exit code 2 instead of a
+traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.kubeconfig import management_endpoint
+from crs_controller.core.errors import CRSError, InvalidManifest
+from crs_controller.core.manifests import load_documents
+
+OK, FINDING, ERROR = 0, 1, 2
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+Obj = dict[str, Any]
+
+
+class UsageError(CRSError):
+    """The command line or its input cannot be used as given."""
+
+    reason = "UsageError"
+
+
+def add_output(parser: argparse.ArgumentParser, *choices: str) -> None:
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=choices or ("table", "json", "yaml"),
+        default=(choices or ("table",))[0],
+        help="output format (default: %(default)s)",
+    )
+
+
+def add_cluster_access(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig", help="management cluster kubeconfig (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+
+
+def management(args: argparse.Namespace) -> KubeClient:
+    endpoint = management_endpoint(args.kubeconfig, args.context)
+    return KubeClient(endpoint, name="management cluster")
+
+
+def emit(data: Any, output: str, table: Callable[[Any], str]) -> None:
+    if output == "json":
+        print(json.dumps(data, indent=2, sort_keys=False))
+    elif output == "yaml":
+        print(yaml.safe_dump(data, sort_keys=False), end="")
+    else:
+        print(table(data), end="")
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns as kubectl prints them: left-aligned, three spaces apart."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "   ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def guarded(
+    command: str, run: Callable[[argparse.Namespace], int]
+) -> Callable[[argparse.Namespace], int]:
+    """Errors become one line on stderr and exit code 2, never a traceback."""
+
+    def call(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except CRSError as exc:
+            print(f"crs-controller {command}: {exc}", file=sys.stderr)
+            return ERROR
+        except OSError as exc:
+            print(
+                f"crs-controller {command}: {exc.filename or ''}: {exc.strerror}", file=sys.stderr
+            )
+            return ERROR
+
+    return call
+
+
+def read_documents(paths: Sequence[str]) -> list[tuple[str, Obj]]:
+    """Every object in ``paths`` (files, directories of manifests, '-' for stdin), as
+    (where, object): where names the file and document for error messages."""
+    found = []
+    for where, text in _texts(paths):
+        for index, doc in enumerate(_load_all(where, text)):
+            if doc is None:
+                continue
+            if not isinstance(doc, dict):
+                raise UsageError(f"{where} document {index + 1}: not an object")
+            if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+                found += [
+                    (f"{where} document {index + 1}", i)
+                    for i in doc["items"]
+                    if isinstance(i, dict)
+                ]
+            else:
+                found.append((f"{where} document {index + 1}", doc))
+    return found
+
+
+def _texts(paths: Sequence[str]) -> Iterator[tuple[str, str]]:
+    for path in paths:
+        if path == "-":
+            yield "stdin", sys.stdin.read()
+            continue
+        target = Path(path)
+        files = (
+            sorted(p for p in target.iterdir() if p.suffix in MANIFEST_SUFFIXES)
+            if target.is_dir()
+            else [target]
+        )
+        for file in files:
+            try:
+                yield str(file), file.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise UsageError(f"{file}: not a UTF-8 text file") from exc
+
+
+def _load_all(where: str, text: str) -> list[Any]:
+    """Parsed within the controller's own limits (an alias bomb in a file is refused
+    as it would be in a ConfigMap)."""
+    try:
+        return load_documents(where, text)
+    except InvalidManifest as exc:
+        raise UsageError(str(exc)) from exc
