@@ -11,14 +11,21 @@ from pathlib import Path
 import yaml
 
 from crs_controller.app import logs
+from crs_controller.app.commands import render
 from crs_controller.core.errors import CRSError
 from crs_controller.core.hashing import resource_hash
 from crs_controller.engine.context import Settings
+
+# The commands for people at a terminal (app/commands), each registering itself.
+COMMANDS = [render]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if hasattr(args, "func"):
+        code: int = args.func(args)
+        return code
     if args.command == "hash":
         return _hash(args.file)
     if args.command == "demo":
@@ -69,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the controller against a local control plane")
     demo.add_argument("--workloads", type=int, default=3, help="workload clusters to start")
+    for command in COMMANDS:
+        command.register(sub)
     return parser
 
 

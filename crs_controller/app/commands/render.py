@@ -1,0 +1,159 @@
+"""``crs-controller render``: offline, what each ClusterResourceSet in some manifests
+would apply: whether it selects a cluster with the given labels, each resource's
+hash (the one the binding records) and its objects in apply order. The parsing,
+hashing and ordering are the controller's own."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from crs_controller.app.commands.common import (
+    ERROR,
+    OK,
+    Obj,
+    UsageError,
+    add_output,
+    emit,
+    format_table,
+    guarded,
+    read_documents,
+)
+from crs_controller.core.errors import CRSError
+from crs_controller.core.hashing import resource_hash
+from crs_controller.core.manifests import object_ref, parse_objects
+from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, ObjectMeta
+from crs_controller.core.objects import CRS, Cluster, parse_crs
+from crs_controller.core.ordering import apply_order
+
+EXAMPLES = """examples:
+  crs-controller render -f config/samples
+  crs-controller render -f crs.yaml -f addons/ --cluster-labels env=prod,cni=calico
+  kustomize build deploy/ | crs-controller render -f - -o yaml
+"""
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "render",
+        help="show what ClusterResourceSets in manifests would apply (offline)",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        help="a manifest file, a directory of them, or '-' for stdin (repeatable)",
+    )
+    parser.add_argument(
+        "--cluster-labels",
+        action="append",
+        default=[],
+        help="render only the CRSs that select a cluster with these labels (k=v,k2=v2; repeatable)",
+    )
+    add_output(parser, "table", "json", "yaml")
+    parser.set_defaults(func=guarded("render", run))
+
+
+@dataclass(frozen=True)
+class Sources:
+    by_key: dict[tuple[str, str, str], Obj]  # namespace, kind, name
+
+    def find(self, namespace: str, kind: str, name: str) -> Obj | None:
+        return self.by_key.get((namespace, kind, name)) or self.by_key.get(("", kind, name))
+
+
+def run(args: argparse.Namespace) -> int:
+    documents = read_documents(args.filename)
+    labels = parse_labels(args.cluster_labels) if args.cluster_labels else None
+    crss, sources = _split(documents)
+    if not crss:
+        raise UsageError("no ClusterResourceSet in the given manifests")
+    rendered, problems = [], []
+    for where, crs in crss:
+        if labels is not None and not crs.selects(_cluster(crs, labels)):
+            continue
+        entry, found = _render(where, crs, sources)
+        rendered.append(entry)
+        problems += found
+    emit({"clusterResourceSets": rendered}, args.output, _table)
+    for problem in problems:
+        print(f"crs-controller render: {problem}", file=sys.stderr)
+    return ERROR if problems else OK
+
+
+def parse_labels(values: list[str]) -> dict[str, str]:
+    labels = {}
+    for value in values:
+        for pair in filter(None, value.split(",")):
+            key, equals, label = pair.partition("=")
+            if not equals or not key:
+                raise UsageError(f"--cluster-labels: {pair!r} is not key=value")
+            labels[key.strip()] = label.strip()
+    return labels
+
+
+def _split(documents: list[tuple[str, Obj]]) -> tuple[list[tuple[str, CRS]], Sources]:
+    crss, sources = [], {}
+    for where, doc in documents:
+        kind, meta = doc.get("kind"), doc.get("metadata") or {}
+        if doc.get("apiVersion") == API_VERSION and kind == CLUSTER_RESOURCE_SET_KIND:
+            crs = parse_crs(doc)
+            if crs.problem is not None:
+                raise UsageError(f"{where}: ClusterResourceSet {crs.name}: {crs.problem}")
+            crss.append((where, crs))
+        elif doc.get("apiVersion") == "v1" and kind in ("ConfigMap", "Secret"):
+            key = (str(meta.get("namespace") or ""), str(kind), str(meta.get("name") or ""))
+            sources[key] = doc
+    return crss, Sources(sources)
+
+
+def _cluster(crs: CRS, labels: dict[str, str]) -> Cluster:
+    return Cluster(ObjectMeta(name="(given labels)", namespace=crs.namespace, labels=labels))
+
+
+def _render(where: str, crs: CRS, sources: Sources) -> tuple[Obj, list[str]]:
+    entry: Obj = {"name": crs.name, "namespace": crs.namespace, "resources": []}
+    problems = []
+    for ref in crs.valid.spec.resources:
+        source = sources.find(crs.namespace or "default", ref.kind, ref.name)
+        label = f"{crs.namespace}/{crs.name}: {ref.kind} {ref.name}"
+        if source is None:
+            problems.append(f"{label}: not in the given manifests (ResourceNotFound)")
+            continue
+        try:
+            objects = apply_order(parse_objects(source))
+            digest = resource_hash(source)
+        except CRSError as exc:  # names the resource and document, never the content
+            problems.append(f"{label}: {exc} ({exc.reason})")
+            continue
+        entry["resources"].append(
+            {"kind": ref.kind, "name": ref.name, "hash": digest, "objects": objects}
+        )
+    return entry, problems
+
+
+def _table(data: Obj) -> str:
+    rows = []
+    for crs in data["clusterResourceSets"]:
+        for resource in crs["resources"]:
+            for position, obj in enumerate(resource["objects"], 1):
+                ref = object_ref(obj)
+                where = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
+                rows.append(
+                    [
+                        f"{crs['namespace']}/{crs['name']}",
+                        f"{resource['kind']}/{resource['name']}",
+                        resource["hash"] if position == 1 else "",
+                        str(position),
+                        f"{ref.api_version} {ref.kind}",
+                        where,
+                    ]
+                )
+    header = ["CRS", "RESOURCE", "HASH", "#", "KIND", "OBJECT"]
+    return format_table(header, rows)

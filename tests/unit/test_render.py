@@ -1,0 +1,150 @@
+"""``crs-controller render`` on config/samples and the shared add-ons: objects in the
+controller's apply order, each resource's hash as the binding would record it,
+--cluster-labels filtering, json/yaml for machines, and exit code 2 with one line
+naming the resource for what cannot be rendered (never the Secret's content)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crs_controller.app.cli import main
+from crs_controller.core.hashing import resource_hash
+from crs_controller.core.manifests import parse_objects
+from crs_controller.core.ordering import apply_order
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "config" / "samples"
+ADDONS = REPO.parent / "shared" / "data" / "addons"
+
+
+def render(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["render", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_samples_render_in_apply_order_with_the_controllers_hashes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = render(capsys, "-f", str(SAMPLES), "-o", "json")
+    assert (code, err) == (0, "")
+    (crs,) = json.loads(out)["clusterResourceSets"]
+    assert (crs["namespace"], crs["name"]) == ("default", "demo")
+    sources = {
+        (d["kind"], d["metadata"]["name"]): d
+        for f in sorted(SAMPLES.glob("demo-*.yaml"))
+        for d in yaml.safe_load_all(f.read_text())
+        if d
+    }
+    for resource in crs["resources"]:
+        source = sources[(resource["kind"], resource["name"])]
+        assert resource["hash"] == resource_hash(source)
+        assert resource["objects"] == apply_order(parse_objects(source))
+
+
+def test_the_table_lists_every_object(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = render(capsys, "-f", str(SAMPLES))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["CRS", "RESOURCE", "HASH", "#", "KIND", "OBJECT"]
+    assert any("demo-addon/demo-settings" in line for line in lines)
+
+
+@pytest.mark.parametrize(("labels", "rendered"), [("crs-demo=true", 1), ("crs-demo=false", 0)])
+def test_cluster_labels_pick_the_crss_that_select_them(
+    capsys: pytest.CaptureFixture[str], labels: str, rendered: int
+) -> None:
+    code, out, _ = render(capsys, "-f", str(SAMPLES), "--cluster-labels", labels, "-o", "yaml")
+    assert code == 0
+    assert len(yaml.safe_load(out)["clusterResourceSets"]) == rendered
+
+
+@pytest.mark.skipif(not ADDONS.exists(), reason="the shared add-on data is not on this machine")
+@pytest.mark.parametrize("addon", ["calico", "kindnet"])
+def test_the_shared_addons_render_from_stdin(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, addon: str
+) -> None:
+    text = (ADDONS / f"{addon}.yaml").read_text()
+    source = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": addon, "namespace": "n"},
+        "data": {"a": text},
+    }
+    crs = {
+        "apiVersion": "addons.crs.dev/v1alpha1",
+        "kind": "ClusterResourceSet",
+        "metadata": {"name": addon, "namespace": "n"},
+        "spec": {
+            "clusterSelector": {"matchLabels": {"cni": addon}},
+            "resources": [{"kind": "ConfigMap", "name": addon}],
+        },
+    }
+    import io  # noqa: PLC0415
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(yaml.safe_dump_all([crs, source])))
+    code, out, _ = render(capsys, "-f", "-", "-o", "json")
+    assert code == 0
+    (resource,) = json.loads(out)["clusterResourceSets"][0]["resources"]
+    assert resource["hash"] == resource_hash(source)
+    kinds = [o["kind"] for o in resource["objects"]]
+    assert kinds == [o["kind"] for o in apply_order(parse_objects(source))]
+
+
+def test_what_cannot_be_rendered_is_named_with_exit_code_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": "n"},
+        "type": "Opaque",
+        "stringData": {"a": "token: s3cr3t-value"},
+    }
+    crs = {
+        "apiVersion": "addons.crs.dev/v1alpha1",
+        "kind": "ClusterResourceSet",
+        "metadata": {"name": "x", "namespace": "n"},
+        "spec": {
+            "clusterSelector": {"matchLabels": {"a": "b"}},
+            "resources": [
+                {"kind": "Secret", "name": "creds"},
+                {"kind": "ConfigMap", "name": "absent"},
+            ],
+        },
+    }
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all([crs, secret]))
+    code, _, err = render(capsys, "-f", str(path))
+    assert code == 2
+    assert "Secret creds" in err and "WrongSecretType" in err
+    assert "ConfigMap absent" in err and "ResourceNotFound" in err
+    assert "s3cr3t-value" not in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("a: [", "invalid YAML at line 2"),
+        ("a: &x [*x]", "in.yaml"),
+        ("kind: ConfigMap\n", "no ClusterResourceSet"),
+    ],
+    ids=["broken", "recursive-alias", "no-crs"],
+)
+def test_bad_input_is_one_line_and_exit_code_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, message: str
+) -> None:
+    path = tmp_path / "in.yaml"
+    path.write_text(content)
+    code, out, err = render(capsys, "-f", str(path))
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_a_missing_file_is_exit_code_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = render(capsys, "-f", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "nope.yaml" in err
