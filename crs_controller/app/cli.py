@@ -11,13 +11,13 @@ from pathlib import Path
 import yaml
 
 from crs_controller.app import logs
-from crs_controller.app.commands import render, status
+from crs_controller.app.commands import diff, render, status
 from crs_controller.core.errors import CRSError
 from crs_controller.core.hashing import resource_hash
 from crs_controller.engine.context import Settings
 
 # The commands for people at a terminal (app/commands), each registering itself.
-COMMANDS = [render, status]
+COMMANDS = [render, diff, status]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -294,11 +294,21 @@ class KubeClient:
             "PATCH", path, content=_encode(patch), headers={"Content-Type": MERGE_PATCH}
         )
 
-    async def apply(self, obj: Mapping[str, Any], *, field_manager: str, force: bool = True) -> Obj:
-        """Server-side apply of one object; the body is JSON, which is valid YAML."""
+    async def apply(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        dry_run: bool = False,
+    ) -> Obj:
+        """Server-side apply of one object; the body is JSON, which is valid YAML.
+        ``dry_run``: the server answers with what it would store, and stores nothing."""
         meta = obj["metadata"]
         path = await self.path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         params = {"fieldManager": field_manager, "force": "true" if force else "false"}
+        if dry_run:
+            params["dryRun"] = "All"
         if _has_nodes(obj, ENCODE_IN_THREAD_NODES):
             content = await asyncio.to_thread(_encode, obj)
         else:
