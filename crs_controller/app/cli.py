@@ -1,4 +1,7 @@
-"""The ``crs-controller`` command: ``run``, ``hash FILE``, ``demo``."""
+"""crs-controller: run the controller (run), or look at what it does from a terminal
+(render, diff, status, convert, hash), or try it on a local control plane (demo).
+Exit codes: 0 success, 1 a finding (diff has changes), 2 an error (one line on
+stderr)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import yaml
 
 from crs_controller.app import logs
 from crs_controller.app.commands import diff, render, status
+from crs_controller.app.commands.common import ERROR
 from crs_controller.core.errors import CRSError
 from crs_controller.core.hashing import resource_hash
 from crs_controller.engine.context import Settings
@@ -39,7 +43,13 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crs-controller", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run the controller")
+    run = sub.add_parser(
+        "run",
+        help="run the controller",
+        epilog="examples:\n  crs-controller run --kubeconfig mgmt.kubeconfig --namespace fleet\n"
+        "  crs-controller run --leader-elect --extension-cert-dir /certs",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument(
         "--kubeconfig",
         help="management cluster kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)",
@@ -69,7 +79,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-format", choices=["json", "console"], default="json")
     run.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
 
-    hash_ = sub.add_parser("hash", help="print the hash of a ConfigMap/Secret manifest")
+    hash_ = sub.add_parser(
+        "hash",
+        help="print the hash of a ConfigMap/Secret manifest",
+        epilog="examples:\n  crs-controller hash calico-configmap.yaml\n"
+        "  kubectl get cm calico -o yaml | crs-controller hash -",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     hash_.add_argument(
         "file", help="YAML or JSON file holding one ConfigMap or Secret ('-': stdin)"
     )
@@ -90,18 +106,18 @@ def _hash(path: str) -> int:
         print(resource_hash(source))
     except OSError as exc:
         print(f"crs-controller hash: {path}: {exc.strerror}", file=sys.stderr)
-        return 1
+        return ERROR
     except UnicodeDecodeError:
         print(f"crs-controller hash: {path}: not a UTF-8 text file", file=sys.stderr)
-        return 1
+        return ERROR
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         print(f"crs-controller hash: {path}: not valid YAML{where}", file=sys.stderr)
-        return 1
+        return ERROR
     except CRSError as exc:
         print(f"crs-controller hash: {exc} ({exc.reason})", file=sys.stderr)
-        return 1
+        return ERROR
     return 0
 
 
@@ -132,7 +148,7 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     except CRSError as exc:
         print(f"crs-controller run: {exc}", file=sys.stderr)
-        return 1
+        return ERROR
     return 0
 
 

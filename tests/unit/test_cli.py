@@ -1,6 +1,6 @@
 """The ``crs-controller hash FILE`` command: it prints the hash the controller computes
 (ConfigMaps; resource-set Secrets however encoded; stdin with ``-``), and fails with
-exit status 1 and one clear line on stderr for a wrong Secret type (without the Secret's
+exit status 2 and one clear line on stderr for a wrong Secret type (without the Secret's
 content), a missing file and invalid YAML."""
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def test_hash_reads_stdin(
 
 
 def assert_one_line_error(code: int, out: str, err: str) -> None:
-    assert code == 1
+    assert code == 2
     assert out == ""
     assert err.endswith("\n")
     assert err.count("\n") == 1, err

@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
     parser = sub.add_parser(
         "diff",
         help="what applying a CRS now would change on one cluster (server-side dry run)",
-        description=__doc__,
+        description=(__doc__ or "").replace("``", ""),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -39,7 +39,7 @@ def register(sub: Any) -> None:
     parser = sub.add_parser(
         "render",
         help="show what ClusterResourceSets in manifests would apply (offline)",
-        description=__doc__,
+        description=(__doc__ or "").replace("``", ""),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
     parser = sub.add_parser(
         "status",
         help="ClusterResourceSets x clusters: revision, applied, outcome, last applied",
-        description=__doc__,
+        description=(__doc__ or "").replace("``", ""),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
