@@ -20,6 +20,8 @@ from crs_controller.app.commands.common import (
     Obj,
     UsageError,
     add_cluster_access,
+    add_output,
+    emit,
     guarded,
     management,
 )
@@ -57,16 +59,27 @@ def register(sub: Any) -> None:
     parser.add_argument("--cluster", required=True, help="the Cluster (same namespace)")
     parser.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
     parser.add_argument("--field-manager", default="crs-controller", help="as the controller's")
+    add_output(parser, "diff", "json", "yaml")
     add_cluster_access(parser)
     parser.set_defaults(func=guarded("diff", run))
 
 
 def run(args: argparse.Namespace) -> int:
     chunks = asyncio.run(_diff(args))
-    colour = sys.stdout.isatty()
-    for chunk in chunks:
-        print(_coloured(chunk) if colour else chunk, end="")
+    if args.output != "diff":
+        changes = [{"object": _object_of(chunk), "diff": chunk} for chunk in chunks]
+        emit({"changes": changes}, args.output, lambda _: "")
+    else:
+        colour = sys.stdout.isatty()
+        for chunk in chunks:
+            print(_coloured(chunk) if colour else chunk, end="")
     return FINDING if chunks else OK
+
+
+def _object_of(chunk: str) -> str:
+    """The object a diff chunk is about, from its header."""
+    first = chunk.splitlines()[0] if chunk else ""
+    return first.removeprefix("--- live/")
 
 
 async def _diff(args: argparse.Namespace) -> list[str]:

@@ -122,6 +122,9 @@ def test_diff_shows_what_an_apply_would_change_and_exits_1(
     ]
     assert changed == ["-  v: '1'", "+  v: '2'"], out
     assert f"live/v1.ConfigMap.default.{name}" in out
+    assert main([*args, "-o", "json"]) == 1
+    (change,) = json.loads(capsys.readouterr().out)["changes"]
+    assert change["object"] == f"v1.ConfigMap.default.{name}"
     # Nothing was stored: the dry run left the object as it was.
     assert workload_clients[1].get("v1", "ConfigMap", name, "default")["data"] == {"v": "1"}
 
