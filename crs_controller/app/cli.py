@@ -14,14 +14,14 @@ from pathlib import Path
 import yaml
 
 from crs_controller.app import logs
-from crs_controller.app.commands import diff, render, status
+from crs_controller.app.commands import convert, diff, render, status
 from crs_controller.app.commands.common import ERROR
 from crs_controller.core.errors import CRSError
 from crs_controller.core.hashing import resource_hash
 from crs_controller.engine.context import Settings
 
 # The commands for people at a terminal (app/commands), each registering itself.
-COMMANDS = [render, diff, status]
+COMMANDS = [render, diff, status, convert]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
