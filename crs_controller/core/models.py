@@ -131,6 +131,32 @@ class ResourceRef(APIModel):
     name: str = Field(min_length=1)
 
 
+class SourceRef(ResourceRef):
+    """One of ``spec.resources``: a ResourceRef that may opt in to per-cluster values."""
+
+    substitute: bool = False
+
+
+# Names of variables, and of topology variables.
+VARIABLE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class VariableSource(APIModel):
+    cluster_field: str | None = None
+    topology_variable: str | None = None
+
+
+class Variable(APIModel):
+    name: Annotated[str, StringConstraints(pattern=VARIABLE_NAME_PATTERN)]
+    value: str | None = None
+    value_from: VariableSource | None = None
+    default: str | None = None
+
+
+class Dependency(APIModel):
+    name: str = Field(min_length=1)
+
+
 class Uninstall(APIModel):
     ensure: bool = False
     timeout: Duration | None = None
@@ -160,7 +186,7 @@ class Rollout(APIModel):
 
 class ClusterResourceSetSpec(APIModel):
     cluster_selector: LabelSelector
-    resources: list[ResourceRef] = Field(min_length=1, max_length=100)
+    resources: list[SourceRef] = Field(min_length=1, max_length=100)
     mode: Mode = "ApplyOnce"
     reapply_interval: Duration | None = None
     drift_detection: DriftDetection = "None"
@@ -169,6 +195,8 @@ class ClusterResourceSetSpec(APIModel):
     uninstall: Uninstall = Field(default_factory=Uninstall)
     health_check: HealthCheck | None = None
     rollout: Rollout | None = None
+    variables: list[Variable] = Field(default_factory=list, max_length=50)
+    depends_on: list[Dependency] = Field(default_factory=list, max_length=10)
 
 
 class Condition(APIModel):

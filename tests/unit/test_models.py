@@ -29,6 +29,7 @@ from crs_controller.core.models import (
     ClusterResourceSetSpec,
     ClusterResourceSetStatus,
     Condition,
+    Dependency,
     HealthCheck,
     ObjectMeta,
     ObjectRef,
@@ -382,8 +383,8 @@ FULL_CRS: dict[str, Any] = {
             ],
         },
         "resources": [
-            {"kind": "ConfigMap", "name": "calico-addon"},
-            {"kind": "Secret", "name": "calico-secret"},
+            {"kind": "ConfigMap", "name": "calico-addon", "substitute": True},
+            {"kind": "Secret", "name": "calico-secret", "substitute": False},
         ],
         "mode": "Reconcile",
         "reapplyInterval": "10m",
@@ -396,6 +397,16 @@ FULL_CRS: dict[str, Any] = {
             "beforeDelete": [{"kind": "ConfigMap", "name": "drain-finalizers"}],
         },
         "healthCheck": {"wait": True, "timeout": "5m"},
+        "variables": [
+            {
+                "name": "REGION",
+                "valueFrom": {"clusterField": "metadata.labels['region']"},
+                "default": "west",
+            },
+            {"name": "MTU", "valueFrom": {"topologyVariable": "cniMTU"}},
+            {"name": "TAG", "value": "v3.29.1"},
+        ],
+        "dependsOn": [{"name": "cni"}],
         "rollout": {
             "maxConcurrent": "25%",
             "steps": [
@@ -522,6 +533,8 @@ def test_snake_case_names_build_the_same_object() -> None:
             deletion_policy="Delete",
             uninstall=crs.spec.uninstall,
             health_check=HealthCheck(wait=True, timeout="5m"),
+            variables=crs.spec.variables,
+            depends_on=[Dependency(name="cni")],
             rollout=Rollout(
                 max_concurrent="25%",
                 steps=crs.spec.rollout.steps if crs.spec.rollout else [],
