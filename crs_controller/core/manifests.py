@@ -27,6 +27,7 @@ from yaml.constructor import ConstructorError
 from crs_controller.core.errors import InvalidManifest, WrongSecretType
 from crs_controller.core.manifest_limits import TOO_DEEP, ValueBudget
 from crs_controller.core.models import ObjectRef
+from crs_controller.core.placeholder import PLACEHOLDER_TAG, REFERENCE, Placeholder
 
 __all__ = [
     "RESOURCE_SECRET_TYPE",
@@ -400,6 +401,17 @@ _Loader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
 _Loader.add_constructor("tag:yaml.org,2002:set", _construct_map)
 for _tag in ("omap", "pairs"):
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _construct_seq)
+
+
+def _construct_placeholder(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    return Placeholder(loader.construct_scalar(node))  # type: ignore[arg-type]
+
+
+# A plain scalar that is exactly one ${...} reference takes its value's type when
+# substituted, so it is marked here, where plain and quoted can still be told apart:
+# implicit resolvers only ever see plain scalars, never quoted or explicitly tagged ones.
+_Loader.add_implicit_resolver(PLACEHOLDER_TAG, re.compile(REFERENCE.pattern + r"\Z"), ["$"])
+_Loader.add_constructor(PLACEHOLDER_TAG, _construct_placeholder)
 
 # A quoted fragment of a PyYAML message; fragments can be input, so only the
 # parser's own token names ('<block end>') and single punctuation are kept.

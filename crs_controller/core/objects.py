@@ -9,7 +9,7 @@ so that it can be reported on and its finalizer handled; it harms nobody else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,9 @@ class Cluster:
     meta: ObjectMeta
     paused: bool = False
     initialized: bool = False
+    # The object as the API server sent it: per-cluster values (spec.variables and
+    # the built-ins) are read from its fields.
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -139,7 +142,7 @@ class Cluster:
 
 
 def parse_cluster(raw: Mapping[str, Any]) -> Cluster:
-    return Cluster(_meta(raw), is_paused(raw), control_plane_initialized(raw))
+    return Cluster(_meta(raw), is_paused(raw), control_plane_initialized(raw), raw)
 
 
 @dataclass(frozen=True)
@@ -175,3 +178,9 @@ def parse_binding_object(raw: Mapping[str, Any]) -> Binding:
     except ValidationError as exc:
         problem = InvalidSpec(describe_validation(exc, f"binding {meta.namespace}/{meta.name}"))
         return Binding(meta, None, problem)
+
+
+def dependency_graph(crss: Iterable[CRS]) -> dict[str, list[str]]:
+    """Each CRS of a namespace and the names it depends on (``spec.dependsOn``); a CRS
+    the model refuses depends on nothing it could say."""
+    return {c.name: [d.name for d in c.model.spec.depends_on] if c.model else [] for c in crss}

@@ -19,7 +19,8 @@ RESOURCES_APPLIED = "ResourcesApplied"
 READY = "Ready"
 
 # Progressing: held back by the CRS's rollout (its step has not come yet).
-State = Literal["Applied", "Failed", "Pending", "Progressing"]
+# Waiting: held back by a CRS it depends on, not applied or Ready on the cluster yet.
+State = Literal["Applied", "Failed", "Pending", "Progressing", "Waiting"]
 ROLLOUT_REASONS = {"Paused": "RolloutPaused", "Halted": "RolloutHalted"}
 
 
@@ -61,11 +62,12 @@ def summarize(
     failed = [(c, o) for c, o in outcomes if o is not None and o.state == "Failed"]
     applied = [c for c, o in outcomes if o is not None and o.state == "Applied"]
     held = [c for c, o in outcomes if o is not None and o.state == "Progressing"]
+    waiting = [(c, o) for c, o in outcomes if o is not None and o.state == "Waiting"]
     current = all(o is not None and o.generation == generation for _, o in outcomes)
-    pending = len(outcomes) - len(failed) - len(applied) - len(held)
+    pending = len(outcomes) - len(failed) - len(applied) - len(held) - len(waiting)
     reason, message = _reason(outcomes, resource_problems, failed, applied, pending)
-    if held and reason in ("WaitingForClusters", "Applied"):
-        reason, message = _held_reason(held, rollout)
+    if (held or waiting) and reason in ("WaitingForClusters", "Applied"):
+        reason, message = _held_reason(held, rollout) if held else _waiting_reason(waiting)
     ok = reason in ("Applied", "NoMatchingClusters")
     status: Literal["True", "False"] = "True" if ok else "False"
     ready_status, ready_reason, ready_message = _readiness(outcomes, rollout, ok)
@@ -83,6 +85,12 @@ def summarize(
         applied_clusters=len(applied) + len(held),
         failed_clusters=len(failed),
     )
+
+
+def _waiting_reason(waiting: Sequence[tuple[str, Outcome]]) -> tuple[str, str]:
+    cluster, outcome = waiting[0]
+    more = f" (and {len(waiting) - 1} more clusters)" if len(waiting) > 1 else ""
+    return "DependencyNotReady", f"cluster {cluster}: {outcome.message}{more}"
 
 
 def _held_reason(held: Sequence[str], rollout: tuple[str, str] | None) -> tuple[str, str]:

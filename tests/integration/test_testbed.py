@@ -56,7 +56,11 @@ def test_every_server_reports_the_real_version(
 
 def test_a_valid_cluster_resource_set_is_accepted(mgmt: KubeClient, namespace: str) -> None:
     created = mgmt.create(crs(namespace, resources=[{"kind": "ConfigMap", "name": "calico"}]))
-    assert created["spec"]["resources"] == [{"kind": "ConfigMap", "name": "calico"}]
+    # The schema's defaults are filled in: applied verbatim, ApplyOnce.
+    assert created["spec"]["resources"] == [
+        {"kind": "ConfigMap", "name": "calico", "substitute": False}
+    ]
+    assert created["spec"]["mode"] == "ApplyOnce"
 
 
 def test_a_bad_mode_is_refused_with_the_schema_message(mgmt: KubeClient, namespace: str) -> None:

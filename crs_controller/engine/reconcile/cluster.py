@@ -15,10 +15,12 @@ import structlog
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import kubeconfig_secret_name
 from crs_controller.core.bindings import entries_by_crs, owner_reference, with_outcome
+from crs_controller.core.dependencies import Go, Wait, describe, gate, removal_order
+from crs_controller.core.dependencies import apply_order as dependency_apply_order
 from crs_controller.core.errors import Unreachable
 from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
-from crs_controller.core.objects import CRS, Cluster
-from crs_controller.core.status import Outcome
+from crs_controller.core.objects import CRS, Cluster, dependency_graph
+from crs_controller.core.status import Outcome, State
 from crs_controller.engine.announcements import Note
 from crs_controller.engine.context import ClusterContext
 from crs_controller.engine.reconcile.crs_pass import CRSPass, earliest, reconcile_pair, wanted_by
@@ -114,10 +116,25 @@ async def _apply_all(
     entries: dict[str, CRSBinding],
     new_entries: dict[str, CRSBinding],
 ) -> Result:
-    """Each matching CRS's pass; their entries go into ``new_entries``."""
+    """Each matching CRS's pass, those depended on first; their entries go into
+    ``new_entries``. A CRS whose dependencies are not done here yet (or missing, or
+    in a cycle) waits and keeps its entry: in dependency order, a dependency that
+    becomes done in this pass lets its dependents go in the same pass."""
     result = Result()
-    for crs in crss:
-        done = await _pass(ctx, client, cluster, crs, entries.get(crs.name))
+    graph = dependency_graph(ctx.caches.crss_in(cluster.namespace))
+    by_name = {c.name: c for c in crss}
+    for name in dependency_apply_order(by_name, graph):
+        crs = by_name[name]
+        held = _gated(ctx, cluster, crs, graph)
+        if held is not None:
+            done = CRSPass(
+                entries.get(crs.name) or CRSBinding(cluster_resource_set_name=crs.name),
+                held,
+                None,
+                False,
+            )
+        else:
+            done = await _pass(ctx, client, cluster, crs, entries.get(crs.name))
         if done.entry.resources:
             new_entries[crs.name] = _told(ctx, done.entry, entries.get(crs.name), done.outcome)
         if _set_outcome(ctx, crs, cluster.name, done.outcome) and _news(crs, done.outcome):
@@ -146,7 +163,9 @@ async def _prune(
     if not any(policies.get(n) == "Delete" for n in entries):
         return Pruned(new_entries)
     wanted = await wanted_by(ctx, namespace, crss)
-    pruned = await prune(client, entries, new_entries, policies, wanted)
+    graph = dependency_graph(ctx.caches.crss_in(namespace))
+    order = removal_order(entries, graph)
+    pruned = await prune(client, entries, new_entries, policies, wanted, order)
     for crs_name, errors in pruned.errors.items():
         message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
         log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")
@@ -220,6 +239,36 @@ async def _forget_cluster(
 
 def _set_outcome(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> bool:
     return ctx.outcomes.record(crs.namespace, crs.name, cluster, outcome, ctx.clock.wall())
+
+
+def _gated(
+    ctx: ClusterContext, cluster: Cluster, crs: CRS, graph: dict[str, list[str]]
+) -> Outcome | None:
+    """The outcome of a CRS held back by its dependencies on this cluster, or None."""
+    if not crs.valid.spec.depends_on:
+        return None
+
+    def selects(name: str) -> bool:
+        other = ctx.caches.crs(cluster.namespace, name)
+        return other is not None and other.selects(cluster)
+
+    def done(name: str) -> bool:
+        other = ctx.caches.crs(cluster.namespace, name)
+        outcome = ctx.outcomes.get(cluster.namespace, name, cluster.name)
+        return (
+            other is not None
+            and outcome is not None
+            and outcome.state == "Applied"
+            and outcome.ready
+            and outcome.generation == other.generation
+        )
+
+    decided = gate(crs.name, graph, selects, done)
+    if isinstance(decided, Go):
+        return None
+    reason, message = describe(decided)
+    state: State = "Waiting" if isinstance(decided, Wait) else "Failed"
+    return Outcome(state, reason, message, crs.generation)
 
 
 def _told(

@@ -16,7 +16,7 @@ import structlog
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.bindings import record_apply, recorded, select_objects
-from crs_controller.core.errors import APIError, ResourceError, Unreachable
+from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreachable
 from crs_controller.core.models import (
     CRSBinding,
     ResourceBinding,
@@ -43,6 +43,7 @@ from crs_controller.engine.reconcile.applying import apply_objects
 from crs_controller.engine.reconcile.drift_check import Observer
 from crs_controller.engine.reconcile.health_check import check_health
 from crs_controller.engine.reconcile.rolling import entry_revision, target_revision
+from crs_controller.engine.reconcile.values import Prepared, prepare
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.sources import Source
 
@@ -214,7 +215,11 @@ async def _resource_pass(
     if source.error is not None:
         return _failed(name, previous, source.error.reason, str(source.error))
     try:
-        decision = plan(step.strategy, previous, source.hash, step.now, step.drift_due)
+        prepared = await prepare(ctx.sources, crs, cluster, source)
+    except CRSError as exc:  # UnresolvedVariable, InvalidManifest: this cluster alone
+        return _failed(name, previous, exc.reason, str(exc))
+    try:
+        decision = plan(step.strategy, previous, prepared.digest, step.now, step.drift_due)
         why = await _why_apply(step.observer, decision, previous)
         if isinstance(decision, CheckDrift):
             log.debug(
@@ -227,7 +232,7 @@ async def _resource_pass(
         if why is None:
             assert previous is not None
             return _Done(name, previous, requeue=step.strategy.next_due(previous, step.now))
-        return await _apply_resource(ctx, client, crs, cluster, source, step, why)
+        return await _apply_resource(ctx, client, crs, cluster, source, prepared, step, why)
     except Unreachable as exc:
         return _failed(name, previous, exc.reason, str(exc), retry=True, unreachable=True)
     except APIError as exc:  # e.g. a drift read refused: this resource fails alone
@@ -281,13 +286,14 @@ async def _apply_resource(
     crs: CRS,
     cluster: Cluster,
     source: Source,
+    prepared: Prepared,
     step: _Step,
     why: _Why,
 ) -> _Done:
     ref, previous = source.ref, step.previous
     name = f"{ref.kind}/{ref.name}"
     try:
-        manifest = await ctx.sources.manifest(source)
+        manifest = prepared.manifest or await ctx.sources.manifest(source)
     except ResourceError as exc:
         return _failed(name, previous, exc.reason, str(exc))
     chosen = select_objects(manifest.objects, manifest.hashes, previous, why.scope)
@@ -306,7 +312,7 @@ async def _apply_resource(
     record = record_apply(
         ref,
         previous,
-        digest=source.hash,
+        digest=prepared.digest,
         ok=applied.ok,
         objects=[current[i] for i in sorted(current)],
         skipped=applied.skipped,

@@ -32,6 +32,7 @@ async def prune(
     new_entries: Mapping[str, CRSBinding],
     policies: Mapping[str, str],
     wanted: set[ObjectKey],
+    order: Sequence[str] = (),
 ) -> Pruned:
     """Delete stale objects of every CRS whose policy is Delete (``client`` None: the
     cluster cannot be contacted now, so nothing is deleted and everything stays
@@ -41,10 +42,14 @@ async def prune(
     entry of a CRS that is gone entirely is dropped (nothing left to decide with).
     ``wanted`` holds what the matching CRSs' sources ask for now. A CRS whose
     deletion did not finish keeps its old inventory in the returned entries.
+    ``order``: the CRS names in removal order (dependents before what they depend
+    on); names not in it come after, by name.
     """
     new_entries = dict(new_entries)
     errors: dict[str, list[str]] = {}
-    for name, old in old_entries.items():
+    rank = {name: index for index, name in enumerate(order)}
+    ordered = sorted(old_entries.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0]))
+    for name, old in ordered:
         if policies.get(name) != "Delete":
             continue
         stale = stale_objects(old, inventory(new_entries.values()), wanted)

@@ -11,6 +11,7 @@ from crs_controller.core.models import ClusterResourceSet, CRSBinding, RolloutSt
 from crs_controller.core.objects import CRS
 from crs_controller.core.rollout import ClusterState, Plan, plan, policy_of, revision
 from crs_controller.engine.context import ClusterContext, CRSContext
+from crs_controller.engine.reconcile.values import source_hash
 from crs_controller.engine.runtime import metrics
 
 
@@ -30,7 +31,8 @@ def entry_revision(crs: CRS, entry: CRSBinding | None) -> str | None:
     nothing was ever applied there (a first install)."""
     if entry is None or not any(r.objects or r.applied for r in entry.resources):
         return None
-    recorded_ = {(r.kind, r.name): r.hash for r in entry.resources}
+    # A substituted resource records its source's hash and the values it used.
+    recorded_ = {(r.kind, r.name): source_hash(r.hash) for r in entry.resources}
     spec = crs.valid.spec.resources
     return revision([(r.kind, r.name, recorded_.get((r.kind, r.name), "")) for r in spec])
 

@@ -17,10 +17,11 @@ import structlog
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.bindings import entries_by_crs
+from crs_controller.core.dependencies import removal_order
 from crs_controller.core.errors import CRSError, ResourceError, Unreachable
 from crs_controller.core.manifests import object_ref
 from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
-from crs_controller.core.objects import CRS, Cluster
+from crs_controller.core.objects import CRS, Cluster, dependency_graph
 from crs_controller.core.pruning import inventory, stale_objects
 from crs_controller.core.uninstall import cleanup_due, is_job, job_state
 from crs_controller.engine.context import ClusterContext
@@ -47,7 +48,10 @@ def targets(
 ) -> list[CRS]:
     """The recorded CRSs that want cleanup and are still within their deadline."""
     found = (caches.crs(cluster.namespace, name) for name in entries_by_crs(binding))
-    return [crs for crs in found if crs is not None and holds_deletion(crs, cluster, now)]
+    held = {crs.name: crs for crs in found if crs is not None and holds_deletion(crs, cluster, now)}
+    # Dependents are cleaned up before what they depend on.
+    graph = dependency_graph(caches.crss_in(cluster.namespace))
+    return [held[name] for name in removal_order(held, graph)]
 
 
 def holds_deletion(crs: CRS | None, cluster: Cluster, now: datetime) -> bool:

@@ -1,0 +1,180 @@
+"""dependsOn on real servers: an app waits (DependencyNotReady, no write of its objects)
+until the CNI it depends on is applied and Ready there, then applies; a cycle and a
+missing dependency are reported and apply nothing; a cluster leaving both has the
+app's objects deleted before the CNI's."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed.clusters import register_cluster
+
+from .support import (
+    CLUSTER_API,
+    TIMEOUT,
+    configmap_obj,
+    crs_obj,
+    manifests,
+    reconciles,
+    settle,
+    source_configmap,
+    unique,
+    wait_condition,
+    wait_object,
+)
+
+Obj = dict[str, Any]
+
+
+def deployment(name: str) -> Obj:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "example.invalid/cni:1"}]},
+            },
+        },
+    }
+
+
+def add(
+    mgmt: KubeClient,
+    plane: ControlPlane,
+    namespace: str,
+    index: int,
+    name: str,
+    labels: dict[str, str],
+) -> None:
+    register_cluster(
+        mgmt,
+        plane.workloads[index],
+        name=name,
+        namespace=namespace,
+        labels=labels,
+        kubeconfig_user=f"deps-{name}",
+        kubeconfig_groups=("system:masters",),
+    )
+
+
+def object_writes(
+    plane: ControlPlane, user: str, since: float, verb: str
+) -> list[tuple[float, str]]:
+    found = []
+    for server in plane.workloads:
+        for event in server.audit_events():
+            if event["user"]["username"] != user or event["verb"] != verb:
+                continue
+            stamp = datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
+            if stamp.timestamp() >= since:
+                ref = event.get("objectRef", {})
+                found.append((stamp.timestamp(), f"{ref.get('resource')}/{ref.get('name')}"))
+    return sorted(found)
+
+
+def test_an_app_waits_for_its_cni_to_be_ready(
+    controller: Any, control_plane: ControlPlane, mgmt: KubeClient, workload_clients, namespace: str
+) -> None:
+    cni, app = unique("cni"), unique("app")
+    mgmt.create(source_configmap(namespace, "cni", {"a": manifests(deployment(cni))}))
+    mgmt.create(source_configmap(namespace, "app", {"a": manifests(configmap_obj(app))}))
+    cni_crs = crs_obj(namespace, "cni", [("ConfigMap", "cni")], {"chain": "1"}, mode="Reconcile")
+    cni_crs["spec"]["healthCheck"] = {"wait": True, "timeout": "5m"}
+    app_crs = crs_obj(namespace, "app", [("ConfigMap", "app")], {"chain": "1"}, mode="Reconcile")
+    app_crs["spec"]["dependsOn"] = [{"name": "cni"}]
+    mgmt.create(cni_crs)
+    mgmt.create(app_crs)
+    started = time.time()
+    add(mgmt, control_plane, namespace, 0, "c1", {"chain": "1"})
+    wl = workload_clients[0]
+    live = wait_object(wl, "apps/v1", "Deployment", cni, "default")
+    cond = wait_condition(mgmt, namespace, "app", "Ready", "False", "DependencyNotReady")
+    assert "cni" in cond["message"] and "c1" in cond["message"], cond["message"]
+    # The controller has looked at the cluster since, and still wrote nothing of the app's.
+    key = f"{namespace}/c1"
+    before = reconciles(controller, "cluster", key)
+    wait_for(lambda: reconciles(controller, "cluster", key) > before, TIMEOUT)
+    settle(1)
+    assert all(
+        app not in what for _, what in object_writes(control_plane, "deps-c1", started, "patch")
+    )
+
+    live["status"] = {
+        "observedGeneration": live["metadata"]["generation"],
+        "replicas": 1,
+        "updatedReplicas": 1,
+        "readyReplicas": 1,
+        "availableReplicas": 1,
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+        ],
+    }
+    wl.update_status(live)
+    wait_object(wl, "v1", "ConfigMap", app, "default")
+    wait_condition(mgmt, namespace, "app", "Ready", "True", "Applied")
+
+
+def test_a_cycle_and_a_missing_dependency_apply_nothing(
+    controller: Any, control_plane: ControlPlane, mgmt: KubeClient, workload_clients, namespace: str
+) -> None:
+    names = {n: unique(n) for n in ("a", "b", "lonely")}
+    for crs_name, object_name in names.items():
+        mgmt.create(
+            source_configmap(namespace, crs_name, {"a": manifests(configmap_obj(object_name))})
+        )
+        crs = crs_obj(
+            namespace, crs_name, [("ConfigMap", crs_name)], {"cyc": "1"}, mode="Reconcile"
+        )
+        depends = {"a": "b", "b": "a", "lonely": "ghost"}[crs_name]
+        crs["spec"]["dependsOn"] = [{"name": depends}]
+        mgmt.create(crs)
+    add(mgmt, control_plane, namespace, 1, "y1", {"cyc": "1"})
+    for crs_name in ("a", "b"):
+        cond = wait_condition(mgmt, namespace, crs_name, "Ready", "False", "DependencyCycle")
+        assert "a -> b -> a" in cond["message"], cond["message"]
+    cond = wait_condition(mgmt, namespace, "lonely", "Ready", "False", "DependencyNotFound")
+    assert "ghost" in cond["message"]
+    for object_name in names.values():
+        assert workload_clients[1].get("v1", "ConfigMap", object_name, "default") is None
+
+
+def test_leaving_both_deletes_the_app_before_the_cni(
+    controller: Any, control_plane: ControlPlane, mgmt: KubeClient, workload_clients, namespace: str
+) -> None:
+    cni, app = unique("net"), unique("web")
+    mgmt.create(source_configmap(namespace, "net", {"a": manifests(configmap_obj(cni))}))
+    mgmt.create(source_configmap(namespace, "web", {"a": manifests(configmap_obj(app))}))
+    for crs_name, deps in (("net", []), ("web", [{"name": "net"}])):
+        crs = crs_obj(
+            namespace, crs_name, [("ConfigMap", crs_name)], {"pair": "1"}, mode="Reconcile"
+        )
+        crs["spec"]["deletionPolicy"] = "Delete"
+        crs["spec"]["dependsOn"] = deps
+        mgmt.create(crs)
+    add(mgmt, control_plane, namespace, 2, "z1", {"pair": "1"})
+    wl = workload_clients[2]
+    wait_object(wl, "v1", "ConfigMap", app, "default")
+    wait_condition(mgmt, namespace, "web", "Ready", "True", "Applied")
+
+    left = time.time()
+    mgmt.patch_merge(
+        CLUSTER_API, "Cluster", "z1", {"metadata": {"labels": {"pair": "0"}}}, namespace=namespace
+    )
+    wait_for(lambda: wl.get("v1", "ConfigMap", cni, "default") is None, TIMEOUT)
+    assert wl.get("v1", "ConfigMap", app, "default") is None
+    deletes = wait_for(
+        lambda: (
+            (d := object_writes(control_plane, "deps-z1", left, "delete")) and len(d) == 2 and d
+        ),
+        TIMEOUT,
+    )
+    assert [what for _, what in deletes] == [f"configmaps/{app}", f"configmaps/{cni}"], deletes
