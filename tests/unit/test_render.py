@@ -148,3 +148,40 @@ def test_bad_input_is_one_line_and_exit_code_2(
 def test_a_missing_file_is_exit_code_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = render(capsys, "-f", str(tmp_path / "nope.yaml"))
     assert code == 2 and "nope.yaml" in err
+
+
+PER_CLUSTER = SAMPLES / "per-cluster-values"
+
+
+def test_a_cluster_manifest_gives_the_values_and_set_overrides(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    calico, eu = str(PER_CLUSTER / "calico.yaml"), str(PER_CLUSTER / "clusters.yaml")
+    code, out, _ = render(capsys, "-f", calico, "--cluster", eu, "-o", "json")
+    assert code == 0
+    (resource,) = json.loads(out)["clusterResourceSets"][0]["resources"]
+    spec = resource["objects"][0]["spec"]
+    assert spec["calicoNetwork"]["ipPools"][0]["cidr"] == "10.10.0.0/16"
+    assert spec["calicoNetwork"]["mtu"] == 1400 and spec["registry"] == "registry.eu.example.com"
+    assert "+xxh3:" in resource["hash"]  # the source's hash and the values it used
+    code, out, _ = render(capsys, "-f", calico, "--cluster", eu, "--set", "MTU=9000", "-o", "json")
+    (resource,) = json.loads(out)["clusterResourceSets"][0]["resources"]
+    assert resource["objects"][0]["spec"]["calicoNetwork"]["mtu"] == 9000
+
+
+def test_an_unresolved_variable_is_exit_code_2_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cluster = tmp_path / "bare.yaml"
+    cluster.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "cluster.x-k8s.io/v1beta2",
+                "kind": "Cluster",
+                "metadata": {"name": "bare", "namespace": "default", "labels": {"cni": "calico"}},
+            }
+        )
+    )
+    code, _, err = render(capsys, "-f", str(PER_CLUSTER / "calico.yaml"), "--cluster", str(cluster))
+    assert code == 2
+    assert "POD_CIDR" in err and "UnresolvedVariable" in err

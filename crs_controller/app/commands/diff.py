@@ -38,6 +38,8 @@ from crs_controller.core.models import (
 from crs_controller.core.objects import CRS, parse_binding_object, parse_crs
 from crs_controller.core.ordering import apply_order
 from crs_controller.core.pruning import stale_objects, wanted_keys
+from crs_controller.core.substitute import cluster_values, substitute
+from crs_controller.engine.reconcile.values import variable_specs
 
 EXAMPLES = """examples:
   crs-controller diff cni --cluster prod-1 -n fleet
@@ -111,15 +113,24 @@ async def _desired(mgmt: KubeClient, args: argparse.Namespace) -> tuple[CRS, lis
     if crs.problem is not None:
         raise UsageError(f"ClusterResourceSet {args.namespace}/{args.crs}: {crs.problem}")
     version = await mgmt.preferred_version(CLUSTER_GROUP) or f"{CLUSTER_GROUP}/v1beta1"
-    if await mgmt.get(version, "Cluster", args.cluster, args.namespace) is None:
+    cluster = await mgmt.get(version, "Cluster", args.cluster, args.namespace)
+    if cluster is None:
         raise UsageError(f"Cluster {args.namespace}/{args.cluster} not found")
+    specs = variable_specs(crs)
     objects: list[Obj] = []
     for ref in crs.valid.spec.resources:
         source = await mgmt.get("v1", ref.kind, ref.name, args.namespace)
         if source is None:
             raise UsageError(f"{ref.kind} {args.namespace}/{ref.name} not found")
         source.setdefault("kind", ref.kind)
-        objects += apply_order(parse_objects(source))
+        parsed = apply_order(parse_objects(source))
+        if ref.substitute:  # the live Cluster's values, as the controller resolves them
+            values = cluster_values(cluster, specs)
+            where = f"{ref.kind}/{ref.name}"
+            parsed, _ = substitute(
+                parsed, values, resource=where, variables=specs, secret=ref.kind == "Secret"
+            )
+        objects += parsed
     found = await mgmt.get(
         API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, args.cluster, args.namespace
     )

@@ -27,9 +27,12 @@ from crs_controller.core.manifests import object_ref, parse_objects
 from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, ObjectMeta
 from crs_controller.core.objects import CRS, Cluster, parse_crs
 from crs_controller.core.ordering import apply_order
+from crs_controller.core.substitute import cluster_values, substitute, values_digest
+from crs_controller.engine.reconcile.values import variable_specs
 
 EXAMPLES = """examples:
   crs-controller render -f config/samples
+  crs-controller render -f calico/ --cluster prod-1-cluster.yaml --set MTU=1400
   crs-controller render -f crs.yaml -f addons/ --cluster-labels env=prod,cni=calico
   kustomize build deploy/ | crs-controller render -f - -o yaml
 """
@@ -51,6 +54,18 @@ def register(sub: Any) -> None:
         help="a manifest file, a directory of them, or '-' for stdin (repeatable)",
     )
     parser.add_argument(
+        "--cluster",
+        help="a Cluster manifest: its labels select, and its fields give the variables of "
+        "resources with substitute: true",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a variable's value, over the Cluster's (repeatable)",
+    )
+    parser.add_argument(
         "--cluster-labels",
         action="append",
         default=[],
@@ -70,7 +85,11 @@ class Sources:
 
 def run(args: argparse.Namespace) -> int:
     documents = read_documents(args.filename)
+    cluster = _cluster_manifest(args.cluster) if args.cluster else None
     labels = parse_labels(args.cluster_labels) if args.cluster_labels else None
+    if labels is None and cluster is not None:
+        labels = dict((cluster.get("metadata") or {}).get("labels") or {})
+    values = _Values(cluster, parse_pairs(args.set, "--set")) if cluster or args.set else None
     crss, sources = _split(documents)
     if not crss:
         raise UsageError("no ClusterResourceSet in the given manifests")
@@ -78,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     for where, crs in crss:
         if labels is not None and not crs.selects(_cluster(crs, labels)):
             continue
-        entry, found = _render(where, crs, sources)
+        entry, found = _render(where, crs, sources, values)
         rendered.append(entry)
         problems += found
     emit({"clusterResourceSets": rendered}, args.output, _table)
@@ -88,14 +107,32 @@ def run(args: argparse.Namespace) -> int:
 
 
 def parse_labels(values: list[str]) -> dict[str, str]:
-    labels = {}
-    for value in values:
-        for pair in filter(None, value.split(",")):
-            key, equals, label = pair.partition("=")
-            if not equals or not key:
-                raise UsageError(f"--cluster-labels: {pair!r} is not key=value")
-            labels[key.strip()] = label.strip()
-    return labels
+    return parse_pairs([p for v in values for p in v.split(",") if p], "--cluster-labels")
+
+
+def parse_pairs(pairs: list[str], flag: str) -> dict[str, str]:
+    found = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise UsageError(f"{flag}: {pair[:60]!r} is not NAME=VALUE")
+        found[key.strip()] = value.strip() if flag == "--cluster-labels" else value
+    return found
+
+
+@dataclass(frozen=True)
+class _Values:
+    """Where per-cluster values come from: a Cluster manifest, and --set over it."""
+
+    cluster: Obj | None
+    overrides: dict[str, str]
+
+
+def _cluster_manifest(path: str) -> Obj:
+    for _, doc in read_documents([path]):
+        if doc.get("kind") == "Cluster":
+            return doc
+    raise UsageError(f"{path}: no Cluster in it")
 
 
 def _split(documents: list[tuple[str, Obj]]) -> tuple[list[tuple[str, CRS]], Sources]:
@@ -117,7 +154,9 @@ def _cluster(crs: CRS, labels: dict[str, str]) -> Cluster:
     return Cluster(ObjectMeta(name="(given labels)", namespace=crs.namespace, labels=labels))
 
 
-def _render(where: str, crs: CRS, sources: Sources) -> tuple[Obj, list[str]]:
+def _render(
+    where: str, crs: CRS, sources: Sources, values: _Values | None
+) -> tuple[Obj, list[str]]:
     entry: Obj = {"name": crs.name, "namespace": crs.namespace, "resources": []}
     problems = []
     for ref in crs.valid.spec.resources:
@@ -129,6 +168,8 @@ def _render(where: str, crs: CRS, sources: Sources) -> tuple[Obj, list[str]]:
         try:
             objects = apply_order(parse_objects(source))
             digest = resource_hash(source)
+            if ref.substitute and values is not None:
+                objects, digest = _substituted(crs, ref.kind, ref.name, objects, digest, values)
         except CRSError as exc:  # names the resource and document, never the content
             problems.append(f"{label}: {exc} ({exc.reason})")
             continue
@@ -136,6 +177,18 @@ def _render(where: str, crs: CRS, sources: Sources) -> tuple[Obj, list[str]]:
             {"kind": ref.kind, "name": ref.name, "hash": digest, "objects": objects}
         )
     return entry, problems
+
+
+def _substituted(
+    crs: CRS, kind: str, name: str, objects: list[Obj], digest: str, values: _Values
+) -> tuple[list[Obj], str]:
+    """The controller's own substitution, and the hash a binding would record."""
+    specs = variable_specs(crs)
+    found = cluster_values(values.cluster or {}, specs, values.overrides)
+    done, used = substitute(
+        objects, found, resource=f"{kind}/{name}", variables=specs, secret=kind == "Secret"
+    )
+    return done, f"{digest}+{values_digest(used, found)}"
 
 
 def _table(data: Obj) -> str:
