@@ -72,6 +72,27 @@ def test_a_bad_mode_is_refused_with_the_schema_message(mgmt: KubeClient, namespa
     assert '"ApplyOnce", "Reconcile"' in refused.value.message
 
 
+@pytest.mark.parametrize(
+    ("variable", "field"),
+    [
+        ({"name": "X", "valueFrom": {"clusterField": "metadata.uid"}}, "clusterField"),
+        ({"name": "X", "valueFrom": {"clusterField": "spec.x[a]"}}, "clusterField"),
+        ({"name": "9X", "value": "v"}, "name"),
+        ({"name": "X"}, "exactly one of value and valueFrom"),
+    ],
+    ids=["uid", "bad-index", "bad-name", "no-value"],
+)
+def test_a_bad_variable_is_refused_with_the_schema_message(
+    mgmt: KubeClient, namespace: str, variable: dict[str, Any], field: str
+) -> None:
+    bad = crs(namespace, resources=[{"kind": "ConfigMap", "name": "x"}], mode="Reconcile")
+    bad["spec"]["variables"] = [variable]
+    with pytest.raises(KubeError) as refused:
+        mgmt.create(bad)
+    assert refused.value.status == 422
+    assert field in refused.value.message, refused.value.message
+
+
 def test_empty_resources_are_refused_with_the_schema_message(
     mgmt: KubeClient, namespace: str
 ) -> None:
