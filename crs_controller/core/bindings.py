@@ -139,6 +139,10 @@ def with_outcome(
     message = message[:1000]
     before = previous.outcome if previous is not None else None
     unchanged = before is not None and (before.reason, before.message) == (reason, message)
+    if before is not None and before.reason == reason == "Progressing":
+        # Waiting for objects to be Ready: the counts in the message move with every
+        # look; the binding keeps when the wait began (the CRS status has the rest).
+        return entry.model_copy(update={"outcome": before})
     time = before.time if unchanged and before is not None else now
     return entry.model_copy(
         update={"outcome": BindingOutcome(reason=reason, message=message, time=time)}

@@ -593,3 +593,11 @@ def test_an_outcome_keeps_its_time_until_it_changes() -> None:
     assert failed.outcome is not None and failed.outcome.time == NOW
     assert len(failed.outcome.message) == 1000
     assert to_api(failed)["outcome"]["time"] == "2026-11-22T10:00:00Z"
+
+
+def test_a_progressing_outcome_is_not_rewritten_as_its_counts_move() -> None:
+    first = with_outcome(entry("cni"), None, "Progressing", "waiting for x: 0/3 available", EARLIER)
+    later = with_outcome(entry("cni"), first, "Progressing", "waiting for x: 2/3 available", NOW)
+    assert later.outcome == first.outcome
+    done = with_outcome(entry("cni"), later, "Applied", "all resources applied", NOW)
+    assert done.outcome is not None and (done.outcome.reason, done.outcome.time) == ("Applied", NOW)
