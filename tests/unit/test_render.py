@@ -185,3 +185,24 @@ def test_an_unresolved_variable_is_exit_code_2_naming_it(
     code, _, err = render(capsys, "-f", str(PER_CLUSTER / "calico.yaml"), "--cluster", str(cluster))
     assert code == 2
     assert "POD_CIDR" in err and "UnresolvedVariable" in err
+
+
+def test_control_characters_from_manifests_never_reach_the_terminal(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A tenant-written name with an escape sequence (here: clear the screen).
+    hostile = "x\x1b[2J"
+    crs = {
+        "apiVersion": "addons.crs.dev/v1alpha1",
+        "kind": "ClusterResourceSet",
+        "metadata": {"name": "x", "namespace": "n"},
+        "spec": {
+            "clusterSelector": {"matchLabels": {"a": "b"}},
+            "resources": [{"kind": "ConfigMap", "name": hostile}],
+        },
+    }
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump(crs))
+    code, out, err = render(capsys, "-f", str(path))
+    assert code == 2
+    assert "\x1b" not in out + err and "x?[2J" in err

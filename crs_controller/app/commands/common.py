@@ -62,8 +62,15 @@ def emit(data: Any, output: str, table: Callable[[Any], str]) -> None:
         print(table(data), end="")
 
 
+def printable(text: str) -> str:
+    """``text`` with control characters shown as ``?``: names and messages come from
+    objects a tenant may write, and must not drive the terminal (escape sequences)."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns as kubectl prints them: left-aligned, three spaces apart."""
+    rows = [[printable(str(cell)) for cell in row] for row in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = [
         "   ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
@@ -81,7 +88,7 @@ def guarded(
         try:
             return run(args)
         except CRSError as exc:
-            print(f"crs-controller {command}: {exc}", file=sys.stderr)
+            print(printable(f"crs-controller {command}: {exc}"), file=sys.stderr)
             return ERROR
         except OSError as exc:
             print(

@@ -14,7 +14,14 @@ from typing import Any
 
 import yaml
 
-from crs_controller.app.commands.common import OK, add_output, emit, guarded, read_documents
+from crs_controller.app.commands.common import (
+    OK,
+    add_output,
+    emit,
+    guarded,
+    printable,
+    read_documents,
+)
 from crs_controller.core.convert import convert_documents
 
 DESCRIPTION = """\
@@ -71,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(yaml_stream(converted), end="")
     for warning in warnings:
-        print(f"convert: {warning}", file=sys.stderr)
+        print(printable(f"convert: {warning}"), file=sys.stderr)
     return OK
 
 

@@ -19,6 +19,7 @@ from crs_controller.app.commands.common import (
     emit,
     format_table,
     guarded,
+    printable,
     read_documents,
 )
 from crs_controller.core.errors import CRSError
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         problems += found
     emit({"clusterResourceSets": rendered}, args.output, _table)
     for problem in problems:
-        print(f"crs-controller render: {problem}", file=sys.stderr)
+        print(printable(f"crs-controller render: {problem}"), file=sys.stderr)
     return ERROR if problems else OK
 
 
