@@ -199,3 +199,39 @@ def settle(seconds: float = 3.0) -> float:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=1, sort_keys=True)[:3000]
+
+
+def deployment(name: str, replicas: int = 1) -> Obj:
+    """A Deployment in default; the test bed runs no controller, so it stays
+    unavailable until a test says otherwise (``available``)."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]},
+            },
+        },
+    }
+
+
+def available(live: Obj) -> Obj:
+    """The status a Deployment controller writes once ``live`` is rolled out and
+    available (for the status subresource)."""
+    replicas = live["spec"].get("replicas", 1)
+    return {
+        "observedGeneration": live["metadata"]["generation"],
+        "replicas": replicas,
+        "updatedReplicas": replicas,
+        "readyReplicas": replicas,
+        "availableReplicas": replicas,
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+        ],
+    }

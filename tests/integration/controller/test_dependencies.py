@@ -15,8 +15,10 @@ from crs_controller.testbed.clusters import register_cluster
 from .support import (
     CLUSTER_API,
     TIMEOUT,
+    available,
     configmap_obj,
     crs_obj,
+    deployment,
     manifests,
     reconciles,
     settle,
@@ -27,23 +29,6 @@ from .support import (
 )
 
 Obj = dict[str, Any]
-
-
-def deployment(name: str) -> Obj:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "c", "image": "example.invalid/cni:1"}]},
-            },
-        },
-    }
 
 
 def add(
@@ -107,17 +92,7 @@ def test_an_app_waits_for_its_cni_to_be_ready(
         app not in what for _, what in object_writes(control_plane, "deps-c1", started, "patch")
     )
 
-    live["status"] = {
-        "observedGeneration": live["metadata"]["generation"],
-        "replicas": 1,
-        "updatedReplicas": 1,
-        "readyReplicas": 1,
-        "availableReplicas": 1,
-        "conditions": [
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-        ],
-    }
+    live["status"] = available(live)
     wl.update_status(live)
     wait_object(wl, "v1", "ConfigMap", app, "default")
     wait_condition(mgmt, namespace, "app", "Ready", "True", "Applied")

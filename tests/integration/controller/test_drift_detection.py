@@ -17,6 +17,7 @@ from .support import (
     binding_entry,
     configmap_obj,
     crs_obj,
+    deployment,
     manifests,
     requests_by,
     source_configmap,
@@ -25,23 +26,6 @@ from .support import (
     wait_object,
     writes_by,
 )
-
-
-def deployment(name: str) -> dict:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]},
-            },
-        },
-    }
 
 
 def _drift_crs(mgmt: KubeClient, namespace: str, name: str, mode: str, doc: str) -> None:

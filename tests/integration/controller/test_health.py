@@ -13,8 +13,10 @@ from crs_controller.testbed.controller import ControllerProcess
 from .support import (
     TIMEOUT,
     add_cluster,
+    available,
     binding_entry,
     crs_obj,
+    deployment,
     manifests,
     source_configmap,
     unique,
@@ -23,23 +25,6 @@ from .support import (
 )
 
 Obj = dict[str, Any]
-
-
-def deployment(name: str, replicas: int = 2) -> Obj:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]},
-            },
-        },
-    }
 
 
 def job(name: str) -> Obj:
@@ -97,7 +82,7 @@ def test_ready_only_once_the_objects_are_ready(
 ) -> None:
     name = unique("web")
     group = f"{unique('g')}.example.com"
-    _health_crs(mgmt, namespace, "web", manifests(crd(group), deployment(name)), "5m")
+    _health_crs(mgmt, namespace, "web", manifests(crd(group), deployment(name, replicas=2)), "5m")
     add_cluster(mgmt, workloads[0], namespace, "h1", {"health": "web"})
     wl = workload_clients[0]
     live = wait_object(wl, "apps/v1", "Deployment", name, "default")
@@ -107,18 +92,7 @@ def test_ready_only_once_the_objects_are_ready(
     assert f"Deployment default/{name}" in cond["message"], cond["message"]
     assert "h1" in cond["message"]
 
-    generation = live["metadata"]["generation"]
-    live["status"] = {
-        "observedGeneration": generation,
-        "replicas": 2,
-        "updatedReplicas": 2,
-        "readyReplicas": 2,
-        "availableReplicas": 2,
-        "conditions": [
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-        ],
-    }
+    live["status"] = available(live)
     wl.update_status(live)
     # The CRD was Established by the API server itself; the Deployment now is too.
     wait_condition(mgmt, namespace, "web", "Ready", "True", "Applied")

@@ -21,9 +21,11 @@ from crs_controller.testbed.controller import ControllerProcess
 from .support import (
     CRS_API,
     TIMEOUT,
+    available,
     binding_entry,
     configmap_obj,
     crs_obj,
+    deployment,
     manifests,
     metric,
     source_configmap,
@@ -140,23 +142,6 @@ def test_steps_go_in_order_one_cluster_at_a_time_with_a_soak(
     assert metric(text, f'crs_rollout_clusters{{{labels},revision="{revision}"}}') == 5.0
 
 
-def deployment(name: str) -> Obj:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]},
-            },
-        },
-    }
-
-
 def test_an_unhealthy_canary_halts_and_a_revert_goes_to_it_first(
     controller: ControllerProcess, control_plane: ControlPlane, mgmt: KubeClient, namespace: str
 ) -> None:
@@ -271,23 +256,9 @@ class Kubelet:
                 ):
                     continue
                 time.sleep(self._delay)
-                live["status"] = available(live["metadata"]["generation"])
+                live["status"] = available(live)
                 client.update_status(live)
                 self.ready_at[index].append(time.time())
-
-
-def available(generation: int) -> Obj:
-    return {
-        "observedGeneration": generation,
-        "replicas": 1,
-        "updatedReplicas": 1,
-        "readyReplicas": 1,
-        "availableReplicas": 1,
-        "conditions": [
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-        ],
-    }
 
 
 def test_a_step_starts_only_once_the_clusters_before_are_ready(
