@@ -155,16 +155,12 @@ async def _prune(
     """deletionPolicy Delete: remove what left the desired set. Every CRS that still
     exists has a say, including those being deleted or no longer matching."""
     namespace, name = cluster.namespace, cluster.name
-    policies = {
-        c.name: c.valid.spec.deletion_policy
-        for c in ctx.caches.crss_in(namespace)
-        if not c.left_alone
-    }
+    present = ctx.caches.crss_in(namespace)
+    policies = {c.name: c.valid.spec.deletion_policy for c in present if not c.left_alone}
     if not any(policies.get(n) == "Delete" for n in entries):
         return Pruned(new_entries)
     wanted = await wanted_by(ctx, namespace, crss)
-    graph = dependency_graph(ctx.caches.crss_in(namespace))
-    order = removal_order(entries, graph)
+    order = removal_order(entries, dependency_graph(present))
     pruned = await prune(client, entries, new_entries, policies, wanted, order)
     for crs_name, errors in pruned.errors.items():
         message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)

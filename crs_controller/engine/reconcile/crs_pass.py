@@ -293,7 +293,7 @@ async def _apply_resource(
     ref, previous = source.ref, step.previous
     name = f"{ref.kind}/{ref.name}"
     try:
-        manifest = prepared.manifest or await ctx.sources.manifest(source)
+        manifest = await prepared.manifest(ctx.sources, source)
     except ResourceError as exc:
         return _failed(name, previous, exc.reason, str(exc))
     chosen = select_objects(manifest.objects, manifest.hashes, previous, why.scope)

@@ -6,7 +6,9 @@ only that cluster."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from crs_controller.core.hashing import object_hash
 from crs_controller.core.models import SourceRef
@@ -17,11 +19,25 @@ from crs_controller.engine.sources import Manifest, Source, Sources
 
 @dataclass(frozen=True)
 class Prepared:
-    """What one resource is on one cluster: its hash there, and (once asked for) its
-    objects in apply order."""
+    """What one resource is on one cluster: its hash there, and how to get its
+    objects (substituted only when they are about to be applied)."""
 
     digest: str
-    manifest: Manifest | None = None  # None: the source's own, verbatim
+    values: dict[str, Any] | None = None  # None: the source's own objects, verbatim
+    specs: tuple[VariableSpec, ...] = ()
+
+    async def manifest(self, sources: Sources, source: Source) -> Manifest:
+        manifest = await sources.manifest(source)
+        if self.values is None:
+            return manifest
+        objects, _ = _substitute(source, manifest, self.values, self.specs)
+        return Manifest(tuple(objects), tuple(object_hash(obj) for obj in objects))
+
+
+# Which variables a source's content uses does not depend on the cluster: found by
+# one walk per content, then each cluster's hash costs no walk at all.
+_USED: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
+_USED_SIZE = 1024
 
 
 def source_hash(recorded: str) -> str:
@@ -36,19 +52,31 @@ async def prepare(sources: Sources, crs: CRS, cluster: Cluster, source: Source) 
     ref = source.ref
     if not (isinstance(ref, SourceRef) and ref.substitute):
         return Prepared(source.hash)
-    manifest = await sources.manifest(source)
-    specs = variable_specs(crs)
+    specs = tuple(variable_specs(crs))
     values = cluster_values(cluster.raw, specs)
-    objects, used = substitute(
+    key = (source.hash, f"{ref.kind}/{ref.name}")
+    used = _USED.get(key)
+    if used is None or not used <= values.keys():
+        # First walk of this content, or a value missing here: walk, which also
+        # says exactly what is unresolved (a name with an inline default is fine).
+        _, used = _substitute(source, await sources.manifest(source), values, specs)
+        _USED[key] = used
+        if len(_USED) > _USED_SIZE:
+            _USED.popitem(last=False)
+    return Prepared(f"{source.hash}+{values_digest(used, values)}", values, specs)
+
+
+def _substitute(
+    source: Source, manifest: Manifest, values: dict[str, Any], specs: tuple[VariableSpec, ...]
+) -> tuple[list[dict[str, Any]], frozenset[str]]:
+    ref = source.ref
+    return substitute(
         manifest.objects,
         values,
         resource=f"{ref.kind}/{ref.name}",
         variables=specs,
         secret=ref.kind == "Secret",
     )
-    hashes = tuple(object_hash(obj) for obj in objects)
-    digest = f"{source.hash}+{values_digest(used, values)}"
-    return Prepared(digest, Manifest(tuple(objects), hashes))
 
 
 def variable_specs(crs: CRS) -> list[VariableSpec]:
