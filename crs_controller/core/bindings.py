@@ -27,6 +27,7 @@ from crs_controller.core.models import (
     to_api,
 )
 from crs_controller.core.modes import Scope
+from crs_controller.core.status import Outcome, recorded_reason
 
 ObjectKey = tuple[str, str, str, str]  # ObjectRef.key: group, kind, namespace, name
 
@@ -132,21 +133,35 @@ def _merge(old: Iterable[ObjectRef], new: Iterable[ObjectRef]) -> list[ObjectRef
 
 
 def with_outcome(
-    entry: CRSBinding, previous: CRSBinding | None, reason: str, message: str, now: datetime
+    entry: CRSBinding, previous: CRSBinding | None, outcome: Outcome, now: datetime
 ) -> CRSBinding:
-    """``entry`` carrying its outcome; the time moves only when the outcome does, so a
-    steady state writes nothing."""
-    message = message[:1000]
+    """``entry`` carrying its outcome. The time moves only when the outcome does —
+    its reason or message, or the content it was reached with (a new revision applied
+    reads "Applied" again, yet a rollout's soak must count from it) — so a steady
+    state writes nothing."""
+    reason, ready = recorded_reason(outcome)
+    message = outcome.message[:1000]
     before = previous.outcome if previous is not None else None
-    unchanged = before is not None and (before.reason, before.message) == (reason, message)
-    if before is not None and before.reason == reason == "Progressing":
-        # Waiting for objects to be Ready: the counts in the message move with every
-        # look; the binding keeps when the wait began (the CRS status has the rest).
-        return entry.model_copy(update={"outcome": before})
-    time = before.time if unchanged and before is not None else now
-    return entry.model_copy(
-        update={"outcome": BindingOutcome(reason=reason, message=message, time=time)}
+    same_content = previous is not None and _content(previous) == _content(entry)
+    if before is not None and same_content and (before.reason, before.ready) == (reason, ready):
+        if reason == "Progressing":
+            # Waiting for objects to be Ready: the counts in the message move with
+            # every look; the binding keeps when the wait began.
+            message = before.message
+        if before.message == message:
+            now = before.time or now
+    recorded = BindingOutcome(
+        reason=reason,
+        message=message,
+        time=now,
+        observed_generation=outcome.generation,
+        ready=ready,
     )
+    return entry.model_copy(update={"outcome": recorded})
+
+
+def _content(entry: CRSBinding) -> list[tuple[str, str, str]]:
+    return [(r.kind, r.name, r.hash) for r in entry.resources]
 
 
 def owner_reference(crs: ObjectMeta) -> dict[str, Any]:

@@ -340,11 +340,17 @@ class ResourceBinding(APIModel):
 
 class BindingOutcome(APIModel):
     """This CRS on this cluster: the reason (a condition reason of the CRS), what to
-    act on, and when it last changed."""
+    act on, and when it last changed. ``observedGeneration`` is the CRS generation it
+    was reached for; ``ready: false`` marks a Progressing cluster that has everything
+    applied and waits for its objects to be Ready (otherwise Progressing means held
+    back by the rollout). With these, any replica reads the CRS's status from the
+    bindings alone."""
 
     reason: str
     message: str = ""
     time: Timestamp | None = None
+    observed_generation: int | None = Field(default=None, ge=0)
+    ready: bool | None = None
 
 
 class CRSBinding(APIModel):

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from crs_controller.core.models import ClusterResourceSetStatus, Condition, rfc3339
+from crs_controller.core.models import (
+    BindingOutcome,
+    ClusterResourceSetStatus,
+    Condition,
+    CRSBinding,
+    rfc3339,
+)
 
 RESOURCES_APPLIED = "ResourcesApplied"
 READY = "Ready"
@@ -36,6 +42,44 @@ class Outcome:
     generation: int
     ready: bool = True
     revision: str = ""  # the sources' revision it is for, when a rollout needs to know
+
+
+def recorded_reason(outcome: Outcome) -> tuple[str, bool | None]:
+    """How the binding records an outcome: (reason, ready). Pending until the cluster
+    can be contacted; Progressing while held by the rollout, or (ready False) while
+    everything is applied and its objects are not Ready yet; else its own reason."""
+    if outcome.state == "Pending":
+        return "Pending", None
+    if outcome.state == "Applied" and not outcome.ready:
+        return "Progressing", False
+    return outcome.reason, None
+
+
+def outcome_of(entry: CRSBinding | None) -> Outcome | None:
+    """The outcome a binding entry records (the inverse of ``recorded_reason``), so a
+    status can be computed from bindings alone; None when it records none."""
+    recorded = entry.outcome if entry is not None else None
+    if recorded is None:
+        return None
+    return _from_record(recorded)
+
+
+def _from_record(recorded: BindingOutcome) -> Outcome:
+    reason, message = recorded.reason, recorded.message
+    generation = recorded.observed_generation or 0
+    match reason:
+        case "Applied":
+            return Outcome("Applied", reason, message, generation)
+        case "Progressing" if recorded.ready is False:
+            return Outcome("Applied", "Applied", message, generation, ready=False)
+        case "Progressing":
+            return Outcome("Progressing", reason, message, generation)
+        case "Pending":
+            return Outcome("Pending", "WaitingForCluster", message, generation)
+        case "DependencyNotReady":
+            return Outcome("Waiting", reason, message, generation)
+        case _:
+            return Outcome("Failed", reason, message, generation)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
+from crs_controller.core.models import CRSBinding
 from crs_controller.core.objects import CRS, Binding, Cluster
 from crs_controller.engine.runtime.watching import Informer
 
@@ -33,6 +34,7 @@ class Caches(Protocol):
     def crs(self, namespace: str, name: str) -> CRS | None: ...
     def cluster(self, namespace: str, name: str) -> Cluster | None: ...
     def binding(self, namespace: str, name: str) -> Binding | None: ...
+    def entry(self, namespace: str, cluster: str, crs: str) -> CRSBinding | None: ...
     def crss_in(self, namespace: str) -> list[CRS]: ...
     def matching_clusters(self, crs: CRS) -> list[Cluster]: ...
     def matching_crss(self, cluster: Cluster) -> list[CRS]: ...
@@ -104,6 +106,15 @@ class Index:
 
     def binding(self, namespace: str, name: str) -> Binding | None:
         return self._bindings.get(namespace, name)
+
+    def entry(self, namespace: str, cluster: str, crs: str) -> CRSBinding | None:
+        """The CRS's entry in the cluster's binding (None when the model refuses the
+        binding: nothing it says can be trusted)."""
+        binding = self._bindings.get(namespace, cluster)
+        if binding is None or binding.model is None:
+            return None
+        found = (e for e in binding.model.spec.bindings if e.cluster_resource_set_name == crs)
+        return next(found, None)
 
     def referencing(self, namespace: str, kind: str, name: str) -> list[CRS]:
         return self._crss_named(namespace, sorted(self._refs.get((namespace, kind, name), ())))

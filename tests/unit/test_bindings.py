@@ -35,6 +35,7 @@ from crs_controller.core.models import (
     ResourceRef,
     to_api,
 )
+from crs_controller.core.status import Outcome, outcome_of
 
 NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 EARLIER = NOW - timedelta(hours=1)
@@ -584,20 +585,81 @@ def test_steady_state_costs_no_write(
 # --- with_outcome ---------------------------------------------------------------------
 
 
+APPLIED = Outcome("Applied", "Applied", "all resources applied", 3)
+
+
 def test_an_outcome_keeps_its_time_until_it_changes() -> None:
-    first = with_outcome(entry("calico"), None, "Applied", "all resources applied", EARLIER)
+    first = with_outcome(entry("calico"), None, APPLIED, EARLIER)
     assert first.outcome is not None and first.outcome.time == EARLIER
-    again = with_outcome(entry("calico"), first, "Applied", "all resources applied", NOW)
+    assert first.outcome.observed_generation == 3
+    again = with_outcome(entry("calico"), first, APPLIED, NOW)
     assert again.outcome == first.outcome  # a steady state writes nothing
-    failed = with_outcome(entry("calico"), again, "ApplyFailed", "x" * 5000, NOW)
+    failed = with_outcome(
+        entry("calico"), again, Outcome("Failed", "ApplyFailed", "x" * 5000, 3), NOW
+    )
     assert failed.outcome is not None and failed.outcome.time == NOW
     assert len(failed.outcome.message) == 1000
     assert to_api(failed)["outcome"]["time"] == "2026-11-22T10:00:00Z"
 
 
+def test_a_new_revision_applied_moves_the_time_though_it_reads_the_same() -> None:
+    old = entry("cni", ResourceBinding(kind="ConfigMap", name="cni", hash="xxh3:1", applied=True))
+    new = entry("cni", ResourceBinding(kind="ConfigMap", name="cni", hash="xxh3:2", applied=True))
+    first = with_outcome(old, None, APPLIED, EARLIER)
+    later = with_outcome(new, first, APPLIED, NOW)
+    assert later.outcome is not None and later.outcome.time == NOW
+
+
+def test_a_new_generation_is_recorded_without_moving_the_time() -> None:
+    first = with_outcome(entry("calico"), None, APPLIED, EARLIER)
+    later = with_outcome(
+        entry("calico"), first, Outcome("Applied", "Applied", "all resources applied", 4), NOW
+    )
+    assert later.outcome is not None
+    assert (later.outcome.observed_generation, later.outcome.time) == (4, EARLIER)
+
+
 def test_a_progressing_outcome_is_not_rewritten_as_its_counts_move() -> None:
-    first = with_outcome(entry("cni"), None, "Progressing", "waiting for x: 0/3 available", EARLIER)
-    later = with_outcome(entry("cni"), first, "Progressing", "waiting for x: 2/3 available", NOW)
+    waiting = Outcome("Applied", "Applied", "waiting for x: 0/3 available", 1, ready=False)
+    first = with_outcome(entry("cni"), None, waiting, EARLIER)
+    moved = Outcome("Applied", "Applied", "waiting for x: 2/3 available", 1, ready=False)
+    later = with_outcome(entry("cni"), first, moved, NOW)
     assert later.outcome == first.outcome
-    done = with_outcome(entry("cni"), later, "Applied", "all resources applied", NOW)
+    assert first.outcome is not None and (first.outcome.reason, first.outcome.ready) == (
+        "Progressing",
+        False,
+    )
+    done = with_outcome(entry("cni"), later, APPLIED, NOW)
     assert done.outcome is not None and (done.outcome.reason, done.outcome.time) == ("Applied", NOW)
+
+
+def test_a_rollout_hold_and_a_readiness_wait_are_told_apart() -> None:
+    held = with_outcome(entry("cni"), None, Outcome("Progressing", "Progressing", "m", 1), EARLIER)
+    assert held.outcome is not None and held.outcome.ready is None
+    waiting = Outcome("Applied", "Applied", "m", 1, ready=False)
+    after = with_outcome(entry("cni"), held, waiting, NOW)
+    assert after.outcome is not None and (after.outcome.ready, after.outcome.time) == (False, NOW)
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        Outcome("Applied", "Applied", "all resources applied", 2),
+        Outcome("Applied", "Applied", "waiting for Deployment x", 2, ready=False),
+        Outcome("Progressing", "Progressing", "waiting for its rollout step", 2),
+        Outcome("Pending", "WaitingForCluster", "kubeconfig Secret c-kubeconfig not found", 2),
+        Outcome("Waiting", "DependencyNotReady", "waits for cni", 2),
+        Outcome("Failed", "DependencyCycle", "a -> b -> a", 2),
+        Outcome("Failed", "ClusterUnreachable", "connection refused", 2),
+        Outcome("Failed", "Unhealthy", "Deployment x: not available", 2),
+    ],
+)
+def test_the_binding_records_an_outcome_so_any_replica_reads_it_back(outcome: Outcome) -> None:
+    written = to_api(with_outcome(entry("cni"), None, outcome, NOW))
+    read = outcome_of(CRSBinding.model_validate(json.loads(json.dumps(written))))
+    assert read == outcome
+
+
+def test_an_entry_without_an_outcome_reads_as_none() -> None:
+    assert outcome_of(None) is None
+    assert outcome_of(entry("cni")) is None

@@ -96,11 +96,12 @@ async def _record_blocked(
     blocked: Outcome,
 ) -> Result:
     """The cluster cannot be contacted (pending or failing): every matching CRS gets
-    that outcome and keeps its entry."""
+    that outcome, in the entry it had (or a new, empty one)."""
     for crs in crss:
         outcome = replace(blocked, generation=crs.generation)
-        if kept := entries.get(crs.name):
-            new_entries[crs.name] = _told(ctx, kept, kept, outcome)
+        kept = entries.get(crs.name)
+        entry = kept or CRSBinding(cluster_resource_set_name=crs.name)
+        new_entries[crs.name] = _told(ctx, entry, kept, outcome)
         if _set_outcome(ctx, crs, cluster_name, outcome) and _news(crs, outcome):
             _warn(ctx, crs, cluster_name, outcome)
     # A broken kubeconfig is retried with backoff; a pending cluster waits for its next
@@ -135,8 +136,9 @@ async def _apply_all(
             )
         else:
             done = await _pass(ctx, client, cluster, crs, entries.get(crs.name))
-        if done.entry.resources:
-            new_entries[crs.name] = _told(ctx, done.entry, entries.get(crs.name), done.outcome)
+        # Every matching CRS gets an entry, even before anything was applied: the
+        # binding is where every replica reads this pair's outcome from.
+        new_entries[crs.name] = _told(ctx, done.entry, entries.get(crs.name), done.outcome)
         if _set_outcome(ctx, crs, cluster.name, done.outcome) and _news(crs, done.outcome):
             _warn(ctx, crs, cluster.name, done.outcome)
         result.retry = result.retry or done.retry
@@ -234,7 +236,7 @@ async def _forget_cluster(
 
 
 def _set_outcome(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> bool:
-    return ctx.outcomes.record(crs.namespace, crs.name, cluster, outcome, ctx.clock.wall())
+    return ctx.outcomes.record(crs.namespace, crs.name, cluster, outcome)
 
 
 def _gated(
@@ -270,15 +272,8 @@ def _gated(
 def _told(
     ctx: ClusterContext, entry: CRSBinding, previous: CRSBinding | None, outcome: Outcome
 ) -> CRSBinding:
-    """The entry with its outcome, as the binding records it for this CRS: Pending
-    until the cluster can be contacted, Progressing while its objects are not Ready
-    yet, else the outcome's own reason."""
-    reason = outcome.reason
-    if outcome.state == "Pending":
-        reason = "Pending"
-    elif outcome.state == "Applied" and not outcome.ready:
-        reason = "Progressing"
-    return with_outcome(entry, previous, reason, outcome.message, ctx.clock.wall())
+    """The entry with its outcome, as the binding records it for this CRS."""
+    return with_outcome(entry, previous, outcome, ctx.clock.wall())
 
 
 def _warn(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> None:

@@ -18,7 +18,7 @@ from crs_controller.core.models import (
     to_api,
 )
 from crs_controller.core.objects import CRS
-from crs_controller.core.status import Problem, invalid_spec, summarize
+from crs_controller.core.status import Problem, invalid_spec, outcome_of, summarize
 from crs_controller.engine.context import CRSContext
 from crs_controller.engine.reconcile.crs_pass import earliest
 from crs_controller.engine.reconcile.result import Result
@@ -107,15 +107,13 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     if model.spec.rollout is not None and target is not None:
         made = plan_rollout(ctx, crs, model, target)
     wake = None if made is None else made.wake_after
+    # From the bindings, not from what this process did: any replica computes the
+    # same status, also right after a restart. A cluster with no outcome recorded
+    # yet counts as not applied, and holds observedGeneration back.
     outcomes = [
-        (c.name, ctx.outcomes.get(crs.namespace, crs.name, c.name))
+        (c.name, outcome_of(ctx.caches.entry(crs.namespace, c.name, crs.name)))
         for c in ctx.caches.matching_clusters(crs)
     ]
-    if any(outcome is None for _, outcome in outcomes):
-        # A cluster this process has not reconciled yet (just started, or just
-        # matched): its reconcile enqueues this CRS when done. Writing now would
-        # only flap the status, e.g. on every restart.
-        return wake
     status = summarize(
         generation=crs.generation,
         outcomes=sorted(outcomes, key=lambda pair: pair[0]),

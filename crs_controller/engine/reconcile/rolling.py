@@ -6,10 +6,12 @@ for the cluster reconciles to follow (``engine.rollouts``).
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 
 from crs_controller.core.models import ClusterResourceSet, CRSBinding, RolloutStatus
 from crs_controller.core.objects import CRS
 from crs_controller.core.rollout import ClusterState, Plan, plan, policy_of, revision
+from crs_controller.core.status import outcome_of
 from crs_controller.engine.context import ClusterContext, CRSContext
 from crs_controller.engine.reconcile.values import source_hash
 from crs_controller.engine.runtime import metrics
@@ -59,18 +61,19 @@ def plan_rollout(ctx: CRSContext, crs: CRS, model: ClusterResourceSet, target: s
 def _state(
     ctx: CRSContext, crs: CRS, cluster: str, labels: dict[str, str], target: str
 ) -> ClusterState:
-    binding = ctx.caches.binding(crs.namespace, cluster)
-    entry = None
-    if binding is not None and binding.model is not None:
-        entry = binding.entries().get(crs.name)
+    """From the binding alone, so every replica plans the same rollout."""
+    entry = ctx.caches.entry(crs.namespace, cluster, crs.name)
     on = entry_revision(crs, entry)
-    outcome = ctx.outcomes.get(crs.namespace, crs.name, cluster)
+    outcome = outcome_of(entry)
     at_target = on == target and outcome is not None
     done = at_target and outcome is not None and outcome.state == "Applied" and outcome.ready
     failed = at_target and outcome is not None and outcome.state == "Failed"
-    return ClusterState(
-        cluster, labels, on, done, failed, ctx.outcomes.since(crs.namespace, crs.name, cluster)
-    )
+    since = None if entry is None or entry.outcome is None else entry.outcome.time
+    if since is not None:
+        # Recorded to the whole second: count a soak from the next one, so that it
+        # never ends early.
+        since += timedelta(seconds=1)
+    return ClusterState(cluster, labels, on, done, failed, since)
 
 
 def rollout_status(made: Plan) -> RolloutStatus:

@@ -55,6 +55,8 @@ from crs_controller.engine.stores import BindingStore, CRSStore
 
 log = structlog.get_logger(__name__)
 
+STATUS_SETTLE_SECONDS = 1.0
+
 
 async def cluster_api_version(client: KubeClient) -> str:
     """cluster.x-k8s.io in whichever version (v1beta2 / v1beta1) the server prefers."""
@@ -75,7 +77,7 @@ class Controller:
         configmaps, secrets = self._source_informers()
         self.index = Index(crss, clusters, bindings)
         sources = Sources(mgmt, configmaps, secrets)
-        outcomes = Outcomes(on_change=lambda ns, crs: self.queue.add(crs_key(ns, crs)))
+        outcomes = Outcomes()
         announcements = Announcements(
             self.clock,
             on_note=lambda ns, crs: self.queue.add_after(crs_key(ns, crs), QUIET_SECONDS),
@@ -168,7 +170,9 @@ class Controller:
         self.queue.add(cluster_key(namespace, binding.meta.name))
         names = (old.crs_names if old else frozenset()) | (new.crs_names if new else frozenset())
         for crs in sorted(names):
-            self.queue.add(crs_key(namespace, crs))
+            # The CRS's status is read from the bindings: gather a burst of them
+            # (a first apply, an edit reaching every cluster) into one status write.
+            self.queue.add_after(crs_key(namespace, crs), STATUS_SETTLE_SECONDS)
 
     def _on_source(self, kind: str) -> Callable[[ObjectMeta | None, ObjectMeta | None], None]:
         def handler(old: ObjectMeta | None, new: ObjectMeta | None) -> None:

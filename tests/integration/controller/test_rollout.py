@@ -86,8 +86,9 @@ def edit(mgmt: KubeClient, namespace: str, name: str, *objects: Obj) -> None:
 
 
 def on_hash(mgmt: KubeClient, namespace: str, cluster: str, crs: str) -> str | None:
-    entry = binding_entry(mgmt, namespace, cluster, crs)
-    return entry["resources"][0]["hash"] if entry and entry["resources"][0].get("applied") else None
+    # An entry exists from the first look (Pending), before anything is applied.
+    resources = (binding_entry(mgmt, namespace, cluster, crs) or {}).get("resources") or [{}]
+    return resources[0]["hash"] if resources[0].get("applied") else None
 
 
 def test_steps_go_in_order_one_cluster_at_a_time_with_a_soak(

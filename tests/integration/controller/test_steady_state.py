@@ -51,6 +51,11 @@ def _setup(mgmt: KubeClient, workloads, workload_clients, namespace: str) -> str
     for wl in workload_clients:
         wait_object(wl, "v1", "ConfigMap", name + "-s", "default")
     wait_condition(mgmt, namespace, "steady", "Ready", "True", "Applied")
+    # The first apply ends with its event (told once the clusters' notes settle).
+    wait_for(
+        lambda: [e for e in mgmt.list("v1", "Event", namespace) if e["type"] == "Normal"],
+        TIMEOUT,
+    )
     return name
 
 
