@@ -16,6 +16,7 @@ import yaml
 from crs_controller.app import logs
 from crs_controller.app.commands import convert, diff, render, status
 from crs_controller.app.commands.common import ERROR
+from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import CRSError
 from crs_controller.core.hashing import resource_hash
 from crs_controller.engine.context import Settings
@@ -67,7 +68,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-addr", default=":8080", help="Prometheus /metrics (0: off)")
     run.add_argument("--health-addr", default=":8081", help="/healthz and /readyz (0: off)")
     run.add_argument("--leader-elect", action="store_true", help="hold a Lease before acting")
-    run.add_argument("--leader-election-namespace", default=None)
+    run.add_argument(
+        "--leader-election-namespace",
+        default=None,
+        help="where the leader and shard Leases live (default: $POD_NAMESPACE, else default)",
+    )
+    run.add_argument(
+        "--shard",
+        action="store_true",
+        help="run as one of several replicas, each reconciling its share of the Clusters "
+        "(identity: $POD_NAME, else the host name)",
+    )
+    run.add_argument(
+        "--lease-duration",
+        type=_lease_duration,
+        default=15.0,
+        help="how long a Lease holds without renewal, e.g. 15s (renewed every third of it)",
+    )
     run.add_argument(
         "--extension-addr", default=":9443", help="Runtime Extension (BeforeClusterDelete) HTTPS"
     )
@@ -121,6 +138,16 @@ def _hash(path: str) -> int:
     return 0
 
 
+def _lease_duration(text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except CRSError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds < 3:
+        raise argparse.ArgumentTypeError("a lease must last at least 3s")
+    return seconds
+
+
 def _run(args: argparse.Namespace) -> int:
     from crs_controller.app.runner import RunOptions, run  # noqa: PLC0415 - keeps `hash` light
 
@@ -139,6 +166,8 @@ def _run(args: argparse.Namespace) -> int:
         health_addr=args.health_addr,
         leader_elect=args.leader_elect,
         leader_namespace=args.leader_election_namespace,
+        shard=args.shard,
+        lease_seconds=args.lease_duration,
         extension_addr=args.extension_addr,
         extension_cert_dir=args.extension_cert_dir,
     )

@@ -1,8 +1,9 @@
 """Leader election on a coordination.k8s.io Lease, like client-go's leaderelection.
 
-Only the holder runs the controller. A holder that cannot renew within the lease
-duration stops (the process exits and is restarted), so two leaders never overlap
-for longer than one renew deadline.
+Only the holder runs the controller (in a shard set: only the holder writes CRS
+status and finalizers). A holder that cannot renew within two thirds of the lease
+duration stops (the process exits and is restarted) before a standby, which waits
+the full duration, can take over.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class LeaderElector:
         namespace: str,
         name: str = "crs-controller",
         *,
-        lease_seconds: int = 15,
+        lease_seconds: float = 15,
         retry_seconds: float = 2.0,
     ) -> None:
         self._client = client
@@ -47,7 +48,7 @@ class LeaderElector:
         self._name = name
         self.identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self._lease_seconds = lease_seconds
-        self._retry = retry_seconds
+        self._retry = min(retry_seconds, lease_seconds / 3)
 
     async def acquire(self) -> None:
         """Return once this process holds the lease."""
@@ -62,7 +63,8 @@ class LeaderElector:
             await asyncio.sleep(self._retry)
             if await self._try():
                 last_renewed = asyncio.get_running_loop().time()
-            elif asyncio.get_running_loop().time() - last_renewed > self._lease_seconds:
+            elif asyncio.get_running_loop().time() - last_renewed > self._lease_seconds * 2 / 3:
+                # Stop before the lease can expire: a standby waits the full duration.
                 raise RuntimeError("leader lease lost")
 
     async def release(self) -> None:
@@ -108,7 +110,7 @@ class LeaderElector:
             spec["acquireTime"] = now
         spec.update(
             holderIdentity=self.identity,
-            leaseDurationSeconds=self._lease_seconds,
+            leaseDurationSeconds=max(1, round(self._lease_seconds)),
             renewTime=now,
             leaseTransitions=transitions,
         )

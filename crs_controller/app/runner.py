@@ -6,6 +6,7 @@ import asyncio
 import functools
 import os
 import signal
+import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,12 +16,13 @@ import structlog
 
 from crs_controller.app import extension, health
 from crs_controller.app.leader import LeaderElector
-from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.kube import USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.engine.context import Settings
 from crs_controller.engine.hook import hook_status
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.runtime.controller import Controller, cluster_api_version
+from crs_controller.engine.runtime.sharding import ShardMembership
 from crs_controller.engine.runtime.tasks import supervised
 
 log = structlog.get_logger(__name__)
@@ -34,6 +36,8 @@ class RunOptions:
     health_addr: str = ":8081"
     leader_elect: bool = False
     leader_namespace: str | None = None
+    shard: bool = False
+    lease_seconds: float = 15.0
     extension_addr: str = ""
     extension_cert_dir: str = ""
 
@@ -46,8 +50,12 @@ def _split(addr: str) -> tuple[str, int] | None:
 
 
 async def run(options: RunOptions) -> None:
-    mgmt = KubeClient(management_endpoint(options.kubeconfig), name="management cluster")
-    controller = Controller(mgmt, options.settings, await cluster_api_version(mgmt))
+    agent = f"{USER_AGENT} (shard member {shard_identity()})" if options.shard else USER_AGENT
+    mgmt = KubeClient(
+        management_endpoint(options.kubeconfig), name="management cluster", user_agent=agent
+    )
+    version = await cluster_api_version(mgmt)
+    controller = Controller(mgmt, options.settings, version, user_agent=agent)
     servers = []
     for addr in {options.metrics_addr, options.health_addr}:
         if where := _split(addr):
@@ -101,11 +109,13 @@ async def _first(stop: asyncio.Event, main: asyncio.Task[None]) -> None:
 
 
 async def _lead_and_run(options: RunOptions, mgmt: KubeClient, controller: Controller) -> None:
+    if options.shard:
+        await _run_sharded(options, mgmt, controller)
+        return
     if not options.leader_elect:
         await controller.run()
         return
-    namespace = options.leader_namespace or os.environ.get("POD_NAMESPACE") or "crs-system"
-    elector = LeaderElector(mgmt, namespace)
+    elector = LeaderElector(mgmt, _lease_namespace(options), lease_seconds=options.lease_seconds)
     controller.standing_by = True
     metrics.LEADER.set(0)
     await elector.acquire()
@@ -116,4 +126,41 @@ async def _lead_and_run(options: RunOptions, mgmt: KubeClient, controller: Contr
             supervised(group, elector.keep(), "leader-lease")
             supervised(group, controller.run(), "controller-main")
     finally:
+        await asyncio.shield(elector.release())
+
+
+def _lease_namespace(options: RunOptions) -> str:
+    return options.leader_namespace or os.environ.get("POD_NAMESPACE") or "default"
+
+
+def shard_identity() -> str:
+    """The pod's name (Downward API), else the host name: unique per replica."""
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
+async def _run_sharded(options: RunOptions, mgmt: KubeClient, controller: Controller) -> None:
+    """Every replica reconciles its share of the Clusters from the start; the one
+    holding the leader Lease also writes CRS status and finalizers."""
+    namespace = _lease_namespace(options)
+    membership = ShardMembership(
+        mgmt,
+        namespace,
+        shard_identity(),
+        lease_seconds=options.lease_seconds,
+        clock=controller.clock,
+        on_change=controller.reshard,
+    )
+    controller.shard = membership
+    controller.leading = False
+    metrics.LEADER.set(0)
+    elector = LeaderElector(mgmt, namespace, lease_seconds=options.lease_seconds)
+    try:
+        async with asyncio.TaskGroup() as group:
+            supervised(group, membership.run(), "shard-membership")
+            supervised(group, controller.run(), "controller-main")
+            await elector.acquire()
+            controller.lead()
+            supervised(group, elector.keep(), "leader-lease")
+    finally:
+        await asyncio.shield(membership.release())
         await asyncio.shield(elector.release())

@@ -67,8 +67,12 @@ class ResourceInfo:
 class KubeClient:
     """Async client for one API server (the management cluster or a workload cluster)."""
 
-    def __init__(self, endpoint: Endpoint, *, name: str, timeout: float = 30.0) -> None:
+    def __init__(
+        self, endpoint: Endpoint, *, name: str, timeout: float = 30.0, user_agent: str = USER_AGENT
+    ) -> None:
         self.name = name
+        # A replica of a shard set says which it is, so audit logs tell them apart.
+        self._headers = {**BASE_HEADERS, "User-Agent": user_agent}
         self._endpoint = endpoint
         self._token = _TokenSource(endpoint)
         self._extensions: dict[str, Any] = (
@@ -96,7 +100,7 @@ class KubeClient:
         timeout: Mapping[str, float] | None = None,
     ) -> AsyncIterator[_Response]:
         """A streamed response with a 2xx status; errors mapped onto ours."""
-        all_headers = {**BASE_HEADERS, "Host": self._target.host_header, **(headers or {})}
+        all_headers = {**self._headers, "Host": self._target.host_header, **(headers or {})}
         if token := self._token.get():
             all_headers["Authorization"] = f"Bearer {token}"
         if content is not None:

@@ -16,7 +16,7 @@ from typing import Any
 import xxhash
 import yaml
 
-from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.kube import USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import workload_endpoint
 from crs_controller.core.errors import Unreachable
 
@@ -56,10 +56,13 @@ def decode_kubeconfig(secret: Mapping[str, Any], cluster: str) -> dict[str, Any]
 class WorkloadClients:
     """Per-cluster client cache keyed by (namespace, name)."""
 
-    def __init__(self, *, timeout: float = 15.0, allow_proxy: bool = False) -> None:
+    def __init__(
+        self, *, timeout: float = 15.0, allow_proxy: bool = False, user_agent: str = USER_AGENT
+    ) -> None:
         self._clients: dict[tuple[str, str], tuple[str, KubeClient]] = {}
         self._timeout = timeout
         self._allow_proxy = allow_proxy
+        self._user_agent = user_agent
 
     async def get(self, namespace: str, cluster: str, secret: Mapping[str, Any]) -> KubeClient:
         key = (namespace, cluster)
@@ -78,7 +81,7 @@ class WorkloadClients:
         except Unreachable as exc:
             # The message names a field of the kubeconfig; say whose kubeconfig it is.
             raise type(exc)(f"{name}: kubeconfig Secret: {exc}") from None
-        client = KubeClient(endpoint, name=name, timeout=self._timeout)
+        client = KubeClient(endpoint, name=name, timeout=self._timeout, user_agent=self._user_agent)
         self._clients[key] = (fingerprint, client)
         return client
 

@@ -4,6 +4,7 @@ should happen next, and only the runtime touches the queue."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from crs_controller.clients.workload import WorkloadClients
@@ -47,7 +48,9 @@ class ClusterContext:
 
 @dataclass(frozen=True)
 class CRSContext:
-    """The CRS reconcile: its finalizer and its status, from the outcomes."""
+    """The CRS reconcile: its finalizer and its status, from the bindings. In a shard
+    set only the leader writes them (``leading``); every replica still plans the
+    rollouts its clusters follow and tells what its own passes did."""
 
     caches: Caches
     sources: Sources
@@ -57,6 +60,7 @@ class CRSContext:
     announcements: Announcements
     rollouts: Rollouts
     clock: Clock = field(default_factory=MonotonicClock)
+    leading: Callable[[], bool] = lambda: True
 
 
 def cluster_key(namespace: str, name: str) -> tuple[str, str, str]:

@@ -126,6 +126,14 @@ class Index:
         found = (self.cluster(namespace, n) for n in self._cluster_names.get(namespace, ()))
         return [c for c in found if c is not None]
 
+    def crs_keys(self) -> list[tuple[str, str]]:
+        """Every cached CRS as (namespace, name)."""
+        return [(ns, name) for ns, names in self._names.items() for name in names]
+
+    def cluster_keys(self) -> list[tuple[str, str]]:
+        """Every cached Cluster as (namespace, name)."""
+        return [(ns, name) for ns, names in self._cluster_names.items() for name in names]
+
     def matching_clusters(self, crs: CRS) -> list[Cluster]:
         return [c for c in self.clusters_in(crs.namespace) if crs.selects(c)]
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -32,17 +33,24 @@ SA_USER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:crs-controller"
 SA_GROUPS = ("system:serviceaccounts", f"system:serviceaccounts:{SYSTEM_NAMESPACE}")
 
 
-def install_rbac(mgmt: KubeClient) -> None:
-    """The controller's namespace, ServiceAccount and (least) RBAC from config/rbac."""
+def install_rbac(
+    mgmt: KubeClient, *, extra: Iterable[Path] = (), users: Iterable[str] = ()
+) -> None:
+    """The controller's namespace, ServiceAccount and (least) RBAC from config/rbac,
+    plus the ``extra`` files (e.g. config/sharded/shard_role.yaml). ``users`` are
+    bound to the same roles beside the ServiceAccount: replicas that each have a
+    client certificate of their own, so the audit log tells them apart."""
     mgmt.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})
-    for path in sorted(RBAC_DIR.glob("*.yaml")):
-        if path.name == "kustomization.yaml":
-            continue
+    paths = [p for p in sorted(RBAC_DIR.glob("*.yaml")) if p.name != "kustomization.yaml"]
+    subjects = [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": u} for u in users]
+    for path in [*paths, *extra]:
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 doc.setdefault("metadata", {})
                 if doc["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
                     doc["metadata"].setdefault("namespace", SYSTEM_NAMESPACE)
+                if doc["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+                    doc["subjects"] = [*doc.get("subjects", []), *subjects]
                 mgmt.apply(doc)
 
 
@@ -54,12 +62,20 @@ def _free_port() -> int:
 
 
 class ControllerProcess:
-    def __init__(self, management: Server, *extra_args: str, extension: bool = False) -> None:
+    def __init__(
+        self,
+        management: Server,
+        *extra_args: str,
+        extension: bool = False,
+        user: str = SA_USER,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self._management = management
         self._extra = extra_args
+        self._env = dict(env or {})
         self._dir = Path(tempfile.mkdtemp(prefix="crs-controller-"))
         self.kubeconfig = management.write_kubeconfig(
-            self._dir / "kubeconfig", user=SA_USER, groups=SA_GROUPS
+            self._dir / "kubeconfig", user=user, groups=SA_GROUPS
         )
         self.log_path = self._dir / "controller.log"
         # Its own TMPDIR, so tests can check that no key material is left on disk.
@@ -127,7 +143,13 @@ class ControllerProcess:
                 command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "TMPDIR": str(self.tmpdir)},
+                # As in its pod: the Downward API names the namespace it runs in.
+                env={
+                    **os.environ,
+                    "TMPDIR": str(self.tmpdir),
+                    "POD_NAMESPACE": SYSTEM_NAMESPACE,
+                    **self._env,
+                },
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -169,6 +191,14 @@ class ControllerProcess:
                 proc.kill()
                 proc.wait()
         return proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown at all, as when a node dies."""
+        if self._proc is None:
+            return
+        proc, self._proc = self._proc, None
+        proc.kill()
+        proc.wait()
 
     def restart(self) -> None:
         self.stop()

@@ -38,6 +38,8 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
         ctx.rollouts.drop(namespace, name)
         metrics.forget_rollout(namespace, name)
         return Result()
+    if not ctx.leading():
+        return await _follow(ctx, crs)
     if crs.deleting:
         return await _finalize(ctx, crs)
     if crs.paused:
@@ -49,6 +51,18 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
         await _write_invalid_status(ctx, crs)
     else:
         wake = await _write_status(ctx, crs, crs.model)
+    return Result(requeue_after=earliest(wake, await _tell(ctx, crs)))
+
+
+async def _follow(ctx: CRSContext, crs: CRS) -> Result:
+    """A replica that does not write the status: it plans the rollout its own
+    clusters follow (the same plan the leader makes, from the same bindings) and
+    tells what its own passes did."""
+    wake = None
+    model = crs.model
+    planned = model is not None and model.spec.rollout is not None and not crs.deleting
+    if planned and model is not None and (target := await target_revision(ctx, crs)):
+        wake = plan_rollout(ctx, crs, model, target).wake_after
     return Result(requeue_after=earliest(wake, await _tell(ctx, crs)))
 
 

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.clients.kube import USER_AGENT, KubeClient, Obj
 from crs_controller.clients.workload import WorkloadClients, cluster_of_kubeconfig_secret
 from crs_controller.core.clock import MonotonicClock
 from crs_controller.core.clusters import CLUSTER_GROUP
@@ -32,6 +32,7 @@ from crs_controller.core.objects import (
     parse_cluster,
     parse_crs,
 )
+from crs_controller.core.shard import owner
 from crs_controller.engine.announcements import QUIET_SECONDS, Announcements
 from crs_controller.engine.context import (
     ClusterContext,
@@ -48,6 +49,7 @@ from crs_controller.engine.rollouts import Rollouts
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.runtime.events import EventRecorder
 from crs_controller.engine.runtime.queue import WorkQueue
+from crs_controller.engine.runtime.sharding import ShardMembership
 from crs_controller.engine.runtime.tasks import supervised
 from crs_controller.engine.runtime.watching import Informer, WatchSpec
 from crs_controller.engine.sources import Sources
@@ -65,7 +67,14 @@ async def cluster_api_version(client: KubeClient) -> str:
 
 
 class Controller:
-    def __init__(self, mgmt: KubeClient, settings: Settings, cluster_version: str) -> None:
+    def __init__(
+        self,
+        mgmt: KubeClient,
+        settings: Settings,
+        cluster_version: str,
+        *,
+        user_agent: str = USER_AGENT,
+    ) -> None:
         self.mgmt = mgmt
         self.settings = settings
         self.cluster_api_version = cluster_version
@@ -85,7 +94,9 @@ class Controller:
         events = EventRecorder(mgmt)
         rollouts = Rollouts(on_admit=lambda ns, name: self.queue.add(cluster_key(ns, name)))
         self.workloads = WorkloadClients(
-            timeout=settings.workload_timeout, allow_proxy=settings.allow_proxy_url
+            timeout=settings.workload_timeout,
+            allow_proxy=settings.allow_proxy_url,
+            user_agent=user_agent,
         )
         self.cluster_ctx = ClusterContext(
             settings=settings,
@@ -108,10 +119,15 @@ class Controller:
             announcements=announcements,
             rollouts=rollouts,
             clock=self.clock,
+            leading=lambda: self.leading,
         )
         self.informers: list[Informer[Any]] = [crss, clusters, bindings, configmaps, secrets]
         self.ready = asyncio.Event()
         self.standing_by = False  # waiting for the leader lease
+        # In a shard set: which Clusters are this replica's, and whether it is the
+        # one that writes CRS status and finalizers (the leader Lease holder).
+        self.shard: ShardMembership | None = None
+        self.leading = True
 
     def _object_informers(self) -> tuple[Informer[CRS], Informer[Cluster], Informer[Binding]]:
         mgmt, ns = self.mgmt, self.settings.namespace
@@ -157,6 +173,9 @@ class Controller:
         cluster = new or old
         assert cluster is not None
         namespace = cluster.namespace
+        came_or_went = (old is None) != (new is None)
+        if self.shard is not None and came_or_went and self.owns(namespace, cluster.name):
+            metrics.SHARD_OWNED.inc(1 if old is None else -1)
         self.queue.add(cluster_key(namespace, cluster.name))
         for crs in self.index.crss_in(namespace):
             if (old and crs.selects(old)) or (new and crs.selects(new)):
@@ -204,6 +223,11 @@ class Controller:
             for informer in self.informers:
                 await informer.synced.wait()
             log.info("caches synced", kinds=[i.spec.kind for i in self.informers])
+            if self.shard is not None:
+                # Act only once the members are known: alone, this replica would
+                # take every Cluster for a moment.
+                await self.shard.ready.wait()
+                self._show_shard()
             self.ready.set()
             for n in range(self.settings.concurrency):
                 supervised(group, self._worker(), f"worker-{n}")
@@ -218,6 +242,10 @@ class Controller:
 
     async def _process(self, key: Hashable) -> None:
         kind, namespace, name = cast(tuple[str, str, str], key)
+        if kind == "cluster" and not self.owns(namespace, name):
+            await self._let_go(namespace, name)
+            log.debug("not ours", kind=kind, key=f"{namespace}/{name}")
+            return
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.settings.reconcile_timeout):
@@ -254,6 +282,53 @@ class Controller:
         self.queue.forget(key)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
+
+    # -- sharding -----------------------------------------------------------------
+
+    def owns(self, namespace: str, name: str) -> bool:
+        return self.shard is None or self.shard.owns(namespace, name)
+
+    def reshard(self, before: frozenset[str], after: frozenset[str]) -> None:
+        """The members changed: reconcile the Clusters that are now ours, let go of
+        those that are not (their keys come through the queue, so a reconcile in
+        flight finishes first)."""
+        if self.shard is None:
+            return
+        me = self.shard.identity
+        gained = lost = 0
+        for namespace, name in self.index.cluster_keys():
+            key = f"{namespace}/{name}"
+            was, now = owner(before, key) == me, owner(after, key) == me
+            if was != now:
+                self.queue.add(cluster_key(namespace, name))
+                gained, lost = gained + now, lost + was
+        # Joining (nothing before) is not a hand-over: the first share just starts.
+        if gained and before:
+            metrics.SHARD_HANDOVERS.labels(direction="in").inc(gained)
+        if lost:
+            metrics.SHARD_HANDOVERS.labels(direction="out").inc(lost)
+        log.info("shard rebalanced", members=len(after), gained=gained, lost=lost)
+        self._show_shard()
+
+    def lead(self) -> None:
+        """This replica now holds the leader Lease: write every CRS's status."""
+        self.leading = True
+        metrics.LEADER.set(1)
+        for namespace, name in self.index.crs_keys():
+            self.queue.add(crs_key(namespace, name))
+
+    def _show_shard(self) -> None:
+        if self.shard is None:
+            return
+        metrics.SHARD_MEMBERS.set(len(self.shard.members))
+        owned = sum(self.owns(ns, name) for ns, name in self.index.cluster_keys())
+        metrics.SHARD_OWNED.set(owned)
+
+    async def _let_go(self, namespace: str, name: str) -> None:
+        """Forget what this replica kept for a Cluster another replica now owns."""
+        self.cluster_ctx.outcomes.drop_cluster(namespace, name)
+        self.cluster_ctx.drift.forget_cluster(namespace, name)
+        await self.workloads.forget(namespace, name)
 
     def nudge(self, cluster: Mapping[str, Any]) -> None:
         """Reconcile this Cluster soon (Cluster API says it is being deleted: the watch

@@ -22,6 +22,15 @@ SOURCE_HASHES = Counter(
 SOURCE_PARSES = Counter("crs_source_parses_total", "ConfigMap/Secret contents parsed")
 LEADER = Gauge("crs_leader", "1 while this process acts (holds the lease, or runs unelected)")
 LEADER.set(1)
+SHARD_MEMBERS = Gauge(
+    "crs_shard_members", "Live members of the shard set, as this replica sees them"
+)
+SHARD_OWNED = Gauge("crs_shard_owned_clusters", "Clusters this replica reconciles")
+SHARD_HANDOVERS = Counter(
+    "crs_shard_handovers_total",
+    "Clusters handed to this replica (in) or taken from it (out) as members came and went",
+    ["direction"],
+)
 CLUSTERS_BY_REVISION = Gauge(
     "crs_rollout_clusters",
     "Matching clusters of a CRS with a rollout, by the revision they are on (none: not installed)",

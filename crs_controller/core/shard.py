@@ -1,0 +1,157 @@
+"""Sharding Clusters across controller replicas: who owns which key, and who is live.
+
+Each replica ("shard member") holds a coordination.k8s.io Lease and watches the
+others'. A Cluster, keyed ``namespace/name``, belongs to the live member with the
+highest rendezvous (highest-random-weight) hash for that key. Rendezvous hashing is
+used rather than ``hash(key) % len(members)`` because a member joining or leaving
+moves only the keys it gains or had: every other key keeps its owner, so a rollout
+of the Deployment does not reshuffle (and re-reconcile) every Cluster at once.
+
+Liveness is judged from local observation, as client-go's leader election does: a
+Lease's expiry clock restarts when *we* see its renew marker change, measured on our
+own monotonic clock. The remote ``renewTime`` is only compared for equality, never
+against our wall clock, so clock skew between nodes cannot make a healthy member
+look dead or a dead one look alive. The price is that a newly started replica waits
+up to one lease duration before it considers a silent member gone.
+
+Everything here is pure: time is passed in as ``now`` (monotonic seconds).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import xxhash
+
+__all__ = ["LEASE_PREFIX", "Members", "lease_name", "moved", "owner", "weight"]
+
+LEASE_PREFIX = "crs-controller-shard-"
+_MAX_NAME = 253  # a DNS-1123 subdomain
+_DIGEST_LEN = 8
+_UNSAFE = re.compile(r"[^a-z0-9.-]")
+# A dot next to a dot or a dash would leave an empty label or one that begins or
+# ends with "-", which a DNS-1123 subdomain does not allow.
+_BAD_DOT = re.compile(r"[.-]*\.[.-]*")
+_EDGE = "-."
+
+
+def weight(member: str, key: str) -> int:
+    """The rendezvous weight of ``member`` for ``key``.
+
+    The NUL separator keeps ("ab", "c") and ("a", "bc") apart; XXH3 is fast and
+    stable across processes and versions, unlike Python's salted ``hash``.
+    """
+    return int(xxhash.xxh3_64_intdigest(f"{member}\x00{key}".encode()))
+
+
+def owner(members: Iterable[str], key: str) -> str | None:
+    """The member with the highest weight for ``key``; ties go to the larger name so
+    that every replica picks the same one; None when there are no members."""
+    return max(members, key=lambda member: (weight(member, key), member), default=None)
+
+
+def moved(
+    before: Iterable[str], after: Iterable[str], keys: Iterable[str], me: str
+) -> tuple[list[str], list[str]]:
+    """``(gained, lost)``: the keys ``me`` owns after but not before, and before but not
+    after, each sorted: what to start reconciling and what to let go of."""
+    old, new = frozenset(before), frozenset(after)
+    gained: list[str] = []
+    lost: list[str] = []
+    for key in sorted(set(keys)):
+        mine_before, mine_after = owner(old, key) == me, owner(new, key) == me
+        if mine_after and not mine_before:
+            gained.append(key)
+        elif mine_before and not mine_after:
+            lost.append(key)
+    return gained, lost
+
+
+@dataclass(slots=True)
+class _Seen:
+    """The last renew marker seen for one Lease, and when (our clock) it changed."""
+
+    marker: str
+    duration: float
+    since: float
+
+    def expires(self) -> float:
+        return self.since + self.duration
+
+    def live(self, now: float) -> bool:
+        # now - since < duration, written so that next_expiry() returns the very
+        # instant at which live() turns False, whatever the float rounding.
+        return now < self.expires()
+
+
+class Members:
+    """The live shard members as this replica sees them.
+
+    Expired members are remembered (not dropped) so that seeing their old marker
+    again does not revive them; only a new marker does.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, _Seen] = {}
+
+    def observe(self, identity: str, marker: str, duration: float, now: float) -> bool:
+        """Record that the Lease of ``identity`` was seen with renew marker ``marker``
+        (e.g. its renewTime) and lease duration ``duration`` seconds at monotonic time
+        ``now``.
+
+        A new identity, or a marker different from the last one seen, restarts its
+        expiry at ``now``; the same marker seen again does not (a resync is not a
+        renewal), though its duration is updated. Returns True when the live set at
+        ``now`` changed because of this observation, i.e. when to rebalance.
+        """
+        seen = self._seen.get(identity)
+        was_live = seen is not None and seen.live(now)
+        if seen is None or seen.marker != marker:
+            seen = self._seen[identity] = _Seen(marker, duration, now)
+        else:
+            seen.duration = duration
+        return seen.live(now) != was_live
+
+    def forget(self, identity: str) -> bool:
+        """The Lease is gone (deleted, e.g. on a clean shutdown). True if it was known."""
+        return self._seen.pop(identity, None) is not None
+
+    def live(self, now: float) -> frozenset[str]:
+        """The identities whose last marker change was observed less than their lease
+        duration before ``now`` (strictly: ``now - since < duration``)."""
+        return frozenset(name for name, seen in self._seen.items() if seen.live(now))
+
+    def stale(self, now: float, grace: float) -> list[str]:
+        """Members expired for at least ``grace`` seconds more, sorted: their Leases
+        are left over by replicas that died (a new pod has a new name) and may go."""
+        return sorted(n for n, s in self._seen.items() if now >= s.expires() + grace)
+
+    def next_expiry(self, now: float) -> float | None:
+        """The earliest time (> ``now``) at which a currently live member expires, or
+        None: when to look at the live set again if no Lease event comes first."""
+        return min((s.expires() for s in self._seen.values() if s.live(now)), default=None)
+
+
+def lease_name(identity: str) -> str:
+    """The name of the Lease of ``identity``: ``crs-controller-shard-`` followed by a
+    DNS-1123 subdomain safe form of it.
+
+    The identity is lowercased, every character outside ``[a-z0-9.-]`` becomes
+    ``-``, dots are kept clear of empty labels and dashes, and the ends are stripped
+    to alphanumerics. A name that would exceed 253 characters is truncated and given
+    ``-`` plus 8 hex digits of the XXH3 of the original identity, so two long
+    identities with a common prefix still get distinct Leases. Identities that only
+    differ in characters cleaning removes (case, ``_`` vs ``-``) share a name; pod
+    names, the usual identity, are already valid and are kept as they are.
+    Raises ValueError when nothing is left after cleaning.
+    """
+    part = _BAD_DOT.sub(".", _UNSAFE.sub("-", identity.lower())).strip(_EDGE)
+    if not part:
+        raise ValueError(f"shard identity {identity!r} has no DNS-1123 safe characters")
+    room = _MAX_NAME - len(LEASE_PREFIX)
+    if len(part) > room:
+        digest = xxhash.xxh3_64_hexdigest(identity.encode())[:_DIGEST_LEN]
+        part = part[: room - _DIGEST_LEN - 1].rstrip(_EDGE) + "-" + digest
+    return LEASE_PREFIX + part

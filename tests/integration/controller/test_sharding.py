@@ -1,0 +1,322 @@
+"""A shard set on real servers: three replicas (`run --shard`), each with a client
+certificate of its own on the management server and its name in its User-Agent, and
+60 clusters whose kubeconfigs each carry a user of their own, so the audit logs tell
+which replica applied to which cluster.
+
+Covered, in order (the tests share one fleet): every cluster is applied by exactly
+one replica and the status counts all 60; a replica killed with SIGKILL loses its
+clusters to the others and an edit made right after reaches all 60 within the lease
+duration + 10 s; a fourth replica takes only the clusters that now hash to it;
+restarting every replica at once with everything converged writes nothing to any
+workload cluster.
+
+The session's own controller is stopped meanwhile (it would act on these clusters
+too) and started again afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import httpx
+import pytest
+
+from crs_controller.core.hashing import resource_hash
+from crs_controller.core.shard import owner
+from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed.clusters import register_cluster
+from crs_controller.testbed.controller import (
+    REPO_ROOT,
+    SYSTEM_NAMESPACE,
+    ControllerProcess,
+    install_rbac,
+)
+
+from .support import (
+    CRS_API,
+    TIMEOUT,
+    binding_entry,
+    configmap_obj,
+    crs_obj,
+    manifests,
+    metric,
+    source_configmap,
+    unique,
+    wait_condition,
+)
+
+NAMESPACE = "shard-fleet"  # fixed: the split over replica-a/b/c is then known (18/19/23)
+CLUSTERS = [f"c{i:02d}" for i in range(60)]
+LEASE_SECONDS = 6
+REPLICAS = ["replica-a", "replica-b", "replica-c", "replica-d"]
+SHARD_ROLE = REPO_ROOT / "config" / "sharded" / "shard_role.yaml"
+
+
+def user_of(replica: str) -> str:
+    return f"crs-shard-{replica}"
+
+
+@dataclass
+class Fleet:
+    plane: ControlPlane
+    mgmt: KubeClient
+    marker: str
+    replicas: dict[str, ControllerProcess] = field(default_factory=dict)
+    version: int = 1
+
+    def start(self, name: str) -> ControllerProcess:
+        process = ControllerProcess(
+            self.plane.management,
+            "--shard",
+            "--lease-duration",
+            f"{LEASE_SECONDS}s",
+            "--log-level",
+            "debug",
+            # Other tests' clusters live in other namespaces: this fleet is all there
+            # is for these replicas.
+            "--namespace",
+            NAMESPACE,
+            user=user_of(name),
+            env={"POD_NAME": name},
+        )
+        process.start()
+        self.replicas[name] = process
+        return process
+
+    def edit(self) -> float:
+        """A new version of the CRS's one object; returns when it was made."""
+        self.version += 1
+        source = self.mgmt.get("v1", "ConfigMap", "fleet", NAMESPACE)
+        source["data"] = {"a": manifests(configmap_obj(self.marker, v=str(self.version)))}
+        edited = time.time()
+        self.mgmt.update(source)
+        return edited
+
+    def close(self) -> None:
+        for process in self.replicas.values():
+            process.close()
+
+
+def shard_metric(process: ControllerProcess, name: str) -> float:
+    return metric(httpx.get(process.url("/metrics"), timeout=5).text, name)
+
+
+def applies_by_cluster(plane: ControlPlane, since: float, marker: str) -> dict[str, list[str]]:
+    """cluster -> the replicas that applied its object since ``since`` (workload audit
+    logs: the user says which cluster, the User-Agent which replica)."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for server in plane.workloads:
+        for event in server.audit_events():
+            user = event["user"]["username"]
+            ref = event.get("objectRef", {})
+            if event["verb"] != "patch" or ref.get("name") != marker:
+                continue
+            if not user.startswith("shard-cluster-"):
+                continue
+            stamp = datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
+            if stamp.timestamp() < since:
+                continue
+            agent = event.get("userAgent", "")
+            replica = next((r for r in REPLICAS if f"shard member {r})" in agent), agent)
+            found[user.removeprefix("shard-cluster-")].append(replica)
+    return found
+
+
+def workload_writes(plane: ControlPlane, since: float) -> list[str]:
+    writes = []
+    for server in plane.workloads:
+        for event in server.audit_events():
+            if "shard member" not in event.get("userAgent", ""):
+                continue
+            if event["verb"] in ("get", "list", "watch"):
+                continue
+            stamp = datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
+            if stamp.timestamp() >= since:
+                ref = event.get("objectRef", {})
+                writes.append(
+                    f"{server.name} {event['verb']} {ref.get('resource')}/{ref.get('name')}"
+                )
+    return writes
+
+
+def entry_hash(mgmt: KubeClient, cluster: str) -> str | None:
+    entry = binding_entry(mgmt, NAMESPACE, cluster, "fleet") or {}
+    resources = entry.get("resources") or [{}]
+    return resources[0].get("hash") if resources[0].get("applied") else None
+
+
+def settled(fleet: Fleet, members: int) -> bool:
+    """Every running replica sees ``members`` members and owns its share."""
+    return all(shard_metric(p, "crs_shard_members") == members for p in fleet.replicas.values())
+
+
+def handed(process: ControllerProcess, direction: str) -> float:
+    return shard_metric(process, f'crs_shard_handovers_total{{direction="{direction}"}}')
+
+
+def owned(fleet: Fleet) -> dict[str, int]:
+    return {
+        name: int(shard_metric(p, "crs_shard_owned_clusters")) for name, p in fleet.replicas.items()
+    }
+
+
+def expected_split(members: list[str]) -> dict[str, set[str]]:
+    split: dict[str, set[str]] = defaultdict(set)
+    for cluster in CLUSTERS:
+        split[str(owner(members, f"{NAMESPACE}/{cluster}"))].add(cluster)
+    return split
+
+
+def clear_leases(mgmt: KubeClient) -> None:
+    for lease in mgmt.list("coordination.k8s.io/v1", "Lease", SYSTEM_NAMESPACE):
+        mgmt.delete("coordination.k8s.io/v1", "Lease", lease["metadata"]["name"], SYSTEM_NAMESPACE)
+
+
+@pytest.fixture(scope="module")
+def fleet(
+    controller: ControllerProcess, control_plane: ControlPlane, mgmt: KubeClient
+) -> Iterator[Fleet]:
+    controller.stop()
+    install_rbac(mgmt, extra=[SHARD_ROLE], users=[user_of(r) for r in REPLICAS])
+    clear_leases(mgmt)
+    mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    marker = unique("fleet")
+    mgmt.create(
+        source_configmap(NAMESPACE, "fleet", {"a": manifests(configmap_obj(marker, v="1"))})
+    )
+    for i, name in enumerate(CLUSTERS):
+        register_cluster(
+            mgmt,
+            control_plane.workloads[i % len(control_plane.workloads)],
+            name=name,
+            namespace=NAMESPACE,
+            labels={"fleet": "yes"},
+            kubeconfig_user=f"shard-cluster-{name}",
+            kubeconfig_groups=("system:masters",),
+        )
+    state = Fleet(control_plane, mgmt, marker)
+    try:
+        yield state
+    finally:
+        state.close()
+        clear_leases(mgmt)
+        controller.start()
+
+
+def test_every_cluster_is_applied_by_exactly_one_replica(fleet: Fleet, mgmt: KubeClient) -> None:
+    started = time.time() - 1
+    for name in REPLICAS[:3]:
+        fleet.start(name)
+    wait_for(lambda: settled(fleet, 3), TIMEOUT, message="three members")
+    mgmt.create(
+        crs_obj(NAMESPACE, "fleet", [("ConfigMap", "fleet")], {"fleet": "yes"}, mode="Reconcile")
+    )
+    wait_for(lambda: all(entry_hash(mgmt, c) for c in CLUSTERS), TIMEOUT, message="60 bindings")
+    wait_condition(mgmt, NAMESPACE, "fleet", "Ready", "True", "Applied")
+    crs = mgmt.get(CRS_API, "ClusterResourceSet", "fleet", NAMESPACE)
+    assert (crs["status"]["matchingClusters"], crs["status"]["appliedClusters"]) == (60, 60)
+
+    split = expected_split(REPLICAS[:3])
+    assert all(10 <= len(split[r]) <= 30 for r in REPLICAS[:3]), split
+    assert owned(fleet) == {r: len(split[r]) for r in REPLICAS[:3]}
+    applied = applies_by_cluster(fleet.plane, started, fleet.marker)
+    assert sorted(applied) == CLUSTERS
+    for cluster, replicas in applied.items():
+        assert replicas == [str(owner(REPLICAS[:3], f"{NAMESPACE}/{cluster}"))], cluster
+
+
+def test_a_killed_replica_loses_its_clusters_within_the_lease_duration(
+    fleet: Fleet, mgmt: KubeClient
+) -> None:
+    fleet.replicas.pop("replica-b").kill()
+    killed = time.time()
+    edited = fleet.edit()
+    wait_for(
+        lambda: len(applies_by_cluster(fleet.plane, edited, fleet.marker)) == len(CLUSTERS),
+        LEASE_SECONDS + 10 - (time.time() - killed),
+        message="the edit applied to all 60 clusters within the lease duration + 10 s",
+    )
+    wait_for(lambda: settled(fleet, 2), TIMEOUT, message="two members")
+    # No binding entry lost, and the status counts all 60 again.
+    wait_for(lambda: all(entry_hash(mgmt, c) for c in CLUSTERS), TIMEOUT)
+    wait_condition(mgmt, NAMESPACE, "fleet", "Ready", "True", "Applied")
+    crs = mgmt.get(CRS_API, "ClusterResourceSet", "fleet", NAMESPACE)
+    assert crs["status"]["appliedClusters"] == 60
+
+    # Settled: the next edit reaches each cluster from exactly one replica.
+    edited = fleet.edit()
+    wait_for(
+        lambda: len(applies_by_cluster(fleet.plane, edited, fleet.marker)) == 60,
+        TIMEOUT,
+        message="the second edit on all 60 clusters",
+    )
+    survivors = ["replica-a", "replica-c"]
+    for cluster, replicas in applies_by_cluster(fleet.plane, edited, fleet.marker).items():
+        assert replicas == [str(owner(survivors, f"{NAMESPACE}/{cluster}"))], cluster
+
+
+def test_a_fourth_replica_takes_only_the_clusters_that_now_hash_to_it(
+    fleet: Fleet, mgmt: KubeClient
+) -> None:
+    before = ["replica-a", "replica-c"]
+    after = ["replica-a", "replica-c", "replica-d"]
+    handovers = {
+        (name, direction): handed(fleet.replicas[name], direction)
+        for name in before
+        for direction in ("in", "out")
+    }
+    fleet.start("replica-d")
+    # replica-b's Lease is still there (SIGKILL): the newcomer counts it out once it
+    # has seen it silent for a lease duration.
+    wait_for(lambda: settled(fleet, 3), TIMEOUT, message="three members again")
+    split = expected_split(after)
+    assert owned(fleet) == {r: len(split[r]) for r in after}
+    for name in before:
+        moved = sum(owner(before, f"{NAMESPACE}/{c}") == name for c in split["replica-d"])
+        assert handed(fleet.replicas[name], "out") - handovers[(name, "out")] == moved, name
+        # Nothing moved between the two that were there.
+        assert handed(fleet.replicas[name], "in") == handovers[(name, "in")], name
+    edited = fleet.edit()
+    wait_for(
+        lambda: len(applies_by_cluster(fleet.plane, edited, fleet.marker)) == 60,
+        TIMEOUT,
+        message="the edit on all 60 clusters",
+    )
+    for cluster, replicas in applies_by_cluster(fleet.plane, edited, fleet.marker).items():
+        assert replicas == [str(owner(after, f"{NAMESPACE}/{cluster}"))], cluster
+
+
+def test_restarting_every_replica_at_once_writes_nothing_to_workload_clusters(
+    fleet: Fleet, mgmt: KubeClient
+) -> None:
+    source = mgmt.get("v1", "ConfigMap", "fleet", NAMESPACE)
+    current = resource_hash(source)
+    wait_for(
+        lambda: all(entry_hash(mgmt, c) == current for c in CLUSTERS),
+        TIMEOUT,
+        message="every binding on the current content",
+    )
+    for process in fleet.replicas.values():
+        process.stop()
+    restarted = time.time() - 1
+    for process in fleet.replicas.values():
+        process.start(wait_ready=False)
+    wait_for(lambda: settled(fleet, 3), TIMEOUT, message="three members after the restart")
+
+    def reconciled(process: ControllerProcess) -> bool:
+        done = shard_metric(process, 'crs_reconciles_total{kind="cluster",result="ok"}')
+        return done >= shard_metric(process, "crs_shard_owned_clusters") > 0
+
+    # The positive sign: each replica has reconciled as many clusters as it owns.
+    wait_for(
+        lambda: all(reconciled(p) for p in fleet.replicas.values()),
+        TIMEOUT,
+        message="every replica looked at its clusters",
+    )
+    time.sleep(1)  # the servers write an audit entry just after their response
+    assert workload_writes(fleet.plane, restarted) == []
+    wait_condition(mgmt, NAMESPACE, "fleet", "Ready", "True", "Applied")

@@ -1,0 +1,146 @@
+"""Shard membership decisions (engine/runtime/sharding), driven by a fake clock and
+Lease events handed in directly: who this replica acts with, that it stops acting
+at once when its own Lease is lost or not renewed in time, and that a silent member's
+Clusters come back after the lease duration. No server, no sleeping."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from crs_controller.clients.kube import KubeClient
+from crs_controller.core.shard import owner
+from crs_controller.engine.runtime.sharding import SeenLease, ShardMembership, parse_lease
+
+from .fake_clock import FakeClock
+
+LEASE = 6.0
+KEYS = [("fleet", f"c{i:02d}") for i in range(60)]
+
+
+def membership(clock: FakeClock) -> tuple[ShardMembership, list[tuple[set[str], set[str]]]]:
+    changes: list[tuple[set[str], set[str]]] = []
+    shard = ShardMembership(
+        cast(KubeClient, None),  # the decisions tested here never call the server
+        "crs-system",
+        "replica-a",
+        lease_seconds=LEASE,
+        clock=clock,
+        on_change=lambda before, after: changes.append((set(before), set(after))),
+    )
+    return shard, changes
+
+
+def lease(identity: str, renewed: str) -> SeenLease:
+    return SeenLease(f"crs-controller-shard-{identity}", identity, renewed, LEASE)
+
+
+def mine(shard: ShardMembership) -> set[str]:
+    return {name for ns, name in KEYS if shard.owns(ns, name)}
+
+
+def test_alone_after_renewing_it_owns_every_cluster() -> None:
+    shard, changes = membership(FakeClock())
+    shard.refresh()
+    assert mine(shard) == set()  # never renewed: not a member yet
+    shard.renewed()
+    shard.refresh()
+    assert mine(shard) == {name for _, name in KEYS}
+    assert changes == [(set(), {"replica-a"})]
+
+
+def test_another_member_takes_its_share_and_gives_it_back_when_silent() -> None:
+    clock = FakeClock()
+    shard, changes = membership(clock)
+    shard.renewed()
+    shard.on_lease(None, lease("replica-b", "t1"))
+    shard.refresh()
+    members = ["replica-a", "replica-b"]
+    expected = {name for ns, name in KEYS if owner(members, f"{ns}/{name}") == "replica-a"}
+    assert mine(shard) == expected and 10 < len(expected) < 50
+    # replica-b renews once, then falls silent; we keep renewing.
+    clock.advance(2)
+    shard.renewed()
+    shard.on_lease(lease("replica-b", "t1"), lease("replica-b", "t2"))
+    clock.advance(LEASE - 0.1)
+    shard.renewed()
+    shard.refresh()
+    assert mine(shard) == expected
+    clock.advance(0.1)
+    shard.refresh()
+    assert mine(shard) == {name for _, name in KEYS}
+    assert changes[-1] == ({"replica-a", "replica-b"}, {"replica-a"})
+
+
+def test_a_resync_of_the_same_renewal_does_not_keep_a_member_alive() -> None:
+    clock = FakeClock()
+    shard, _ = membership(clock)
+    shard.on_lease(None, lease("replica-b", "t1"))
+    clock.advance(LEASE / 2)
+    shard.renewed()
+    shard.on_lease(lease("replica-b", "t1"), lease("replica-b", "t1"))  # a relist
+    clock.advance(LEASE / 2)
+    shard.refresh()
+    assert shard.members == {"replica-a"}
+
+
+def test_a_replica_that_cannot_renew_stops_acting_before_the_others_take_over() -> None:
+    clock = FakeClock()
+    shard, changes = membership(clock)
+    shard.renewed()
+    shard.on_lease(None, lease("replica-b", "t1"))
+    shard.refresh()
+    assert mine(shard)
+    # Two thirds of the lease without a renewal: ours are nobody's for the moment
+    # (the others wait the full duration), never two replicas' at once.
+    clock.advance(LEASE * 2 / 3)
+    shard.on_lease(lease("replica-b", "t1"), lease("replica-b", "t2"))
+    shard.refresh()
+    assert mine(shard) == set()
+    assert changes[-1] == ({"replica-a", "replica-b"}, set())
+    shard.renewed()
+    shard.refresh()
+    assert shard.members == {"replica-a", "replica-b"}
+
+
+def test_its_own_lease_deleted_stops_it_at_once() -> None:
+    shard, changes = membership(FakeClock())
+    shard.renewed()
+    shard.refresh()
+    shard.on_lease(lease("replica-a", "t1"), None)
+    shard.refresh()
+    assert mine(shard) == set()
+    assert changes[-1] == ({"replica-a"}, set())
+
+
+def test_its_own_lease_in_the_watch_is_not_another_member() -> None:
+    shard, _ = membership(FakeClock())
+    shard.renewed()
+    shard.on_lease(None, lease("replica-a", "t1"))
+    shard.refresh()
+    assert shard.members == {"replica-a"}
+
+
+def test_a_departed_member_goes_at_once() -> None:
+    shard, _ = membership(FakeClock())
+    shard.renewed()
+    shard.on_lease(None, lease("replica-b", "t1"))
+    shard.refresh()
+    shard.on_lease(lease("replica-b", "t1"), None)  # deleted on its clean shutdown
+    shard.refresh()
+    assert shard.members == {"replica-a"}
+
+
+def test_a_lease_is_read_from_its_api_form() -> None:
+    raw: dict[str, Any] = {
+        "metadata": {"name": "crs-controller-shard-pod-1", "resourceVersion": "7"},
+        "spec": {
+            "holderIdentity": "pod-1",
+            "renewTime": "2026-11-23T10:00:00.000000Z",
+            "leaseDurationSeconds": 15,
+        },
+    }
+    assert parse_lease(raw) == SeenLease(
+        "crs-controller-shard-pod-1", "pod-1", "2026-11-23T10:00:00.000000Z", 15.0
+    )
+    bare = parse_lease({"metadata": {"name": "crs-controller-shard-x", "resourceVersion": "9"}})
+    assert (bare.identity, bare.renewed, bare.duration) == ("crs-controller-shard-x", "9", 0.0)
