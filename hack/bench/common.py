@@ -117,24 +117,52 @@ def _resource(event: dict[str, Any]) -> str:
     return f"{name}/{ref['subresource']}" if ref.get("subresource") else name
 
 
+Event = dict[str, Any]
+
+
+def _events(plane: ControlPlane, since: float) -> list[tuple[bool, Event]]:
+    """Every server's audit events since ``since``, each with "on the management server"."""
+    return [
+        (server is plane.management, event)
+        for server in plane.servers
+        for event in server.audit_events()
+        if _received(event) >= since
+    ]
+
+
+def _tally(events: Iterable[tuple[bool, Event]], mine: Callable[[Event], bool]) -> Figures:
+    """Management writes (also by resource), workload writes and workload reads."""
+    counts: Figures = {"management": 0, "workloads": 0, "workload_reads": 0}
+    by_resource: Counter[str] = Counter()
+    for management, event in events:
+        if not mine(event):
+            continue
+        write = event["verb"] in WRITES
+        if management:
+            counts["management"] += write
+            if write:
+                by_resource[_resource(event)] += 1
+        else:
+            counts["workloads" if write else "workload_reads"] += 1
+    counts["management_writes_by_resource"] = dict(sorted(by_resource.items()))
+    return counts
+
+
 def audit_counts(plane: ControlPlane, since: float, users: Collection[str]) -> Figures:
     """Requests by ``users`` since ``since``: management writes (also by resource),
     workload writes and workload reads, from the servers' audit logs."""
-    counts: Figures = {"management": 0, "workloads": 0, "workload_reads": 0}
-    by_resource: Counter[str] = Counter()
-    for server in plane.servers:
-        for event in server.audit_events():
-            if event["user"]["username"] not in users or _received(event) < since:
-                continue
-            write = event["verb"] in WRITES
-            if server is plane.management:
-                counts["management"] += write
-                if write:
-                    by_resource[_resource(event)] += 1
-            else:
-                counts["workloads" if write else "workload_reads"] += 1
-    counts["management_writes_by_resource"] = dict(sorted(by_resource.items()))
-    return counts
+    return _tally(_events(plane, since), lambda event: event["user"]["username"] in users)
+
+
+def _sent_by(member: str, event: Event) -> bool:
+    return f"shard member {member})" in event.get("userAgent", "")
+
+
+def member_counts(plane: ControlPlane, since: float, members: Iterable[str]) -> dict[str, Figures]:
+    """``audit_counts`` for each shard member, told apart by User-Agent
+    ("crs-controller (shard member <name>)"): the replicas share the workload user."""
+    events = _events(plane, since)
+    return {m: _tally(events, functools.partial(_sent_by, m)) for m in members}
 
 
 def poll_interval(n: int) -> float:
@@ -147,6 +175,20 @@ def poll_interval(n: int) -> float:
 def _until(predicate: Callable[[], object], n: int, message: str) -> None:
     partial = functools.partial(_tolerant, predicate)
     wait_for(partial, TIMEOUT, interval=poll_interval(n), message=message)
+
+
+def until_applied(
+    n: int, hashes: Callable[[], list[str]], message: str, replacing: Collection[str] = ()
+) -> None:
+    """Until all ``n`` clusters have an applied hash in their binding, none of them
+    one of ``replacing`` (the hashes from before an edit)."""
+    old = set(replacing)
+
+    def done() -> bool:
+        found = hashes()
+        return len(found) == n and not set(found) & old
+
+    _until(done, n, message)
 
 
 def _tolerant(predicate: Callable[[], object]) -> object:
@@ -175,7 +217,7 @@ def _first_apply(
     controller: Controller, figures: Figures, n: int, hashes: Callable[[], list[str]]
 ) -> tuple[int, float]:
     pid, started = _start(controller, figures)
-    _until(lambda: len(hashes()) == n, n, "first apply")
+    until_applied(n, hashes, "first apply")
     figures["first_apply_seconds"] = round(time.time() - started, 2)
     figures["first_apply_cpu_seconds"] = round(cpu_seconds(pid), 2)
     return pid, started
@@ -188,7 +230,7 @@ def _edit(
     edited = time.time()
     cpu = cpu_seconds(pid)
     edit()
-    _until(lambda: (h := hashes()) and len(h) == n and not set(h) & first, n, "edit applied")
+    until_applied(n, hashes, "edit applied", replacing=first)
     figures["edit_seconds"] = round(time.time() - edited, 2)
     figures["edit_cpu_seconds"] = round(cpu_seconds(pid) - cpu, 2)
     return edited

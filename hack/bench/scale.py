@@ -9,6 +9,16 @@ controller's own cost, not N separate control planes.
 Times and CPU count from the moment the process is spawned (``startup_seconds`` and
 ``startup_cpu_seconds`` say how much of that went to reaching ``/readyz``).
 
+With ``--replicas N`` (default 1; N > 1), the crs-controller phase runs N processes
+as one shard set (``run --shard --lease-duration 15s``, POD_NAME ``replica-<i>``,
+user ``bench-replica-<i>``) instead of one, all spawned at once (hack/bench/shards.py).
+Start-up then lasts until every replica answers ``/readyz`` and sees all N members;
+first apply and edit still end when every cluster is done; CPU figures are summed
+over the replicas and requests counted for all of them; ``per_replica`` gives each
+one's owned clusters, handovers, CPU, edit requests (by User-Agent) and RSS. There
+is no idle phase, and ``replicas`` is printed beside ``concurrency``. With N = 1 the
+output is as without the option.
+
 With ``--capi-manager``, Cluster API's own manager (its ClusterResourceSet
 controller) is then measured the same way on the same servers (hack/bench/capi.py):
 its figures go under ``capi`` and ``ratios`` gives crs-controller / Cluster API.
@@ -17,6 +27,7 @@ Several ``--clusters`` values run one fresh control plane each and print
 with ``machine`` and ``concurrency`` merged in, as before.
 
     .venv/bin/python hack/bench/scale.py --clusters 100
+    .venv/bin/python hack/bench/scale.py --clusters 100 --replicas 3
     .venv/bin/python hack/bench/scale.py --clusters 200 500 \\
         --capi-manager ~/.cache/capi/manager --capi-crds /tmp/capi-src/core/config/crd/bases
 """
@@ -32,6 +43,7 @@ import sys
 from pathlib import Path
 
 import capi
+import shards
 from common import REPO, Figures, addon, measure, objects_in, poll_interval, ratios, warm_up
 
 from crs_controller.testbed import ControlPlane, KubeClient, KubeError
@@ -59,12 +71,16 @@ def edit(mgmt: KubeClient) -> None:
     mgmt.update(live)
 
 
-def populate(mgmt: KubeClient, plane: ControlPlane, n: int) -> None:
+def populate(mgmt: KubeClient, plane: ControlPlane, n: int, replicas: int) -> None:
     crds = sorted((REPO / "config" / "crd" / "bases").glob("*.yaml"))
     crds += sorted((REPO / "config" / "testing").glob("*.yaml"))
     install_crds(mgmt, crds)
     warm_up(mgmt, crds)
-    install_rbac(mgmt)
+    if replicas > 1:
+        users = [shards.user(name) for name in shards.names(replicas)]
+        install_rbac(mgmt, extra=[shards.SHARD_ROLE], users=users)
+    else:
+        install_rbac(mgmt)
     mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     mgmt.create(
         {
@@ -97,12 +113,27 @@ def populate(mgmt: KubeClient, plane: ControlPlane, n: int) -> None:
         )
 
 
-def crs_phase(plane: ControlPlane, n: int, concurrency: int) -> Figures:
+def shard_phase(
+    plane: ControlPlane, mgmt: KubeClient, n: int, args: tuple[str, ...], replicas: int
+) -> Figures:
+    shard_set = shards.ShardSet(plane.management, replicas, *args)
+    return shards.measure(  # starts the replicas, to time start-up as well; stops them
+        plane,
+        shard_set,
+        n=n,
+        users=(*shard_set.users, USER),
+        hashes=functools.partial(hashes, mgmt),
+        edit=functools.partial(edit, mgmt),
+    )
+
+
+def crs_phase(plane: ControlPlane, n: int, concurrency: int, replicas: int) -> Figures:
     with KubeClient(plane.management, timeout=30) as mgmt:
-        populate(mgmt, plane, n)
-        controller = ControllerProcess(
-            plane.management, "--concurrency", str(concurrency), "--log-level", "warning"
-        )
+        populate(mgmt, plane, n, replicas)
+        args = ("--concurrency", str(concurrency), "--log-level", "warning")
+        if replicas > 1:
+            return shard_phase(plane, mgmt, n, args, replicas)
+        controller = ControllerProcess(plane.management, *args)
         try:  # measure() starts it, to time start-up as well
             return measure(
                 plane,
@@ -121,7 +152,7 @@ def both_phases(plane: ControlPlane, n: int, args: argparse.Namespace, result: F
     API, which swaps in its own CRDs (see capi.install). Figures go into ``result``
     as they come, so a failure keeps what was measured."""
     log(f"{n} clusters: crs-controller")
-    result |= crs_phase(plane, n, args.concurrency)
+    result |= crs_phase(plane, n, args.concurrency, args.replicas)
     if args.capi_manager:
         log(f"{n} clusters: Cluster API manager")
         result["capi"] = capi.run(plane, args.capi_manager, args.capi_crds, n, args.concurrency)
@@ -156,6 +187,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--clusters", type=int, nargs="+", default=[100])
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="crs-controller processes, run as one shard set when more than one",
+    )
+    parser.add_argument(
         "--capi-manager",
         type=Path,
         help="Cluster API's core manager binary: also measure its ClusterResourceSet controller",
@@ -167,6 +204,8 @@ def parse_args() -> argparse.Namespace:
         help="Cluster API's CRDs (core/config/crd/bases of the manager's source)",
     )
     args = parser.parse_args()
+    if args.replicas < 1:
+        parser.error("--replicas must be at least 1")
     if args.capi_manager and not args.capi_crds.is_dir():
         parser.error(f"--capi-crds {args.capi_crds} is not a directory")
     return args
@@ -182,6 +221,8 @@ def main() -> None:
         },
         "concurrency": args.concurrency,
     }
+    if args.replicas > 1:
+        shared["replicas"] = args.replicas
     results = [one_size(n, args) for n in args.clusters]
     if len(results) == 1:
         print(json.dumps(shared | results[0], indent=2))
