@@ -1,0 +1,75 @@
+"""The CRS status is read from the bindings, not from the memory of the process that
+applied: a replica that reconciled none of the clusters (another shard member, or
+this one right after a restart) writes the same status; a cluster with no outcome
+recorded yet counts as not applied and holds observedGeneration back; a replica
+that does not hold the leader Lease writes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crs_controller.core.models import API_VERSION
+from crs_controller.engine.context import CRSContext
+from crs_controller.engine.outcomes import Outcomes
+from crs_controller.engine.reconcile.crs import reconcile_crs
+from crs_controller.engine.rollouts import Rollouts
+from crs_controller.engine.stores import CRSStore
+
+from .memory_kube import World
+from .test_cluster_reconcile import NS, cluster, crs, reconcile, world_with
+
+
+def fresh_replica(world: World, *, leading: bool = True) -> CRSContext:
+    """A CRS reconcile with nothing in memory: only the caches are shared."""
+    ctx = world.ctx
+    return CRSContext(
+        caches=ctx.caches,
+        sources=ctx.sources,
+        crss=CRSStore(world.mgmt, world.crss),  # type: ignore[arg-type]
+        outcomes=Outcomes(),
+        events=ctx.events,
+        announcements=ctx.announcements,
+        rollouts=Rollouts(),
+        clock=ctx.clock,
+        leading=lambda: leading,
+    )
+
+
+def status(world: World) -> dict[str, Any]:
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    return dict(stored.get("status") or {})
+
+
+async def test_a_replica_that_applied_nothing_writes_the_status_from_the_bindings() -> None:
+    world = await world_with(crs("a", "src"))
+    await reconcile(world)  # "another replica" applies and records the binding
+    await reconcile_crs(fresh_replica(world), NS, "a")
+    written = status(world)
+    assert (written["matchingClusters"], written["appliedClusters"]) == (1, 1)
+    assert written["observedGeneration"] == 1
+    ready = next(c for c in written["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "Applied")
+
+
+async def test_a_cluster_without_a_recorded_outcome_counts_as_not_applied() -> None:
+    world = await world_with(crs("a", "src"))
+    await reconcile(world)
+    await world.add(cluster("c2"))  # matches, never reconciled
+    await reconcile_crs(fresh_replica(world), NS, "a")
+    written = status(world)
+    assert (written["matchingClusters"], written["appliedClusters"]) == (2, 1)
+    assert "observedGeneration" not in written
+    applied = next(c for c in written["conditions"] if c["type"] == "ResourcesApplied")
+    assert (applied["reason"], applied["message"]) == (
+        "WaitingForClusters",
+        "1 matching clusters not applied yet",
+    )
+
+
+async def test_a_replica_without_the_leader_lease_writes_no_status_nor_finalizer() -> None:
+    world = await world_with(crs("a", "src"))
+    await reconcile(world)
+    world.mgmt.requests.clear()
+    await reconcile_crs(fresh_replica(world, leading=False), NS, "a")
+    assert [w for w in world.mgmt.writes() if "ClusterResourceSet/" in w[1]] == []
+    assert status(world) == {}
