@@ -26,7 +26,7 @@ from crs_controller.core.models import (
     to_api,
 )
 from crs_controller.core.modes import strategy_for
-from crs_controller.core.selectors import selector_matches, validate_selector
+from crs_controller.core.selectors import matches_validated, validate_selector
 
 
 def _meta(raw: Mapping[str, Any]) -> ObjectMeta:
@@ -96,7 +96,8 @@ class CRS:
         """Its selector matches the Cluster (same namespace only)."""
         if self._selector is None or cluster.namespace != self.namespace:
             return False
-        return selector_matches(self._selector, cluster.meta.labels)
+        # Validated with the model when parsed.
+        return matches_validated(self._selector, cluster.meta.labels)
 
 
 def parse_crs(raw: Mapping[str, Any]) -> CRS:

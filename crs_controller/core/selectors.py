@@ -13,7 +13,7 @@ from typing import Any
 
 from crs_controller.core.errors import InvalidSpec
 
-__all__ = ["selector_matches", "validate_selector"]
+__all__ = ["matches_validated", "selector_matches", "validate_selector"]
 
 _FIELDS = frozenset({"matchLabels", "matchExpressions"})
 _SET_OPERATORS = frozenset({"In", "NotIn"})
@@ -76,6 +76,12 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     instead of quietly matching nothing.
     """
     validate_selector(selector)
+    return matches_validated(selector, labels)
+
+
+def matches_validated(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """``selector_matches`` for a selector validated once already (a parsed CRS's):
+    matching every Cluster of a fleet should not validate it again each time."""
     if not selector:
         return False
     match_labels: Mapping[str, str] = selector.get("matchLabels") or {}

@@ -128,6 +128,7 @@ class Controller:
         # one that writes CRS status and finalizers (the leader Lease holder).
         self.shard: ShardMembership | None = None
         self.leading = True
+        self._served: set[tuple[str, str]] = set()  # clusters this replica has reconciled
 
     def _object_informers(self) -> tuple[Informer[CRS], Informer[Cluster], Informer[Binding]]:
         mgmt, ns = self.mgmt, self.settings.namespace
@@ -173,6 +174,8 @@ class Controller:
         cluster = new or old
         assert cluster is not None
         namespace = cluster.namespace
+        if new is None:
+            self._served.discard((namespace, cluster.name))  # its reconcile forgets it
         came_or_went = (old is None) != (new is None)
         if self.shard is not None and came_or_went and self.owns(namespace, cluster.name):
             metrics.SHARD_OWNED.inc(1 if old is None else -1)
@@ -243,9 +246,12 @@ class Controller:
     async def _process(self, key: Hashable) -> None:
         kind, namespace, name = cast(tuple[str, str, str], key)
         if kind == "cluster" and not self.owns(namespace, name):
-            await self._let_go(namespace, name)
+            if (namespace, name) in self._served:
+                await self._let_go(namespace, name)
             log.debug("not ours", kind=kind, key=f"{namespace}/{name}")
             return
+        if kind == "cluster" and self.shard is not None:
+            self._served.add((namespace, name))
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.settings.reconcile_timeout):
@@ -326,6 +332,7 @@ class Controller:
 
     async def _let_go(self, namespace: str, name: str) -> None:
         """Forget what this replica kept for a Cluster another replica now owns."""
+        self._served.discard((namespace, name))
         self.cluster_ctx.outcomes.drop_cluster(namespace, name)
         self.cluster_ctx.drift.forget_cluster(namespace, name)
         await self.workloads.forget(namespace, name)

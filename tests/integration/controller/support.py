@@ -5,12 +5,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+import httpx
 import yaml
 
 from crs_controller.testbed import KubeClient, Server, wait_for
@@ -235,3 +237,35 @@ def available(live: Obj) -> Obj:
             {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
         ],
     }
+
+
+HOOKS = "/hooks.runtime.cluster.x-k8s.io/v1alpha1"
+
+
+def job(name: str) -> dict:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "drain", "image": "example.invalid/drain:1"}],
+                }
+            }
+        },
+    }
+
+
+def hook(controller: ControllerProcess, cluster: dict) -> dict:
+    context = ssl.create_default_context(cadata=controller.extension_ca_pem.decode())
+    request = {
+        "apiVersion": "hooks.runtime.cluster.x-k8s.io/v1alpha1",
+        "kind": "BeforeClusterDeleteRequest",
+        "cluster": cluster,
+    }
+    url = controller.extension_url(f"{HOOKS}/beforeclusterdelete/before-cluster-delete")
+    response = httpx.post(url, json=request, verify=context, timeout=10)
+    response.raise_for_status()
+    return response.json()

@@ -8,7 +8,8 @@ one replica and the status counts all 60; a replica killed with SIGKILL loses it
 clusters to the others and an edit made right after reaches all 60 within the lease
 duration + 10 s; a fourth replica takes only the clusters that now hash to it;
 restarting every replica at once with everything converged writes nothing to any
-workload cluster.
+workload cluster; every replica's Runtime Extension gives the same BeforeClusterDelete
+answer, whichever owns the Cluster.
 
 The session's own controller is stopped meanwhile (it would act on these clusters
 too) and started again afterwards.
@@ -37,11 +38,14 @@ from crs_controller.testbed.controller import (
 )
 
 from .support import (
+    CLUSTER_API,
     CRS_API,
     TIMEOUT,
     binding_entry,
     configmap_obj,
     crs_obj,
+    hook,
+    job,
     manifests,
     metric,
     source_configmap,
@@ -53,6 +57,7 @@ NAMESPACE = "shard-fleet"  # fixed: the split over replica-a/b/c is then known (
 CLUSTERS = [f"c{i:02d}" for i in range(60)]
 LEASE_SECONDS = 6
 REPLICAS = ["replica-a", "replica-b", "replica-c", "replica-d"]
+HOLD = "test.crs.dev/hold"
 SHARD_ROLE = REPO_ROOT / "config" / "sharded" / "shard_role.yaml"
 
 
@@ -82,6 +87,7 @@ class Fleet:
             NAMESPACE,
             user=user_of(name),
             env={"POD_NAME": name},
+            extension=True,
         )
         process.start()
         self.replicas[name] = process
@@ -143,8 +149,8 @@ def workload_writes(plane: ControlPlane, since: float) -> list[str]:
     return writes
 
 
-def entry_hash(mgmt: KubeClient, cluster: str) -> str | None:
-    entry = binding_entry(mgmt, NAMESPACE, cluster, "fleet") or {}
+def entry_hash(mgmt: KubeClient, cluster: str, crs: str = "fleet") -> str | None:
+    entry = binding_entry(mgmt, NAMESPACE, cluster, crs) or {}
     resources = entry.get("resources") or [{}]
     return resources[0].get("hash") if resources[0].get("applied") else None
 
@@ -320,3 +326,41 @@ def test_restarting_every_replica_at_once_writes_nothing_to_workload_clusters(
     time.sleep(1)  # the servers write an audit entry just after their response
     assert workload_writes(fleet.plane, restarted) == []
     wait_condition(mgmt, NAMESPACE, "fleet", "Ready", "True", "Applied")
+
+
+def test_every_replica_answers_the_before_cluster_delete_hook_alike(
+    fleet: Fleet, mgmt: KubeClient
+) -> None:
+    held = unique("held")
+    mgmt.create(source_configmap(NAMESPACE, "held", {"a": manifests(configmap_obj(held))}))
+    mgmt.create(source_configmap(NAMESPACE, "drain", {"a": manifests(job(unique("drain")))}))
+    crs = crs_obj(NAMESPACE, "held", [("ConfigMap", "held")], {"held": "yes"}, mode="Reconcile")
+    # The drain Job never completes (no Job controller here): cleanup stays pending.
+    crs["spec"]["uninstall"] = {
+        "ensure": True,
+        "beforeDelete": [{"kind": "ConfigMap", "name": "drain"}],
+    }
+    mgmt.create(crs)
+    last = CLUSTERS[-1]
+    hold = {"metadata": {"labels": {"held": "yes"}, "finalizers": [HOLD]}}
+    mgmt.patch_merge(CLUSTER_API, "Cluster", last, hold, namespace=NAMESPACE)
+    wait_for(
+        lambda: (
+            ((binding_entry(mgmt, NAMESPACE, last, "held") or {}).get("outcome") or {}).get(
+                "reason"
+            )
+            == "Applied"
+        ),
+        TIMEOUT,
+        message="the held CRS applied",
+    )
+    try:
+        mgmt.delete(CLUSTER_API, "Cluster", last, NAMESPACE)
+        cluster = mgmt.get(CLUSTER_API, "Cluster", last, NAMESPACE)
+        answers = {name: hook(p, cluster) for name, p in fleet.replicas.items()}
+        owner_of = owner(list(fleet.replicas), f"{NAMESPACE}/{last}")
+        assert {a["retryAfterSeconds"] > 0 for a in answers.values()} == {True}, (owner_of, answers)
+        assert len({a["message"] for a in answers.values()}) == 1, answers
+    finally:
+        release = {"metadata": {"finalizers": None}}
+        mgmt.patch_merge(CLUSTER_API, "Cluster", last, release, namespace=NAMESPACE)

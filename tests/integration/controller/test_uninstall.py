@@ -17,11 +17,14 @@ from crs_controller.testbed.controller import ControllerProcess
 from .support import (
     CLUSTER_API,
     CRS_API,
+    HOOKS,
     TIMEOUT,
     add_cluster,
     binding_entry,
     configmap_obj,
     crs_obj,
+    hook,
+    job,
     manifests,
     source_configmap,
     unique,
@@ -29,24 +32,7 @@ from .support import (
     wait_object,
 )
 
-HOOKS = "/hooks.runtime.cluster.x-k8s.io/v1alpha1"
 HOLD = "test.crs.dev/hold"
-
-
-def job(name: str) -> dict:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "drain", "image": "example.invalid/drain:1"}],
-                }
-            }
-        },
-    }
 
 
 def finish_job(client: KubeClient, name: str, *, failed: bool = False) -> None:
@@ -82,19 +68,6 @@ def _finish_job(client: KubeClient, name: str, *, failed: bool) -> None:
         status = {"startTime": now, "completionTime": now, "succeeded": 1, "conditions": conditions}
     live["status"] = status
     client.update_status(live)
-
-
-def hook(controller: ControllerProcess, cluster: dict) -> dict:
-    context = ssl.create_default_context(cadata=controller.extension_ca_pem.decode())
-    request = {
-        "apiVersion": "hooks.runtime.cluster.x-k8s.io/v1alpha1",
-        "kind": "BeforeClusterDeleteRequest",
-        "cluster": cluster,
-    }
-    url = controller.extension_url(f"{HOOKS}/beforeclusterdelete/before-cluster-delete")
-    response = httpx.post(url, json=request, verify=context, timeout=10)
-    response.raise_for_status()
-    return response.json()
 
 
 def _setup(
