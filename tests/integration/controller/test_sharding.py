@@ -143,9 +143,9 @@ def workload_writes(plane: ControlPlane, since: float) -> list[str]:
             stamp = datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
             if stamp.timestamp() >= since:
                 ref = event.get("objectRef", {})
-                writes.append(
-                    f"{server.name} {event['verb']} {ref.get('resource')}/{ref.get('name')}"
-                )
+                what = f"{ref.get('resource')}/{ref.get('name')}"
+                who = f"{event['user']['username']} {event.get('userAgent')}"
+                writes.append(f"{server.name} {event['verb']} {what} at {stamp} by {who}")
     return writes
 
 
@@ -308,7 +308,7 @@ def test_restarting_every_replica_at_once_writes_nothing_to_workload_clusters(
     )
     for process in fleet.replicas.values():
         process.stop()
-    restarted = time.time() - 1
+    restarted = time.time()  # all stopped: any write from now on is a new process's
     for process in fleet.replicas.values():
         process.start(wait_ready=False)
     wait_for(lambda: settled(fleet, 3), TIMEOUT, message="three members after the restart")
