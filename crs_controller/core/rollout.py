@@ -60,8 +60,8 @@ from typing import Any, Literal
 import xxhash
 
 from crs_controller.core.durations import parse_duration
+from crs_controller.core.models import ClusterResourceSetStatus, to_api
 from crs_controller.core.models import Rollout as RolloutSpec
-from crs_controller.core.models import to_api
 from crs_controller.core.selectors import selector_matches, validate_selector
 
 __all__ = [
@@ -134,6 +134,15 @@ class Plan:
     updated: int
     message: str
     wake_after: float | None
+
+
+def halted_revision(status: ClusterResourceSetStatus) -> str | None:
+    """The revision whose rollout the written status says halted, or None: a new
+    leader, or this process after a restart, still sends a revert to that revision's
+    clusters first."""
+    if status.rollout is None or status.rollout.phase != "Halted":
+        return None
+    return status.revision or None
 
 
 def count(value: int | str, total: int, *, round_up: bool) -> int:

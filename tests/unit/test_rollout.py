@@ -16,12 +16,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.models import ClusterResourceSetStatus, RolloutStatus
 from crs_controller.core.rollout import (
     ClusterState,
     Plan,
     Policy,
     Step,
     count,
+    halted_revision,
     plan,
     revision,
 )
@@ -608,3 +610,22 @@ def test_the_plan_does_not_depend_on_the_order_of_the_clusters(
     shuffled = data.draw(st.permutations(clusters))
     expected = plan(TARGET, clusters, policy, now, halted)
     assert plan(TARGET, shuffled, policy, now, halted) == expected
+
+
+@pytest.mark.parametrize(
+    ("phase", "revision", "expect"),
+    [
+        ("Halted", "rev-bad", "rev-bad"),
+        ("Progressing", "rev-bad", None),
+        ("Complete", "rev-bad", None),
+        ("Paused", "rev-bad", None),
+        (None, "rev-bad", None),  # no rollout in the status
+        ("Halted", None, None),  # nothing written yet
+    ],
+)
+def test_the_halted_revision_is_read_back_from_the_status(
+    phase: str | None, revision: str | None, expect: str | None
+) -> None:
+    rollout = None if phase is None else RolloutStatus.model_validate({"phase": phase})
+    status = ClusterResourceSetStatus(revision=revision, rollout=rollout)
+    assert halted_revision(status) == expect

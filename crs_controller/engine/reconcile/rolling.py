@@ -10,7 +10,14 @@ from datetime import timedelta
 
 from crs_controller.core.models import ClusterResourceSet, CRSBinding, RolloutStatus
 from crs_controller.core.objects import CRS
-from crs_controller.core.rollout import ClusterState, Plan, plan, policy_of, revision
+from crs_controller.core.rollout import (
+    ClusterState,
+    Plan,
+    halted_revision,
+    plan,
+    policy_of,
+    revision,
+)
 from crs_controller.core.status import outcome_of
 from crs_controller.engine.context import ClusterContext, CRSContext
 from crs_controller.engine.reconcile.values import source_hash
@@ -47,7 +54,7 @@ def plan_rollout(ctx: CRSContext, crs: CRS, model: ClusterResourceSet, target: s
         _state(ctx, crs, cluster.name, dict(cluster.meta.labels), target)
         for cluster in ctx.caches.matching_clusters(crs)
     ]
-    halted = ctx.rollouts.halted(crs.namespace, crs.name)
+    halted = ctx.rollouts.halted(crs.namespace, crs.name) or halted_revision(crs.status)
     now = ctx.clock.wall()
     made = plan(
         target, states, policy_of(model.spec.rollout), now, None if halted == target else halted
