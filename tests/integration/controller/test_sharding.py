@@ -8,8 +8,9 @@ one replica and the status counts all 60; a replica killed with SIGKILL loses it
 clusters to the others and an edit made right after reaches all 60 within the lease
 duration + 10 s; a fourth replica takes only the clusters that now hash to it;
 restarting every replica at once with everything converged writes nothing to any
-workload cluster; every replica's Runtime Extension gives the same BeforeClusterDelete
-answer, whichever owns the Cluster.
+workload cluster; a replica whose Lease is deleted lets go of its share at once and
+rejoins with its next renewal; every replica's Runtime Extension gives the same
+BeforeClusterDelete answer, whichever owns the Cluster.
 
 The session's own controller is stopped meanwhile (it would act on these clusters
 too) and started again afterwards.
@@ -326,6 +327,22 @@ def test_restarting_every_replica_at_once_writes_nothing_to_workload_clusters(
     time.sleep(1)  # the servers write an audit entry just after their response
     assert workload_writes(fleet.plane, restarted) == []
     wait_condition(mgmt, NAMESPACE, "fleet", "Ready", "True", "Applied")
+
+
+def test_a_replica_whose_lease_is_deleted_stops_acting_at_once_then_rejoins(
+    fleet: Fleet, mgmt: KubeClient
+) -> None:
+    members = sorted(fleet.replicas)
+    victim = fleet.replicas[members[0]]
+    share = shard_metric(victim, "crs_shard_owned_clusters")
+    out = handed(victim, "out")
+    lease = f"crs-controller-shard-{members[0]}"
+    mgmt.delete("coordination.k8s.io/v1", "Lease", lease, SYSTEM_NAMESPACE)
+    # It let go of its whole share (the others count it out at the same moment)...
+    wait_for(lambda: handed(victim, "out") >= out + share, TIMEOUT, message="its share let go")
+    # ...and once its next renewal has recreated the Lease, it is a member again.
+    wait_for(lambda: settled(fleet, len(members)), TIMEOUT, message="rejoined")
+    assert owned(fleet) == {r: len(c) for r, c in expected_split(members).items()}
 
 
 def test_every_replica_answers_the_before_cluster_delete_hook_alike(
