@@ -189,7 +189,9 @@ class Controller:
         binding = new or old
         assert binding is not None
         namespace = binding.meta.namespace or ""
-        self.queue.add(cluster_key(namespace, binding.meta.name))
+        if not _echo(old, new):
+            # Not the version this process just wrote (and reconciled): look again.
+            self.queue.add(cluster_key(namespace, binding.meta.name))
         names = (old.crs_names if old else frozenset()) | (new.crs_names if new else frozenset())
         for crs in sorted(names):
             # The CRS's status is read from the bindings: gather a burst of them
@@ -350,6 +352,17 @@ class Controller:
 
 def _metadata(raw: Obj) -> ObjectMeta:
     return ObjectMeta.model_validate(raw.get("metadata") or {})
+
+
+def _echo(old: Binding | None, new: Binding | None) -> bool:
+    """The watch showing a binding at the version already cached: the write-through
+    of this process's own write, whose reconcile is done."""
+    return (
+        old is not None
+        and new is not None
+        and bool(new.meta.resource_version)
+        and old.meta.resource_version == new.meta.resource_version
+    )
 
 
 def _status_only(old: CRS | None, new: CRS | None) -> bool:
