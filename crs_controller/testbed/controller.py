@@ -33,17 +33,14 @@ SA_USER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:crs-controller"
 SA_GROUPS = ("system:serviceaccounts", f"system:serviceaccounts:{SYSTEM_NAMESPACE}")
 
 
-def install_rbac(
-    mgmt: KubeClient, *, extra: Iterable[Path] = (), users: Iterable[str] = ()
-) -> None:
-    """The controller's namespace, ServiceAccount and (least) RBAC from config/rbac,
-    plus the ``extra`` files (e.g. config/sharded/shard_role.yaml). ``users`` are
-    bound to the same roles beside the ServiceAccount: replicas that each have a
-    client certificate of their own, so the audit log tells them apart."""
+def install_rbac(mgmt: KubeClient, *, users: Iterable[str] = ()) -> None:
+    """The controller's namespace, ServiceAccount and (least) RBAC from config/rbac.
+    ``users`` are bound to the same roles beside the ServiceAccount: replicas that
+    each have a client certificate of their own, so the audit log tells them apart."""
     mgmt.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})
     paths = [p for p in sorted(RBAC_DIR.glob("*.yaml")) if p.name != "kustomization.yaml"]
     subjects = [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": u} for u in users]
-    for path in [*paths, *extra]:
+    for path in paths:
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 doc.setdefault("metadata", {})

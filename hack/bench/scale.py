@@ -78,7 +78,7 @@ def populate(mgmt: KubeClient, plane: ControlPlane, n: int, replicas: int) -> No
     warm_up(mgmt, crds)
     if replicas > 1:
         users = [shards.user(name) for name in shards.names(replicas)]
-        install_rbac(mgmt, extra=[shards.SHARD_ROLE], users=users)
+        install_rbac(mgmt, users=users)
     else:
         install_rbac(mgmt)
     mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import httpx
 from common import (
-    REPO,
     Figures,
     audit_counts,
     cpu_seconds,
@@ -36,7 +35,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from crs_controller.testbed import ControlPlane, Server, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
-SHARD_ROLE = REPO / "config" / "sharded" / "shard_role.yaml"
 LEASE_DURATION = "15s"
 
 

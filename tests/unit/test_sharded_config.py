@@ -1,7 +1,7 @@
 """config/sharded, the shard-set overlay: its JSON patches still hit what they mean
 to (the manager's --leader-elect argument becomes --shard, three replicas), it keeps
-a PodDisruptionBudget, and the shard Lease Role grants Leases only, in the
-controller's namespace."""
+a PodDisruptionBudget, and the Lease Role in config/rbac grants what a member needs,
+on Leases only, in the controller's namespace."""
 
 from __future__ import annotations
 
@@ -36,13 +36,15 @@ def test_the_overlay_turns_leader_election_into_a_shard_set_of_three() -> None:
     assert {"POD_NAME", "POD_NAMESPACE"} <= env  # the identity and the Lease namespace
 
 
-def test_the_overlay_brings_a_budget_and_lease_rights_only() -> None:
+def test_the_overlay_brings_a_budget_and_the_base_the_lease_rights() -> None:
     kustomization = documents(CONFIG / "sharded" / "kustomization.yaml")[0]
-    assert set(kustomization["resources"]) == {"../default", "shard_role.yaml", "pdb.yaml"}
+    assert set(kustomization["resources"]) == {"../default", "pdb.yaml"}
     (pdb,) = documents(CONFIG / "sharded" / "pdb.yaml")
     assert (pdb["kind"], pdb["spec"]["maxUnavailable"]) == ("PodDisruptionBudget", 1)
-    role, binding = documents(CONFIG / "sharded" / "shard_role.yaml")
+    role, binding = documents(CONFIG / "rbac" / "leader_election_role.yaml")
     assert (role["kind"], role["metadata"]["namespace"]) == ("Role", "crs-system")
     (rule,) = role["rules"]
     assert (rule["apiGroups"], rule["resources"]) == (["coordination.k8s.io"], ["leases"])
+    # A member watches the others' Leases, applies its own, deletes departed ones.
+    assert {"list", "watch", "patch", "delete"} <= set(rule["verbs"])
     assert binding["roleRef"]["name"] == role["metadata"]["name"]

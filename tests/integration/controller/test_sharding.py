@@ -32,7 +32,6 @@ from crs_controller.core.shard import owner
 from crs_controller.testbed import ControlPlane, KubeClient, wait_for
 from crs_controller.testbed.clusters import register_cluster
 from crs_controller.testbed.controller import (
-    REPO_ROOT,
     SYSTEM_NAMESPACE,
     ControllerProcess,
     install_rbac,
@@ -59,7 +58,6 @@ CLUSTERS = [f"c{i:02d}" for i in range(60)]
 LEASE_SECONDS = 6
 REPLICAS = ["replica-a", "replica-b", "replica-c", "replica-d"]
 HOLD = "test.crs.dev/hold"
-SHARD_ROLE = REPO_ROOT / "config" / "sharded" / "shard_role.yaml"
 
 
 def user_of(replica: str) -> str:
@@ -188,7 +186,7 @@ def fleet(
     controller: ControllerProcess, control_plane: ControlPlane, mgmt: KubeClient
 ) -> Iterator[Fleet]:
     controller.stop()
-    install_rbac(mgmt, extra=[SHARD_ROLE], users=[user_of(r) for r in REPLICAS])
+    install_rbac(mgmt, users=[user_of(r) for r in REPLICAS])
     clear_leases(mgmt)
     mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     marker = unique("fleet")
