@@ -50,10 +50,14 @@ def test_leader_election_standby_takes_over_after_sigterm(
     first = ControllerProcess(control_plane.management, *args)
     second = ControllerProcess(control_plane.management, *args)
     try:
-        first.start()
-        lease = mgmt.get(LEASE_API, "Lease", "crs-controller", SYSTEM_NAMESPACE)
-        holder = lease["spec"]["holderIdentity"]
-        assert holder
+        first.start()  # ready already while standing by: the Lease may come a moment later
+
+        def held() -> str | None:
+            lease = mgmt.get(LEASE_API, "Lease", "crs-controller", SYSTEM_NAMESPACE)
+            return ((lease or {}).get("spec") or {}).get("holderIdentity") or None
+
+        holder = wait_for(held, 20, message="the first candidate holds the Lease")
+        wait_for(lambda: leading(first) == 1.0, 20)
 
         second.start()
         # The standby is ready (so a rolling update can proceed) but not acting.
