@@ -16,6 +16,7 @@ from crs_controller.core.manifests import object_ref
 from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_KIND,
+    MESSAGE_LIMIT,
     BindingOutcome,
     ClusterResourceSetBinding,
     ClusterResourceSetBindingSpec,
@@ -140,7 +141,7 @@ def with_outcome(
     reads "Applied" again, yet a rollout's soak must count from it) — so a steady
     state writes nothing."""
     reason, ready = recorded_reason(outcome)
-    message = outcome.message[:1000]
+    message = outcome.message[:MESSAGE_LIMIT]
     before = previous.outcome if previous is not None else None
     same_content = previous is not None and _content(previous) == _content(entry)
     if before is not None and same_content and (before.reason, before.ready) == (reason, ready):

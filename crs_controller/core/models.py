@@ -199,6 +199,10 @@ class ClusterResourceSetSpec(APIModel):
     depends_on: list[Dependency] = Field(default_factory=list, max_length=10)
 
 
+CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"  # metav1.Condition
+MESSAGE_LIMIT = 1000  # what the controller writes in a binding or a condition
+
+
 class Condition(APIModel):
     """metav1.Condition."""
 
@@ -346,8 +350,11 @@ class BindingOutcome(APIModel):
     back by the rollout). With these, any replica reads the CRS's status from the
     bindings alone."""
 
-    reason: str
-    message: str = ""
+    # A binding is tenant-writable: its reason becomes a condition reason of the CRS,
+    # which the API server checks against metav1's pattern, so one forged entry must
+    # not be able to make every status write of the CRS fail.
+    reason: str = Field(pattern=CONDITION_REASON, max_length=1024)
+    message: str = Field(default="", max_length=MESSAGE_LIMIT)
     time: Timestamp | None = None
     observed_generation: int | None = Field(default=None, ge=0)
     ready: bool | None = None

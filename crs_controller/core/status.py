@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Literal
 
 from crs_controller.core.models import (
+    MESSAGE_LIMIT,
     BindingOutcome,
     ClusterResourceSetStatus,
     Condition,
@@ -214,7 +215,7 @@ def _condition(
         type=kind,
         status=status,
         reason=reason,
-        message=message[:1000],
+        message=message[:MESSAGE_LIMIT],
         last_transition_time=rfc3339(now) if changed or old is None else old.last_transition_time,
         observed_generation=generation,
     )

@@ -73,3 +73,33 @@ async def test_a_replica_without_the_leader_lease_writes_no_status_nor_finalizer
     await reconcile_crs(fresh_replica(world, leading=False), NS, "a")
     assert [w for w in world.mgmt.writes() if "ClusterResourceSet/" in w[1]] == []
     assert status(world) == {}
+
+
+async def test_a_forged_outcome_in_a_binding_cannot_break_the_status() -> None:
+    """The API server refuses a condition reason outside metav1's pattern: taken from
+    a binding as is, one tenant-written entry would make every status write fail.
+    The model refuses such a binding; its cluster counts as not applied yet."""
+    world = await world_with(crs("a", "src"))
+    await reconcile(world)
+    await world.add(cluster("c2"))
+    forged = {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterResourceSetBinding",
+        "metadata": {"name": "c2", "namespace": NS},
+        "spec": {
+            "clusterName": "c2",
+            "bindings": [
+                {
+                    "clusterResourceSetName": "a",
+                    "outcome": {"reason": "not a reason!", "message": "x" * 5000},
+                }
+            ],
+        },
+    }
+    await world.mgmt.create(forged)
+    world.sync_bindings()
+    await reconcile_crs(fresh_replica(world), NS, "a")
+    written = status(world)
+    assert (written["matchingClusters"], written["appliedClusters"]) == (2, 1)
+    reasons = {c["reason"] for c in written["conditions"]}
+    assert reasons == {"WaitingForClusters"}, written["conditions"]
