@@ -150,9 +150,7 @@ async def _run_sharded(options: RunOptions, mgmt: KubeClient, controller: Contro
         clock=controller.clock,
         on_change=controller.reshard,
     )
-    controller.shard = membership
-    controller.leading = False
-    metrics.LEADER.set(0)
+    controller.join(membership)
     elector = LeaderElector(mgmt, namespace, lease_seconds=options.lease_seconds)
     try:
         async with asyncio.TaskGroup() as group:

@@ -60,9 +60,9 @@ async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     tells what its own passes did."""
     wake = None
     model = crs.model
-    planned = model is not None and model.spec.rollout is not None and not crs.deleting
-    if planned and model is not None and (target := await target_revision(ctx, crs)):
-        wake = plan_rollout(ctx, crs, model, target).wake_after
+    if model is not None and model.spec.rollout is not None and not crs.deleting:
+        target = await target_revision(ctx, crs)
+        wake = None if target is None else plan_rollout(ctx, crs, model, target).wake_after
     return Result(requeue_after=earliest(wake, await _tell(ctx, crs)))
 
 

@@ -176,9 +176,6 @@ class Controller:
         namespace = cluster.namespace
         if new is None:
             self._served.discard((namespace, cluster.name))  # its reconcile forgets it
-        came_or_went = (old is None) != (new is None)
-        if self.shard is not None and came_or_went and self.owns(namespace, cluster.name):
-            metrics.SHARD_OWNED.inc(1 if old is None else -1)
         self.queue.add(cluster_key(namespace, cluster.name))
         for crs in self.index.crss_in(namespace):
             if (old and crs.selects(old)) or (new and crs.selects(new)):
@@ -232,7 +229,6 @@ class Controller:
                 # Act only once the members are known: alone, this replica would
                 # take every Cluster for a moment.
                 await self.shard.ready.wait()
-                self._show_shard()
             self.ready.set()
             for n in range(self.settings.concurrency):
                 supervised(group, self._worker(), f"worker-{n}")
@@ -293,6 +289,15 @@ class Controller:
 
     # -- sharding -----------------------------------------------------------------
 
+    def join(self, shard: ShardMembership) -> None:
+        """Act as one member of a shard set: only the Clusters ``shard`` gives this
+        replica; CRS status and finalizers only once ``lead`` is called."""
+        self.shard = shard
+        self.leading = False
+        metrics.LEADER.set(0)
+        metrics.SHARD_MEMBERS.set_function(lambda: len(shard.members))
+        metrics.SHARD_OWNED.set_function(self._owned)  # counted when scraped
+
     def owns(self, namespace: str, name: str) -> bool:
         return self.shard is None or self.shard.owns(namespace, name)
 
@@ -316,7 +321,6 @@ class Controller:
         if lost:
             metrics.SHARD_HANDOVERS.labels(direction="out").inc(lost)
         log.info("shard rebalanced", members=len(after), gained=gained, lost=lost)
-        self._show_shard()
 
     def lead(self) -> None:
         """This replica now holds the leader Lease: write every CRS's status."""
@@ -325,12 +329,8 @@ class Controller:
         for namespace, name in self.index.crs_keys():
             self.queue.add(crs_key(namespace, name))
 
-    def _show_shard(self) -> None:
-        if self.shard is None:
-            return
-        metrics.SHARD_MEMBERS.set(len(self.shard.members))
-        owned = sum(self.owns(ns, name) for ns, name in self.index.cluster_keys())
-        metrics.SHARD_OWNED.set(owned)
+    def _owned(self) -> int:
+        return sum(self.owns(ns, name) for ns, name in self.index.cluster_keys())
 
     async def _let_go(self, namespace: str, name: str) -> None:
         """Forget what this replica kept for a Cluster another replica now owns."""

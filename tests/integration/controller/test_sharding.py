@@ -155,7 +155,7 @@ def entry_hash(mgmt: KubeClient, cluster: str, crs: str = "fleet") -> str | None
 
 
 def settled(fleet: Fleet, members: int) -> bool:
-    """Every running replica sees ``members`` members and owns its share."""
+    """Every running replica sees ``members`` members."""
     return all(shard_metric(p, "crs_shard_members") == members for p in fleet.replicas.values())
 
 
