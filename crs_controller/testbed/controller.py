@@ -51,6 +51,18 @@ def install_rbac(mgmt: KubeClient, *, users: Iterable[str] = ()) -> None:
                 mgmt.apply(doc)
 
 
+def terminate(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> int:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds; returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -180,14 +192,7 @@ class ControllerProcess:
         if self._proc is None:
             return None
         proc, self._proc = self._proc, None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
+        return terminate(proc, timeout)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown at all, as when a node dies."""

@@ -36,6 +36,7 @@ from common import Figures, addon, measure, objects_in, warm_up
 from crs_controller.testbed import ControlPlane, KubeClient, Server, wait_for
 from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.clusters import CRD_API, V1BETA2, install_crds, register_cluster
+from crs_controller.testbed.controller import terminate
 from crs_controller.testbed.controlplane import ADMIN_GROUPS
 
 NS = "bench-capi"
@@ -281,14 +282,7 @@ class CapiManager:
         if self._proc is None:
             return None
         proc, self._proc = self._proc, None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
+        return terminate(proc, timeout)
 
     def log_tail(self, lines: int = 40) -> str:
         with contextlib.suppress(OSError):
