@@ -90,15 +90,23 @@ def crs_obj(
 
 
 def add_cluster(
-    mgmt: KubeClient, workload: Server, namespace: str, name: str, labels: dict[str, str]
+    mgmt: KubeClient,
+    workload: Server,
+    namespace: str,
+    name: str,
+    labels: dict[str, str],
+    *,
+    user: str = WORKLOAD_USER,
 ) -> Obj:
+    """A Cluster on ``workload`` whose kubeconfig is cluster-admin as ``user``: a user
+    of its own per Cluster lets the audit log tell which Cluster a request was for."""
     return register_cluster(
         mgmt,
         workload,
         name=name,
         namespace=namespace,
         labels=labels,
-        kubeconfig_user=WORKLOAD_USER,
+        kubeconfig_user=user,
         kubeconfig_groups=("system:masters",),
     )
 

@@ -10,11 +10,11 @@ from datetime import datetime
 from typing import Any
 
 from crs_controller.testbed import ControlPlane, KubeClient, wait_for
-from crs_controller.testbed.clusters import register_cluster
 
 from .support import (
     CLUSTER_API,
     TIMEOUT,
+    add_cluster,
     available,
     configmap_obj,
     crs_obj,
@@ -39,15 +39,7 @@ def add(
     name: str,
     labels: dict[str, str],
 ) -> None:
-    register_cluster(
-        mgmt,
-        plane.workloads[index],
-        name=name,
-        namespace=namespace,
-        labels=labels,
-        kubeconfig_user=f"deps-{name}",
-        kubeconfig_groups=("system:masters",),
-    )
+    add_cluster(mgmt, plane.workloads[index], namespace, name, labels, user=f"deps-{name}")
 
 
 def object_writes(

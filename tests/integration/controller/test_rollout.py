@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 
 from crs_controller.testbed import ControlPlane, KubeClient, wait_for
-from crs_controller.testbed.clusters import register_cluster
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
     CRS_API,
     TIMEOUT,
+    add_cluster,
     available,
     binding_entry,
     configmap_obj,
@@ -43,15 +43,9 @@ def cluster_user(name: str) -> str:
 def add(
     mgmt: KubeClient, plane: ControlPlane, namespace: str, index: int, name: str, **labels: str
 ) -> None:
-    register_cluster(
-        mgmt,
-        plane.workloads[index % len(plane.workloads)],
-        name=name,
-        namespace=namespace,
-        labels={"roll": namespace[-6:], **labels},
-        kubeconfig_user=cluster_user(name),
-        kubeconfig_groups=("system:masters",),
-    )
+    workload = plane.workloads[index % len(plane.workloads)]
+    labels = {"roll": namespace[-6:], **labels}
+    add_cluster(mgmt, workload, namespace, name, labels, user=cluster_user(name))
 
 
 def applies(

@@ -30,7 +30,6 @@ import pytest
 from crs_controller.core.hashing import resource_hash
 from crs_controller.core.shard import owner
 from crs_controller.testbed import ControlPlane, KubeClient, wait_for
-from crs_controller.testbed.clusters import register_cluster
 from crs_controller.testbed.controller import (
     SYSTEM_NAMESPACE,
     ControllerProcess,
@@ -41,6 +40,7 @@ from .support import (
     CLUSTER_API,
     CRS_API,
     TIMEOUT,
+    add_cluster,
     binding_entry,
     configmap_obj,
     crs_obj,
@@ -194,15 +194,8 @@ def fleet(
         source_configmap(NAMESPACE, "fleet", {"a": manifests(configmap_obj(marker, v="1"))})
     )
     for i, name in enumerate(CLUSTERS):
-        register_cluster(
-            mgmt,
-            control_plane.workloads[i % len(control_plane.workloads)],
-            name=name,
-            namespace=NAMESPACE,
-            labels={"fleet": "yes"},
-            kubeconfig_user=f"shard-cluster-{name}",
-            kubeconfig_groups=("system:masters",),
-        )
+        workload = control_plane.workloads[i % len(control_plane.workloads)]
+        add_cluster(mgmt, workload, NAMESPACE, name, {"fleet": "yes"}, user=f"shard-cluster-{name}")
     state = Fleet(control_plane, mgmt, marker)
     try:
         yield state
