@@ -1,0 +1,103 @@
+"""``core.text.safe``: control, line-separator and bidi characters from tenants are
+escaped visibly, long text is cut with an ellipsis within the limit, the result is a
+fixed point, and ordinary text (printable ASCII or not) passes unchanged."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crs_controller.core.text import ELLIPSIS, safe
+
+BIDI = {chr(c) for c in [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
+
+
+def unsafe(char: str) -> bool:
+    category = unicodedata.category(char)
+    return category in ("Cc", "Cs", "Zl", "Zp") or char in BIDI
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("cm-\x1b[31mred", "cm-\\x1b[31mred"),
+        ("line\r\nInjected: yes", "line\\r\\nInjected: yes"),
+        ("tab\there", "tab\\there"),
+        ("nul\x00del\x7f", "nul\\x00del\\x7f"),
+        ("c1\x9b31m", "c1\\x9b31m"),  # the one-byte CSI of the C1 set
+        ("admin\u202egnp.exe", "admin\\u202egnp.exe"),
+        ("iso\u2066late\u2069", "iso\\u2066late\\u2069"),
+        ("para\u2028graph\u2029", "para\\u2028graph\\u2029"),
+        ("lone \ud800 surrogate", "lone \\ud800 surrogate"),
+        # What reads well already stays as it is.
+        ("ConfigMap default/cni: 422 Invalid", "ConfigMap default/cni: 422 Invalid"),
+        ("back\\slash \\x1b", "back\\slash \\x1b"),
+        ("héllo wörld ✓ 日本", "héllo wörld ✓ 日本"),
+        ("", ""),
+    ],
+)
+def test_escapes(text: str, shown: str) -> None:
+    assert safe(text, 1000) == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "shown"),
+    [
+        ("abcdef", 6, "abcdef"),
+        ("abcdefg", 6, "abcde" + ELLIPSIS),
+        ("x", 1, "x"),
+        ("xy", 1, ELLIPSIS),
+        # An escape is never cut in two: it goes whole or not at all.
+        ("ab\x1bcd", 6, "ab" + ELLIPSIS),
+        ("ab\x1bcd", 7, "ab\\x1b" + ELLIPSIS),
+        ("ab\x1bcd", 8, "ab\\x1bcd"),
+    ],
+)
+def test_cuts_within_the_limit(text: str, limit: int, shown: str) -> None:
+    assert safe(text, limit) == shown
+
+
+def test_limit_must_leave_room() -> None:
+    with pytest.raises(ValueError):
+        safe("x", 0)
+
+
+limits = st.integers(min_value=1, max_value=300)
+
+
+@given(st.text(), limits)
+def test_no_unsafe_character_survives(text: str, limit: int) -> None:
+    assert not any(unsafe(c) for c in safe(text, limit))
+
+
+@given(st.text(), limits)
+def test_never_longer_than_the_limit(text: str, limit: int) -> None:
+    assert len(safe(text, limit)) <= limit
+
+
+@given(st.text(), limits)
+def test_a_fixed_point(text: str, limit: int) -> None:
+    once = safe(text, limit)
+    assert safe(once, limit) == once
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E)), limits)
+def test_printable_ascii_passes_unchanged_when_it_fits(text: str, limit: int) -> None:
+    shown = safe(text, limit)
+    if len(text) <= limit:
+        assert shown == text
+    else:
+        assert shown == text[: limit - 1] + ELLIPSIS
+
+
+@given(st.text())
+def test_a_prefix_of_the_escaped_text(text: str) -> None:
+    # Cut or not, what is shown is the start of the whole escaped text: nothing is
+    # reordered, dropped in the middle or made up.
+    whole = safe(text, 10**6)
+    for limit in (1, 7, 40):
+        shown = safe(text, limit).removesuffix(ELLIPSIS)
+        assert whole.startswith(shown)
