@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
         "--shard",
         action="store_true",
         help="run as one of several replicas, each reconciling its share of the Clusters "
-        "(identity: $POD_NAME, else the host name)",
+        "(identity: $POD_NAME, else the host name and a random suffix, new on every start)",
     )
     run.add_argument(
         "--lease-duration",

@@ -7,6 +7,8 @@ import functools
 import os
 import signal
 import socket
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,7 +52,9 @@ def _split(addr: str) -> tuple[str, int] | None:
 
 
 async def run(options: RunOptions) -> None:
-    agent = f"{USER_AGENT} (shard member {shard_identity()})" if options.shard else USER_AGENT
+    # Drawn once: the User-Agent and the shard Lease must name the same member.
+    identity = shard_identity() if options.shard else ""
+    agent = f"{USER_AGENT} (shard member {identity})" if options.shard else USER_AGENT
     mgmt = KubeClient(
         management_endpoint(options.kubeconfig), name="management cluster", user_agent=agent
     )
@@ -74,7 +78,8 @@ async def run(options: RunOptions) -> None:
     log.info("starting", namespace=options.settings.namespace or "(all)")
     try:
         async with asyncio.TaskGroup() as group:
-            main = supervised(group, _lead_and_run(options, mgmt, controller), "controller")
+            running = _lead_and_run(options, mgmt, controller, identity)
+            main = supervised(group, running, "controller")
             await _first(stop, main)
             main.cancel()
     finally:
@@ -108,9 +113,11 @@ async def _first(stop: asyncio.Event, main: asyncio.Task[None]) -> None:
     waiter.cancel()
 
 
-async def _lead_and_run(options: RunOptions, mgmt: KubeClient, controller: Controller) -> None:
+async def _lead_and_run(
+    options: RunOptions, mgmt: KubeClient, controller: Controller, identity: str
+) -> None:
     if options.shard:
-        await _run_sharded(options, mgmt, controller)
+        await _run_sharded(options, mgmt, controller, identity)
         return
     if not options.leader_elect:
         await controller.run()
@@ -133,19 +140,23 @@ def _lease_namespace(options: RunOptions) -> str:
     return options.leader_namespace or os.environ.get("POD_NAMESPACE") or "default"
 
 
-def shard_identity() -> str:
-    """The pod's name (Downward API), else the host name: unique per replica."""
-    return os.environ.get("POD_NAME") or socket.gethostname()
+def shard_identity(environ: Mapping[str, str] = os.environ) -> str:
+    """This replica's name in the shard set: the pod's name (Downward API), else the
+    host name and a random suffix, so two processes on one host are two members (as
+    leader election does). Random on every call: call it once per process."""
+    return environ.get("POD_NAME") or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
 
 
-async def _run_sharded(options: RunOptions, mgmt: KubeClient, controller: Controller) -> None:
+async def _run_sharded(
+    options: RunOptions, mgmt: KubeClient, controller: Controller, identity: str
+) -> None:
     """Every replica reconciles its share of the Clusters from the start; the one
     holding the leader Lease also writes CRS status and finalizers."""
     namespace = _lease_namespace(options)
     membership = ShardMembership(
         mgmt,
         namespace,
-        shard_identity(),
+        identity,
         lease_seconds=options.lease_seconds,
         clock=controller.clock,
         on_change=controller.reshard,
