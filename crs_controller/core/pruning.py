@@ -4,6 +4,10 @@ An object applied by a CRS is deleted from a workload cluster when it leaves the
 desired set: it left its ConfigMap/Secret, its resource left ``spec.resources``, the
 cluster stopped matching, or the CRS is being deleted. Objects that any entry of the
 cluster's binding still lists (another CRS, another resource) are never deleted.
+
+The binding is tenant-writable, so its inventory is a claim, not a proof: before a
+delete, the live object must show that our field manager applied it
+(``provably_ours``). An entry naming something else is refused, not deleted.
 """
 
 from __future__ import annotations
@@ -49,6 +53,45 @@ def stale_objects(
         if o not in recorded and not _is_wanted(o, wanted)
     )
     return delete_order(list(stale))
+
+
+def refusal(live: Mapping[str, Any], field_manager: str) -> str | None:
+    """Why deleting ``live`` is refused; None when it is provably ours.
+
+    Ours means: its managedFields hold an ``Apply`` entry of ``field_manager`` on the
+    object itself (not on a subresource). The API server writes managedFields, and
+    only a writer to the workload cluster can change them, so a forged binding entry
+    cannot make an object look applied by us. An object someone else took over
+    entirely (our entry is gone once we own no field) is no longer ours either."""
+    entries = (live.get("metadata") or {}).get("managedFields")
+    if not isinstance(entries, list) or not entries:
+        return "it has no managedFields"
+    for entry in entries:
+        if (
+            isinstance(entry, Mapping)
+            and entry.get("manager") == field_manager
+            and entry.get("operation") == "Apply"
+            and not entry.get("subresource")
+        ):
+            return None
+    return f"{field_manager} never applied it"
+
+
+def provably_ours(live: Mapping[str, Any], field_manager: str) -> bool:
+    return refusal(live, field_manager) is None
+
+
+def without(entry: CRSBinding, refused: Iterable[ObjectRef]) -> CRSBinding:
+    """``entry`` with the ``refused`` objects dropped from its resources: a refused
+    inventory entry is reported once, never retried."""
+    gone = set(refused)
+    if not gone:
+        return entry
+    resources = [
+        r.model_copy(update={"objects": [o for o in r.objects if o not in gone]})
+        for r in entry.resources
+    ]
+    return entry.model_copy(update={"resources": resources})
 
 
 def keep_pending(new: CRSBinding | None, old: CRSBinding) -> CRSBinding:

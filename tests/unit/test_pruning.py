@@ -1,11 +1,26 @@
 """Pruning decisions for deletionPolicy Delete: which applied objects are stale (not
-recorded any more and not wanted by any CRS's sources), in safe deletion order, and
-what stays recorded while a deletion is unfinished."""
+recorded any more and not wanted by any CRS's sources), in safe deletion order, what
+stays recorded while a deletion is unfinished, and which live objects are provably
+ours to delete (a binding's inventory is only a claim)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from crs_controller.core.models import CRSBinding, ObjectRef, ResourceBinding
-from crs_controller.core.pruning import inventory, keep_pending, stale_objects, wanted_keys
+from crs_controller.core.pruning import (
+    inventory,
+    keep_pending,
+    provably_ours,
+    refusal,
+    stale_objects,
+    wanted_keys,
+    without,
+)
 
 NS = ObjectRef(api_version="v1", kind="Namespace", name="addon")
 CRD = ObjectRef(
@@ -67,3 +82,80 @@ def test_keep_pending_remembers_old_resources_and_objects() -> None:
     by_name = {r.name: r.objects for r in merged.resources}
     assert by_name == {"first": [NS, CM], "gone": [CR]}
     assert keep_pending(None, old) == old
+
+
+MANAGER = "crs-controller"
+
+
+def live(*entries: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "x", "managedFields": list(entries)}}
+
+
+def managed(manager: str, operation: str = "Apply", **extra: Any) -> dict[str, Any]:
+    return {"manager": manager, "operation": operation, "fieldsV1": {"f:data": {}}, **extra}
+
+
+@pytest.mark.parametrize(
+    ("obj", "why"),
+    [
+        (live(managed(MANAGER)), None),
+        (live(managed("kubectl", "Update"), managed(MANAGER)), None),
+        # Created by someone else: what a forged inventory entry points at.
+        ({"metadata": {"name": "x"}}, "it has no managedFields"),
+        (live(), "it has no managedFields"),
+        (live(managed("kubectl-client-side-apply", "Update")), "crs-controller never applied it"),
+        # Another server-side applier, or our name through an Update (kubectl edit
+        # --field-manager crs-controller): neither is our Apply.
+        (live(managed("flux", "Apply")), "crs-controller never applied it"),
+        (live(managed(MANAGER, "Update")), "crs-controller never applied it"),
+        # Our Apply on a subresource only (status) does not make the object ours.
+        (live(managed(MANAGER, subresource="status")), "crs-controller never applied it"),
+        # Malformed managedFields from an odd server: refused, never a crash.
+        ({"metadata": {"managedFields": "x"}}, "it has no managedFields"),
+        ({"metadata": {"managedFields": ["x", None]}}, "crs-controller never applied it"),
+        ({"metadata": None}, "it has no managedFields"),
+    ],
+)
+def test_only_objects_our_field_manager_applied_may_be_deleted(
+    obj: dict[str, Any], why: str | None
+) -> None:
+    assert refusal(obj, MANAGER) == why
+    assert provably_ours(obj, MANAGER) is (why is None)
+
+
+def test_the_proof_is_for_the_configured_field_manager() -> None:
+    obj = live(managed("ops-crs"))
+    assert provably_ours(obj, "ops-crs")
+    assert refusal(obj, MANAGER) == "crs-controller never applied it"
+
+
+entries_st = st.lists(
+    st.fixed_dictionaries(
+        {
+            "manager": st.sampled_from([MANAGER, "kubectl", "flux", ""]),
+            "operation": st.sampled_from(["Apply", "Update"]),
+        },
+        optional={"subresource": st.sampled_from(["", "status", "scale"])},
+    ),
+    max_size=5,
+)
+
+
+@given(entries_st)
+def test_ours_exactly_when_some_entry_is_our_apply_on_the_object(
+    entries: list[dict[str, Any]],
+) -> None:
+    ours = any(
+        e["manager"] == MANAGER and e["operation"] == "Apply" and not e.get("subresource")
+        for e in entries
+    )
+    assert provably_ours(live(*entries), MANAGER) is ours
+
+
+def test_without_drops_refused_objects_from_every_resource() -> None:
+    old = entry("a", first=[NS, CM], second=[CR, CM])
+    kept = without(old, [CM])
+    assert {r.name: r.objects for r in kept.resources} == {"first": [NS], "second": [CR]}
+    assert without(old, []) == old
+    # A refused object left pending would be refused again on every retry.
+    assert CM not in inventory([keep_pending(entry("a", first=[NS]), kept)])

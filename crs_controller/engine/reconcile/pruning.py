@@ -1,6 +1,11 @@
 """Deleting what left the desired set (``deletionPolicy: Delete``) from one workload
 cluster, with the decisions of ``core.pruning``. A failed deletion keeps the old
-inventory in the binding, so the next attempt knows what is left to delete."""
+inventory in the binding, so the next attempt knows what is left to delete.
+
+Every delete first reads the live object: only what our field manager applied is
+deleted. The binding's inventory is tenant-writable; an entry naming an object we
+never applied is refused (logged, reported by the caller) and dropped from the
+inventory, so it is neither deleted nor tried again."""
 
 from __future__ import annotations
 
@@ -13,17 +18,48 @@ from crs_controller.clients.kube import KubeClient
 from crs_controller.core.errors import CRSError, NotFound, Unreachable
 from crs_controller.core.manifests import ObjectRef
 from crs_controller.core.models import CRSBinding
-from crs_controller.core.pruning import ObjectKey, inventory, keep_pending, stale_objects
+from crs_controller.core.pruning import (
+    ObjectKey,
+    inventory,
+    keep_pending,
+    refusal,
+    stale_objects,
+    without,
+)
+from crs_controller.engine.context import Settings
 
 log = structlog.get_logger(__name__)
 
 
 @dataclass
 class Pruned:
-    """After pruning: the binding entries to record, and what failed per CRS name."""
+    """After pruning: the binding entries to record, and per CRS name what failed
+    (tried again) and what was refused as not provably ours (reported once)."""
 
     entries: dict[str, CRSBinding]
     errors: dict[str, list[str]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Deletion:
+    """One round of deletes: a message per object that failed, and each object
+    refused because the live one does not show that we applied it, with why."""
+
+    failed: list[str] = field(default_factory=list)
+    refused: list[tuple[ObjectRef, str]] = field(default_factory=list)
+
+    @property
+    def refused_refs(self) -> list[ObjectRef]:
+        return [ref for ref, _ in self.refused]
+
+    def refusals(self, most: int = 5) -> str:
+        """The refused objects and why, for an Event: at most ``most`` of them, the
+        count of the rest (an inventory can list thousands)."""
+        shown = [f"{ref} ({why})" for ref, why in self.refused[:most]]
+        if more := len(self.refused) - most:
+            shown.append(f"and {more} more")
+        return "refused to delete what it did not apply: " + "; ".join(shown)
 
 
 async def prune(
@@ -33,6 +69,8 @@ async def prune(
     policies: Mapping[str, str],
     wanted: set[ObjectKey],
     order: Sequence[str] = (),
+    *,
+    field_manager: str = Settings.field_manager,
 ) -> Pruned:
     """Delete stale objects of every CRS whose policy is Delete (``client`` None: the
     cluster cannot be contacted now, so nothing is deleted and everything stays
@@ -43,10 +81,11 @@ async def prune(
     ``wanted`` holds what the matching CRSs' sources ask for now. A CRS whose
     deletion did not finish keeps its old inventory in the returned entries.
     ``order``: the CRS names in removal order (dependents before what they depend
-    on); names not in it come after, by name.
+    on); names not in it come after, by name. Only objects ``field_manager``
+    applied are deleted.
     """
-    new_entries = dict(new_entries)
-    errors: dict[str, list[str]] = {}
+    pruned = Pruned(dict(new_entries))
+    new_entries = pruned.entries
     rank = {name: index for index, name in enumerate(order)}
     ordered = sorted(old_entries.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0]))
     for name, old in ordered:
@@ -59,26 +98,42 @@ async def prune(
             new_entries[name] = keep_pending(new_entries.get(name), old)
             continue
         try:
-            failed = await delete_objects(client, stale)
+            done = await delete_objects(client, stale, field_manager)
         except Unreachable as exc:
-            failed = [str(exc)]
-        if failed:
-            new_entries[name] = keep_pending(new_entries.get(name), old)
-            errors[name] = failed
-    return Pruned(new_entries, errors)
+            done = Deletion(failed=[str(exc)])
+        if done.refused:
+            pruned.refused[name] = done.refusals()
+        if done.failed:
+            # Stale objects are in no new entry: a refused one is only in ``old``.
+            pending = without(old, done.refused_refs)
+            new_entries[name] = keep_pending(new_entries.get(name), pending)
+            pruned.errors[name] = done.failed
+    return pruned
 
 
-async def delete_objects(client: KubeClient, refs: Sequence[ObjectRef]) -> list[str]:
-    """Delete in the given order; returns one message per object that failed."""
-    failed: list[str] = []
+async def delete_objects(
+    client: KubeClient, refs: Sequence[ObjectRef], field_manager: str
+) -> Deletion:
+    """Delete in the given order what ``field_manager`` provably applied; refuse the
+    rest. Raises Unreachable as soon as the cluster stops answering."""
+    done = Deletion()
     for ref in refs:
+        namespace = ref.namespace or None
         try:
-            await client.delete(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+            live = await client.get(ref.api_version, ref.kind, ref.name, namespace)
+            if live is None:
+                continue  # gone already, or its kind is (e.g. the CRD went first)
+            why = refusal(live, field_manager)
+            if why is not None:
+                log.warning("deletion refused", object=str(ref), reason=why, cluster=client.name)
+                done.refused.append((ref, why))
+                continue
+            await client.delete(ref.api_version, ref.kind, ref.name, namespace)
             log.info("object deleted", object=str(ref), cluster=client.name)
         except NotFound:
             continue  # its kind is gone (e.g. the CRD went first): nothing left
         except Unreachable:
             raise
         except CRSError as exc:
-            failed.append(f"delete {ref}: {exc}")
-    return failed
+            done.failed.append(f"delete {ref}: {exc}")
+    return done

@@ -3,8 +3,9 @@
 For every CRS recorded in the cluster's binding that asks for it: apply its
 ``beforeDelete`` hook objects and wait for the Jobs among them; a failed Job aborts
 (retried with backoff, nothing deleted meanwhile); then delete what the CRS applied,
-in reverse order, sparing what other CRSs recorded. The entry leaves the binding
-once done, which is what the BeforeClusterDelete hook reports on.
+in reverse order, sparing what other CRSs recorded and refusing (with a
+DeletionRefused event) what the live object does not show we applied. The entry
+leaves the binding once done, which is what the BeforeClusterDelete hook reports on.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from crs_controller.core.errors import CRSError, ResourceError, Unreachable
 from crs_controller.core.manifests import object_ref
 from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.objects import CRS, Cluster, dependency_graph
-from crs_controller.core.pruning import inventory, stale_objects
+from crs_controller.core.pruning import inventory, stale_objects, without
 from crs_controller.core.uninstall import cleanup_due, is_job, job_state
 from crs_controller.engine.context import ClusterContext
 from crs_controller.engine.index import Caches
 from crs_controller.engine.reconcile.applying import apply_objects
-from crs_controller.engine.reconcile.pruning import delete_objects
+from crs_controller.engine.reconcile.pruning import Deletion, delete_objects
 
 log = structlog.get_logger(__name__)
 
@@ -92,20 +93,34 @@ async def uninstall(
         if hooks == "Failed":
             cleanup.retry = True
             continue
-        others = [e for n, e in cleanup.remaining.items() if n != name]
-        stale = stale_objects(entry, inventory(others), set())
-        try:
-            failed = await delete_objects(client, stale)
-        except Unreachable as exc:
-            failed = [str(exc)]
-        if failed:
-            await _report(ctx, crs, cluster, "; ".join(failed))
-            cleanup.retry = True
-            continue
-        del cleanup.remaining[name]
-        message = f"removed {len(stale)} objects from cluster {cluster.name}"
-        await ctx.events.emit(crs, "Normal", "Uninstalled", message)
+        await _delete(ctx, client, cluster, crs, cleanup)
     return cleanup
+
+
+async def _delete(
+    ctx: ClusterContext, client: KubeClient, cluster: Cluster, crs: CRS, cleanup: Cleanup
+) -> None:
+    """Delete what ``crs`` applied and no other entry records; its entry leaves
+    ``cleanup.remaining`` once done (refused objects never hold it)."""
+    name, entry = crs.name, cleanup.remaining[crs.name]
+    others = [e for n, e in cleanup.remaining.items() if n != name]
+    stale = stale_objects(entry, inventory(others), set())
+    try:
+        done = await delete_objects(client, stale, ctx.settings.field_manager)
+    except Unreachable as exc:
+        done = Deletion(failed=[str(exc)])
+    if done.refused:
+        message = f"cluster {cluster.name}: {done.refusals()}"
+        await ctx.events.emit(crs, "Warning", "DeletionRefused", message)
+    if done.failed:
+        await _report(ctx, crs, cluster, "; ".join(done.failed))
+        cleanup.remaining[name] = without(entry, done.refused_refs)
+        cleanup.retry = True
+        return
+    del cleanup.remaining[name]
+    removed = len(stale) - len(done.refused)
+    message = f"removed {removed} objects from cluster {cluster.name}"
+    await ctx.events.emit(crs, "Normal", "Uninstalled", message)
 
 
 HookState = Literal["Done", "Running", "Failed"]
