@@ -29,6 +29,7 @@ from crs_controller.core.models import (
 )
 from crs_controller.core.modes import Scope
 from crs_controller.core.status import Outcome, recorded_reason
+from crs_controller.core.text import safe
 
 ObjectKey = tuple[str, str, str, str]  # ObjectRef.key: group, kind, namespace, name
 
@@ -141,14 +142,16 @@ def with_outcome(
     reads "Applied" again, yet a rollout's soak must count from it) — so a steady
     state writes nothing."""
     reason, ready = recorded_reason(outcome)
-    message = outcome.message[:MESSAGE_LIMIT]
+    # Every outcome message reaches the binding through here: object names from
+    # manifests and servers' answers in it are made safe once, for every reader.
+    message = safe(outcome.message, MESSAGE_LIMIT)
     before = previous.outcome if previous is not None else None
     same_content = previous is not None and _content(previous) == _content(entry)
     if before is not None and same_content and (before.reason, before.ready) == (reason, ready):
         if reason == "Progressing":
             # Waiting for objects to be Ready: the counts in the message move with
             # every look; the binding keeps when the wait began.
-            message = before.message
+            message = safe(before.message, MESSAGE_LIMIT)  # a binding is tenant-writable
         if before.message == message:
             now = before.time or now
     recorded = BindingOutcome(

@@ -21,6 +21,7 @@ from crs_controller.core.models import (
     CRSBinding,
     rfc3339,
 )
+from crs_controller.core.text import safe
 
 RESOURCES_APPLIED = "ResourcesApplied"
 READY = "Ready"
@@ -211,11 +212,14 @@ def _condition(
 ) -> Condition:
     old = next((c for c in previous.conditions if c.type == kind), None)
     changed = old is None or old.status != status
+    # The message can quote tenants' names and servers' answers: made safe here, where
+    # every condition is built. Reasons need nothing: metav1's pattern (checked on
+    # every reason read from a binding) leaves no room for a control character.
     return Condition(
         type=kind,
         status=status,
         reason=reason,
-        message=message[:MESSAGE_LIMIT],
+        message=safe(message, MESSAGE_LIMIT),
         last_transition_time=rfc3339(now) if changed or old is None else old.last_transition_time,
         observed_generation=generation,
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from crs_controller.core.clock import Clock
+from crs_controller.core.text import safe
 
 EventType = Literal["Normal", "Warning"]
 CRSKey = tuple[str, str]  # namespace, CRS name
@@ -23,6 +24,9 @@ QUIET_SECONDS = 2.0
 LONGEST_SECONDS = 10.0
 NAMES_SHOWN = 5
 MESSAGES_SHOWN = 3
+# Each cluster's message in a Warning, so that all MESSAGES_SHOWN fit in an Event's
+# 1000 characters instead of the first one taking them all.
+MESSAGE_SHARE = 300
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,10 @@ def _normal(reason: str, by_cluster: dict[str, Note], failed: int) -> str:
 
 def _warning(reason: str, by_cluster: dict[str, Note]) -> str:
     names = sorted(by_cluster)
-    shown = "; ".join(f"{name}: {by_cluster[name].message}" for name in names[:MESSAGES_SHOWN])
+    shown = "; ".join(
+        f"{name}: {safe(by_cluster[name].message, MESSAGE_SHARE)}"
+        for name in names[:MESSAGES_SHOWN]
+    )
     more = f"; and {len(names) - MESSAGES_SHOWN} more" if len(names) > MESSAGES_SHOWN else ""
     return f"{reason} on {_count(len(names))}: {shown}{more}"
 

@@ -1,13 +1,19 @@
 """Events told once per CRS (``engine.announcements``): notes from many clusters
 become one Event per type and reason once they settle; the wait follows an injected
 clock; messages name clusters and counts, a later note for a cluster replaces an
-earlier one."""
+earlier one; the Events they become carry no control characters."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
+from crs_controller.clients.kube import KubeClient
+from crs_controller.core.objects import parse_crs
 from crs_controller.engine.announcements import Announcement, Announcements, Note, summarize
+from crs_controller.engine.runtime.events import EventRecorder
 
 from .fake_clock import FakeClock
+from .memory_kube import MemoryKube
 
 NS, CRS = "n", "cni"
 
@@ -78,3 +84,33 @@ def test_dropped_notes_are_never_told() -> None:
     notes.note(NS, CRS, applied("a"))
     notes.drop(NS, CRS)
     assert notes.wait(NS, CRS) is None
+
+
+def test_each_warning_message_is_safe_and_leaves_room_for_the_others() -> None:
+    notes = [failed("a", "x\x1b[2J\r\n" + "y" * 2000), failed("b", "m1"), failed("c", "m2")]
+    (told,) = summarize(notes)
+    assert "\x1b" not in told.message and "\r" not in told.message
+    assert told.message.startswith("ApplyFailed on 3 clusters: a: x\\x1b[2J\\r\\nyyy")
+    assert told.message.endswith("…; b: m1; c: m2")
+    assert len(told.message) <= 1000
+
+
+async def test_events_go_out_without_control_characters() -> None:
+    mgmt = MemoryKube("management")
+    crs = parse_crs(
+        {
+            "apiVersion": "addons.crs.dev/v1alpha1",
+            "kind": "ClusterResourceSet",
+            "metadata": {"name": CRS, "namespace": NS, "uid": "u1"},
+            "spec": {"clusterSelector": {}, "resources": [{"kind": "ConfigMap", "name": "a"}]},
+        }
+    )
+    events = EventRecorder(cast(KubeClient, mgmt))
+    await events.emit(crs, "Warning", "ApplyFailed", "ConfigMap n/x\x1b[31m\r\nforged" + "z" * 2000)
+    await events.emit(crs, "Normal", "Applied", "applied ConfigMap/cni to cluster a")
+    sent: list[dict[str, Any]] = [o for k, o in mgmt.objects.items() if k[1] == "Event"]
+    by_reason = {e["reason"]: e["message"] for e in sent}
+    assert by_reason["Applied"] == "applied ConfigMap/cni to cluster a"  # as it was
+    warning = by_reason["ApplyFailed"]
+    assert warning.startswith("ConfigMap n/x\\x1b[31m\\r\\nforgedzzz")
+    assert len(warning) == 1000 and warning.endswith("…")

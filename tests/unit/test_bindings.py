@@ -663,3 +663,32 @@ def test_the_binding_records_an_outcome_so_any_replica_reads_it_back(outcome: Ou
 def test_an_entry_without_an_outcome_reads_as_none() -> None:
     assert outcome_of(None) is None
     assert outcome_of(entry("cni")) is None
+
+
+HOSTILE = "ConfigMap default/x\x1b[31m\r\nWarning: forged\u202e: 422 Invalid"
+HOSTILE_SHOWN = "ConfigMap default/x\\x1b[31m\\r\\nWarning: forged\\u202e: 422 Invalid"
+
+
+def test_an_outcome_message_is_recorded_without_control_characters() -> None:
+    failed = Outcome("Failed", "ApplyFailed", HOSTILE, 3)
+    first = with_outcome(entry("cni"), None, failed, EARLIER)
+    assert first.outcome is not None and first.outcome.message == HOSTILE_SHOWN
+    # Recorded safe, it reads back the same: the next pass writes nothing.
+    again = with_outcome(entry("cni"), first, failed, NOW)
+    assert again.outcome == first.outcome
+
+
+def test_a_forged_progressing_message_is_not_carried_over_raw() -> None:
+    # Waiting for Ready keeps the message it began with; that one is read from a
+    # binding a tenant can write.
+    forged = with_outcome(
+        entry("cni"), None, Outcome("Applied", "Applied", "x", 1, ready=False), EARLIER
+    )
+    assert forged.outcome is not None
+    forged = forged.model_copy(
+        update={"outcome": forged.outcome.model_copy(update={"message": HOSTILE})}
+    )
+    later = with_outcome(
+        entry("cni"), forged, Outcome("Applied", "Applied", "y", 1, ready=False), NOW
+    )
+    assert later.outcome is not None and later.outcome.message == HOSTILE_SHOWN

@@ -384,3 +384,16 @@ def test_health_and_rollout_reasons(
     assert condition(result, READY).reason == ready_reason
     # A cluster held back keeps what it had: it counts as applied.
     assert result.applied_clusters == sum(1 for _, o in outcomes if o and o.state != "Failed")
+
+
+def test_messages_reach_the_conditions_without_control_characters() -> None:
+    hostile = "ConfigMap default/x\x1b[31m\r\nforged\u202e: 422 Invalid"
+    shown = "ConfigMap default/x\\x1b[31m\\r\\nforged\\u202e: 422 Invalid"
+    result = status([("c1", failed(message=hostile))])
+    for kind in (READY, RESOURCES_APPLIED):
+        assert condition(result, kind).message == f"cluster c1: {shown}"
+    problems = [Problem("InvalidManifest", "key \x1b]0;title\x07 bad")]
+    message = condition(status([("c1", None)], problems)).message
+    assert message == "key \\x1b]0;title\\x07 bad"
+    spec = invalid_spec(ClusterResourceSetStatus(), GEN, "spec.x: \x9b2J", NOW)
+    assert condition(spec).message == "spec.x: \\x9b2J"

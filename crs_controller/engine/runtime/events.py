@@ -13,10 +13,16 @@ from crs_controller.clients.kube import KubeClient
 from crs_controller.core.errors import CRSError
 from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, rfc3339
 from crs_controller.core.objects import CRS
+from crs_controller.core.text import safe
 
 log = structlog.get_logger(__name__)
 
 COMPONENT = "crs-controller"
+# The same 1000 characters as a binding's or a condition's message. core/v1 Events
+# (what we write) have no limit of their own; events.k8s.io/v1 validation allows a
+# note of 1024 bytes and a reason of 128, which kube-scheduler truncates to as well.
+MESSAGE_LIMIT = 1000
+REASON_LIMIT = 128
 
 
 class EventRecorder:
@@ -43,8 +49,10 @@ class EventRecorder:
                 "uid": meta.uid,
                 "resourceVersion": meta.resource_version,
             },
-            "reason": reason,
-            "message": message[:1000],
+            # Every Event goes out through here: messages quote tenants' names and
+            # servers' answers, so they are made safe here, once.
+            "reason": safe(reason, REASON_LIMIT),
+            "message": safe(message, MESSAGE_LIMIT),
             "type": kind,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
