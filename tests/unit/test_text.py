@@ -1,6 +1,7 @@
 """``core.text.safe``: control, line-separator and bidi characters from tenants are
 escaped visibly, long text is cut with an ellipsis within the limit, the result is a
-fixed point, and ordinary text (printable ASCII or not) passes unchanged."""
+fixed point, and ordinary text (printable ASCII or not) passes unchanged; the log
+processor makes every key and value of a log line safe."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crs_controller.app.logs import VALUE_LIMIT, make_safe
 from crs_controller.core.text import ELLIPSIS, safe
 
 BIDI = {chr(c) for c in [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
@@ -101,3 +103,41 @@ def test_a_prefix_of_the_escaped_text(text: str) -> None:
     for limit in (1, 7, 40):
         shown = safe(text, limit).removesuffix(ELLIPSIS)
         assert whole.startswith(shown)
+
+
+def test_log_lines_are_made_safe_keys_and_values() -> None:
+    line = make_safe(
+        None,
+        "warning",
+        {
+            "event": "apply failed",
+            "object": 'ConfigMap default/x\x1b[31m\r\n{"level": "info"}',
+            "count": 3,
+            "ok": None,
+            "names": ["a", "b\u202e"],
+            "by\nkey": {"c\x07": "d\x1b"},
+            "long": "x" * 10_000,
+            "exception": "Traceback (most recent call last):\n  boom\x1b[2J\nValueError: v\r",
+        },
+    )
+    assert line == {
+        "event": "apply failed",
+        "object": 'ConfigMap default/x\\x1b[31m\\r\\n{"level": "info"}',
+        "count": 3,
+        "ok": None,
+        "names": ["a", "b\\u202e"],
+        "by\\nkey": {"c\\x07": "d\\x1b"},
+        "long": "x" * (VALUE_LIMIT - 1) + ELLIPSIS,
+        # A traceback keeps its lines; what is inside them is made safe.
+        "exception": "Traceback (most recent call last):\n  boom\\x1b[2J\nValueError: v\\r",
+    }
+
+
+@given(st.dictionaries(st.text(), st.text() | st.lists(st.text())))
+def test_no_control_character_reaches_a_log_line(event: dict[str, object]) -> None:
+    line = make_safe(None, "info", event)
+    text = "".join(
+        key + ("".join(value) if isinstance(value, list) else str(value))
+        for key, value in line.items()
+    )
+    assert not any(unsafe(c) for c in text)
