@@ -25,10 +25,12 @@ from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
+    MESSAGE_LIMIT,
     CRSBinding,
     rfc3339,
 )
 from crs_controller.core.objects import CRS, Binding, parse_binding_object, parse_cluster, parse_crs
+from crs_controller.core.text import safe
 from crs_controller.engine.reconcile.rolling import entry_revision
 
 EXAMPLES = """examples:
@@ -125,7 +127,9 @@ def _row(crs: CRS, cluster: str, binding: Binding | None) -> Obj:
         "revision": entry_revision(crs, entry) if crs.model is not None else None,
         "applied": bool(entry.resources) and all(r.applied for r in entry.resources),
         "reason": outcome.reason if outcome else None,
-        "message": outcome.message if outcome else None,
+        # Read from a binding, which a tenant can write: shown safe in every output
+        # (JSON and YAML too), escaped as the controller itself records messages.
+        "message": safe(outcome.message, MESSAGE_LIMIT) if outcome else None,
         "since": rfc3339(outcome.time) if outcome and outcome.time else None,
         "lastApplied": rfc3339(max(times)) if times else None,
     }
