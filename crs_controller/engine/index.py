@@ -57,6 +57,7 @@ class Index:
         self._holders: dict[tuple[str, str], set[str]] = defaultdict(set)  # (ns, CRS) -> clusters
         self._indexed_refs: dict[tuple[str, str], set[SourceKey]] = {}
         self._indexed_holds: dict[tuple[str, str], frozenset[str]] = {}
+        self._population: dict[str, int] = {}  # namespace -> its CRSs and Clusters
 
     # -- updates (watch handlers only) ------------------------------------------------
 
@@ -71,18 +72,18 @@ class Index:
         for source in self._indexed_refs.pop(key, set()):
             _discard(self._refs, source, crs.name)
         if new is None:
-            self._names[crs.namespace].pop(crs.name, None)
+            self._leave(self._names, crs.namespace, crs.name)
             return
         self._indexed_refs[key] = refs = referenced_sources(new)
         for source in refs:
             self._refs[source].add(new.name)
-        self._names[new.namespace][new.name] = None
+        self._join(self._names, new.namespace, new.name)
 
     def update_cluster(self, old: Cluster | None, new: Cluster | None) -> None:
         if new is not None:
-            self._cluster_names[new.namespace][new.name] = None
+            self._join(self._cluster_names, new.namespace, new.name)
         elif old is not None:
-            self._cluster_names[old.namespace].pop(old.name, None)
+            self._leave(self._cluster_names, old.namespace, old.name)
 
     def update_binding(self, old: Binding | None, new: Binding | None) -> None:
         binding = new or old
@@ -96,7 +97,24 @@ class Index:
         for crs in new.crs_names:
             self._holders[(namespace, crs)].add(name)
 
+    def _join(self, names: dict[str, dict[str, None]], namespace: str, name: str) -> None:
+        if name not in names[namespace]:
+            names[namespace][name] = None
+            self._population[namespace] = self._population.get(namespace, 0) + 1
+
+    def _leave(self, names: dict[str, dict[str, None]], namespace: str, name: str) -> None:
+        if names[namespace].pop(name, 0) is None:  # it was there
+            left = self._population[namespace] - 1
+            if left:
+                self._population[namespace] = left
+            else:
+                del self._population[namespace]
+
     # -- queries ------------------------------------------------------------------
+
+    def namespace_count(self) -> int:
+        """How many namespaces have a CRS or a Cluster: the tenants sharing the workers."""
+        return len(self._population)
 
     def crs(self, namespace: str, name: str) -> CRS | None:
         return self._crss.get(namespace, name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crs_controller.core.objects import parse_binding_object, parse_crs
+from crs_controller.core.objects import parse_binding_object, parse_cluster, parse_crs
 from crs_controller.engine.index import Index
 from crs_controller.engine.runtime.watching import Informer, WatchSpec
 
@@ -67,3 +67,32 @@ def test_references_follow_a_write_cached_before_its_watch_event() -> None:
     assert [c.name for c in index.crss_in(NS)] == ["a"]
     index.update_crs(crss.remove(NS, "a"), None)
     assert index.crss_in(NS) == [] and index.referencing(NS, "ConfigMap", "new") == []
+
+
+def named(name: str, namespace: str, version: int = 1) -> dict[str, Any]:
+    meta = {"name": name, "namespace": namespace, "resourceVersion": str(version)}
+    return {"metadata": meta, "spec": {"clusterSelector": {}}}
+
+
+def test_namespaces_with_objects_are_counted_once_each() -> None:
+    index = make_index()[0]
+    a1, a2, b1 = parse_crs(named("x", "a")), parse_crs(named("y", "a")), parse_crs(named("x", "b"))
+    cluster_b = parse_cluster(named("c", "b"))
+    steps: list[tuple[str, Any, Any, int]] = [
+        ("crs", None, a1, 1),
+        ("crs", a1, a1, 1),  # an update, or a cached write seen again
+        ("crs", None, a2, 1),
+        ("cluster", None, cluster_b, 2),
+        ("crs", None, b1, 2),
+        ("crs", b1, None, 2),  # b still has its Cluster
+        ("crs", a1, None, 2),
+        ("crs", a2, None, 1),  # a is empty: no longer a tenant
+        ("crs", a2, None, 1),  # a deletion seen twice
+        ("cluster", cluster_b, None, 0),
+    ]
+    for kind, old, new, count in steps:
+        if kind == "crs":
+            index.update_crs(old, new)
+        else:
+            index.update_cluster(old, new)
+        assert index.namespace_count() == count, (kind, old, new)

@@ -79,12 +79,18 @@ class Controller:
         self.settings = settings
         self.cluster_api_version = cluster_version
         self.clock = MonotonicClock()
-        self.queue = WorkQueue(clock=self.clock)
         # Handlers only run once the informers do, after everything below exists.
         crss, clusters, bindings = self._object_informers()
         # Content is fetched on demand for referenced objects only (engine/sources).
         configmaps, secrets = self._source_informers()
         self.index = Index(crss, clusters, bindings)
+        # Fair between namespaces: the reserve is kept while more than one namespace
+        # has objects, busy or idle, so it is there before a second tenant's key is.
+        self.queue = WorkQueue(
+            clock=self.clock,
+            concurrency=settings.concurrency,
+            tenants=self.index.namespace_count,
+        )
         sources = Sources(mgmt, configmaps, secrets)
         outcomes = Outcomes()
         announcements = Announcements(

@@ -20,6 +20,11 @@ SOURCE_HASHES = Counter(
     "crs_source_hashes_total", "ConfigMap/Secret contents hashed (once per content change)"
 )
 SOURCE_PARSES = Counter("crs_source_parses_total", "ConfigMap/Secret contents parsed")
+QUEUE_FAIR_WAITS = Counter(
+    "crs_queue_fair_waits_total",
+    "Times a worker waited although keys were ready, because the namespace of every "
+    "ready key already held its share of the workers",
+)
 LEADER = Gauge("crs_leader", "1 while this process acts (holds the lease, or runs unelected)")
 LEADER.set(1)
 SHARD_MEMBERS = Gauge(

@@ -1,8 +1,17 @@
-"""A de-duplicating work queue of keys, with per-key backoff and delayed requeue.
+"""A de-duplicating work queue of keys, with per-key backoff and delayed requeue,
+shared fairly between namespaces.
 
 The controller-runtime contract: an item is only a key; a key is never processed by
 two workers at once; a key added while it is being processed is processed again
 afterwards; a failure retries with exponential backoff; ``requeue_after`` schedules.
+
+Fair sharing (kube-apiserver's API Priority and Fairness, fair queuing over flows):
+each namespace is a flow with its own FIFO of ready keys. The next key comes from the
+flow with the fewest keys in flight among those with ready keys, the one served
+longest ago on a tie (round-robin). While more than one namespace is known, no flow
+holds more than ``ceiling`` workers, so a tenant whose clusters answer slowly cannot
+take every worker: a quarter of them (at least one) stays free for the others. One
+namespace alone uses every worker.
 
 Every time read goes through an injected ``Clock``, and the timer step (``fire_due``)
 is synchronous, so tests drive time by hand and look at what is ready without waiting.
@@ -12,12 +21,34 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Hashable
+import math
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from crs_controller.core.clock import Clock, MonotonicClock
+from crs_controller.engine.runtime import metrics
 
-__all__ = ["WorkQueue"]
+__all__ = ["WorkQueue", "ceiling", "namespace_of"]
+
+
+def namespace_of(key: Hashable) -> Hashable:
+    """The flow of a key: the namespace of a controller key ``(kind, namespace, name)``;
+    any other key belongs to one shared flow."""
+    if isinstance(key, tuple) and len(key) == 3:
+        namespace: Hashable = key[1]
+        return namespace
+    return None
+
+
+def ceiling(concurrency: int | None, shared: bool) -> float:
+    """How many workers one namespace may hold: every one when it is alone; else all
+    but a reserve of a quarter (at least one) kept for the other namespaces, so a
+    tenant arriving late finds a worker free. With one worker there is nothing to keep
+    back: namespaces then only take turns."""
+    if concurrency is None or not shared:
+        return math.inf
+    reserve = max(1, concurrency // 4)
+    return max(1, concurrency - reserve)
 
 
 @dataclass(order=True)
@@ -27,15 +58,54 @@ class _Timer:
     key: Hashable = field(compare=False)
 
 
+@dataclass
+class _Flow:
+    """One namespace's ready keys (FIFO), how many of its keys are in flight, and when
+    it was last served and created (ticks): the order in which flows are served."""
+
+    since: int
+    ready: dict[Hashable, None] = field(default_factory=dict)
+    busy: int = 0
+    served: int = 0  # never yet: goes before flows already served
+
+    def rank(self) -> tuple[int, int, int]:
+        return (self.busy, self.served, self.since)
+
+
+def _pick(flows: Iterable[_Flow], limit: float) -> _Flow | None:
+    """The flow whose first ready key goes next: below ``limit``, fewest in flight,
+    then served longest ago, then the oldest (ranks are unique: ``since`` is)."""
+    eligible = (flow for flow in flows if flow.ready and flow.busy < limit)
+    return min(eligible, key=_Flow.rank, default=None)
+
+
+def _serve(flow: _Flow, tick: int) -> Hashable:
+    key = next(iter(flow.ready))
+    del flow.ready[key]
+    flow.busy += 1
+    flow.served = tick
+    return key
+
+
 class WorkQueue:
     def __init__(
-        self, *, base_delay: float = 0.5, max_delay: float = 300.0, clock: Clock | None = None
+        self,
+        *,
+        base_delay: float = 0.5,
+        max_delay: float = 300.0,
+        clock: Clock | None = None,
+        concurrency: int | None = None,
+        tenants: Callable[[], int] = lambda: 0,
     ) -> None:
+        """``concurrency``: the workers that share the queue (None: no ceiling, only
+        turns). ``tenants``: how many namespaces have objects, idle ones included, so
+        the reserve is kept before a second tenant's first key arrives."""
         self._clock: Clock = clock if clock is not None else MonotonicClock()
-        self._ready: asyncio.Queue[Hashable] = asyncio.Queue()
-        # Exactly the keys in ``_ready``, in the same order (a dict keeps insertion
-        # order), so that what is ready can be read without taking it.
-        self._queued: dict[Hashable, None] = {}
+        self._concurrency = concurrency
+        self._tenants = tenants
+        # Exactly the flows with ready or in-flight keys.
+        self._flows: dict[Hashable, _Flow] = {}
+        self._queued: set[Hashable] = set()
         self._active: set[Hashable] = set()
         self._dirty: set[Hashable] = set()
         self._failures: dict[Hashable, int] = {}
@@ -44,6 +114,8 @@ class WorkQueue:
         # timers, and a superseded timer left in the heap is recognised by identity.
         self._scheduled: dict[Hashable, _Timer] = {}
         self._seq = 0
+        self._tick = 0
+        self._getters: list[asyncio.Future[None]] = []
         self._wake = asyncio.Event()
         self._base = base_delay
         self._max = max_delay
@@ -52,15 +124,22 @@ class WorkQueue:
         return len(self._queued) + len(self._dirty)
 
     def ready_keys(self) -> list[Hashable]:
-        """The keys ``get`` would hand out now, in order; takes nothing."""
-        return list(self._queued)
+        """The keys ``get`` would hand out now, in order, if none were done meanwhile
+        (a key held back by its namespace's ceiling is not); takes nothing."""
+        flows = [_Flow(f.since, dict(f.ready), f.busy, f.served) for f in self._flows.values()]
+        limit, tick, keys = self._limit(), self._tick, []
+        while (flow := _pick(flows, limit)) is not None:
+            tick += 1
+            keys.append(_serve(flow, tick))
+        return keys
 
     def add(self, key: Hashable) -> None:
         if key in self._active:
             self._dirty.add(key)
         elif key not in self._queued:
-            self._queued[key] = None
-            self._ready.put_nowait(key)
+            self._queued.add(key)
+            self._flow(namespace_of(key)).ready[key] = None
+            self._notify()
 
     def add_after(self, key: Hashable, delay: float) -> None:
         if delay <= 0:
@@ -91,17 +170,41 @@ class WorkQueue:
         self._failures.pop(key, None)
 
     async def get(self) -> Hashable:
-        return self._take(await self._ready.get())
+        """The next key, once there is one this worker may take."""
+        counted = False
+        while (flow := _pick(self._flows.values(), self._limit())) is None:
+            if self._queued and not counted:
+                # Keys are ready but every one's namespace holds its share.
+                metrics.QUEUE_FAIR_WAITS.inc()
+                counted = True
+            waiter = asyncio.get_running_loop().create_future()
+            self._getters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._getters:  # cancelled before being woken
+                    self._getters.remove(waiter)
+        return self._take(flow)
 
     def get_nowait(self) -> Hashable:
-        """Take the next ready key without waiting; ``asyncio.QueueEmpty`` if none."""
-        return self._take(self._ready.get_nowait())
+        """Take the next key without waiting; ``asyncio.QueueEmpty`` if none may go."""
+        flow = _pick(self._flows.values(), self._limit())
+        if flow is None:
+            raise asyncio.QueueEmpty
+        return self._take(flow)
 
     def done(self, key: Hashable) -> None:
-        self._active.discard(key)
+        name = namespace_of(key)
+        if key in self._active:
+            self._active.discard(key)
+            self._flows[name].busy -= 1
         if key in self._dirty:
             self._dirty.discard(key)
             self.add(key)
+        flow = self._flows.get(name)
+        if flow is not None and not flow.ready and not flow.busy:
+            del self._flows[name]  # idle: coming back, it is served before busy flows
+        self._notify()  # a worker's share came free
 
     def fire_due(self, now: float) -> list[Hashable]:
         """Add every key whose wake-up is due by ``now``; returns them in due order.
@@ -131,7 +234,28 @@ class WorkQueue:
     def _next_due(self) -> float | None:
         return self._timers[0].due if self._timers else None
 
-    def _take(self, key: Hashable) -> Hashable:
-        del self._queued[key]
+    def _limit(self) -> float:
+        shared = len(self._flows) > 1 or self._tenants() > 1
+        return ceiling(self._concurrency, shared)
+
+    def _flow(self, name: Hashable) -> _Flow:
+        flow = self._flows.get(name)
+        if flow is None:
+            self._tick += 1
+            flow = self._flows[name] = _Flow(since=self._tick)
+        return flow
+
+    def _take(self, flow: _Flow) -> Hashable:
+        self._tick += 1
+        key = _serve(flow, self._tick)
+        self._queued.discard(key)
         self._active.add(key)
         return key
+
+    def _notify(self) -> None:
+        """Wake every parked worker to look again (there are only ``concurrency``);
+        one that finds nothing it may take parks again."""
+        for waiter in self._getters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._getters.clear()
