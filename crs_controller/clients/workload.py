@@ -4,26 +4,46 @@ One client per cluster, reused across reconciles and rebuilt only when the Secre
 content changes. The kubeconfig is untrusted input (``clients.kubeconfig`` decides
 what of it is used); it is never logged, and errors name the cluster and the field,
 never a value.
+
+Reading it is bounded before anything is parsed: at most ``MAX_KUBECONFIG_BYTES``,
+parsed with libyaml under the node and depth limits of a resource value
+(``core.manifest_limits``), in a worker thread unless it is small. What came of it,
+the client or the refusal, is kept per cluster by content hash: a refused Secret
+retried every few seconds costs one hash, never a second parse.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import xxhash
-import yaml
 
 from crs_controller.clients.kube import USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import workload_endpoint
-from crs_controller.core.errors import Unreachable
+from crs_controller.core.errors import InvalidManifest, Unreachable, UnsupportedKubeconfig
+from crs_controller.core.manifests import load_documents
 
 KUBECONFIG_KEY = "value"
 
+# A kubeconfig Cluster API writes is about 6 KiB (CA, client certificate and key,
+# base64 inside YAML); one with a 4096-bit key and a bundle of a dozen CA
+# certificates stays under 30 KiB. 64 KiB is ten times the usual size and bounds
+# the parse: 130 ms in a worker thread for 64 KiB of the densest YAML ("[{},{},…]",
+# measured with libyaml), where pure-Python YAML on the event loop took about 10 s
+# per MiB. client-go sets no limit of its own; the API server's is the Secret's 1 MiB.
+MAX_KUBECONFIG_BYTES = 64 * 1024
+# The parse costs per node, not per byte: a real 6 KiB kubeconfig takes 0.2 ms (a few
+# long base64 scalars), 16 KiB of the densest YAML 23 ms. Up to 1 KiB of base64 it is
+# at most ~1.5 ms whatever the shape, cheaper inline than handed to a thread.
+PARSE_INLINE_BYTES = 1024
 
 KUBECONFIG_SUFFIX = "-kubeconfig"
+
+Decode = Callable[[Mapping[str, Any], str], dict[str, Any]]
 
 
 def kubeconfig_secret_name(cluster_name: str) -> str:
@@ -37,60 +57,123 @@ def cluster_of_kubeconfig_secret(secret_name: str) -> str | None:
     return None
 
 
+def kubeconfig_value(secret: Mapping[str, Any], cluster: str) -> str:
+    """The Secret's base64 ``value``, or Unreachable: missing, or over the size limit
+    (checked on its length, before anything is decoded)."""
+    raw = (secret.get("data") or {}).get(KUBECONFIG_KEY)
+    if not raw or not isinstance(raw, str):
+        raise Unreachable(f"cluster {cluster}: kubeconfig Secret has no '{KUBECONFIG_KEY}' key")
+    if _decoded_length(raw) > MAX_KUBECONFIG_BYTES:
+        raise UnsupportedKubeconfig(
+            f"cluster {cluster}: kubeconfig Secret key '{KUBECONFIG_KEY}' is larger than "
+            f"{MAX_KUBECONFIG_BYTES // 1024} KiB"
+        )
+    return raw
+
+
+def _decoded_length(encoded: str) -> int:
+    """How many bytes base64 ``encoded`` decodes to, known from its length alone (for
+    invalid base64, roughly: it is refused when decoded anyway)."""
+    return len(encoded) * 3 // 4 - encoded.endswith("=") - encoded.endswith("==")
+
+
 def decode_kubeconfig(secret: Mapping[str, Any], cluster: str) -> dict[str, Any]:
     """The kubeconfig dict held by a CAPI kubeconfig Secret, or Unreachable."""
-    raw = (secret.get("data") or {}).get(KUBECONFIG_KEY)
-    if not raw:
-        raise Unreachable(f"cluster {cluster}: kubeconfig Secret has no '{KUBECONFIG_KEY}' key")
+    raw = kubeconfig_value(secret, cluster)
+    loaded: Any = None
     try:
-        loaded = yaml.safe_load(base64.b64decode(raw, validate=True))
-    except (binascii.Error, ValueError, yaml.YAMLError, RecursionError):
-        loaded = None  # not chained: YAML errors quote the (secret) input
-    if loaded is None:
-        raise Unreachable(f"cluster {cluster}: kubeconfig Secret is not a kubeconfig")
+        text = base64.b64decode(raw, validate=True).decode("utf-8")
+        documents = load_documents("kubeconfig", text)
+    except (binascii.Error, ValueError, InvalidManifest):
+        documents = []  # not chained: decoder and YAML errors may quote the (secret) input
+    if len(documents) == 1:
+        loaded = documents[0]
     if not isinstance(loaded, dict) or not loaded.get("clusters"):
         raise Unreachable(f"cluster {cluster}: kubeconfig Secret is not a kubeconfig")
     return loaded
 
 
+def fingerprint(secret: Mapping[str, Any]) -> str:
+    """The content hash of what a kubeconfig Secret's client is built from."""
+    raw = (secret.get("data") or {}).get(KUBECONFIG_KEY)
+    return xxhash.xxh3_128_hexdigest(str(raw).encode())
+
+
+class _Refusal:
+    """A kubeconfig that was refused: raised again, as new, on every retry."""
+
+    def __init__(self, error: Unreachable) -> None:
+        unsupported = isinstance(error, UnsupportedKubeconfig)
+        self.kind: type[Unreachable] = UnsupportedKubeconfig if unsupported else Unreachable
+        self.message = str(error)
+
+    def error(self) -> Unreachable:
+        return self.kind(self.message)
+
+
 class WorkloadClients:
-    """Per-cluster client cache keyed by (namespace, name)."""
+    """Per-cluster client cache keyed by (namespace, name), holding for each the
+    content hash of its Secret and what came of it: a client, or a refusal."""
 
     def __init__(
-        self, *, timeout: float = 15.0, allow_proxy: bool = False, user_agent: str = USER_AGENT
+        self,
+        *,
+        timeout: float = 15.0,
+        allow_proxy: bool = False,
+        user_agent: str = USER_AGENT,
+        decode: Decode = decode_kubeconfig,
     ) -> None:
-        self._clients: dict[tuple[str, str], tuple[str, KubeClient]] = {}
+        self._clients: dict[tuple[str, str], tuple[str, KubeClient | _Refusal]] = {}
         self._timeout = timeout
         self._allow_proxy = allow_proxy
         self._user_agent = user_agent
+        self._decode = decode
 
     async def get(self, namespace: str, cluster: str, secret: Mapping[str, Any]) -> KubeClient:
+        """The cluster's client; raises Unreachable (or UnsupportedKubeconfig), the
+        same as last time without parsing again while the Secret is unchanged."""
         key = (namespace, cluster)
-        data = repr(sorted((secret.get("data") or {}).items())).encode()
-        fingerprint = xxhash.xxh3_64_hexdigest(data)
+        digest = fingerprint(secret)
         cached = self._clients.get(key)
-        if cached is not None and cached[0] == fingerprint:
-            return cached[1]
-        if cached is not None:
-            await cached[1].close()
-            del self._clients[key]
+        if cached is None or cached[0] != digest:
+            await self.forget(namespace, cluster)
+            cached = (digest, await self._build(namespace, cluster, secret))
+            self._clients[key] = cached
+        if isinstance(cached[1], _Refusal):
+            raise cached[1].error()
+        return cached[1]
+
+    async def _build(
+        self, namespace: str, cluster: str, secret: Mapping[str, Any]
+    ) -> KubeClient | _Refusal:
         name = f"cluster {namespace}/{cluster}"
-        config = decode_kubeconfig(secret, cluster)
+        try:
+            raw = kubeconfig_value(secret, cluster)
+            if len(raw) <= PARSE_INLINE_BYTES:
+                config = self._decode(secret, cluster)
+            else:
+                config = await asyncio.to_thread(self._decode, secret, cluster)
+        except Unreachable as exc:
+            return _Refusal(exc)
         try:
             endpoint = workload_endpoint(config, allow_proxy=self._allow_proxy)
         except Unreachable as exc:
             # The message names a field of the kubeconfig; say whose kubeconfig it is.
-            raise type(exc)(f"{name}: kubeconfig Secret: {exc}") from None
-        client = KubeClient(endpoint, name=name, timeout=self._timeout, user_agent=self._user_agent)
-        self._clients[key] = (fingerprint, client)
-        return client
+            return _Refusal(type(exc)(f"{name}: kubeconfig Secret: {exc}"))
+        try:  # the TLS context: a CA or key that is not PEM is refused here
+            return KubeClient(
+                endpoint, name=name, timeout=self._timeout, user_agent=self._user_agent
+            )
+        except Unreachable as exc:
+            return _Refusal(exc)
 
     async def forget(self, namespace: str, cluster: str) -> None:
         cached = self._clients.pop((namespace, cluster), None)
-        if cached is not None:
+        if cached is not None and isinstance(cached[1], KubeClient):
             await cached[1].close()
 
     async def close(self) -> None:
-        for _, client in self._clients.values():
-            await client.close()
+        for _, held in self._clients.values():
+            if isinstance(held, KubeClient):
+                await held.close()
         self._clients.clear()

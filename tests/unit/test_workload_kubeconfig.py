@@ -16,8 +16,13 @@ import yaml
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from crs_controller.clients.workload import decode_kubeconfig, kubeconfig_secret_name
-from crs_controller.core.errors import Unreachable
+from crs_controller.clients.workload import (
+    MAX_KUBECONFIG_BYTES,
+    WorkloadClients,
+    decode_kubeconfig,
+    kubeconfig_secret_name,
+)
+from crs_controller.core.errors import Unreachable, UnsupportedKubeconfig
 
 CLUSTER = "work-1"
 TOKEN = "s3cr3t-t0ken-abcdef"
@@ -186,3 +191,140 @@ def test_ascii_garbage_as_the_value_never_reaches_the_message(value: str) -> Non
     error = refused(secret({"value": value}))
     assert value not in str(error)
     assert error.body == ""
+
+
+# --- size limit and the cache of refusals ------------------------------------------
+
+
+# KUBECONFIG without its made-up CA: a client can be built from it.
+USABLE = {
+    **KUBECONFIG,
+    "clusters": [{"name": CLUSTER, "cluster": {"server": "https://10.0.0.1:6443"}}],
+}
+
+
+def padded_kubeconfig(size: int, config: dict[str, Any] = KUBECONFIG) -> bytes:
+    """A valid kubeconfig of exactly ``size`` bytes (a YAML comment pads it)."""
+    text = yaml.safe_dump(config).encode()
+    assert size >= len(text) + 2
+    return text + b"#" + b"x" * (size - len(text) - 2) + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("size", "too_large"),
+    [
+        (MAX_KUBECONFIG_BYTES - 1, False),
+        (MAX_KUBECONFIG_BYTES, False),
+        (MAX_KUBECONFIG_BYTES + 1, True),
+        (1024 * 1024, True),
+    ],
+    ids=["under", "at", "one-over", "one-mib"],
+)
+def test_a_kubeconfig_over_the_size_limit_is_refused_naming_the_limit(
+    size: int, too_large: bool
+) -> None:
+    value = padded_kubeconfig(size)
+    if not too_large:
+        assert decode_kubeconfig(secret({"value": b64(value)}), CLUSTER) == KUBECONFIG
+        return
+    error = refused(secret({"value": b64(value)}))
+    assert isinstance(error, UnsupportedKubeconfig)
+    assert str(error) == (
+        f"cluster {CLUSTER}: kubeconfig Secret key 'value' is larger than "
+        f"{MAX_KUBECONFIG_BYTES // 1024} KiB"
+    )
+
+
+@given(size=st.integers(min_value=400, max_value=2 * MAX_KUBECONFIG_BYTES))
+def test_the_size_limit_holds_for_any_size(size: int) -> None:
+    """Checked on the base64 length, before decoding: refused exactly when the
+    decoded kubeconfig would be over the limit."""
+    obj = secret({"value": b64(padded_kubeconfig(size))})
+    try:
+        decode_kubeconfig(obj, CLUSTER)
+    except UnsupportedKubeconfig:
+        assert size > MAX_KUBECONFIG_BYTES
+    else:
+        assert size <= MAX_KUBECONFIG_BYTES
+
+
+class CountingDecode:
+    """decode_kubeconfig, counting its calls: each is one parse."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, obj: Any, cluster: str) -> dict[str, Any]:
+        self.calls += 1
+        return decode_kubeconfig(obj, cluster)
+
+
+REFUSED_SECRETS = {
+    "not-yaml": {"value": b64("clusters: [unclosed\n")},
+    "not-a-kubeconfig": {"value": b64("a: 1\n")},
+    "exec": {
+        "value": b64(
+            yaml.safe_dump({**KUBECONFIG, "users": [{"name": "admin", "user": {"exec": {}}}]})
+        )
+    },
+    "http-server": {
+        "value": b64(
+            yaml.safe_dump(
+                {**KUBECONFIG, "clusters": [{"name": CLUSTER, "cluster": {"server": "http://x"}}]}
+            )
+        )
+    },
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_SECRETS))
+async def test_a_refused_kubeconfig_is_parsed_once_however_often_it_is_retried(
+    case: str,
+) -> None:
+    decode = CountingDecode()
+    clients = WorkloadClients(decode=decode)
+    obj = secret(REFUSED_SECRETS[case])
+    messages = []
+    for _ in range(3):
+        with pytest.raises(Unreachable) as caught:
+            await clients.get("ns", CLUSTER, obj)
+        messages.append((type(caught.value), str(caught.value)))
+    assert decode.calls == 1
+    assert len(set(messages)) == 1  # the same refusal each time
+    # A new content is parsed again; forgetting the cluster drops what was kept.
+    changed = secret({"value": b64("b: 2\n")})
+    with pytest.raises(Unreachable):
+        await clients.get("ns", CLUSTER, changed)
+    assert decode.calls == 2
+    await clients.forget("ns", CLUSTER)
+    with pytest.raises(Unreachable):
+        await clients.get("ns", CLUSTER, changed)
+    assert decode.calls == 3
+    await clients.close()
+
+
+async def test_an_oversized_kubeconfig_is_refused_without_being_decoded() -> None:
+    decode = CountingDecode()
+    clients = WorkloadClients(decode=decode)
+    obj = secret({"value": b64(padded_kubeconfig(1024 * 1024))})
+    for _ in range(2):
+        with pytest.raises(UnsupportedKubeconfig, match="larger than 64 KiB"):
+            await clients.get("ns", CLUSTER, obj)
+    assert decode.calls == 0
+
+
+@pytest.mark.parametrize("size", [400, 32 * 1024], ids=["inline", "in-a-thread"])
+async def test_a_valid_kubeconfig_gives_one_client_until_its_content_changes(size: int) -> None:
+    decode = CountingDecode()
+    clients = WorkloadClients(decode=decode)
+    obj = secret({"value": b64(padded_kubeconfig(size, USABLE))})
+    first = await clients.get("ns", CLUSTER, obj)
+    assert await clients.get("ns", CLUSTER, obj) is first
+    assert await clients.get("ns", CLUSTER, secret({**obj["data"], "other": "eA=="})) is first
+    assert decode.calls == 1
+    assert (
+        await clients.get("ns", CLUSTER, secret({"value": b64(padded_kubeconfig(500, USABLE))}))
+        is not first
+    )
+    assert decode.calls == 2
+    await clients.close()
