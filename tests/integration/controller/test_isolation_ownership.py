@@ -2,18 +2,28 @@
 own ClusterResourceSetBinding to list objects the controller never applied (another
 team's ConfigMap, a kube-system Deployment); neither pruning (deletionPolicy: Delete)
 nor uninstall (Cluster deleted with uninstall.ensure) deletes them, the refusal is
-reported and the legitimately applied objects are still deleted."""
+reported and the legitimately applied objects are still deleted. The shipped
+ValidatingAdmissionPolicy (config/admission) refuses a tenant's binding writes with
+its message, while the controller, as its ServiceAccount with the shipped RBAC, still
+writes bindings."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from crs_controller.testbed import KubeClient, KubeError, wait_for
-from crs_controller.testbed.controller import ControllerProcess
+import httpx
+import pytest
+import yaml
+
+from crs_controller.testbed import ControlPlane, KubeClient, KubeError, wait_for
+from crs_controller.testbed.controller import SA_GROUPS, SA_USER, ControllerProcess
 
 from .support import (
     CLUSTER_API,
+    CRS_API,
     TIMEOUT,
     add_cluster,
     binding,
@@ -165,3 +175,120 @@ def test_uninstall_refuses_forged_inventory_entries(
     release = {"metadata": {"finalizers": None}}
     mgmt.patch_merge(CLUSTER_API, "Cluster", "unf1", release, namespace=namespace)
     wait_for(lambda: mgmt.get(CLUSTER_API, "Cluster", "unf1", namespace) is None, TIMEOUT)
+
+
+POLICY = Path(__file__).resolve().parents[3] / "config" / "admission" / "binding_writers.yaml"
+REFUSED = "only the crs-controller ServiceAccount may create or update"
+TENANT = "tenant-alice"
+
+
+def binding_obj(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": CRS_API,
+        "kind": "ClusterResourceSetBinding",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterName": name, "bindings": []},
+    }
+
+
+def try_create(client: KubeClient, obj: dict[str, Any], *, dry_run: bool) -> httpx.Response:
+    path = client.path(obj["apiVersion"], obj["kind"], namespace=obj["metadata"]["namespace"])
+    params = {"dryRun": "All"} if dry_run else {}
+    return client.http.post(path, params=params, json=obj)
+
+
+def tenant_rbac(mgmt: KubeClient) -> list[dict[str, Any]]:
+    """A tenant allowed by RBAC to write bindings (everywhere, for brevity): what
+    stops it must be the policy."""
+    rbac = "rbac.authorization.k8s.io"
+    role = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "test-binding-writer"},
+        "rules": [
+            {
+                "apiGroups": ["addons.crs.dev"],
+                "resources": ["clusterresourcesetbindings"],
+                "verbs": ["get", "list", "create", "update", "patch", "delete"],
+            }
+        ],
+    }
+    grant = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "test-binding-writer"},
+        "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "test-binding-writer"},
+        "subjects": [{"apiGroup": rbac, "kind": "User", "name": TENANT}],
+    }
+    for obj in (role, grant):
+        mgmt.apply(obj)
+    return [grant, role]
+
+
+@pytest.fixture
+def tenant(mgmt: KubeClient, control_plane: ControlPlane) -> Iterator[KubeClient]:
+    rbac = tenant_rbac(mgmt)
+    with KubeClient(control_plane.management.kubeconfig(TENANT, ())) as client:
+        yield client
+    for obj in rbac:
+        mgmt.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+
+
+@pytest.fixture
+def binding_policy(mgmt: KubeClient, tenant: KubeClient) -> Iterator[None]:
+    """The shipped policy, for this test only: installed, and removed after. Policies
+    take a moment to load and to go, so each step waits until a tenant's dry-run
+    create shows it. (Other tests write forged bindings as admin, in system:masters,
+    which the policy leaves alone anyway.)"""
+    documents = [d for d in yaml.safe_load_all(POLICY.read_text()) if d]
+    probe = binding_obj("default", "policy-probe")
+    for document in documents:
+        mgmt.apply(document)
+    try:
+        wait_for(lambda: REFUSED in try_create(tenant, probe, dry_run=True).text, TIMEOUT)
+        yield
+    finally:
+        for document in reversed(documents):
+            mgmt.delete(document["apiVersion"], document["kind"], document["metadata"]["name"])
+        wait_for(lambda: try_create(tenant, probe, dry_run=True).status_code == 201, TIMEOUT)
+
+
+def test_only_the_controller_writes_bindings_under_the_shipped_policy(
+    binding_policy: None,
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: KubeClient,
+    tenant: KubeClient,
+    workload_clients,
+    workloads,
+    namespace: str,
+) -> None:
+    # The controller, as its ServiceAccount with the shipped RBAC, still writes the
+    # binding of a new Cluster.
+    addon = unique("addon")
+    mgmt.create(source_configmap(namespace, "addon", {"a": manifests(configmap_obj(addon))}))
+    mgmt.create(crs_obj(namespace, "pol", [("ConfigMap", "addon")], {"pol": "1"}))
+    add_cluster(mgmt, workloads[1], namespace, "pol1", {"pol": "1"})
+    wait_for(lambda: inventory_names(mgmt, namespace, "pol1", "pol") == [addon], TIMEOUT)
+
+    # A tenant whose RBAC allows it can neither create a binding nor forge one.
+    refused = try_create(tenant, binding_obj(namespace, "forged"), dry_run=False)
+    assert refused.status_code == 403, refused.text
+    assert REFUSED in refused.json()["message"]
+    assert f"CREATE by {TENANT} refused" in refused.json()["message"]
+    live = tenant.get(CRS_API, "ClusterResourceSetBinding", "pol1", namespace)
+    assert live is not None
+    live["spec"]["bindings"][0]["resources"][0]["objects"].append(
+        {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "kube-system", "name": "x"}
+    )
+    with pytest.raises(KubeError) as forged:
+        tenant.update(live)
+    assert forged.value.status == 403 and REFUSED in forged.value.message
+    assert inventory_names(mgmt, namespace, "pol1", "pol") == [addon]
+
+    # The controller's identity may create one directly; deleting stays open to all.
+    with KubeClient(control_plane.management.kubeconfig(SA_USER, SA_GROUPS)) as sa:
+        created = sa.create(binding_obj(namespace, "by-controller"))
+    assert created["metadata"]["name"] == "by-controller"
+    tenant.delete(CRS_API, "ClusterResourceSetBinding", "by-controller", namespace)
+    assert mgmt.get(CRS_API, "ClusterResourceSetBinding", "by-controller", namespace) is None
