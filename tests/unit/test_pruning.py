@@ -5,12 +5,14 @@ ours to delete (a binding's inventory is only a claim)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crs_controller.clients.kube import KubeClient
+from crs_controller.core.errors import APIError
 from crs_controller.core.models import CRSBinding, ObjectRef, ResourceBinding
 from crs_controller.core.pruning import (
     inventory,
@@ -21,6 +23,9 @@ from crs_controller.core.pruning import (
     wanted_keys,
     without,
 )
+from crs_controller.engine.reconcile.pruning import prune
+
+from .memory_kube import MemoryKube
 
 NS = ObjectRef(api_version="v1", kind="Namespace", name="addon")
 CRD = ObjectRef(
@@ -159,3 +164,47 @@ def test_without_drops_refused_objects_from_every_resource() -> None:
     assert without(old, []) == old
     # A refused object left pending would be refused again on every retry.
     assert CM not in inventory([keep_pending(entry("a", first=[NS]), kept)])
+
+
+async def test_prune_deletes_ours_and_refuses_a_forged_entry() -> None:
+    kube = MemoryKube("w1")
+    theirs = ObjectRef("apps/v1", "Deployment", "kube-system", "coredns")
+    await kube.apply(configmap(CM), field_manager=MANAGER)
+    await kube.apply(configmap(NS), field_manager=MANAGER)
+    await kube.apply({**configmap(theirs), "kind": "Deployment"}, field_manager="kubeadm")
+    # The tenant's binding claims the Deployment; the source now wants only NS.
+    old = {"a": entry("a", res=[NS, CM, theirs])}
+    new = {"a": entry("a", res=[NS])}
+    client = cast(KubeClient, kube)
+    pruned = await prune(client, old, new, {"a": "Delete"}, set(), field_manager=MANAGER)
+    assert ("v1", "ConfigMap", "default", "cm") not in kube.objects
+    assert ("apps/v1", "Deployment", "kube-system", "coredns") in kube.objects
+    assert [verb for verb, _ in kube.requests if verb == "delete"] == ["delete"]
+    assert "Deployment kube-system/coredns" in pruned.refused["a"]
+    assert pruned.errors == {} and pruned.entries == new
+
+
+async def test_a_refused_entry_is_not_kept_pending_when_another_delete_fails() -> None:
+    kube = MemoryKube("w1")
+    theirs = ObjectRef("v1", "ConfigMap", "team-b", "theirs")
+    await kube.apply(configmap(theirs), field_manager="kubectl")
+    await kube.apply(configmap(CM), field_manager=MANAGER)
+    original = kube.delete
+
+    async def failing(*args: Any, **kwargs: Any) -> bool:
+        raise APIError("w1: forbidden", status=403)
+
+    kube.delete = failing  # type: ignore[method-assign]
+    old = {"a": entry("a", res=[CM, theirs])}
+    client = cast(KubeClient, kube)
+    pruned = await prune(client, old, {}, {"a": "Delete"}, set(), field_manager=MANAGER)
+    kube.delete = original  # type: ignore[method-assign]
+    assert pruned.errors["a"]
+    # CM stays pending (its delete failed); the refused one is forgotten.
+    assert inventory(pruned.entries.values()) == {CM}
+    assert ("v1", "ConfigMap", "team-b", "theirs") in kube.objects
+
+
+def configmap(ref: ObjectRef) -> dict[str, Any]:
+    meta = {"name": ref.name, **({"namespace": ref.namespace} if ref.namespace else {})}
+    return {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": meta}
