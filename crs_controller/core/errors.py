@@ -69,10 +69,28 @@ class Conflict(APIError):
     pass
 
 
+class InvalidObjectName(APIError):
+    """A name, namespace or apiVersion that cannot be a segment of a Kubernetes API
+    path ('.', '..', '/', '%', control characters...). It is never sent: that object
+    fails alone, and nothing it names can lead a request elsewhere."""
+
+    reason = "InvalidObjectName"
+
+
 class Unreachable(APIError):
     """The cluster cannot be used at all for now: every request to it would fail."""
 
     reason = "ClusterUnreachable"
+
+
+class AnswerTooLarge(Unreachable):
+    """An answer, or a paged LIST, beyond what the client decodes: too many bytes,
+    JSON values, nesting levels, items or pages. ``limit`` names which, so a LIST can
+    retry a page that was too many bytes with fewer items."""
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class UnsupportedKubeconfig(Unreachable):

@@ -213,10 +213,11 @@ async def test_malformed_discovery_entries_are_skipped() -> None:
             await client.close()
 
 
-async def test_an_oversized_answer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kube, "MAX_RESPONSE_BYTES", 1000)
+async def test_an_oversized_answer_is_refused() -> None:
+    limits = kube.AnswerLimits(bytes=1000, values=100, items=10, pages=10)
     async with server(answer(200, b'{"a": "' + b"x" * 5000 + b'"}')) as peers:
-        client = client_for(peers.pop(0))
+        endpoint = Endpoint(server=peers.pop(0), ca_pem=CA.cert_pem)
+        client = KubeClient(endpoint, name="cluster ns/c1", timeout=5, limits=limits)
         try:
             with pytest.raises(Unreachable, match="response larger than 1000 bytes"):
                 await client._request("GET", "/api")
