@@ -1,0 +1,186 @@
+"""Fair share of the workers between tenants, on real servers: tenant A has ten
+Clusters whose API server (a local TLS server) answers one byte every 2 s, which no
+per-read timeout ever trips; tenant B has one real workload cluster. With four
+workers, A's clusters hold at most three of them (the fourth is kept for the other
+namespaces), so B's edit reaches its cluster within seconds instead of waiting for a
+worker to come free (up to the 300 s reconcile timeout).
+
+The session's controller is stopped meanwhile (it would act on these clusters too)
+and started again afterwards.
+"""
+
+from __future__ import annotations
+
+import socketserver
+import ssl
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed.certs import CertificateAuthority
+from crs_controller.testbed.controller import ControllerProcess
+
+from .support import (
+    CRS_API,
+    TIMEOUT,
+    add_cluster,
+    configmap_obj,
+    crs_obj,
+    manifests,
+    metric,
+    source_configmap,
+    unique,
+)
+from .test_hostile_input import add_cluster_with_kubeconfig, kubeconfig, pem_b64
+
+CONCURRENCY = 4
+SHARE = CONCURRENCY - 1  # the reserve at four workers: one
+SLOW_CLUSTERS = [f"slow-{n}" for n in range(10)]
+DRIP_SECONDS = 2.0
+EDIT_SECONDS = 10.0  # "within seconds"; a worker held by A would take minutes
+# Status line and headers alone take minutes at one byte per 2 s.
+ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+
+
+class Drip:
+    """A TLS server on loopback that reads a request and answers one byte every 2 s.
+    It counts the Clusters (their bearer token) with a connection open right now."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open: Counter[str] = Counter()
+        self.peak = 0  # most Clusters with a connection open at once
+        self.stopped = threading.Event()
+        ca = CertificateAuthority.generate("drip-ca")
+        pair = ca.issue_serving()
+        directory = Path(tempfile.mkdtemp(prefix="drip-"))
+        (directory / "tls.crt").write_bytes(pair.cert_pem)
+        (directory / "tls.key").write_bytes(pair.key_pem)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
+        self.ca_pem = ca.cert_pem
+        drip = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                drip.serve(self.request)
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def busy(self) -> int:
+        with self.lock:
+            return len(+self.open)
+
+    def serve(self, sock: ssl.SSLSocket) -> None:
+        request = b""
+        try:
+            sock.settimeout(30)
+            while b"\r\n\r\n" not in request:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    return
+                request += chunk
+        except OSError:
+            return
+        cluster = _bearer(request)
+        with self.lock:
+            self.open[cluster] += 1
+            self.peak = max(self.peak, len(+self.open))
+        try:
+            for n in range(len(ANSWER)):
+                if self.stopped.wait(DRIP_SECONDS if n else 0):
+                    return
+                sock.sendall(ANSWER[n : n + 1])
+        except OSError:
+            return  # the controller gave up on it
+        finally:
+            with self.lock:
+                self.open[cluster] -= 1
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _bearer(request: bytes) -> str:
+    for line in request.decode("latin-1").split("\r\n"):
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "authorization":
+            return value.strip().removeprefix("Bearer ")
+    return "?"
+
+
+@pytest.fixture
+def four_workers(controller: ControllerProcess) -> Iterator[ControllerProcess]:
+    controller.stop()
+    try:
+        extra = ("--concurrency", str(CONCURRENCY), "--log-level", "debug")
+        with ControllerProcess(controller.management, *extra) as process:
+            yield process
+    finally:
+        controller.start()
+
+
+def test_a_tenant_with_slow_clusters_leaves_a_worker_for_the_others(
+    four_workers: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+) -> None:
+    tenant_b, tenant_a = namespace, unique("slow-tenant")
+    mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant_a}})
+    marker = unique("fair")
+    drip = Drip()
+    try:
+        mgmt.create(source_configmap(tenant_b, "b", {"a": manifests(configmap_obj(marker, v="1"))}))
+        add_cluster(mgmt, workloads[0], tenant_b, "b1", {"tenant": "b"})
+        mgmt.create(crs_obj(tenant_b, "b", [("ConfigMap", "b")], {"tenant": "b"}, "Reconcile"))
+        workload = workload_clients[0]
+        wait_for(lambda: _version(workload, marker) == "1", TIMEOUT, message="B applied")
+
+        server = {"server": f"https://127.0.0.1:{drip.port}"}
+        server["certificate-authority-data"] = pem_b64(drip.ca_pem)
+        mgmt.create(source_configmap(tenant_a, "a", {"a": manifests(configmap_obj(unique("a")))}))
+        for name in SLOW_CLUSTERS:
+            config = kubeconfig(server, {"token": name})
+            add_cluster_with_kubeconfig(mgmt, tenant_a, name, {"tenant": "a"}, config)
+        mgmt.create(crs_obj(tenant_a, "a", [("ConfigMap", "a")], {"tenant": "a"}))
+        # Positive sign: A's clusters are being worked on, as many as it may hold
+        # (every worker, without a fair share), and stay held.
+        wait_for(lambda: drip.busy() >= SHARE, TIMEOUT, message="A's clusters being worked on")
+        time.sleep(2 * DRIP_SECONDS)
+        assert drip.busy() >= SHARE
+
+        source = mgmt.get("v1", "ConfigMap", "b", tenant_b)
+        source["data"] = {"a": manifests(configmap_obj(marker, v="2"))}
+        mgmt.update(source)
+        wait_for(
+            lambda: _version(workload, marker) == "2",
+            EDIT_SECONDS,
+            message=f"B's edit on its cluster within {EDIT_SECONDS} s while A's are slow",
+        )
+        assert drip.peak <= SHARE, f"{drip.peak} of {CONCURRENCY} workers held by one tenant"
+        waits = metric(
+            httpx.get(four_workers.url("/metrics"), timeout=5).text, "crs_queue_fair_waits_total"
+        )
+        assert waits >= 1
+    finally:
+        drip.close()
+        mgmt.delete(CRS_API, "ClusterResourceSet", "a", tenant_a)
+        for name in SLOW_CLUSTERS:
+            mgmt.delete("cluster.x-k8s.io/v1beta1", "Cluster", name, tenant_a)
+        mgmt.delete("v1", "Namespace", tenant_a)
+
+
+def _version(client: KubeClient, name: str) -> str | None:
+    found = client.get("v1", "ConfigMap", name, "default")
+    return None if found is None else (found.get("data") or {}).get("v")
