@@ -77,6 +77,8 @@ CLUSTER_SCOPED = {
     "PriorityClass",
     "RuntimeClass",
     "StorageClass",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
     "ValidatingWebhookConfiguration",
     "VolumeAttachment",
 }
@@ -285,15 +287,37 @@ def parameterize(documents: list[Obj], version: str) -> list[Obj]:
                 subject["namespace"] = namespace_var
         meta.setdefault("labels", {})[PROVIDER_LABEL] = PROVIDER_NAME
 
+    # A ServiceAccount named inside a string (the admission policy's CEL names the
+    # controller's user) follows the namespace too.
+    service_account = f"system:serviceaccount:{namespace}:"
+    for document in documents:
+        _replace_strings(document, service_account, f"system:serviceaccount:{namespace_var}:")
+
     for document in documents:
         for where, value in string_values(document):
             for leftover in (namespace, dev_image):
-                if leftover in value and not VARIABLE.fullmatch(value):
+                if leftover in VARIABLE.sub("", value):
                     raise ReleaseError(
                         f"{_describe(document)}: {where} still names {leftover!r}; "
                         "teach hack/release.py to turn it into a variable"
                     )
     return documents
+
+
+def _replace_strings(node: Any, old: str, new: str) -> None:
+    """Replace ``old`` with ``new`` inside every string value of ``node``, in place."""
+    items = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else ()
+    )
+    for key, value in list(items):
+        if isinstance(value, str):
+            node[key] = value.replace(old, new)
+        else:
+            _replace_strings(value, old, new)
 
 
 def string_values(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
