@@ -5,30 +5,100 @@ references never reaches the controller. A referenced one (or a cluster's kubeco
 Secret) is fetched when its resourceVersion moves past the copy held here: one GET per
 change, however many clusters use it. Each source is hashed once per content change
 and parsed once per content.
+
+What is held is bounded by bytes, not by count, since one tenant decides how large
+its sources are (a ConfigMap or Secret is at most ~1 MiB: etcd's request limit, the
+API server's check on ``data``): fetched objects up to ``CONTENT_BUDGET_BYTES``,
+parsed manifests up to ``PARSED_BUDGET_BYTES`` (an estimate of the Python objects),
+least recently used out first; a source evicted is fetched again with one GET, or
+parsed again. A refusal (InvalidManifest, WrongSecretType) is a short message kept
+apart, by count, so no amount of large sources pushes it out and makes a hostile
+source parse again on every retry.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.errors import ResourceError, ResourceNotFound
 from crs_controller.core.hashing import object_hash, resource_hash
+from crs_controller.core.manifest_limits import count_nodes
 from crs_controller.core.manifests import parse_objects
 from crs_controller.core.models import ObjectMeta, ResourceRef
 from crs_controller.core.ordering import apply_order
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.runtime.watching import Informer, resource_version
 
-PARSED_CACHE_SIZE = 128
-# Parsing a large value (Calico's 700 KB takes ~200 ms) runs in a worker thread, so
-# the event loop keeps serving every other CRS and cluster meanwhile; small ones are
-# cheaper to parse than to hand over.
-PARSE_IN_THREAD_BYTES = 64 * 1024
+# The budgets keep the controller well under the Deployment's 512 Mi limit
+# (config/manager/manager.yaml): ~50 MiB at rest, these 96 MiB, PARSES_AT_ONCE
+# parses in flight, and the workload answers' own limits (clients/kube).
+CONTENT_BUDGET_BYTES = 32 * 1024 * 1024
+PARSED_BUDGET_BYTES = 64 * 1024 * 1024
+REFUSALS_KEPT = 4096  # each a message of at most ~1 KiB
+# Parsed objects in memory, measured (tracemalloc) per node and per source byte:
+# Calico's 710 KB holds 1.5 MiB, 1 MiB of "[{},{},…]" 24 MiB (69 B a node), 1 MiB of
+# small ConfigMaps 9.2 MiB (77 B a node). Aliases are shared, not copied, so a
+# node count overstates them; the byte factor (the worst measured) bounds them.
+NODE_BYTES = 80
+WORST_BYTES_FACTOR = 24
+# Every parse runs in a worker thread, so the event loop keeps serving every other
+# CRS and cluster meanwhile, except a value so small that its parse is cheap
+# whatever its shape: under 1 KiB, at most ~1 ms (the densest YAML, libyaml).
+PARSE_INLINE_BYTES = 1024
+# A parse's peak is far above what it keeps (the composed node graph of a document,
+# ~340 B a node, before it is checked and built: 230 MiB for 1 MiB of "[{},{},…]"),
+# so only this many large ones run at once (the controller's CPU limit is 1 core).
+PARSES_AT_ONCE = 2
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class ByteBudgetLRU(Generic[K, V]):
+    """Least recently used first out, holding entries whose costs (bytes) add up to
+    at most ``budget``. An entry costing more than the whole budget is not kept."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.total = 0
+        self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._entries
+
+    def get(self, key: K) -> V | None:
+        held = self._entries.get(key)
+        if held is None:
+            return None
+        self._entries.move_to_end(key)
+        return held[0]
+
+    def put(self, key: K, value: V, cost: int) -> None:
+        self.pop(key)
+        if cost > self.budget:
+            return
+        self._entries[key] = (value, cost)
+        self.total += cost
+        while self.total > self.budget:
+            _, (_, evicted) = self._entries.popitem(last=False)
+            self.total -= evicted
+
+    def pop(self, key: K) -> V | None:
+        held = self._entries.pop(key, None)
+        if held is None:
+            return None
+        self.total -= held[1]
+        return held[0]
+
 
 ContentKey = tuple[str, str, str]  # namespace, kind, name
 
@@ -39,6 +109,7 @@ class Manifest:
 
     objects: tuple[dict[str, Any], ...]
     hashes: tuple[str, ...]
+    cost: int = 0  # estimated bytes its objects hold
 
 
 @dataclass(frozen=True)
@@ -60,10 +131,12 @@ class Sources:
     ) -> None:
         self._client = client
         self._informers = {"ConfigMap": configmaps, "Secret": secrets}
-        self._contents: dict[ContentKey, Obj] = {}
+        self._contents: ByteBudgetLRU[ContentKey, Obj] = ByteBudgetLRU(CONTENT_BUDGET_BYTES)
         self._hashes: dict[ContentKey, tuple[int, str]] = {}
-        self._parsed: OrderedDict[str, Manifest | ResourceError] = OrderedDict()
+        self._parsed: ByteBudgetLRU[str, Manifest] = ByteBudgetLRU(PARSED_BUDGET_BYTES)
+        self._refused: OrderedDict[str, ResourceError] = OrderedDict()
         self._parsing: dict[str, asyncio.Future[Manifest | ResourceError]] = {}
+        self._slots = asyncio.Semaphore(PARSES_AT_ONCE)
 
     async def content(self, namespace: str, kind: str, name: str) -> Obj | None:
         """The full object, or None when the watch says it does not exist."""
@@ -80,7 +153,10 @@ class Sources:
             self.forget(*key)
             return None
         fetched.setdefault("kind", kind)
-        self._contents[key] = fetched
+        metadata = fetched.get("metadata")
+        if isinstance(metadata, dict):
+            metadata.pop("managedFields", None)  # never read; as large as data's keys
+        self._contents.put(key, fetched, _held_bytes(fetched))
         return fetched
 
     async def load(self, namespace: str, ref: ResourceRef) -> Source:
@@ -114,14 +190,19 @@ class Sources:
         assert source.raw is not None
         # Keyed by resource as well as hash: an error message names its resource.
         key = f"{source.ref.kind}/{source.ref.name}/{source.hash}"
-        cached = self._parsed.get(key)
+        cached = self._parsed.get(key) or self._refusal(key)
         if cached is None:
             cached = await self._parse_once(key, source.raw)
-        else:
-            self._parsed.move_to_end(key)
         if isinstance(cached, ResourceError):
-            raise cached
+            # The same instance each retry: without this its traceback would grow.
+            raise cached.with_traceback(None)
         return cached
+
+    def _refusal(self, key: str) -> ResourceError | None:
+        refused = self._refused.get(key)
+        if refused is not None:
+            self._refused.move_to_end(key)
+        return refused
 
     async def _parse_once(self, key: str, raw: Obj) -> Manifest | ResourceError:
         """Parse in a task of its own: concurrent callers for the same content share
@@ -133,21 +214,26 @@ class Sources:
         return await asyncio.shield(task)
 
     async def _parse_and_keep(self, key: str, raw: Obj) -> Manifest | ResourceError:
-        metrics.SOURCE_PARSES.inc()
         try:
-            if _size(raw) >= PARSE_IN_THREAD_BYTES:
-                parsed = await asyncio.to_thread(_parse, raw)
-            else:
+            if _data_bytes(raw) <= PARSE_INLINE_BYTES:
+                metrics.SOURCE_PARSES.inc()
                 parsed = _parse(raw)
+            else:
+                async with self._slots:
+                    metrics.SOURCE_PARSES.inc()
+                    parsed = await asyncio.to_thread(_parse, raw)
         finally:
             del self._parsing[key]
-        self._parsed[key] = parsed
-        if len(self._parsed) > PARSED_CACHE_SIZE:
-            self._parsed.popitem(last=False)
+        if isinstance(parsed, ResourceError):
+            self._refused[key] = parsed
+            if len(self._refused) > REFUSALS_KEPT:
+                self._refused.popitem(last=False)
+        else:
+            self._parsed.put(key, parsed, parsed.cost)
         return parsed
 
     def forget(self, namespace: str, kind: str, name: str) -> None:
-        self._contents.pop((namespace, kind, name), None)
+        self._contents.pop((namespace, kind, name))
         self._hashes.pop((namespace, kind, name), None)
 
 
@@ -156,14 +242,37 @@ def _parse(raw: Obj) -> Manifest | ResourceError:
         objects = apply_order(parse_objects(raw))
     except ResourceError as exc:
         return exc
-    return Manifest(tuple(objects), tuple(object_hash(o) for o in objects))
+    hashes = tuple(object_hash(o) for o in objects)
+    cost = parsed_cost(_data_bytes(raw), count_nodes(objects))
+    return Manifest(tuple(objects), hashes, cost)
 
 
-def _size(raw: Obj) -> int:
-    """Roughly how many bytes of data a ConfigMap/Secret holds."""
-    total = 0
+def parsed_cost(source_bytes: int, nodes: int) -> int:
+    """Estimated bytes held by the objects parsed from a source (see NODE_BYTES)."""
+    return min(source_bytes + NODE_BYTES * nodes, WORST_BYTES_FACTOR * source_bytes)
+
+
+# Held per object besides its values: metadata without managedFields, the dicts;
+# and per value: its key and its slot.
+_OBJECT_BYTES = 2048
+_ENTRY_BYTES = 128
+
+
+def _data_bytes(raw: Obj) -> int:
+    """About how many bytes of data a ConfigMap/Secret holds (characters of its values)."""
+    return sum(len(v) for v in _data_values(raw))
+
+
+def _held_bytes(raw: Obj) -> int:
+    """About how many bytes a fetched ConfigMap/Secret holds in memory: its values as
+    Python stores them (1 to 4 bytes a character), and the rest of the object."""
+    return _OBJECT_BYTES + sum(_ENTRY_BYTES + sys.getsizeof(v) for v in _data_values(raw))
+
+
+def _data_values(raw: Obj) -> list[Any]:
+    values = []
     for field in ("data", "binaryData", "stringData"):
-        values = raw.get(field)
-        if isinstance(values, Mapping):
-            total += sum(len(v) for v in values.values() if isinstance(v, str))
-    return total
+        held = raw.get(field)
+        if isinstance(held, Mapping):
+            values += [v for v in held.values() if isinstance(v, str)]
+    return values

@@ -60,7 +60,8 @@ async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     tells what its own passes did."""
     wake = None
     model = crs.model
-    if model is not None and model.spec.rollout is not None and not crs.deleting:
+    rolling = model is not None and model.spec.rollout is not None and not crs.deleting
+    if model is not None and rolling and ctx.caches.matching_clusters(crs):
         target = await target_revision(ctx, crs)
         wake = None if target is None else plan_rollout(ctx, crs, model, target).wake_after
     return Result(requeue_after=earliest(wake, await _tell(ctx, crs)))
@@ -115,8 +116,16 @@ async def _problems(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> lis
 
 async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> float | None:
     """Write the status if it changed; returns when to look again (a rollout's soak)."""
-    problems = await _problems(ctx, crs, model)
-    target = await target_revision(ctx, crs)
+    matching = ctx.caches.matching_clusters(crs)
+    problems: list[Problem] = []
+    target = None
+    # With no Cluster matching, no source is needed: none is fetched, hashed or parsed
+    # (a tenant's CRS naming large sources costs nothing until a Cluster matches). The
+    # status says NoMatchingClusters, as the spec has it, and carries no revision:
+    # nothing is rolled out. A Cluster that starts matching requeues this CRS.
+    if matching:
+        problems = await _problems(ctx, crs, model)
+        target = await target_revision(ctx, crs)
     made = None
     if model.spec.rollout is not None and target is not None:
         made = plan_rollout(ctx, crs, model, target)
@@ -125,8 +134,7 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     # same status, also right after a restart. A cluster with no outcome recorded
     # yet counts as not applied, and holds observedGeneration back.
     outcomes = [
-        (c.name, outcome_of(ctx.caches.entry(crs.namespace, c.name, crs.name)))
-        for c in ctx.caches.matching_clusters(crs)
+        (c.name, outcome_of(ctx.caches.entry(crs.namespace, c.name, crs.name))) for c in matching
     ]
     status = summarize(
         generation=crs.generation,

@@ -1,0 +1,290 @@
+"""What the controller keeps of tenants' sources is bounded by bytes, not by count:
+the byte-budgeted LRU (tables and a model-based property), the parsed-manifest cache
+that keeps refusals apart so large sources never push one out (a hostile source is
+parsed once, however often it is retried), fetched contents evicted and fetched again
+with one GET, every parse over 1 KiB in a worker thread, and nothing fetched or parsed
+for a CRS that no Cluster selects."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crs_controller.core.errors import InvalidManifest
+from crs_controller.core.manifest_limits import count_nodes
+from crs_controller.core.models import API_VERSION, ResourceRef
+from crs_controller.engine import sources as sources_module
+from crs_controller.engine.context import CRSContext
+from crs_controller.engine.outcomes import Outcomes
+from crs_controller.engine.reconcile.crs import reconcile_crs
+from crs_controller.engine.rollouts import Rollouts
+from crs_controller.engine.sources import (
+    NODE_BYTES,
+    WORST_BYTES_FACTOR,
+    ByteBudgetLRU,
+    Sources,
+    parsed_cost,
+)
+from crs_controller.engine.stores import CRSStore
+
+from .memory_kube import World
+from .test_cluster_reconcile import NS, cluster, crs, kubeconfig_secret
+
+Obj = dict[str, Any]
+
+# --- the LRU -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("puts", "budget", "kept"),
+    [
+        pytest.param([("a", 4), ("b", 4)], 10, ["a", "b"], id="fits"),
+        pytest.param([("a", 4), ("b", 4), ("c", 4)], 10, ["b", "c"], id="oldest-out"),
+        pytest.param([("a", 4), ("b", 4), ("a", 4), ("c", 4)], 10, ["a", "c"], id="reput-is-use"),
+        pytest.param([("a", 2), ("b", 2), ("c", 9)], 10, ["c"], id="one-large-evicts-many"),
+        pytest.param([("a", 2), ("big", 11)], 10, ["a"], id="larger-than-budget-not-kept"),
+        pytest.param([("a", 10)], 10, ["a"], id="exactly-the-budget"),
+        pytest.param([("a", 5), ("a", 20)], 10, [], id="grown-past-budget-dropped"),
+    ],
+)
+def test_the_lru_keeps_what_fits_most_recent_first(
+    puts: list[tuple[str, int]], budget: int, kept: list[str]
+) -> None:
+    lru: ByteBudgetLRU[str, str] = ByteBudgetLRU(budget)
+    for key, cost in puts:
+        lru.put(key, key.upper(), cost)
+    assert [k for k in ("a", "b", "c", "big") if k in lru] == sorted(kept)
+    assert lru.total <= budget
+
+
+def test_a_get_makes_an_entry_the_most_recent() -> None:
+    lru: ByteBudgetLRU[str, int] = ByteBudgetLRU(10)
+    lru.put("a", 1, 4)
+    lru.put("b", 2, 4)
+    assert lru.get("a") == 1
+    lru.put("c", 3, 4)
+    assert ("a" in lru, "b" in lru, "c" in lru) == (True, False, True)
+    assert lru.get("b") is None
+    assert lru.pop("a") == 1
+    assert (lru.total, len(lru)) == (4, 1)
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.integers(0, 7), st.integers(0, 40)),
+        st.tuples(st.just("get"), st.integers(0, 7), st.just(0)),
+        st.tuples(st.just("pop"), st.integers(0, 7), st.just(0)),
+    ),
+    max_size=60,
+)
+
+
+@given(ops=OPS, budget=st.integers(0, 64))
+def test_the_lru_matches_a_reference_model(ops: list[tuple[str, int, int]], budget: int) -> None:
+    """Against a plain list in use order: the same entries, never over budget, and a
+    put that fits is always kept."""
+    lru: ByteBudgetLRU[int, int] = ByteBudgetLRU(budget)
+    model: list[tuple[int, int]] = []  # (key, cost), least recent first
+    for op, key, cost in ops:
+        held = next((c for k, c in model if k == key), None)
+        if op == "get":
+            assert (lru.get(key) is None) == (held is None)
+            if held is not None:
+                model = [e for e in model if e[0] != key] + [(key, held)]
+        elif op == "pop":
+            lru.pop(key)
+            model = [e for e in model if e[0] != key]
+        else:
+            lru.put(key, cost, cost)
+            model = [e for e in model if e[0] != key]
+            if cost <= budget:
+                model.append((key, cost))
+                while sum(c for _, c in model) > budget:
+                    model.pop(0)
+                assert key in lru
+        assert lru.total == sum(c for _, c in model) <= budget
+        assert len(lru) == len(model)
+        assert all(k in lru for k, _ in model)
+
+
+@pytest.mark.parametrize(
+    ("source_bytes", "nodes", "cost"),
+    [
+        (1000, 10, 1000 + 10 * NODE_BYTES),
+        (1000, 10_000, 1000 * WORST_BYTES_FACTOR),  # aliases: shared, bounded by bytes
+        (0, 0, 0),
+    ],
+)
+def test_the_cost_of_parsed_objects(source_bytes: int, nodes: int, cost: int) -> None:
+    assert parsed_cost(source_bytes, nodes) == cost
+
+
+def test_nodes_are_counted_as_a_resource_value_counts_them() -> None:
+    # The document, the mapping, its 2 keys and 2 values; the list: document, list, 3.
+    assert count_nodes([{"a": 1, "b": [1, 2]}]) == 2 + 2 + 2 + 2
+    assert count_nodes([[1, 2, 3]]) == 5
+    assert count_nodes([]) == 0
+
+
+# --- sources -----------------------------------------------------------------------
+
+
+def configmap(name: str, text: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NS},
+        "data": {"a": text},
+    }
+
+
+def objects_text(count: int, pad: int = 0) -> str:
+    docs = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"o{i}"}, "data": {}}
+        for i in range(count)
+    ]
+    return yaml.safe_dump_all(docs) + ("#" + "x" * pad + "\n" if pad else "")
+
+
+class Parses:
+    """sources._parse, counting its calls and the threads they ran in."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.threads: list[str] = []
+        real = sources_module._parse
+
+        def counted(raw: Obj) -> Any:
+            self.threads.append(threading.current_thread().name)
+            return real(raw)
+
+        monkeypatch.setattr(sources_module, "_parse", counted)
+
+
+async def world_of(*objs: Obj) -> World:
+    world = World({})
+    for obj in objs:
+        await world.add(obj)
+    return world
+
+
+async def manifest_of(sources: Sources, name: str) -> Any:
+    return await sources.manifest(await sources.load(NS, ResourceRef(kind="ConfigMap", name=name)))
+
+
+async def test_a_refused_source_is_parsed_once_however_much_else_passes_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The parsed cache holds room for two manifests; twenty go through it, and the
+    refused source retried in between is never parsed again."""
+    good = [configmap(f"good{i}", objects_text(20, pad=i)) for i in range(20)]
+    cost = parsed_cost(len(good[0]["data"]["a"]), count_nodes(yaml.safe_load_all(objects_text(20))))
+    monkeypatch.setattr(sources_module, "PARSED_BUDGET_BYTES", 2 * cost + cost // 2)
+    parses = Parses(monkeypatch)
+    world = await world_of(configmap("bad", "a: [unclosed\n"), *good)
+    sources = world.ctx.sources
+    messages = set()
+    for source in good:
+        with pytest.raises(InvalidManifest) as caught:
+            await manifest_of(sources, "bad")
+        messages.add(str(caught.value))
+        await manifest_of(sources, source["metadata"]["name"])
+    assert len(messages) == 1
+    assert len(parses.threads) == 1 + len(good)
+    # The oldest good ones were evicted (bounded by bytes): asked again, parsed again.
+    await manifest_of(sources, "good0")
+    assert len(parses.threads) == 2 + len(good)
+    assert sources._parsed.total <= sources_module.PARSED_BUDGET_BYTES
+
+
+@pytest.mark.parametrize(
+    ("text", "in_thread"),
+    [("a: [unclosed\n", False), (objects_text(1), False), (objects_text(40), True)],
+    ids=["tiny-refused", "tiny", "over-1-KiB"],
+)
+async def test_only_a_value_under_1_kib_is_parsed_on_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, text: str, in_thread: bool
+) -> None:
+    assert (len(text) > sources_module.PARSE_INLINE_BYTES) == in_thread
+    parses = Parses(monkeypatch)
+    world = await world_of(configmap("s", text))
+    with contextlib.suppress(InvalidManifest):
+        await manifest_of(world.ctx.sources, "s")
+    assert (parses.threads[0] != threading.current_thread().name) == in_thread
+
+
+async def test_fetched_contents_are_bounded_by_bytes_and_fetched_again_on_a_miss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = objects_text(30)
+    monkeypatch.setattr(sources_module, "CONTENT_BUDGET_BYTES", 3 * (len(text) + 2500))
+    world = await world_of(*[configmap(f"s{i}", text) for i in range(6)])
+    sources = world.ctx.sources
+    for i in range(6):
+        await sources.content(NS, "ConfigMap", f"s{i}")
+    assert sources._contents.total <= sources_module.CONTENT_BUDGET_BYTES
+    gets = [r for r in world.mgmt.requests if r[0] == "get"]
+    await sources.content(NS, "ConfigMap", "s5")  # held: no GET
+    assert [r for r in world.mgmt.requests if r[0] == "get"] == gets
+    held = await sources.content(NS, "ConfigMap", "s0")  # evicted: one GET
+    assert [r for r in world.mgmt.requests if r[0] == "get"] == [*gets, ("get", "ConfigMap/s0")]
+    assert held is not None and held["data"]["a"] == text
+    assert "managedFields" not in held["metadata"]
+
+
+# --- a CRS that selects no Cluster -------------------------------------------------
+
+
+def crs_context(world: World) -> CRSContext:
+    ctx = world.ctx
+    return CRSContext(
+        caches=ctx.caches,
+        sources=ctx.sources,
+        crss=CRSStore(world.mgmt, world.crss),  # type: ignore[arg-type]
+        outcomes=Outcomes(),
+        events=ctx.events,
+        announcements=ctx.announcements,
+        rollouts=Rollouts(),
+        clock=ctx.clock,
+    )
+
+
+@pytest.mark.parametrize("source", ["big", "missing", "broken"])
+async def test_nothing_is_fetched_or_parsed_for_a_crs_that_selects_no_cluster(
+    monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    parses = Parses(monkeypatch)
+    world = await world_of(
+        configmap("big", objects_text(200)), configmap("broken", "a: [unclosed\n")
+    )
+    await world.add(crs("a", source))
+    ctx = crs_context(world)
+    await reconcile_crs(ctx, NS, "a")
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    ready = next(c for c in stored["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "NoMatchingClusters")
+    assert "revision" not in stored["status"]
+    assert [r for r in world.mgmt.requests if r[0] == "get" and "ConfigMap/" in r[1]] == []
+    assert parses.threads == []
+    # A Cluster that matches: now the sources are read, and a problem is reported.
+    # (The in-memory server replaces the whole object on a status write: put the
+    # spec back, as the real one keeps it.)
+    restored = {**crs("a", source), "status": stored["status"]}
+    restored["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
+    world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")] = restored
+    world.sync(restored)
+    await world.add(cluster("c1"))
+    await world.add(kubeconfig_secret("c1"))
+    await reconcile_crs(ctx, NS, "a")
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    ready = next(c for c in stored["status"]["conditions"] if c["type"] == "Ready")
+    expected = {"big": "WaitingForClusters", "missing": "ResourceNotFound"}
+    assert ready["reason"] == expected.get(source, "InvalidManifest")
+    # (A missing one is known missing from the watch, without a GET.)
+    assert (("get", f"ConfigMap/{source}") in world.mgmt.requests) == (source != "missing")
+    assert len(parses.threads) == (0 if source == "missing" else 1)
