@@ -1,0 +1,267 @@
+"""What one workload server can cost the controller, on the real servers: a custom
+resource whose CRD is not installed fails alone (its resource ApplyFailed, every other
+resource applied on the same cluster); a server dripping its answer a byte at a time
+fails its cluster within one request's deadline (``--workload-timeout``, 15 s), not
+the reconcile's 300 s; answers that would decode to gigabytes (many bytes, or a few
+MiB of ``{}``) are refused before decoding, the cluster says why and the controller's
+peak memory stays flat; an encrypted client key is refused, never prompted for.
+
+Hostile workload servers are small TLS servers on loopback started by the test."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.server
+import socket
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed.certs import CertificateAuthority
+from crs_controller.testbed.controller import ControllerProcess
+
+from .support import (
+    CRS_API,
+    TIMEOUT,
+    add_cluster,
+    binding_entry,
+    condition,
+    configmap_obj,
+    crs_obj,
+    manifests,
+    source_configmap,
+    unique,
+    wait_condition,
+    wait_object,
+)
+from .test_hostile_input import add_cluster_with_kubeconfig, kubeconfig, pem_b64
+
+Obj = dict[str, Any]
+Respond = Callable[[http.server.BaseHTTPRequestHandler, threading.Event], None]
+WORKLOAD_TIMEOUT = 15.0  # the controller's default --workload-timeout
+
+
+@contextlib.contextmanager
+def hostile_server(respond: Respond) -> Iterator[tuple[int, bytes]]:
+    """A TLS server on loopback answering every request with ``respond``; yields its
+    port and CA certificate. Answers in progress end when the test does."""
+    ca = CertificateAuthority.generate("hostile-workload-ca")
+    pair = ca.issue_serving()
+    directory = Path(tempfile.mkdtemp(prefix="hostile-server-"))
+    (directory / "tls.crt").write_bytes(pair.cert_pem)
+    (directory / "tls.key").write_bytes(pair.key_pem)
+    done = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            with contextlib.suppress(OSError):
+                respond(self, done)
+
+        do_GET = do_PATCH = do_POST = do_PUT = do_DELETE = _answer  # noqa: N815
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], ca.cert_pem
+    finally:
+        done.set()
+        server.shutdown()
+        server.server_close()
+
+
+def token_kubeconfig(port: int, ca_pem: bytes) -> Obj:
+    server = {"server": f"https://127.0.0.1:{port}", "certificate-authority-data": pem_b64(ca_pem)}
+    return kubeconfig(server, {"token": "t"})
+
+
+def failure(mgmt: KubeClient, namespace: str, crs: str, cluster: str) -> Obj | None:
+    """The failed outcome recorded for ``cluster`` in its binding, once there is one."""
+    entry = binding_entry(mgmt, namespace, cluster, crs)
+    if entry is None or entry.get("outcome", {}).get("reason") in (None, "Applied"):
+        return None
+    return dict(entry["outcome"])
+
+
+def vm_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field}")
+
+
+# --- a CRD that is not installed ----------------------------------------------------
+
+
+def test_a_kind_whose_crd_is_not_installed_fails_alone(
+    controller: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+) -> None:
+    beside, other = unique("beside"), unique("other")
+    custom = {
+        "apiVersion": "missing.example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "default"},
+        "spec": {"size": 1},
+    }
+    mgmt.create(source_configmap(namespace, "a", {"a": manifests(custom, configmap_obj(beside))}))
+    mgmt.create(source_configmap(namespace, "b", {"b": manifests(configmap_obj(other))}))
+    add_cluster(mgmt, workloads[1], namespace, "nocrd", {"nocrd": "1"})
+    mgmt.create(crs_obj(namespace, "crd", [("ConfigMap", "a"), ("ConfigMap", "b")], {"nocrd": "1"}))
+
+    wait_object(workload_clients[1], "v1", "ConfigMap", other, "default")
+    wait_object(workload_clients[1], "v1", "ConfigMap", beside, "default")
+    cond = wait_condition(mgmt, namespace, "crd", "Ready", "False", "ApplyFailed")
+    assert "Widget" in cond["message"] and "missing.example.com/v1" in cond["message"]
+    assert "CRD installed" in cond["message"], cond["message"]
+    entry = binding_entry(mgmt, namespace, "nocrd", "crd")
+    assert entry is not None
+    applied = {r["name"]: r.get("applied") for r in entry["resources"]}
+    assert applied == {"a": False, "b": True}, entry
+    assert entry["outcome"]["reason"] != "ClusterUnreachable", entry
+    mgmt.delete(CRS_API, "ClusterResourceSet", "crd", namespace)  # else retried all session
+
+
+# --- a server that drips its answer -------------------------------------------------
+
+
+def drip(handler: http.server.BaseHTTPRequestHandler, done: threading.Event) -> None:
+    """A 200 whose 1000-byte body comes a byte every 2 s: each read is quick enough."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", "1000")
+    handler.end_headers()
+    for _ in range(1000):
+        if done.wait(2):
+            return
+        handler.wfile.write(b" ")
+        handler.wfile.flush()
+
+
+def test_a_server_dripping_its_answer_fails_its_cluster_within_one_request_deadline(
+    controller: ControllerProcess, mgmt: KubeClient, namespace: str
+) -> None:
+    mgmt.create(source_configmap(namespace, "d", {"a": manifests(configmap_obj(unique("d")))}))
+    with hostile_server(drip) as (port, ca_pem):
+        config = token_kubeconfig(port, ca_pem)
+        started = time.monotonic()
+        add_cluster_with_kubeconfig(mgmt, namespace, "drip", {"drip": "1"}, config)
+        mgmt.create(crs_obj(namespace, "d", [("ConfigMap", "d")], {"drip": "1"}))
+        outcome = wait_for(
+            lambda: failure(mgmt, namespace, "d", "drip"),
+            WORKLOAD_TIMEOUT + TIMEOUT,
+            message="a failure outcome for the dripping cluster",
+        )
+        took = time.monotonic() - started
+    assert outcome["reason"] == "ClusterUnreachable", outcome
+    assert f"no complete answer within {WORKLOAD_TIMEOUT:g}s" in outcome["message"], outcome
+    # One request's deadline and the time to notice the Cluster, not 300 s.
+    assert took < WORKLOAD_TIMEOUT + 20, took
+
+
+# --- answers that decode to gigabytes -----------------------------------------------
+
+
+def empty_objects(size: int) -> bytes:
+    """A discovery answer of about ``size`` bytes of ``{}`` values: ~25 times as much
+    memory once decoded."""
+    count = size // 3
+    return b'{"kind":"APIResourceList","resources":[' + b",".join([b"{}"] * count) + b"]}"
+
+
+def answer_with(body: bytes) -> Respond:
+    def respond(handler: http.server.BaseHTTPRequestHandler, done: threading.Event) -> None:
+        # No Content-Length: the body runs until the connection closes, so the
+        # client has to count what it reads.
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        view = memoryview(body)
+        while view and not done.is_set():
+            handler.wfile.write(view[: 1 << 20])
+            view = view[1 << 20 :]
+        handler.close_connection = True
+
+    return respond
+
+
+def test_answers_that_decode_to_gigabytes_are_refused_and_memory_stays_flat(
+    controller: ControllerProcess, mgmt: KubeClient, namespace: str
+) -> None:
+    pid = controller.pid
+    assert pid is not None
+    mgmt.create(source_configmap(namespace, "g", {"a": manifests(configmap_obj(unique("g")))}))
+    cases = {
+        # 3.5 MiB (under the byte limit) of {}: about 1.2 million values.
+        "values": (empty_objects(7 * (1 << 19)), "JSON values"),
+        # 24 MiB of them: refused on bytes before the rest is read.
+        "bytes": (empty_objects(24 << 20), "bytes"),
+    }
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
+    before = vm_kib(pid, "VmHWM")
+    with contextlib.ExitStack() as servers:
+        for case, (body, _) in cases.items():
+            port, ca_pem = servers.enter_context(hostile_server(answer_with(body)))
+            config = token_kubeconfig(port, ca_pem)
+            add_cluster_with_kubeconfig(mgmt, namespace, f"big-{case}", {"big": "1"}, config)
+        mgmt.create(crs_obj(namespace, "g", [("ConfigMap", "g")], {"big": "1"}))
+        outcomes = {
+            case: wait_for(
+                lambda case=case: failure(mgmt, namespace, "g", f"big-{case}"),  # type: ignore[misc]
+                TIMEOUT,
+                message=f"a failure outcome for big-{case}",
+            )
+            for case in cases
+        }
+    peak = vm_kib(pid, "VmHWM")
+    for case, (_, limit) in cases.items():
+        assert outcomes[case]["reason"] == "ClusterUnreachable", outcomes[case]
+        assert limit in outcomes[case]["message"], outcomes[case]
+    # Decoded, these answers take ~90 and ~600 MiB; refused, a few MiB of buffers.
+    assert (peak - before) / 1024 < 60, (before / 1024, peak / 1024)
+    ready = condition(mgmt.get(CRS_API, "ClusterResourceSet", "g", namespace), "Ready")
+    assert ready is not None and ready["status"] == "False"
+
+
+# --- an encrypted client key --------------------------------------------------------
+
+
+def test_an_encrypted_client_key_is_refused_without_a_prompt(
+    controller: ControllerProcess, mgmt: KubeClient, namespace: str
+) -> None:
+    ca = CertificateAuthority.generate("encrypted-key-ca")
+    client = ca.issue_client("tenant")
+    key = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.BestAvailableEncryption(b"pass phrase"),
+    )
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    config = kubeconfig(
+        {"server": f"https://127.0.0.1:{port}", "certificate-authority-data": pem_b64(ca.cert_pem)},
+        {"client-certificate-data": pem_b64(client.cert_pem), "client-key-data": pem_b64(key)},
+    )
+    mgmt.create(source_configmap(namespace, "k", {"a": manifests(configmap_obj(unique("k")))}))
+    add_cluster_with_kubeconfig(mgmt, namespace, "enc", {"enc": "1"}, config)
+    mgmt.create(crs_obj(namespace, "k", [("ConfigMap", "k")], {"enc": "1"}))
+    cond = wait_condition(mgmt, namespace, "k", "Ready", "False", "UnsupportedKubeconfig")
+    assert "client-key-data is encrypted" in cond["message"], cond["message"]
+    assert "pass phrase:" not in controller.log_text().lower()
+    assert base64.b64encode(key).decode()[:40] not in controller.log_text()
