@@ -78,10 +78,15 @@ class ControllerProcess:
         extension: bool = False,
         user: str = SA_USER,
         env: Mapping[str, str] | None = None,
+        stdin: int | None = None,
     ) -> None:
         self._management = management
         self._extra = extra_args
         self._env = dict(env or {})
+        # ``subprocess.PIPE`` runs it as a supervisor with a pipe would: no terminal
+        # (a session of its own) and a stdin that stays open and silent, so anything
+        # that prompts blocks instead of failing at once (None: inherit, as before).
+        self._stdin = stdin
         self._dir = Path(tempfile.mkdtemp(prefix="crs-controller-"))
         self.kubeconfig = management.write_kubeconfig(
             self._dir / "kubeconfig", user=user, groups=SA_GROUPS
@@ -150,6 +155,8 @@ class ControllerProcess:
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
                 command,
+                stdin=self._stdin,
+                start_new_session=self._stdin is not None,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 # As in its pod: the Downward API names the namespace it runs in.

@@ -6,14 +6,19 @@ manager are timed by exactly the same code.
 from __future__ import annotations
 
 import functools
+import math
 import os
+import platform
+import subprocess
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx
 import yaml
 
 from crs_controller.testbed import ControlPlane, KubeClient, KubeError, wait_for
@@ -293,3 +298,169 @@ RATIO_KEYS = ("first_apply_seconds", "first_apply_cpu_seconds", "edit_seconds", 
 def ratios(crs: Figures, capi: Figures) -> Figures:
     """crs-controller / Cluster API for each figure (below 1: crs-controller is cheaper)."""
     return {key: _per(crs[key], capi[key], digits=3) for key in RATIO_KEYS}
+
+
+# --- Sampling a running controller (noisy_neighbor.py) ------------------------------
+
+
+def vm_kib(pid: int, field: str) -> int:
+    """A ``/proc/<pid>/status`` figure in KiB (``VmRSS``, ``VmHWM``); 0 once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    return 0
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) by nearest rank; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def machine() -> Figures:
+    """What the figures were measured on: CPUs, memory, CPU model, kernel, Python."""
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    total = next((int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:")), 0)
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo if "model name" in line), "")
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpus": os.cpu_count(),
+        "memory_mib": round(total / 1024),
+        "cpu_model": model or platform.processor() or platform.machine(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+def git_state(repo: Path = REPO) -> Figures:
+    """The commit measured and the files that differ from it (a shared working tree
+    may hold changes not committed yet: the run measured those too)."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
+        )
+        return done.stdout
+
+    changed = [line[3:] for line in git("status", "--porcelain").splitlines() if line]
+    return {
+        "commit": git("rev-parse", "HEAD"),
+        "subject": git("log", "-1", "--format=%s")[:120],
+        "uncommitted_files": changed,
+    }
+
+
+class Sampler:
+    """Calls ``sample`` every ``interval`` seconds on a thread of its own until
+    ``stop``; the time a sample takes counts towards the interval."""
+
+    def __init__(self, sample: Callable[[], None], interval: float) -> None:
+        self._sample = sample
+        self._interval = interval
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            began = time.monotonic()
+            self._sample()
+            self._stopping.wait(max(0.0, self._interval - (time.monotonic() - began)))
+
+
+class HealthProbe(Sampler):
+    """Times a GET of ``url`` (``/healthz``) every ``interval`` seconds; an answer
+    other than 200, or none within ``timeout``, is a failure."""
+
+    def __init__(self, url: str, interval: float = 0.15, timeout: float = 5.0) -> None:
+        super().__init__(self._probe, interval)
+        self._client = httpx.Client(timeout=timeout)
+        self._url = url
+        self.latencies: list[float] = []
+        self.failures: list[Figures] = []
+        self._began = time.monotonic()
+
+    def _probe(self) -> None:
+        began = time.monotonic()
+        try:
+            status = self._client.get(self._url).status_code
+            error = "" if status == 200 else f"HTTP {status}"
+        except httpx.HTTPError as exc:
+            error = type(exc).__name__
+        took = time.monotonic() - began
+        self.latencies.append(took)
+        if error:
+            at = round(began - self._began, 1)
+            self.failures.append({"at_seconds": at, "error": error, "took": round(took, 2)})
+
+    def stop(self) -> None:
+        super().stop()
+        self._client.close()
+
+    def figures(self, slow: float = 1.0) -> Figures:
+        return {
+            "samples": len(self.latencies),
+            "max_seconds": round(max(self.latencies, default=0.0), 3),
+            "p99_seconds": _rounded(percentile(self.latencies, 99)),
+            "p50_seconds": _rounded(percentile(self.latencies, 50)),
+            f"over_{slow:g}s": sum(t > slow for t in self.latencies),
+            "failures": len(self.failures),
+            "first_failures": self.failures[:5],
+        }
+
+
+def _rounded(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+class MemoryProbe(Sampler):
+    """Samples a process's VmRSS every ``interval`` seconds. Past ``abort_mib`` it
+    calls ``on_abort`` once (the benchmark kills the process: an OOM kill, sooner
+    than the machine would)."""
+
+    def __init__(
+        self, pid: int, on_abort: Callable[[], None], abort_mib: float, interval: float = 0.2
+    ) -> None:
+        super().__init__(self._probe, interval)
+        self._pid = pid
+        self._on_abort = on_abort
+        self._abort_mib = abort_mib
+        self._began = time.monotonic()
+        self.samples: list[tuple[float, float]] = []  # (seconds since start, MiB)
+        self.aborted_at: float | None = None
+
+    def _probe(self) -> None:
+        mib = vm_kib(self._pid, "VmRSS") / 1024
+        if not mib:
+            return
+        at = time.monotonic() - self._began
+        self.samples.append((at, mib))
+        if mib > self._abort_mib and self.aborted_at is None:
+            self.aborted_at = round(at, 1)
+            self._on_abort()
+
+    def figures(self) -> Figures:
+        peak = max(self.samples, key=lambda s: s[1], default=(0.0, 0.0))
+        return {
+            "samples": len(self.samples),
+            "start_mib": round(self.samples[0][1], 1) if self.samples else None,
+            "peak_mib": round(peak[1], 1),
+            "peak_at_seconds": round(peak[0], 1),
+            "end_mib": round(self.samples[-1][1], 1) if self.samples else None,
+            "killed_above_mib": self._abort_mib if self.aborted_at is not None else None,
+            "killed_at_seconds": self.aborted_at,
+        }
