@@ -18,6 +18,7 @@ from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.core.errors import CRSError, InvalidManifest
 from crs_controller.core.manifests import load_documents
+from crs_controller.core.text import safe
 
 OK, FINDING, ERROR = 0, 1, 2
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -62,10 +63,15 @@ def emit(data: Any, output: str, table: Callable[[Any], str]) -> None:
         print(table(data), end="")
 
 
+# Long enough for any message the CLI prints; a table cell is never cut.
+PRINT_LIMIT = 100_000
+
+
 def printable(text: str) -> str:
-    """``text`` with control characters shown as ``?``: names and messages come from
-    objects a tenant may write, and must not drive the terminal (escape sequences)."""
-    return "".join(c if c.isprintable() else "?" for c in text)
+    """``text`` with control characters escaped as the status, bindings and logs show
+    them: names and messages come from objects a tenant may write, and must not drive
+    the terminal (escape sequences)."""
+    return safe(text, PRINT_LIMIT)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
