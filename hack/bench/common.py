@@ -352,8 +352,8 @@ def git_state(repo: Path = REPO) -> Figures:
 
     changed = [line[3:] for line in git("status", "--porcelain").splitlines() if line]
     return {
-        "commit": git("rev-parse", "HEAD"),
-        "subject": git("log", "-1", "--format=%s")[:120],
+        "commit": git("rev-parse", "HEAD").strip(),
+        "subject": git("log", "-1", "--format=%s").strip()[:120],
         "uncommitted_files": changed,
     }
 

@@ -1010,10 +1010,13 @@ class Run:
         health.start()
         memory.start()
         try:
-            first = good.wait("0", 60)
+            ready = round(time.time() - started, 2)
+            landed = good.wait("0", 60)
+            first = None if landed is None else round(time.time() - started, 2)
             self.result["good_tenant"] = {
                 "clusters": len(good.servers),
-                "first_apply_seconds": first,
+                "ready_seconds": ready,
+                "first_apply_seconds": first,  # from the spawn, as in scale.py
             }
             log(f"good tenant's first apply: {first} s; the attacker writes")
             self.attack(plane, good, attacker)
