@@ -11,9 +11,10 @@ its sources are (a ConfigMap or Secret is at most ~1 MiB: etcd's request limit, 
 API server's check on ``data``): fetched objects up to ``CONTENT_BUDGET_BYTES``,
 parsed manifests up to ``PARSED_BUDGET_BYTES`` (an estimate of the Python objects),
 least recently used out first; a source evicted is fetched again with one GET, or
-parsed again. A refusal (InvalidManifest, WrongSecretType) is a short message kept
-apart, by count, so no amount of large sources pushes it out and makes a hostile
-source parse again on every retry.
+parsed again. Each content's verdict, valid or the refusal (InvalidManifest,
+WrongSecretType, a short message), is kept apart, by count: no amount of large
+sources pushes one out, so a hostile source is not parsed again on every retry, and
+the CRS status, which needs only the verdict, never parses an evicted source again.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from crs_controller.engine.runtime.watching import Informer, resource_version
 # parses in flight, and the workload answers' own limits (clients/kube).
 CONTENT_BUDGET_BYTES = 32 * 1024 * 1024
 PARSED_BUDGET_BYTES = 64 * 1024 * 1024
-REFUSALS_KEPT = 4096  # each a message of at most ~1 KiB
+VERDICTS_KEPT = 8192  # each None or a message of at most ~1 KiB
 # Parsed objects in memory, measured (tracemalloc) per node and per source byte:
 # Calico's 710 KB holds 1.5 MiB, 1 MiB of "[{},{},…]" 24 MiB (69 B a node), 1 MiB of
 # small ConfigMaps 9.2 MiB (77 B a node). Aliases are shared, not copied, so a
@@ -134,7 +135,7 @@ class Sources:
         self._contents: ByteBudgetLRU[ContentKey, Obj] = ByteBudgetLRU(CONTENT_BUDGET_BYTES)
         self._hashes: dict[ContentKey, tuple[int, str]] = {}
         self._parsed: ByteBudgetLRU[str, Manifest] = ByteBudgetLRU(PARSED_BUDGET_BYTES)
-        self._refused: OrderedDict[str, ResourceError] = OrderedDict()
+        self._verdicts: OrderedDict[str, ResourceError | None] = OrderedDict()
         self._parsing: dict[str, asyncio.Future[Manifest | ResourceError]] = {}
         self._slots = asyncio.Semaphore(PARSES_AT_ONCE)
 
@@ -188,9 +189,8 @@ class Sources:
         """Parsed objects in apply order with each one's hash; raises InvalidManifest.
         Cached per hash."""
         assert source.raw is not None
-        # Keyed by resource as well as hash: an error message names its resource.
-        key = f"{source.ref.kind}/{source.ref.name}/{source.hash}"
-        cached = self._parsed.get(key) or self._refusal(key)
+        key = _parsed_key(source)
+        cached = self._parsed.get(key) or self._verdict(key)
         if cached is None:
             cached = await self._parse_once(key, source.raw)
         if isinstance(cached, ResourceError):
@@ -198,10 +198,24 @@ class Sources:
             raise cached.with_traceback(None)
         return cached
 
-    def _refusal(self, key: str) -> ResourceError | None:
-        refused = self._refused.get(key)
+    async def problem(self, source: Source) -> ResourceError | None:
+        """Why the source's content cannot be used, or None: from the verdict kept per
+        content, parsing only a content never seen (or long forgotten)."""
+        key = _parsed_key(source)
+        if key in self._verdicts:
+            self._verdicts.move_to_end(key)
+            return self._verdicts[key]
+        try:
+            await self.manifest(source)
+        except ResourceError as exc:
+            return exc
+        return None
+
+    def _verdict(self, key: str) -> ResourceError | None:
+        """The refusal of this content if it was refused (a valid one: None)."""
+        refused = self._verdicts.get(key)
         if refused is not None:
-            self._refused.move_to_end(key)
+            self._verdicts.move_to_end(key)
         return refused
 
     async def _parse_once(self, key: str, raw: Obj) -> Manifest | ResourceError:
@@ -224,17 +238,22 @@ class Sources:
                     parsed = await asyncio.to_thread(_parse, raw)
         finally:
             del self._parsing[key]
-        if isinstance(parsed, ResourceError):
-            self._refused[key] = parsed
-            if len(self._refused) > REFUSALS_KEPT:
-                self._refused.popitem(last=False)
-        else:
+        if not isinstance(parsed, ResourceError):
             self._parsed.put(key, parsed, parsed.cost)
+        self._verdicts[key] = parsed if isinstance(parsed, ResourceError) else None
+        self._verdicts.move_to_end(key)
+        if len(self._verdicts) > VERDICTS_KEPT:
+            self._verdicts.popitem(last=False)
         return parsed
 
     def forget(self, namespace: str, kind: str, name: str) -> None:
         self._contents.pop((namespace, kind, name))
         self._hashes.pop((namespace, kind, name), None)
+
+
+def _parsed_key(source: Source) -> str:
+    # Keyed by resource as well as hash: an error message names its resource.
+    return f"{source.ref.kind}/{source.ref.name}/{source.hash}"
 
 
 def _parse(raw: Obj) -> Manifest | ResourceError:

@@ -288,3 +288,23 @@ async def test_nothing_is_fetched_or_parsed_for_a_crs_that_selects_no_cluster(
     # (A missing one is known missing from the watch, without a GET.)
     assert (("get", f"ConfigMap/{source}") in world.mgmt.requests) == (source != "missing")
     assert len(parses.threads) == (0 if source == "missing" else 1)
+
+
+async def test_the_verdict_outlives_the_parsed_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no room for parsed objects at all, the CRS status (which needs only
+    whether a source is usable) still parses each content once."""
+    monkeypatch.setattr(sources_module, "PARSED_BUDGET_BYTES", 0)
+    parses = Parses(monkeypatch)
+    world = await world_of(configmap("good", objects_text(30)), configmap("bad", "a: [\n"))
+    sources = world.ctx.sources
+    loaded = {
+        n: await sources.load(NS, ResourceRef(kind="ConfigMap", name=n)) for n in ("good", "bad")
+    }
+    for _ in range(3):
+        assert await sources.problem(loaded["good"]) is None
+        problem = await sources.problem(loaded["bad"])
+        assert isinstance(problem, InvalidManifest)
+    assert len(parses.threads) == 2
+    # The objects themselves, to apply, are parsed again: they were not kept.
+    assert len((await sources.manifest(loaded["good"])).objects) == 30
+    assert len(parses.threads) == 3

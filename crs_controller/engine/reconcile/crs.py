@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import structlog
 
-from crs_controller.core.errors import ResourceError
 from crs_controller.core.models import (
     FINALIZER,
     ClusterResourceSet,
@@ -100,17 +99,14 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
 
 
 async def _problems(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> list[Problem]:
-    """What is wrong with the referenced resources themselves."""
+    """What is wrong with the referenced resources themselves: from each content's
+    verdict, kept when its parsed objects are evicted (engine/sources)."""
     problems: list[Problem] = []
     for ref in model.spec.resources:
         source = await ctx.sources.load(crs.namespace, ref)
-        if source.error is not None:
-            problems.append(Problem(source.error.reason, str(source.error)))
-            continue
-        try:
-            await ctx.sources.objects(source)
-        except ResourceError as exc:
-            problems.append(Problem(exc.reason, str(exc)))
+        error = source.error or await ctx.sources.problem(source)
+        if error is not None:
+            problems.append(Problem(error.reason, str(error)))
     return problems
 
 
