@@ -13,10 +13,12 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 __all__ = [
     "Cycle",
+    "Dependencies",
     "Gate",
     "Go",
     "NotFound",
@@ -60,6 +62,123 @@ class Cycle:
 Gate = Go | Wait | NotFound | Cycle
 
 
+class Dependencies:
+    """One namespace's dependency graph with what every reconcile derives from it,
+    computed once per change of the graph rather than once per CRS: the links by name,
+    the strongly connected components (which CRSs are on a cycle), and the cycle each
+    member names (found on first use, then kept).
+
+    Building it is O(V + E log d); a CRS's gate on one cluster is O(its dependencies)
+    through ``gates``; an order of N names is O(V + E + N log N).
+    """
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph: dict[str, tuple[str, ...]] = {n: tuple(deps) for n, deps in graph.items()}
+        self._links = {name: _links(graph, name) for name in graph}
+        tarjan = _Tarjan(self._links)
+        for root in sorted(graph):
+            if root not in tarjan.index:
+                tarjan.visit(root)
+        # Components come dependencies first.
+        self._components = tarjan.found
+        self._component_of = {n: i for i, c in enumerate(self._components) for n in c}
+        self._cyclic = frozenset(
+            name for c in self._components if _is_cyclic(c, graph) for name in c
+        )
+        self._cycles: dict[str, tuple[str, ...]] = {}
+        self._needs, self._dangling = self._condensed()
+
+    def cycle(self, name: str) -> tuple[str, ...] | None:
+        """A shortest cycle through ``name`` from its smallest member, or None. A BFS
+        inside its component, done once per member and kept."""
+        if name not in self._cyclic:
+            return None
+        found = self._cycles.get(name)
+        if found is None:
+            within = frozenset(self._components[self._component_of[name]])
+            found = self._cycles[name] = _cycle_through(name, self._links, within)
+        return found
+
+    def cycles(self) -> dict[str, tuple[str, ...]]:
+        """Every CRS on a cycle -> a shortest cycle through it (see ``cycles``)."""
+        return {name: cycle for name in sorted(self._cyclic) if (cycle := self.cycle(name))}
+
+    def gates(
+        self, selects: Callable[[str], bool], done: Callable[[str], bool]
+    ) -> Callable[[str], Gate]:
+        """``gate`` for every CRS on one cluster, each worked out once and kept: valid
+        while ``selects`` and ``done`` answer as they do now for the dependencies of the
+        CRSs asked about (in ``apply_order``, everything a CRS needs is settled first)."""
+        known: dict[str, Gate] = {}
+
+        def decide(crs: str) -> Gate:
+            todo = [crs]
+            while todo:  # depth first without recursion: chains may be long
+                name = todo[-1]
+                if name in known:
+                    todo.pop()
+                    continue
+                decided = self._gate(name, selects, done, known)
+                if isinstance(decided, str):
+                    todo.append(decided)  # judge this dependency first
+                else:
+                    known[name] = decided
+                    todo.pop()
+            return known[crs]
+
+        return decide
+
+    def apply_order(self, names: Iterable[str]) -> list[str]:
+        """See ``apply_order``: Kahn's algorithm over the components, smallest name first
+        among what may go; a component none of ``names`` is in goes unseen at once."""
+        wanted = set(names)
+        extras = sorted(wanted - self.graph.keys())  # gone CRSs: needed, need nothing
+        nodes = [*self._components, *((name,) for name in extras)]
+        needs = [*self._needs, *([] for _ in extras)]
+        extra = {name: len(self._components) + n for n, name in enumerate(extras)}
+        for i, missing in self._dangling.items():
+            needs[i] = [*needs[i], *(extra[m] for m in missing if m in extra)]
+        return _kahn(nodes, needs, wanted)
+
+    def _gate(
+        self,
+        name: str,
+        selects: Callable[[str], bool],
+        done: Callable[[str], bool],
+        known: Mapping[str, Gate],
+    ) -> Gate | str:
+        """``name``'s gate, or a dependency whose own gate is needed first."""
+        if (cycle := self.cycle(name)) is not None:
+            return Cycle(cycle)
+        dependencies = self.graph.get(name, ())
+        for dependency in dependencies:
+            if dependency not in self.graph:
+                return NotFound(dependency)
+        for dependency in dependencies:
+            if not selects(dependency):
+                continue
+            if not done(dependency):
+                return Wait(dependency)
+            if dependency not in known:
+                return dependency
+            if not isinstance(known[dependency], Go):
+                return Wait(dependency)  # done on paper, but itself held back
+        return Go()
+
+    def _condensed(self) -> tuple[list[list[int]], dict[int, list[str]]]:
+        """Per component: the components it links to, and the names it depends on that
+        do not exist (by name: they count in an order that includes them)."""
+        needs: list[list[int]] = []
+        dangling: dict[int, list[str]] = {}
+        for i, component in enumerate(self._components):
+            linked = {self._component_of[d] for n in component for d in self._links[n]}
+            needs.append(sorted(linked - {i}))
+            missing = {d for n in component for d in self.graph[n] if d not in self.graph}
+            if missing:
+                dangling[i] = sorted(missing)
+        return needs, dangling
+
+
 def cycles(graph: Graph) -> dict[str, tuple[str, ...]]:
     """Every CRS on a cycle -> a shortest cycle through it, starting from its smallest name.
 
@@ -67,18 +186,12 @@ def cycles(graph: Graph) -> dict[str, tuple[str, ...]]:
     makes it wait), so it is left out. In a tangle of several cycles each member names
     one that passes through itself, which is the one its owner can act on.
     """
-    found: dict[str, tuple[str, ...]] = {}
-    for component in _components(graph, graph):
-        if _is_cyclic(component, graph):
-            within = frozenset(component)
-            for name in component:
-                found[name] = _cycle_through(name, graph, within)
-    return dict(sorted(found.items()))
+    return Dependencies(graph).cycles()
 
 
 def gate(
     crs: str,
-    graph: Graph,
+    graph: Graph | Dependencies,
     selects: Callable[[str], bool],
     done: Callable[[str], bool],
 ) -> Gate:
@@ -94,27 +207,12 @@ def gate(
     blocked here (on a cycle, missing a dependency, or waiting) counts as not done
     whatever ``done`` says, so a CRS that depends on a cycle waits for it rather than
     being reported as part of it, and nothing is applied on top of a dependency that
-    is stuck.
+    is stuck. For many CRSs on one cluster, use ``Dependencies.gates``.
     """
-    components = _components(graph, _reachable(graph, crs))
-    cyclic = {name for c in components if _is_cyclic(c, graph) for name in c}
-    if crs in cyclic:
-        component = next(c for c in components if crs in c)
-        return Cycle(_cycle_through(crs, graph, frozenset(component)))
-    clear: set[str] = set()
-
-    def ready(name: str) -> bool:
-        return name in clear and done(name)
-
-    # Components come dependencies first, so each CRS is judged after all it needs.
-    for component in components:
-        for name in component:
-            if name not in cyclic and isinstance(_blocker(name, graph, selects, ready), Go):
-                clear.add(name)
-    return _blocker(crs, graph, selects, ready)
+    return _built(graph).gates(selects, done)(crs)
 
 
-def apply_order(names: Iterable[str], graph: Graph) -> list[str]:
+def apply_order(names: Iterable[str], graph: Graph | Dependencies) -> list[str]:
     """``names`` with every CRS after those it depends on, directly or through CRSs not
     in ``names``; ties (and the members of a cycle among themselves) by name.
 
@@ -122,29 +220,10 @@ def apply_order(names: Iterable[str], graph: Graph) -> list[str]:
     the order ``names`` came in. A name missing from ``graph`` (a CRS already gone
     whose objects are being removed) still counts as what its dependents need.
     """
-    wanted = sorted(set(names))
-    known = {name: () for name in wanted} | dict(graph)
-    needs = {name: (_reachable(known, name) - {name}).intersection(wanted) for name in wanted}
-    # Members of one cycle need each other; dropping those pairs leaves an order.
-    after = {name: {d for d in needs[name] if name not in needs[d]} for name in wanted}
-    dependents: dict[str, list[str]] = {name: [] for name in wanted}
-    for name in wanted:
-        for dependency in after[name]:
-            dependents[dependency].append(name)
-    pending = {name: len(after[name]) for name in wanted}
-    ready = [name for name in wanted if not pending[name]]
-    ordered: list[str] = []
-    while ready:
-        name = heapq.heappop(ready)
-        ordered.append(name)
-        for dependent in dependents[name]:
-            pending[dependent] -= 1
-            if not pending[dependent]:
-                heapq.heappush(ready, dependent)
-    return ordered
+    return _built(graph).apply_order(names)
 
 
-def removal_order(names: Iterable[str], graph: Graph) -> list[str]:
+def removal_order(names: Iterable[str], graph: Graph | Dependencies) -> list[str]:
     """The reverse of ``apply_order``: the objects of a dependent CRS are deleted before
     those of the CRSs it depends on, so nothing is left running on top of what it needs."""
     return apply_order(names, graph)[::-1]
@@ -163,50 +242,25 @@ def describe(gate: Gate) -> tuple[str, str]:
             return "", ""
 
 
-def _blocker(
-    name: str, graph: Graph, selects: Callable[[str], bool], ready: Callable[[str], bool]
-) -> Gate:
-    """What holds ``name`` back, cycles aside: every missing dependency comes first,
-    since no wait can ever end it."""
-    dependencies = graph.get(name, ())
-    for dependency in dependencies:
-        if dependency not in graph:
-            return NotFound(dependency)
-    for dependency in dependencies:
-        if selects(dependency) and not ready(dependency):
-            return Wait(dependency)
-    return Go()
-
-
 def _links(graph: Graph, name: str) -> list[str]:
     """The existing CRSs ``name`` depends on, by name, so walks never follow spec order."""
     return sorted({d for d in graph.get(name, ()) if d in graph})
-
-
-def _reachable(graph: Graph, start: str) -> set[str]:
-    """``start`` and every CRS it depends on, directly or not."""
-    seen = {start}
-    todo = [start]
-    while todo:
-        for linked in _links(graph, todo.pop()):
-            if linked not in seen:
-                seen.add(linked)
-                todo.append(linked)
-    return seen
 
 
 def _is_cyclic(component: Sequence[str], graph: Graph) -> bool:
     return len(component) > 1 or component[0] in graph.get(component[0], ())
 
 
-def _cycle_through(start: str, graph: Graph, within: frozenset[str]) -> tuple[str, ...]:
+def _cycle_through(
+    start: str, links: Mapping[str, Sequence[str]], within: frozenset[str]
+) -> tuple[str, ...]:
     """A shortest cycle from ``start`` back to it inside its component (breadth first,
     links by name, so the same graph always names the same cycle)."""
     parent: dict[str, str] = {}
     queue = deque([start])
     while queue:
         node = queue.popleft()
-        for linked in _links(graph, node):
+        for linked in links[node]:
             if linked == start:
                 return _from_smallest(_path(parent, start, node))
             if linked in within and linked not in parent:
@@ -227,20 +281,60 @@ def _from_smallest(members: tuple[str, ...]) -> tuple[str, ...]:
     return members[first:] + members[:first]
 
 
-def _components(graph: Graph, nodes: Iterable[str]) -> list[tuple[str, ...]]:
-    """Strongly connected components of ``nodes`` (closed under links), each sorted,
-    dependencies before their dependents (Tarjan, without recursion: a long chain of
-    CRSs must not reach Python's recursion limit)."""
-    tarjan = _Tarjan(graph)
-    for root in sorted(nodes):
-        if root not in tarjan.index:
-            tarjan.visit(root)
-    return tarjan.found
+def _built(graph: Graph | Dependencies) -> Dependencies:
+    return graph if isinstance(graph, Dependencies) else Dependencies(graph)
+
+
+def _kahn(
+    nodes: Sequence[Sequence[str]], needs: Sequence[Sequence[int]], wanted: AbstractSet[str]
+) -> list[str]:
+    """The smallest order by name of the ``wanted`` members of ``nodes`` (each node's
+    members among themselves free) with every node after the nodes it ``needs``."""
+    left = [sum(name in wanted for name in node) for node in nodes]
+    pending = [len(n) for n in needs]
+    dependents: list[list[int]] = [[] for _ in nodes]
+    for i, needed in enumerate(needs):
+        for j in needed:
+            dependents[j].append(i)
+    ready: list[tuple[str, int]] = []
+    ordered: list[str] = []
+
+    def release(start: int) -> None:
+        """Everything ``start`` needs is out: its wanted members may go; a node with
+        none is out at once and may release its dependents in turn."""
+        todo = [start]
+        while todo:
+            i = todo.pop()
+            if left[i]:
+                for name in nodes[i]:
+                    if name in wanted:
+                        heapq.heappush(ready, (name, i))
+                continue
+            todo.extend(finish(i))
+
+    def finish(i: int) -> list[int]:
+        freed = []
+        for dependent in dependents[i]:
+            pending[dependent] -= 1
+            if not pending[dependent]:
+                freed.append(dependent)
+        return freed
+
+    for root in [i for i, count in enumerate(pending) if not count]:
+        release(root)  # a root's release may free later nodes: listed before any goes
+    while ready:
+        name, i = heapq.heappop(ready)
+        ordered.append(name)
+        left[i] -= 1
+        if not left[i]:
+            for dependent in finish(i):
+                release(dependent)
+    return ordered
 
 
 class _Tarjan:
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
+    def __init__(self, links: Mapping[str, Sequence[str]]) -> None:
+        self.links = links
         self.index: dict[str, int] = {}
         self.low: dict[str, int] = {}
         self.stack: list[str] = []
@@ -269,7 +363,7 @@ class _Tarjan:
         self.index[node] = self.low[node] = len(self.index)
         self.stack.append(node)
         self.on_stack.add(node)
-        return _links(self.graph, node)
+        return list(self.links[node])
 
     def _close(self, root: str) -> None:
         members: list[str] = []

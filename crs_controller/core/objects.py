@@ -181,7 +181,12 @@ def parse_binding_object(raw: Mapping[str, Any]) -> Binding:
         return Binding(meta, None, problem)
 
 
+def depends_on(crs: CRS) -> tuple[str, ...]:
+    """The names in a CRS's ``spec.dependsOn``, in spec order; a CRS the model refuses
+    depends on nothing it could say."""
+    return tuple(d.name for d in crs.model.spec.depends_on) if crs.model else ()
+
+
 def dependency_graph(crss: Iterable[CRS]) -> dict[str, list[str]]:
-    """Each CRS of a namespace and the names it depends on (``spec.dependsOn``); a CRS
-    the model refuses depends on nothing it could say."""
-    return {c.name: [d.name for d in c.model.spec.depends_on] if c.model else [] for c in crss}
+    """Each CRS of a namespace and the names it depends on (``spec.dependsOn``)."""
+    return {c.name: list(depends_on(c)) for c in crss}

@@ -10,8 +10,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
+from crs_controller.core.dependencies import Dependencies
 from crs_controller.core.models import CRSBinding
-from crs_controller.core.objects import CRS, Binding, Cluster
+from crs_controller.core.objects import CRS, Binding, Cluster, depends_on
 from crs_controller.engine.runtime.watching import Informer
 
 SourceKey = tuple[str, str, str]  # namespace, kind, name
@@ -39,6 +40,7 @@ class Caches(Protocol):
     def matching_clusters(self, crs: CRS) -> list[Cluster]: ...
     def matching_crss(self, cluster: Cluster) -> list[CRS]: ...
     def holders(self, namespace: str, crs: str) -> list[str]: ...
+    def dependencies(self, namespace: str) -> Dependencies: ...
 
 
 class Index:
@@ -58,6 +60,9 @@ class Index:
         self._indexed_refs: dict[tuple[str, str], set[SourceKey]] = {}
         self._indexed_holds: dict[tuple[str, str], frozenset[str]] = {}
         self._population: dict[str, int] = {}  # namespace -> its CRSs and Clusters
+        # namespace -> CRS -> its dependsOn; the graph built from it, until it changes.
+        self._depends: dict[str, dict[str, tuple[str, ...]]] = defaultdict(dict)
+        self._graphs: dict[str, Dependencies] = {}
 
     # -- updates (watch handlers only) ------------------------------------------------
 
@@ -71,6 +76,7 @@ class Index:
         key = (crs.namespace, crs.name)
         for source in self._indexed_refs.pop(key, set()):
             _discard(self._refs, source, crs.name)
+        self._note_dependencies(crs.namespace, crs.name, None if new is None else depends_on(new))
         if new is None:
             self._leave(self._names, crs.namespace, crs.name)
             return
@@ -96,6 +102,19 @@ class Index:
         self._indexed_holds[(namespace, name)] = new.crs_names
         for crs in new.crs_names:
             self._holders[(namespace, crs)].add(name)
+
+    def _note_dependencies(self, namespace: str, name: str, new: tuple[str, ...] | None) -> None:
+        """Keep a CRS's dependsOn; the namespace's graph is built again only when one
+        appears, goes or changes its dependsOn (not on every edit or status write)."""
+        if self._depends.get(namespace, {}).get(name) == new:
+            return
+        if new is not None:
+            self._depends[namespace][name] = new
+        else:
+            del self._depends[namespace][name]
+            if not self._depends[namespace]:
+                del self._depends[namespace]
+        self._graphs.pop(namespace, None)
 
     def _join(self, names: dict[str, dict[str, None]], namespace: str, name: str) -> None:
         if name not in names[namespace]:
@@ -161,6 +180,13 @@ class Index:
     def holders(self, namespace: str, crs: str) -> list[str]:
         """Clusters whose binding has an entry for this CRS."""
         return sorted(self._holders.get((namespace, crs), ()))
+
+    def dependencies(self, namespace: str) -> Dependencies:
+        """The dependsOn graph of the namespace's CRSs, built once per change of it."""
+        graph = self._graphs.get(namespace)
+        if graph is None:
+            graph = self._graphs[namespace] = Dependencies(self._depends.get(namespace, {}))
+        return graph
 
     def _crss_named(self, namespace: str, names: Iterable[str]) -> list[CRS]:
         found = (self.crs(namespace, n) for n in names)

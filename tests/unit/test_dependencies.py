@@ -7,6 +7,7 @@ properties on random graphs checked against brute-force reachability."""
 from __future__ import annotations
 
 import random
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from crs_controller.core.dependencies import (
     Cycle,
+    Dependencies,
     Gate,
     Go,
     NotFound,
@@ -355,3 +357,77 @@ def test_gate_follows_the_rules(graph: Graph, selecting: set[str], done: set[str
     for crs in graph:
         expected = reference_gate(crs, graph, selecting.__contains__, done.__contains__)
         assert decide(crs, graph, done, selecting) == expected
+
+
+# --- built once per change: ``Dependencies`` ------------------------------------------
+
+
+def reference_apply_order(names: set[str], graph: Graph) -> list[str]:
+    """Brute force: repeatedly the smallest name whose needs (reachable, outside its own
+    cycle, a gone CRS counting as a CRS that needs nothing) are all placed."""
+    known = {name: [] for name in names} | graph
+    reach = closure(known)
+    left, ordered = set(names), []
+    while left:
+        free = [n for n in left if all(d in ordered or n in reach[d] for d in reach[n] & left)]
+        ordered.append(min(free))
+        left.remove(ordered[-1])
+    return ordered
+
+
+@FUZZ
+@given(graphs | dags, st.sets(st.sampled_from(NODES + MISSING)))
+def test_apply_order_is_the_smallest_valid_order(graph: Graph, names: set[str]) -> None:
+    assert Dependencies(graph).apply_order(names) == reference_apply_order(names, graph)
+
+
+@FUZZ
+@given(graphs | dags, st.sets(st.sampled_from(NODES)), st.sets(st.sampled_from(NODES)))
+def test_gates_of_one_cluster_follow_the_rules_in_any_order(
+    graph: Graph, selecting: set[str], done: set[str]
+) -> None:
+    """One ``gates`` per cluster keeps what it worked out; asked in apply order (as the
+    cluster reconcile does) or in reverse, every answer is the rules' answer."""
+    built = Dependencies(graph)
+    for names in (built.apply_order(graph), built.apply_order(graph)[::-1]):
+        decide = built.gates(selecting.__contains__, done.__contains__)
+        for crs in names:
+            expected = reference_gate(crs, graph, selecting.__contains__, done.__contains__)
+            assert decide(crs) == expected
+
+
+def tangle(size: int, links: int, wrap: bool) -> Graph:
+    names = [f"crs-{i:04d}" for i in range(size)]
+    if wrap:  # one strongly connected component: every CRS on a cycle
+        return {
+            n: [names[(i + k) % size] for k in range(1, links + 1)] for i, n in enumerate(names)
+        }
+    return {n: names[i + 1 : i + 1 + links] for i, n in enumerate(names)}
+
+
+@pytest.mark.parametrize("wrap", [False, True], ids=["chain-of-10", "one-big-cycle"])
+def test_figure_800_crss_each_depending_on_the_next_10(wrap: bool) -> None:
+    """Benchmark-style figure (printed, never asserted): per cluster reconcile, the
+    order and every CRS's gate; the graph itself once per change of the namespace."""
+    graph = tangle(800, 10, wrap)
+    started = time.perf_counter()
+    built = Dependencies(graph)
+    first_use = built.gates(lambda _: True, lambda _: True)
+    order = built.apply_order(graph)
+    first = [first_use(name) for name in order]  # names every cycle once
+    build = time.perf_counter() - started
+    started = time.perf_counter()
+    decide = built.gates(lambda _: True, lambda _: True)
+    again = [decide(name) for name in built.apply_order(graph)]
+    per_cluster = time.perf_counter() - started
+    started = time.perf_counter()
+    sample = [gate(name, graph, lambda _: True, lambda _: True) for name in order[:20]]
+    fresh_each = (time.perf_counter() - started) / len(sample) * len(order)
+    assert again == first
+    assert sample == first[:20]
+    assert all(isinstance(g, Cycle if wrap else Go) for g in first)
+    print(
+        f"\n800x10 {'cycle' if wrap else 'chain'}: graph and first use {build * 1000:.0f} ms"
+        f" (once per change), then {per_cluster * 1000:.1f} ms per cluster reconcile;"
+        f" a graph built for every CRS: ~{fresh_each * 1000:.0f} ms per cluster reconcile"
+    )

@@ -4,9 +4,20 @@ own write (``Informer.put``) before the watch brought the same version."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from crs_controller.core.objects import parse_binding_object, parse_cluster, parse_crs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crs_controller.core.dependencies import Dependencies
+from crs_controller.core.objects import (
+    dependency_graph,
+    parse_binding_object,
+    parse_cluster,
+    parse_crs,
+)
 from crs_controller.engine.index import Index
 from crs_controller.engine.runtime.watching import Informer, WatchSpec
 
@@ -96,3 +107,75 @@ def test_namespaces_with_objects_are_counted_once_each() -> None:
         else:
             index.update_cluster(old, new)
         assert index.namespace_count() == count, (kind, old, new)
+
+
+# --- the dependsOn graph, cached per namespace ---------------------------------------
+
+
+def depending(name: str, *deps: str, namespace: str = NS, version: int = 1) -> dict[str, Any]:
+    raw = named(name, namespace, version)
+    raw["spec"].update(
+        resources=[{"kind": "ConfigMap", "name": "s"}], dependsOn=[{"name": d} for d in deps]
+    )
+    return raw
+
+
+def fresh(index: Index, namespace: str) -> Dependencies:
+    return Dependencies(dependency_graph(index.crss_in(namespace)))
+
+
+@pytest.mark.parametrize(
+    ("edit", "rebuilt"),
+    [
+        pytest.param(lambda: depending("b", "a", version=2), False, id="other-edit-kept"),
+        pytest.param(lambda: depending("b", version=2), True, id="dependsOn-changed"),
+        pytest.param(lambda: depending("b", "a", "c", version=2), True, id="dependsOn-grew"),
+        pytest.param(lambda: depending("c"), True, id="a-crs-appears"),
+        pytest.param(lambda: depending("a", namespace="other"), False, id="other-namespace"),
+    ],
+)
+def test_the_graph_is_built_again_only_when_a_namespace_s_dependencies_change(
+    edit: Callable[[], dict[str, Any]], rebuilt: bool
+) -> None:
+    index, crss, _ = make_index()
+    for raw in (depending("a"), depending("b", "a")):
+        index.update_crs(None, crss.put(raw))
+    before = index.dependencies(NS)
+    assert before.graph == {"a": (), "b": ("a",)}
+    new = edit()
+    meta = new["metadata"]
+    index.update_crs(crss.get(meta["namespace"], meta["name"]), crss.put(new))
+    after = index.dependencies(NS)
+    assert (after is not before) == rebuilt
+    assert after.graph == fresh(index, NS).graph
+    assert index.dependencies(NS) is after  # kept until the next change
+
+
+NAMES = ["a", "b", "c", "d"]
+crs_updates = st.lists(
+    st.tuples(
+        st.sampled_from(NAMES),
+        st.none() | st.lists(st.sampled_from([*NAMES, "gone"]), max_size=3),  # None: deleted
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(crs_updates)
+def test_the_cached_graph_is_always_a_fresh_one(
+    updates: list[tuple[str, list[str] | None]],
+) -> None:
+    index, crss, _ = make_index()
+    for version, (name, deps) in enumerate(updates, start=1):
+        old = crss.get(NS, name)
+        if deps is None:
+            if old is not None:
+                index.update_crs(crss.remove(NS, name), None)
+        else:
+            index.update_crs(old, crss.put(depending(name, *deps, version=version)))
+        cached, built = index.dependencies(NS), fresh(index, NS)
+        assert all(c.model is not None for c in index.crss_in(NS))
+        assert cached.graph == built.graph
+        assert cached.cycles() == built.cycles()
+        assert cached.apply_order(NAMES) == built.apply_order(NAMES)

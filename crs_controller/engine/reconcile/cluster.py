@@ -8,6 +8,7 @@ unreachable cluster that only ever delays itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import structlog
@@ -15,11 +16,10 @@ import structlog
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import kubeconfig_secret_name
 from crs_controller.core.bindings import entries_by_crs, owner_reference, with_outcome
-from crs_controller.core.dependencies import Go, Wait, describe, gate, removal_order
-from crs_controller.core.dependencies import apply_order as dependency_apply_order
+from crs_controller.core.dependencies import Gate, Go, Wait, describe, removal_order
 from crs_controller.core.errors import Unreachable
 from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
-from crs_controller.core.objects import CRS, Cluster, dependency_graph
+from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.status import Outcome, State
 from crs_controller.engine.announcements import Note
 from crs_controller.engine.context import ClusterContext
@@ -122,11 +122,13 @@ async def _apply_all(
     in a cycle) waits and keeps its entry: in dependency order, a dependency that
     becomes done in this pass lets its dependents go in the same pass."""
     result = Result()
-    graph = dependency_graph(ctx.caches.crss_in(cluster.namespace))
+    # Built once per change of the namespace's CRSs; each gate is then O(dependencies).
+    graph = ctx.caches.dependencies(cluster.namespace)
+    decide = graph.gates(*_questions(ctx, cluster))
     by_name = {c.name: c for c in crss}
-    for name in dependency_apply_order(by_name, graph):
+    for name in graph.apply_order(by_name):
         crs = by_name[name]
-        held = _gated(ctx, cluster, crs, graph)
+        held = _gated(crs, decide)
         if held is not None:
             done = CRSPass(
                 entries.get(crs.name) or CRSBinding(cluster_resource_set_name=crs.name),
@@ -162,7 +164,7 @@ async def _prune(
     if not any(policies.get(n) == "Delete" for n in entries):
         return Pruned(new_entries)
     wanted = await wanted_by(ctx, namespace, crss)
-    order = removal_order(entries, dependency_graph(present))
+    order = removal_order(entries, ctx.caches.dependencies(namespace))
     pruned = await prune(client, entries, new_entries, policies, wanted, order)
     for crs_name, errors in pruned.errors.items():
         message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
@@ -239,12 +241,11 @@ def _set_outcome(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) 
     return ctx.outcomes.record(crs.namespace, crs.name, cluster, outcome)
 
 
-def _gated(
-    ctx: ClusterContext, cluster: Cluster, crs: CRS, graph: dict[str, list[str]]
-) -> Outcome | None:
-    """The outcome of a CRS held back by its dependencies on this cluster, or None."""
-    if not crs.valid.spec.depends_on:
-        return None
+def _questions(
+    ctx: ClusterContext, cluster: Cluster
+) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
+    """What the dependency gates ask about this cluster: does CRS ``name`` select it,
+    and is it done there (applied at its generation, and ready)."""
 
     def selects(name: str) -> bool:
         other = ctx.caches.crs(cluster.namespace, name)
@@ -261,7 +262,14 @@ def _gated(
             and outcome.generation == other.generation
         )
 
-    decided = gate(crs.name, graph, selects, done)
+    return selects, done
+
+
+def _gated(crs: CRS, decide: Callable[[str], Gate]) -> Outcome | None:
+    """The outcome of a CRS held back by its dependencies on this cluster, or None."""
+    if not crs.valid.spec.depends_on:
+        return None
+    decided = decide(crs.name)
     if isinstance(decided, Go):
         return None
     reason, message = describe(decided)
