@@ -5,12 +5,16 @@ workers, A's clusters hold at most three of them (the fourth is kept for the oth
 namespaces), so B's edit reaches its cluster within seconds instead of waiting for a
 worker to come free (up to the 300 s reconcile timeout).
 
+Also here, as it is about one process not passing for another: two `run --shard`
+replicas on one host without $POD_NAME are two members, not one.
+
 The session's controller is stopped meanwhile (it would act on these clusters too)
 and started again afterwards.
 """
 
 from __future__ import annotations
 
+import socket
 import socketserver
 import ssl
 import tempfile
@@ -25,7 +29,7 @@ import pytest
 
 from crs_controller.testbed import KubeClient, wait_for
 from crs_controller.testbed.certs import CertificateAuthority
-from crs_controller.testbed.controller import ControllerProcess
+from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
 from .support import (
     CRS_API,
@@ -39,6 +43,7 @@ from .support import (
     unique,
 )
 from .test_hostile_input import add_cluster_with_kubeconfig, kubeconfig, pem_b64
+from .test_sharding import clear_leases, shard_metric
 
 CONCURRENCY = 4
 SHARE = CONCURRENCY - 1  # the reserve at four workers: one
@@ -184,3 +189,39 @@ def test_a_tenant_with_slow_clusters_leaves_a_worker_for_the_others(
 def _version(client: KubeClient, name: str) -> str | None:
     found = client.get("v1", "ConfigMap", name, "default")
     return None if found is None else (found.get("data") or {}).get("v")
+
+
+@pytest.fixture
+def session_stopped(controller: ControllerProcess, mgmt: KubeClient) -> Iterator[None]:
+    controller.stop()
+    clear_leases(mgmt)
+    try:
+        yield
+    finally:
+        clear_leases(mgmt)
+        controller.start()
+
+
+def test_two_replicas_on_one_host_without_a_pod_name_are_two_members(
+    controller: ControllerProcess, session_stopped: None, mgmt: KubeClient, namespace: str
+) -> None:
+    args = ("--shard", "--lease-duration", "6s", "--namespace", namespace)
+    no_pod_name = {"POD_NAME": ""}
+    with (
+        ControllerProcess(controller.management, *args, env=no_pod_name) as first,
+        ControllerProcess(controller.management, *args, env=no_pod_name) as second,
+    ):
+        wait_for(
+            lambda: all(shard_metric(p, "crs_shard_members") == 2 for p in (first, second)),
+            TIMEOUT,
+            message="two members",
+        )
+        leases = mgmt.list("coordination.k8s.io/v1", "Lease", SYSTEM_NAMESPACE)
+        holders = {
+            lease["spec"]["holderIdentity"]
+            for lease in leases
+            if lease["metadata"]["name"].startswith("crs-controller-shard-")
+        }
+        assert len(holders) == 2, holders
+        host = socket.gethostname()
+        assert all(h.startswith(f"{host}-") for h in holders), holders
