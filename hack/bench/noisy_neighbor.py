@@ -507,9 +507,10 @@ class Attacker:
         self.mgmt = KubeClient(plane.management, timeout=30)
         self.server = plane.workloads[0]
         self.load = load
-        self.only = only
+        self.only = set(only)
         self.hostile: dict[str, Hostile] = {}
         self.findings: dict[str, Finding] = {}
+        self.errors: dict[str, str] = {}
 
     def start_servers(self) -> None:
         for behaviour in ("drip", "bomb", "pages"):
@@ -548,12 +549,20 @@ class Attacker:
         try:
             for name, write in writers.items():
                 if name in self.only:
-                    write()
+                    self._write(name, write)
             first.set()
             if "tangle" in self.only:
-                self.tangle()
+                self._write("tangle", self.tangle)
         finally:
             first.set()
+
+    def _write(self, name: str, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except (KubeError, OSError) as exc:  # reported; the other findings go on
+            self.errors[name] = str(exc)[:300]
+            self.only.discard(name)
+            log(f"could not write {name}: {exc}")
 
     def _finding(self, name: str, crs_name: str, broken: int) -> None:
         self.findings[name] = Finding(name, crs_name, broken)
@@ -717,9 +726,9 @@ class Watch:
     def run(self, written: threading.Event) -> None:
         written.wait()
         while time.monotonic() - self.began < self.limit:
-            pending = [f for f in self.attacker.findings.values() if f.reported_at is None]
-            if not pending and "tangle" not in self._awaited():
+            if not self._awaited():
                 return
+            pending = [f for f in self.attacker.findings.values() if f.reported_at is None]
             for finding in pending:
                 with contextlib.suppress(KubeError, OSError):
                     self.check(finding)
@@ -728,7 +737,7 @@ class Watch:
     def _awaited(self) -> set[str]:
         return {
             n
-            for n in self.attacker.only
+            for n in list(self.attacker.only)
             if n not in self.attacker.findings or self.attacker.findings[n].reported_at is None
         }
 
@@ -844,12 +853,15 @@ def final_checks(
         "controller_deletes_on_workloads": workload_deletes(plane, began),
         "control_characters_in": control_characters(mgmt),
     }
+    if "forge" in attacker.findings:  # applied: the controller did read the forged entry
+        attacker.findings["forge"].extra["applied"] = on_workload(server, ["forge-own"])
     if "esc" in attacker.findings:
         attacker.findings["esc"].extra["applied"] = on_workload(server, ["esc-good"])
     if "nocrd" in attacker.findings:
         attacker.findings["nocrd"].extra["applied"] = on_workload(
             server, ["nocrd-same", "nocrd-other"]
         )
+    checks["attacker_write_errors"] = attacker.errors
     events = attacker.mgmt.list("v1", "Event", ATTACKER)
     checks["attacker_events"] = dict(
         Counter(
@@ -901,10 +913,10 @@ def objectives(result: Figures, limit_mib: float) -> list[Figures]:
             memory["killed_at_seconds"] is None and 0 < memory["vm_hwm_mib"] < limit_mib,
         ),
         objective(
-            "foreign objects still exist",
+            "foreign objects still exist, once the forged entry's CRS applied",
             "all",
             checks["foreign_objects_present"],
-            all(checks["foreign_objects_present"].values()),
+            all(checks["foreign_objects_present"].values()) and forge_looked(result),
         ),
         objective(
             "no control characters in status, Events, bindings",
@@ -936,6 +948,15 @@ def objectives(result: Figures, limit_mib: float) -> list[Figures]:
                 )
             )
     return out
+
+
+def forge_looked(result: Figures) -> bool:
+    """Did the controller reach the forged entry (its CRS's own object applied, or the
+    entry reported)? Until then, foreign objects still existing proves nothing."""
+    forge = result["findings"].get("forge")
+    if forge is None:
+        return True  # not written in this run
+    return bool(forge.get("applied", {}).get("forge-own") or forge["reported_after_seconds"])
 
 
 # --- The run ------------------------------------------------------------------------
