@@ -56,7 +56,13 @@ def _parser() -> argparse.ArgumentParser:
         help="management cluster kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)",
     )
     run.add_argument("--namespace", default="", help="watch one namespace (default: all)")
-    run.add_argument("--concurrency", type=int, default=8, help="parallel reconciles")
+    run.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="parallel reconciles; while several namespaces have objects, one namespace "
+        "holds at most all but a quarter of them (at least one kept for the others)",
+    )
     run.add_argument("--field-manager", default="crs-controller", help="server-side apply manager")
     run.add_argument("--workload-timeout", type=float, default=15.0, help="seconds per request")
     run.add_argument(
