@@ -6,6 +6,11 @@ its ``dependsOn``, in spec order; a name that is not a key does not exist) and, 
 ``gate``, of two questions the caller answers about one cluster. Cycle detection and
 ordering never read the order of the graph's keys or of ``names``, so every replica
 and every reconcile reaches the same answer and names the same cycle.
+
+``Dependencies`` holds what is derived from one graph (components, cycles, the
+condensed order) so that it is worked out once per change of the namespace's CRSs,
+not once per CRS and cluster: a tenant's tangle of dependsOn must not cost every
+reconcile time quadratic in its size. The functions take a plain graph too.
 """
 
 from __future__ import annotations
