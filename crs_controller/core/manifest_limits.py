@@ -25,10 +25,12 @@ from typing import Any
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 __all__ = [
+    "MAX_COMPOSED_NODES",
     "MAX_DEPTH",
     "MAX_DOCUMENTS",
     "MAX_NODES",
     "TOO_DEEP",
+    "TOO_MANY_COMPOSED",
     "ValueBudget",
     "allowed_alias_ratio",
     "count_nodes",
@@ -52,6 +54,14 @@ MAX_DOCUMENTS = 10_000
 # limit) and 30 MB of Python objects: bounded, unlike a billion laughs.
 MAX_NODES = 500_000
 
+# Distinct YAML nodes in one value, all documents together, counted while they are
+# composed: the node graph of a document is built whole before the limits above are
+# checked on it, at ~340 bytes a node (the node, its marks), and that peak, not what
+# is kept, is what a hostile value spends: 1 MiB of "[{},{},…]" is 349,000 nodes,
+# 113 MiB composed and 230 MiB at its peak. Calico's 710 KB is 16,470 nodes, a
+# 1 MiB CRD bundle about 30,000; 200,000 keeps a parse's peak near 80 MiB.
+MAX_COMPOSED_NODES = 200_000
+
 # go-yaml v3's rule (decode.go, allowedAliasRatio): once a document has decoded more
 # than 1000 nodes of which more than 100 came from aliases, the share that came from
 # aliases may be at most 99%, falling to 10% between 400,000 and 4,000,000 decodes.
@@ -61,6 +71,7 @@ _ALIAS_RATIO_RANGE_LOW = 400_000
 _ALIAS_RATIO_RANGE_HIGH = 4_000_000
 
 TOO_DEEP = f"nested too deeply (deeper than {MAX_DEPTH} levels)"
+TOO_MANY_COMPOSED = f"more than {MAX_COMPOSED_NODES} distinct nodes"
 _TOO_MANY_DOCUMENTS = f"more than {MAX_DOCUMENTS} documents"
 _TOO_MANY_NODES = f"more than {MAX_NODES} nodes (aliases expanded)"
 _TOO_ALIASED = "too many aliases (go-yaml's rule)"

@@ -25,7 +25,12 @@ import yaml
 from yaml.constructor import ConstructorError
 
 from crs_controller.core.errors import InvalidManifest, WrongSecretType
-from crs_controller.core.manifest_limits import TOO_DEEP, ValueBudget
+from crs_controller.core.manifest_limits import (
+    MAX_COMPOSED_NODES,
+    TOO_DEEP,
+    TOO_MANY_COMPOSED,
+    ValueBudget,
+)
 from crs_controller.core.models import ObjectRef
 from crs_controller.core.placeholder import PLACEHOLDER_TAG, REFERENCE, Placeholder
 
@@ -206,7 +211,11 @@ def _yaml_documents(context: str, text: str, budget: ValueBudget) -> list[Any]:
     try:
         problem = _load_all(text, budget, documents)
     except yaml.MarkedYAMLError as exc:
-        problem = _describe_yaml_error(exc)
+        # libyaml 0.2.5 stops at 1000 levels on its own: the same limit, said as ours.
+        deep = "maximum nesting depth" in (exc.problem or "")
+        problem = TOO_DEEP if deep else _describe_yaml_error(exc)
+    except _TooManyComposed:
+        problem = TOO_MANY_COMPOSED
     except yaml.YAMLError:
         problem = "not valid YAML (unreadable character)"
     except RecursionError:  # PyYAML's composer recurses, two frames a level
@@ -324,8 +333,21 @@ else:  # pragma: no cover - PyYAML built without libyaml
     _BaseLoader = yaml.SafeLoader  # type: ignore[misc, assignment]
 
 
+class _TooManyComposed(yaml.YAMLError):
+    """More than MAX_COMPOSED_NODES nodes composed from one value."""
+
+
 class _Loader(_BaseLoader):
-    """SafeLoader resolving scalars like go-yaml v2 does for ``interface{}`` targets."""
+    """SafeLoader resolving scalars like go-yaml v2 does for ``interface{}`` targets,
+    refusing a value past MAX_COMPOSED_NODES while it is composed."""
+
+    composed = 0  # nodes composed by this loader, all documents together
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self.composed += 1
+        if self.composed > MAX_COMPOSED_NODES:
+            raise _TooManyComposed
+        return super().compose_node(parent, index)
 
 
 def _construct_text(loader: yaml.SafeLoader, node: yaml.Node) -> Any:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crs_controller.core import manifest_limits
+from crs_controller.core import manifest_limits, manifests
 from crs_controller.core.errors import InvalidManifest, ResourceError
 from crs_controller.core.manifest_limits import (
     MAX_DEPTH,
@@ -484,3 +484,54 @@ def test_json_nan_is_not_a_number_either() -> None:
     doc = '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "v": NaN}'
     [obj] = parse_objects(configmap(doc))
     assert json.dumps(obj, allow_nan=False)  # encodable: NaN was read as YAML's text
+
+
+# --- distinct nodes, counted while composed ------------------------------------------
+
+COMPOSED = "distinct nodes"
+# compose_node runs for every node but the document: HEADER's, "spec:" and its value.
+HEADER_COMPOSED = HEADER_NODES - 1
+
+
+@pytest.mark.parametrize(
+    ("documents", "items", "ok"),
+    [(1, 1000, True), (1, 1001, False), (2, 494, True), (2, 495, False)],
+    # Two documents: 2 x (11 + 494) = 1010 fits in 1011; 2 x (11 + 495) does not.
+    ids=["at-the-limit", "one-over", "two-documents-fit", "two-documents-over"],
+)
+def test_distinct_nodes_are_counted_per_value_while_composed(
+    monkeypatch: pytest.MonkeyPatch, documents: int, items: int, ok: bool
+) -> None:
+    """The node graph is refused while it is built, before it is whole: its peak,
+    ~340 bytes a node, is what a hostile value would spend."""
+    monkeypatch.setattr(manifests, "MAX_COMPOSED_NODES", HEADER_COMPOSED + 1000)
+    document = HEADER + f"spec: [{', '.join([MARKER] * items)}]\n"
+    value = "---\n".join([document] * documents)
+    if ok:
+        assert len(parse_objects(configmap(value))) == documents
+    else:
+        message = str(refusal(configmap(value)))
+        assert message.endswith(f"document {documents}: more than 200000 {COMPOSED}")
+        assert MARKER not in message
+
+
+@given(items=st.integers(0, 300), mappings=st.booleans())
+@FUZZ
+def test_the_composed_limit_holds_for_any_count(items: int, mappings: bool) -> None:
+    # A flow of empty mappings ("{}": one node each) or of one-key mappings (three).
+    item, nodes = ("{a: b}", 3) if mappings else ("{}", 1)
+    value = HEADER + f"spec: [{', '.join([item] * items)}]\n"
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(manifests, "MAX_COMPOSED_NODES", HEADER_COMPOSED + 200)
+            parse_objects(configmap(value))
+    except InvalidManifest as exc:
+        assert COMPOSED in str(exc)
+        assert items * nodes > 200
+    else:
+        assert items * nodes <= 200
+
+
+def test_a_1_mib_flow_of_empty_mappings_is_refused_while_composed() -> None:
+    value = HEADER + "spec: [" + ",".join(["{}"] * 349_000) + "]\n"
+    assert str(refusal(configmap(value))).endswith(f"more than 200000 {COMPOSED}")
