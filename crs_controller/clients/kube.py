@@ -431,14 +431,23 @@ class KubeClient:
         )
 
     async def delete(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
     ) -> bool:
-        """Delete with background propagation; False when it was already gone."""
+        """Delete with background propagation; False when it was already gone. With
+        ``uid``, only that very object: one recreated under the same name since it was
+        read is a Conflict, not a deletion."""
         path = await self.path(api_version, kind, namespace, name)
+        options: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            options["preconditions"] = {"uid": uid}
         try:
-            await self._request(
-                "DELETE", path, content=_encode({"propagationPolicy": "Background"})
-            )
+            await self._request("DELETE", path, content=_encode(options))
         except NotFound:
             return False
         return True

@@ -160,10 +160,20 @@ class MemoryKube:
         return copy.deepcopy(self._stamp(current))
 
     async def delete(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
     ) -> bool:
         self._check("delete", f"{kind}/{name}")
-        return self.objects.pop(self._key(api_version, kind, namespace, name), None) is not None
+        key = self._key(api_version, kind, namespace, name)
+        live = self.objects.get(key)
+        if live is not None and uid and live.get("metadata", {}).get("uid") not in (None, uid):
+            raise Conflict(f"delete {kind}/{name}: 409 Conflict (uid precondition)", status=409)
+        return self.objects.pop(key, None) is not None
 
 
 class Workloads:

@@ -128,7 +128,15 @@ async def delete_objects(
                 log.warning("deletion refused", object=str(ref), reason=why, cluster=client.name)
                 done.refused.append((ref, why))
                 continue
-            await client.delete(ref.api_version, ref.kind, ref.name, namespace)
+            # The very object proven ours: one recreated since the read is a Conflict.
+            uid = (live.get("metadata") or {}).get("uid")
+            await client.delete(
+                ref.api_version,
+                ref.kind,
+                ref.name,
+                namespace,
+                uid=uid if isinstance(uid, str) else None,
+            )
             log.info("object deleted", object=str(ref), cluster=client.name)
         except NotFound:
             continue  # its kind is gone (e.g. the CRD went first): nothing left

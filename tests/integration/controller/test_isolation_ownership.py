@@ -9,6 +9,7 @@ writes bindings."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,10 @@ import httpx
 import pytest
 import yaml
 
-from crs_controller.testbed import ControlPlane, KubeClient, KubeError, wait_for
+from crs_controller.clients.kube import KubeClient as ProductClient
+from crs_controller.clients.kubeconfig import workload_endpoint
+from crs_controller.core.errors import Conflict
+from crs_controller.testbed import ControlPlane, KubeClient, KubeError, Server, wait_for
 from crs_controller.testbed.controller import SA_GROUPS, SA_USER, ControllerProcess
 
 from .support import (
@@ -292,3 +296,30 @@ def test_only_the_controller_writes_bindings_under_the_shipped_policy(
     assert created["metadata"]["name"] == "by-controller"
     tenant.delete(CRS_API, "ClusterResourceSetBinding", "by-controller", namespace)
     assert mgmt.get(CRS_API, "ClusterResourceSetBinding", "by-controller", namespace) is None
+
+
+async def _delete_with_uid(workload: Server, namespace: str, name: str, uid: str) -> bool:
+    endpoint = workload_endpoint(workload.kubeconfig())
+    client = ProductClient(endpoint, name="workload")
+    try:
+        return await client.delete("v1", "ConfigMap", name, namespace, uid=uid)
+    finally:
+        await client.close()
+
+
+def test_a_delete_removes_only_the_object_that_was_proven_ours(
+    control_plane: ControlPlane, workload_clients: list[KubeClient]
+) -> None:
+    """The delete after the ownership check carries the object's uid: one recreated
+    under the same name in between is not deleted."""
+    workload, wl = control_plane.workloads[0], workload_clients[0]
+    name = unique("recreated")
+    first = wl.create(configmap_obj(name, "default", a="1"))
+    wl.delete("v1", "ConfigMap", name, "default")
+    wl.create(configmap_obj(name, "default", a="2"))
+    with pytest.raises(Conflict):
+        asyncio.run(_delete_with_uid(workload, "default", name, first["metadata"]["uid"]))
+    live = wl.get("v1", "ConfigMap", name, "default")
+    assert live is not None and live["data"] == {"a": "2"}
+    assert asyncio.run(_delete_with_uid(workload, "default", name, live["metadata"]["uid"]))
+    assert wl.get("v1", "ConfigMap", name, "default") is None
