@@ -18,7 +18,7 @@ import structlog
 
 from crs_controller.app import extension, health
 from crs_controller.app.leader import LeaderElector
-from crs_controller.clients.kube import USER_AGENT, KubeClient
+from crs_controller.clients.kube import MANAGEMENT_LIMITS, USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.engine.context import Settings
 from crs_controller.engine.hook import hook_status
@@ -56,7 +56,10 @@ async def run(options: RunOptions) -> None:
     identity = shard_identity() if options.shard else ""
     agent = f"{USER_AGENT} (shard member {identity})" if options.shard else USER_AGENT
     mgmt = KubeClient(
-        management_endpoint(options.kubeconfig), name="management cluster", user_agent=agent
+        management_endpoint(options.kubeconfig),
+        name="management cluster",
+        user_agent=agent,
+        limits=MANAGEMENT_LIMITS,  # the operator's own server: the fleet's lists are large
     )
     version = await cluster_api_version(mgmt)
     controller = Controller(mgmt, options.settings, version, user_agent=agent)

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.kube import MANAGEMENT_LIMITS, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.core.errors import CRSError, InvalidManifest
 from crs_controller.core.manifests import load_documents
@@ -51,7 +51,7 @@ def add_cluster_access(parser: argparse.ArgumentParser) -> None:
 
 def management(args: argparse.Namespace) -> KubeClient:
     endpoint = management_endpoint(args.kubeconfig, args.context)
-    return KubeClient(endpoint, name="management cluster")
+    return KubeClient(endpoint, name="management cluster", limits=MANAGEMENT_LIMITS)
 
 
 def emit(data: Any, output: str, table: Callable[[Any], str]) -> None:
