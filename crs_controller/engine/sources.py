@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from crs_controller.clients.kube import KubeClient, Obj
-from crs_controller.core.errors import ResourceError, ResourceNotFound
+from crs_controller.core.errors import InvalidManifest, ResourceError, ResourceNotFound
 from crs_controller.core.hashing import object_hash, resource_hash
 from crs_controller.core.manifest_limits import count_nodes
 from crs_controller.core.manifests import parse_objects
@@ -36,6 +36,11 @@ from crs_controller.core.ordering import apply_order
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.runtime.watching import Informer, resource_version
 
+# A ConfigMap's or Secret's data is at most 1 MiB: the API server refuses more
+# (validation's MaxSecretSize; 1 MiB of ConfigMap data and binaryData together), and
+# etcd takes requests of at most 1.5 MiB. A Secret's data is base64 (4/3 as long).
+# Checked here all the same, before parsing: the limits below assume it.
+MAX_SOURCE_CHARACTERS = 1536 * 1024
 # The budgets keep the controller well under the Deployment's 512 Mi limit
 # (config/manager/manager.yaml): ~50 MiB at rest, these 96 MiB, PARSES_AT_ONCE
 # parses in flight, and the workload answers' own limits (clients/kube).
@@ -229,7 +234,10 @@ class Sources:
 
     async def _parse_and_keep(self, key: str, raw: Obj) -> Manifest | ResourceError:
         try:
-            if _data_bytes(raw) <= PARSE_INLINE_BYTES:
+            size = _data_bytes(raw)
+            if size > MAX_SOURCE_CHARACTERS:
+                parsed: Manifest | ResourceError = _too_large(raw)
+            elif size <= PARSE_INLINE_BYTES:
                 metrics.SOURCE_PARSES.inc()
                 parsed = _parse(raw)
             else:
@@ -249,6 +257,12 @@ class Sources:
     def forget(self, namespace: str, kind: str, name: str) -> None:
         self._contents.pop((namespace, kind, name))
         self._hashes.pop((namespace, kind, name), None)
+
+
+def _too_large(raw: Obj) -> InvalidManifest:
+    metadata = raw.get("metadata") or {}
+    where = f"{raw.get('kind')} {metadata.get('namespace')}/{metadata.get('name')}"
+    return InvalidManifest(f"{where}: data is larger than the API server allows (1 MiB)")
 
 
 def _parsed_key(source: Source) -> str:

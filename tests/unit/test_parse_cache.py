@@ -308,3 +308,31 @@ async def test_the_verdict_outlives_the_parsed_objects(monkeypatch: pytest.Monke
     # The objects themselves, to apply, are parsed again: they were not kept.
     assert len((await sources.manifest(loaded["good"])).objects) == 30
     assert len(parses.threads) == 3
+
+
+@pytest.mark.parametrize(
+    ("characters", "refused"),
+    [
+        (sources_module.MAX_SOURCE_CHARACTERS, False),
+        (sources_module.MAX_SOURCE_CHARACTERS + 1, True),
+    ],
+    ids=["at-the-limit", "one-over"],
+)
+async def test_a_source_larger_than_the_api_server_allows_is_refused_unparsed(
+    monkeypatch: pytest.MonkeyPatch, characters: int, refused: bool
+) -> None:
+    """What the API server would never hand out is refused on its size alone (the
+    memory limits assume it); at the limit, it is parsed."""
+    parses = Parses(monkeypatch)
+    text = objects_text(1)
+    text += "#" + "x" * (characters - len(text) - 2) + "\n"
+    world = await world_of(configmap("big", text))
+    source = await world.ctx.sources.load(NS, ResourceRef(kind="ConfigMap", name="big"))
+    problem = await world.ctx.sources.problem(source)
+    assert len(parses.threads) == (0 if refused else 1)
+    if refused:
+        assert str(problem) == (
+            f"ConfigMap {NS}/big: data is larger than the API server allows (1 MiB)"
+        )
+    else:
+        assert problem is None
