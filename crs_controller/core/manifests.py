@@ -35,6 +35,8 @@ from crs_controller.core.models import ObjectRef
 from crs_controller.core.placeholder import PLACEHOLDER_TAG, REFERENCE, Placeholder
 
 __all__ = [
+    "APPLIED_BY",
+    "APPLIED_BY_LABEL",
     "RESOURCE_SECRET_TYPE",
     "ObjectRef",
     "apply_body",
@@ -71,12 +73,27 @@ def object_ref(obj: Mapping[str, Any]) -> ObjectRef:
     )
 
 
+# Stamped on every object the controller applies. Server-side apply drops a manager
+# that owns no field from managedFields, and an object whose manifest is only its
+# name (a Namespace, often) would then carry no sign that we applied it: deletion,
+# which needs that sign (core/pruning), could never remove it. Owning this label
+# keeps our Apply entry there. One value for every CRS, so two CRSs applying the same
+# object never take it from each other.
+APPLIED_BY_LABEL = "addons.crs.dev/applied-by"
+APPLIED_BY = "crs-controller"
+
+
 def apply_body(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of ``obj`` holding only what a manifest may set."""
+    """A deep copy of ``obj`` holding only what a manifest may set, stamped with
+    ``APPLIED_BY_LABEL``."""
     body = {key: copy.deepcopy(value) for key, value in obj.items() if key != "status"}
     metadata = body.get("metadata")
     if isinstance(metadata, dict):
-        body["metadata"] = {k: v for k, v in metadata.items() if k not in _SERVER_METADATA}
+        metadata = {k: v for k, v in metadata.items() if k not in _SERVER_METADATA}
+        labels = metadata.get("labels")
+        if labels is None or isinstance(labels, dict):  # anything else: the server refuses
+            metadata["labels"] = {**(labels or {}), APPLIED_BY_LABEL: APPLIED_BY}
+        body["metadata"] = metadata
     return body
 
 

@@ -4,6 +4,7 @@ and error messages that name the resource/key/document but never the content."""
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from hypothesis import strategies as st
 from crs_controller.core import manifests
 from crs_controller.core.errors import InvalidManifest, ResourceError, WrongSecretType
 from crs_controller.core.manifests import (
+    APPLIED_BY,
+    APPLIED_BY_LABEL,
     RESOURCE_SECRET_TYPE,
     ObjectRef,
     apply_body,
@@ -455,7 +458,7 @@ def test_apply_body_keeps_only_manifest_fields() -> None:
         "metadata": {
             "name": "d",
             "namespace": "ns",
-            "labels": {"a": "b"},
+            "labels": {"a": "b", APPLIED_BY_LABEL: APPLIED_BY},
             "annotations": {"c": "d"},
         },
         "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "c"}]}}},
@@ -495,3 +498,24 @@ def test_parse_kindnet() -> None:
         "DaemonSet",
     ]
     assert object_ref(objects[-1]).namespace == "kube-system"
+
+
+@pytest.mark.parametrize(
+    ("metadata", "labels"),
+    [
+        ({"name": "ns"}, {APPLIED_BY_LABEL: APPLIED_BY}),
+        ({"name": "ns", "labels": None}, {APPLIED_BY_LABEL: APPLIED_BY}),
+        ({"name": "x", "labels": {"app": "a"}}, {"app": "a", APPLIED_BY_LABEL: APPLIED_BY}),
+        ({"name": "x", "labels": {APPLIED_BY_LABEL: "other"}}, {APPLIED_BY_LABEL: APPLIED_BY}),
+        ({"name": "x", "labels": ["not", "a", "map"]}, ["not", "a", "map"]),
+    ],
+)
+def test_every_applied_object_is_stamped_so_our_manager_owns_a_field(
+    metadata: dict[str, Any], labels: Any
+) -> None:
+    """A manifest that is only a name would leave our manager owning no field, and so
+    without the managedFields entry that deletion needs as proof."""
+    source = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+    before = copy.deepcopy(source)
+    assert apply_body(source)["metadata"]["labels"] == labels
+    assert source == before  # the parsed (and cached) object is never changed

@@ -165,7 +165,19 @@ async def _prune(
         return Pruned(new_entries)
     wanted = await wanted_by(ctx, namespace, crss)
     order = removal_order(entries, ctx.caches.dependencies(namespace))
-    pruned = await prune(client, entries, new_entries, policies, wanted, order)
+    pruned = await prune(
+        client,
+        entries,
+        new_entries,
+        policies,
+        wanted,
+        order,
+        field_manager=ctx.settings.field_manager,
+    )
+    for crs_name, refused in pruned.refused.items():
+        # A binding entry naming objects we cannot show we applied: forged or stale.
+        if owner := ctx.caches.crs(namespace, crs_name):
+            await ctx.events.emit(owner, "Warning", "DeletionRefused", f"cluster {name}: {refused}")
     for crs_name, errors in pruned.errors.items():
         message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
         log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")

@@ -22,7 +22,7 @@ from crs_controller.core.dependencies import removal_order
 from crs_controller.core.errors import CRSError, ResourceError, Unreachable
 from crs_controller.core.manifests import object_ref
 from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
-from crs_controller.core.objects import CRS, Cluster, dependency_graph
+from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.pruning import inventory, stale_objects, without
 from crs_controller.core.uninstall import cleanup_due, is_job, job_state
 from crs_controller.engine.context import ClusterContext
@@ -51,7 +51,7 @@ def targets(
     found = (caches.crs(cluster.namespace, name) for name in entries_by_crs(binding))
     held = {crs.name: crs for crs in found if crs is not None and holds_deletion(crs, cluster, now)}
     # Dependents are cleaned up before what they depend on.
-    graph = dependency_graph(caches.crss_in(cluster.namespace))
+    graph = caches.dependencies(cluster.namespace)
     return [held[name] for name in removal_order(held, graph)]
 
 

@@ -141,6 +141,7 @@ def test_pruning_refuses_forged_inventory_entries(
     assert still_there(wl, foreign) == [r["name"] for r in foreign]
     for ref in foreign:
         wait_for(lambda ref=ref: refused_in_log(controller, ref["name"]), TIMEOUT)
+        wait_for(lambda ref=ref: ref["name"] in refusal_events(mgmt, namespace), TIMEOUT)
 
 
 def test_uninstall_refuses_forged_inventory_entries(
