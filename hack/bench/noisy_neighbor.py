@@ -26,9 +26,11 @@ each finding, the seconds until the attacker's CRS status carries a failure for 
 broken clusters, with the reason; whether the forged binding's foreign objects still
 exist; the machine; and each objective with pass or fail. Exit 1 if one fails.
 
-Loopback only; the run stops by itself (about 3-4 minutes) and stops every process
-it started. The controller is killed if its RSS passes --rss-abort-mib (the figure
-then says so), sooner than the machine's OOM killer would.
+Loopback only; the run stops by itself and stops every process it started: about a
+minute when every finding is handled, at most about four when edits time out
+(--edit-timeout) and findings go unreported (2 min). The controller is killed if its
+RSS passes --rss-abort-mib (the figures then say so), sooner than the machine's OOM
+killer would.
 
     .venv/bin/python hack/bench/noisy_neighbor.py --json-out /tmp/noisy.json
     .venv/bin/python hack/bench/noisy_neighbor.py --quick --only drip pages
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import dataclasses
 import datetime
 import functools
 import http.server
@@ -512,6 +515,17 @@ class Finding:
     message: str = ""
     extra: Figures = field(default_factory=dict)
 
+    def figures(self) -> Figures:
+        extra = {k: v for k, v in self.extra.items() if k != "crs_written_at"}
+        return {
+            "crs": self.crs,
+            "broken_clusters": self.broken,
+            "reported_after_seconds": self.reported_at,
+            "reason": self.reason,
+            "message": self.message,
+            **extra,
+        }
+
 
 class Attacker:
     """Writes the findings with a client of its own (on a thread of its own)."""
@@ -924,6 +938,11 @@ def objective(name: str, target: str, value: Any, passed: bool) -> Figures:
 
 
 def objectives(result: Figures, limit_mib: float) -> list[Figures]:
+    return shared_objectives(result, limit_mib) + finding_objectives(result["findings"])
+
+
+def shared_objectives(result: Figures, limit_mib: float) -> list[Figures]:
+    """What the other tenant, the probes and the workload servers must see."""
     edits = result["good_tenant"]["edit_seconds"]
     slowest = None if None in edits or not edits else max(edits)
     health, memory = result["healthz"], result["memory"]
@@ -967,19 +986,26 @@ def objectives(result: Figures, limit_mib: float) -> list[Figures]:
             not checks["control_characters_in"],
         ),
     ]
-    for name, finding in result["findings"].items():
+    return out
+
+
+def finding_objectives(findings: Figures) -> list[Figures]:
+    """Each finding reported in time; an object-level failure stays object-level."""
+    out = []
+    for name, finding in findings.items():
         at = finding["reported_after_seconds"]
+        where = "a Warning Event" if name == "forge" else "its CRS status"
         out.append(
             objective(
-                f"{name}: reported on its CRS status",
+                f"{name}: reported on {where}",
                 f"<= {OBJECTIVES['report_seconds']:g} s",
                 at,
                 at is not None and at <= OBJECTIVES["report_seconds"],
             )
         )
     for name, wanted in (("esc", ["esc-good"]), ("nocrd", ["nocrd-same", "nocrd-other"])):
-        if name in result["findings"]:
-            finding = result["findings"][name]
+        if name in findings:
+            finding = findings[name]
             applied = finding.get("applied", {})
             out.append(
                 objective(
@@ -1049,7 +1075,7 @@ class Run:
             good.populate()
             attacker.prepare_workload()
             attacker.start_servers()
-            self.under_attack(plane, mgmt, controller, good, attacker, limit)
+            self.under_attack(plane, mgmt, controller, good, attacker)
         finally:
             controller.close()
             attacker.close()
@@ -1062,7 +1088,6 @@ class Run:
         controller: ControllerProcess,
         good: GoodTenant,
         attacker: Attacker,
-        limit: float,
     ) -> None:
         started = time.time()
         controller.start()
@@ -1092,19 +1117,7 @@ class Run:
             memory.stop()
             self.result["healthz"] = health.figures(OBJECTIVES["healthz_seconds"])
             self.result.setdefault("memory", {}).update(memory.figures())
-            self.result["findings"] = {
-                name: {
-                    "crs": f.crs,
-                    "broken_clusters": f.broken,
-                    "reported_after_seconds": f.reported_at,
-                    "reason": f.reason,
-                    "message": f.message,
-                    **f.extra,
-                }
-                for name, f in attacker.findings.items()
-            }
-            for finding in self.result["findings"].values():
-                finding.pop("crs_written_at", None)
+            self.result["findings"] = {n: f.figures() for n, f in attacker.findings.items()}
             self.result["controller"]["exit_code"] = controller.stop()
             self.result["controller"]["log_tail"] = controller.log_tail(5).splitlines()
 
@@ -1160,6 +1173,9 @@ def parse_args() -> argparse.Namespace:
         default=3072.0,
         help="kill the controller past this RSS (keeps the machine usable)",
     )
+    parser.add_argument("--drip-clusters", type=int, help="override the load's count")
+    parser.add_argument("--tangle", type=int, help="override the load's dependsOn CRSs")
+    parser.add_argument("--big-configmaps", type=int, help="override the load's 1 MiB sources")
     args = parser.parse_args()
     if args.good_clusters < 1:
         parser.error("--good-clusters must be at least 1")
@@ -1169,6 +1185,12 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     load = QUICK if args.quick else Load()
+    overrides = {
+        "drip_clusters": args.drip_clusters,
+        "tangle": args.tangle,
+        "big_configmaps": args.big_configmaps,
+    }
+    load = dataclasses.replace(load, **{k: v for k, v in overrides.items() if v is not None})
     run = Run(args, load, set(args.only))
     run.result |= {"machine": machine(), "git": git_state(), "load": asdict(load)}
     run.result["findings_written"] = [f for f in FINDINGS if f in args.only]
