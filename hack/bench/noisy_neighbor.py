@@ -1151,11 +1151,50 @@ class Run:
         self.result["good_tenant"]["edit_seconds"] = edits
 
 
+def _cell(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "none"
+    if isinstance(value, list):
+        return " ".join(_cell(v) for v in value) or "none"
+    return str(value)
+
+
+def markdown(result: Figures) -> str:
+    """The objectives as a table for the README, with the machine and the commit."""
+    m = result["machine"]
+    lines = [
+        f"Measured on {m['nproc']} CPUs ({m['cpu_model']}), {m['memory_mib'] / 1024:.0f} GiB,"
+        f" Linux {m['kernel']}, Python {m['python']}, kube-apiserver"
+        f" {result.get('kubernetes', '?')}; commit {result['git']['commit'][:7]}.",
+        "",
+        "| objective | target | measured | |",
+        "|---|---|---|---|",
+    ]
+    for o in result.get("objectives", []):
+        verdict = "pass" if o["pass"] else "**fail**"
+        lines.append(f"| {o['objective']} | {o['target']} | {_cell(o['value'])} | {verdict} |")
+    good, health, memory = result["good_tenant"], result["healthz"], result["memory"]
+    lines += [
+        "",
+        f"Good tenant's edits: {_cell(good['edit_seconds'])} s. /healthz: max"
+        f" {health['max_seconds']} s, p99 {health['p99_seconds']} s over {health['samples']}"
+        f" probes, {health['failures']} failed. RSS: {memory['start_mib']} MiB at start, peak"
+        f" {memory['peak_mib']} MiB (VmHWM {memory['vm_hwm_mib']} MiB).",
+        "",
+        "| finding | reported after (s) | reason |",
+        "|---|---|---|",
+    ]
+    for name, f in result["findings"].items():
+        lines.append(f"| {name} | {f['reported_after_seconds']} | {f['reason'] or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--json-out", type=Path, help="also write the JSON to this file")
+    parser.add_argument("--markdown", type=Path, help="write the objectives as a table here")
     parser.add_argument("--quick", action="store_true", help=f"fewer attacker objects: {QUICK}")
     parser.add_argument(
         "--only", nargs="+", choices=FINDINGS, default=list(FINDINGS), help="findings to write"
@@ -1212,6 +1251,8 @@ def main() -> None:
     print(text)
     if args.json_out:
         args.json_out.write_text(text + "\n")
+    if args.markdown and "objectives" in run.result:
+        args.markdown.write_text(markdown(run.result))
     if not run.result.get("passed"):
         sys.exit(1)
 
