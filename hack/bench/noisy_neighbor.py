@@ -812,7 +812,8 @@ class Watch:
         finding.reported_at = round(time.monotonic() - self.began, 1)
         finding.reason = str(ready.get("reason", ""))
         finding.message = str(ready.get("message", ""))[:400]
-        if events:
+        if events:  # the forged entry: the Event is the report, the status reads Applied
+            finding.reason = f"{events[0].split(':', 1)[0]} (Event; status {finding.reason})"
             finding.extra["warning_events"] = [e[:300] for e in events[:3]]
         log(f"{finding.name}: {finding.reason} after {finding.reported_at} s")
 
