@@ -26,6 +26,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import structlog
+
 from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.errors import InvalidManifest, ResourceError, ResourceNotFound
 from crs_controller.core.hashing import object_hash, resource_hash
@@ -35,6 +37,8 @@ from crs_controller.core.models import ObjectMeta, ResourceRef
 from crs_controller.core.ordering import apply_order
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.runtime.watching import Informer, resource_version
+
+log = structlog.get_logger(__name__)
 
 # A ConfigMap's or Secret's data is at most 1 MiB: the API server refuses more
 # (validation's MaxSecretSize; 1 MiB of ConfigMap data and binaryData together), and
@@ -184,6 +188,8 @@ class Sources:
         metrics.SOURCE_HASHES.inc()
         digest = resource_hash(raw)
         self._hashes[key] = (version, digest)
+        # Once per content change, whatever the number of clusters: worth a line.
+        log.info("source hashed", source="/".join(key), hash=digest)
         return digest
 
     async def objects(self, source: Source) -> list[dict[str, Any]]:
