@@ -6,6 +6,11 @@ Cluster reconciles ``note`` what happened; the CRS reconcile ``take``s the notes
 they have settled (no new note for ``quiet`` seconds, or ``longest`` after the
 first) and emits one Event per type and reason. ``on_note`` tells the runtime that a
 CRS has something to tell, the way outcome changes do; nobody here sees the queue.
+
+A missing source is often only late: a CRS applied before its ConfigMap in one
+``kubectl apply`` (Cluster API providers' templates do that) fails its first pass.
+Such a Warning waits out a grace period, and is told only if the cluster's outcome
+is still the same then: a source that arrives within it never produces the Warning.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ CRSKey = tuple[str, str]  # namespace, CRS name
 
 QUIET_SECONDS = 2.0
 LONGEST_SECONDS = 10.0
+GRACE_SECONDS = 5.0
+# Failures that often heal by themselves within seconds (see the module's docstring).
+GRACED_REASONS = frozenset({"ResourceNotFound"})
 NAMES_SHOWN = 5
 MESSAGES_SHOWN = 3
 # Each cluster's message in a Warning, so that all MESSAGES_SHOWN fit in an Event's
@@ -53,6 +61,7 @@ class _Pending:
     first: float
     last: float
     notes: list[Note] = field(default_factory=list)
+    graced_until: float | None = None  # not due before, while a graced Warning waits
 
 
 def _ignore(namespace: str, crs: str) -> None:
@@ -66,11 +75,13 @@ class Announcements:
         on_note: Callable[[str, str], None] = _ignore,
         quiet: float = QUIET_SECONDS,
         longest: float = LONGEST_SECONDS,
+        grace: float = GRACE_SECONDS,
     ) -> None:
         self._clock = clock
         self._on_note = on_note
         self._quiet = quiet
         self._longest = longest
+        self._grace = grace
         self._pending: dict[CRSKey, _Pending] = {}
 
     def note(self, namespace: str, crs: str, note: Note) -> None:
@@ -78,6 +89,11 @@ class Announcements:
         pending = self._pending.setdefault((namespace, crs), _Pending(now, now))
         pending.last = now
         pending.notes.append(note)
+        if note.type == "Warning" and note.reason in GRACED_REASONS:
+            # Bounded like the quiet period: a trickle of such notes cannot hold
+            # the others back for ever.
+            until = min(now + self._grace, pending.first + self._longest + self._grace)
+            pending.graced_until = max(pending.graced_until or until, until)
         self._on_note(namespace, crs)
 
     def wait(self, namespace: str, crs: str) -> float | None:
@@ -87,14 +103,32 @@ class Announcements:
         if pending is None:
             return None
         due = min(pending.last + self._quiet, pending.first + self._longest)
+        if pending.graced_until is not None:
+            due = max(due, pending.graced_until)
         return max(due - self._clock.now(), 0.0)
 
-    def take(self, namespace: str, crs: str) -> list[Announcement]:
+    def take(
+        self, namespace: str, crs: str, current: Callable[[str], str | None] | None = None
+    ) -> list[Announcement]:
+        """The settled notes as announcements. ``current`` gives a cluster's outcome
+        reason now: a graced Warning whose cluster has moved on (its source arrived)
+        is not told. Without it, every note is."""
         pending = self._pending.pop((namespace, crs), None)
-        return [] if pending is None else summarize(pending.notes)
+        if pending is None:
+            return []
+        notes = [n for n in pending.notes if current is None or still_true(n, current)]
+        return summarize(notes)
 
     def drop(self, namespace: str, crs: str) -> None:
         self._pending.pop((namespace, crs), None)
+
+
+def still_true(note: Note, current: Callable[[str], str | None]) -> bool:
+    """Is the note still worth telling? A graced Warning only while its cluster's
+    outcome is still that failure."""
+    if note.type != "Warning" or note.reason not in GRACED_REASONS:
+        return True
+    return current(note.cluster) == note.reason
 
 
 def summarize(notes: list[Note]) -> list[Announcement]:

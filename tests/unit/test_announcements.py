@@ -114,3 +114,48 @@ async def test_events_go_out_without_control_characters() -> None:
     warning = by_reason["ApplyFailed"]
     assert warning.startswith("ConfigMap n/x\\x1b[31m\\r\\nforgedzzz")
     assert len(warning) == 1000 and warning.endswith("…")
+
+
+def missing(cluster: str) -> Note:
+    return Note("Warning", "ResourceNotFound", cluster, message="ConfigMap n/cni not found")
+
+
+def test_a_missing_source_waits_out_its_grace_and_is_not_told_once_it_arrived() -> None:
+    clock = FakeClock()
+    notes = Announcements(clock, quiet=2, longest=10, grace=5)
+    notes.note(NS, CRS, missing("a"))
+    assert notes.wait(NS, CRS) == 5  # not the quiet period: the source may be late
+    clock.advance(0.5)  # the ConfigMap of the same `kubectl apply` arrives, a pass applies
+    notes.note(NS, CRS, applied("a"))
+    clock.advance(4.5)
+    assert notes.wait(NS, CRS) == 0
+    outcomes = {"a": "Applied"}
+    (event,) = notes.take(NS, CRS, outcomes.get)
+    assert (event.type, event.message) == ("Normal", "applied ConfigMap/cni to cluster a")
+
+
+def test_a_source_still_missing_after_the_grace_is_told() -> None:
+    clock = FakeClock()
+    notes = Announcements(clock, quiet=2, longest=10, grace=5)
+    notes.note(NS, CRS, missing("a"))
+    notes.note(NS, CRS, missing("b"))
+    clock.advance(5)
+    # a's source came and failed otherwise: that failure has a note of its own.
+    notes.note(NS, CRS, failed("a", "bad"))
+    clock.advance(2)
+    outcomes = {"a": "ApplyFailed", "b": "ResourceNotFound"}
+    told = notes.take(NS, CRS, outcomes.get)
+    assert [(e.reason, e.message) for e in told] == [
+        ("ResourceNotFound", "ResourceNotFound on 1 cluster: b: ConfigMap n/cni not found"),
+        ("ApplyFailed", "ApplyFailed on 1 cluster: a: bad"),
+    ]
+
+
+def test_graced_notes_cannot_hold_the_others_back_for_ever() -> None:
+    clock = FakeClock()
+    notes = Announcements(clock, quiet=2, longest=10, grace=5)
+    start = clock.now()
+    while notes.wait(NS, CRS) != 0:  # a missing source noted again every 4 s
+        notes.note(NS, CRS, missing("a"))
+        clock.advance(4)
+    assert clock.now() - start == 16  # due at first + longest + grace (15 s)

@@ -72,7 +72,13 @@ async def _tell(ctx: CRSContext, crs: CRS) -> float | None:
     wait = ctx.announcements.wait(crs.namespace, crs.name)
     if wait is None or wait > 0:
         return wait
-    for told in ctx.announcements.take(crs.namespace, crs.name):
+
+    def current(cluster: str) -> str | None:
+        outcome = ctx.outcomes.get(crs.namespace, crs.name, cluster)
+        return None if outcome is None else outcome.reason
+
+    # A missing source's Warning is told only if the source is still missing now.
+    for told in ctx.announcements.take(crs.namespace, crs.name, current):
         await ctx.events.emit(crs, told.type, told.reason, told.message)
     return None
 
