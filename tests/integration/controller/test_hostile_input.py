@@ -11,11 +11,7 @@ is pending."""
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import http.server
-import ssl
-import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -24,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from crs_controller.testbed import KubeClient, wait_for
 from crs_controller.testbed.certs import CertificateAuthority
-from crs_controller.testbed.clusters import set_cluster_initialized
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
+from .hostile import add_cluster_with_kubeconfig, hostile_server, kubeconfig, pem_b64
 from .support import (
     CLUSTER_API,
     CRS_API,
@@ -51,46 +46,6 @@ from .support import (
 from .test_uninstall import HOLD, hook, job
 
 Obj = dict[str, Any]
-
-
-def kubeconfig(cluster: Obj, user: Obj) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": "u", "user": user}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }
-
-
-def add_cluster_with_kubeconfig(
-    mgmt: KubeClient, namespace: str, name: str, labels: dict[str, str], config: Obj
-) -> None:
-    """A Cluster whose kubeconfig Secret holds ``config`` as written by a tenant."""
-    mgmt.create(
-        {
-            "apiVersion": CLUSTER_API,
-            "kind": "Cluster",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels},
-            "spec": {"controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}},
-        }
-    )
-    value = base64.b64encode(yaml.safe_dump(config).encode()).decode()
-    mgmt.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": f"{name}-kubeconfig", "namespace": namespace},
-            "type": "cluster.x-k8s.io/secret",
-            "data": {"value": value},
-        }
-    )
-    set_cluster_initialized(mgmt, name=name, namespace=namespace)
-
-
-def pem_b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
 
 
 # --- 1, 2, 3: kubeconfigs that ask for too much -------------------------------------
@@ -227,40 +182,14 @@ def test_an_alias_bomb_is_invalid_and_nobody_else_waits(
 # --- 5: a server that is not a Kubernetes API ---------------------------------------
 
 
-@contextlib.contextmanager
-def html_server() -> Iterator[tuple[int, bytes]]:
-    """A TLS server on loopback answering every request with 200 and an HTML page."""
-    ca = CertificateAuthority.generate("not-kubernetes-ca")
-    pair = ca.issue_serving()
-    directory = Path(tempfile.mkdtemp(prefix="html-server-"))
-    (directory / "tls.crt").write_bytes(pair.cert_pem)
-    (directory / "tls.key").write_bytes(pair.key_pem)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def _html(self) -> None:
-            body = b"<html><body>Welcome to nginx!</body></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_PATCH = do_POST = do_PUT = _html  # noqa: N815 - http.server names
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1], ca.cert_pem
-    finally:
-        server.shutdown()
-        server.server_close()
+def html(handler: http.server.BaseHTTPRequestHandler, done: threading.Event) -> None:
+    """Every request answered with 200 and an HTML page."""
+    body = b"<html><body>Welcome to nginx!</body></html>"
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/html")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 def test_a_server_that_is_not_kubernetes_fails_alone_and_status_is_written(
@@ -268,7 +197,7 @@ def test_a_server_that_is_not_kubernetes_fails_alone_and_status_is_written(
 ) -> None:
     name = unique("html")
     mgmt.create(source_configmap(namespace, "h", {"a": manifests(configmap_obj(name))}))
-    with html_server() as (port, ca_pem):
+    with hostile_server(html) as (port, ca_pem):
         config = kubeconfig(
             {"server": f"https://127.0.0.1:{port}", "certificate-authority-data": pem_b64(ca_pem)},
             {"token": "t"},

@@ -14,11 +14,8 @@ import base64
 import contextlib
 import http.server
 import socket
-import ssl
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +26,7 @@ from crs_controller.testbed import KubeClient, wait_for
 from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.controller import ControllerProcess
 
+from .hostile import Respond, add_cluster_with_kubeconfig, hostile_server, kubeconfig, pem_b64
 from .support import (
     CRS_API,
     TIMEOUT,
@@ -43,46 +41,9 @@ from .support import (
     wait_condition,
     wait_object,
 )
-from .test_hostile_input import add_cluster_with_kubeconfig, kubeconfig, pem_b64
 
 Obj = dict[str, Any]
-Respond = Callable[[http.server.BaseHTTPRequestHandler, threading.Event], None]
 WORKLOAD_TIMEOUT = 15.0  # the controller's default --workload-timeout
-
-
-@contextlib.contextmanager
-def hostile_server(respond: Respond) -> Iterator[tuple[int, bytes]]:
-    """A TLS server on loopback answering every request with ``respond``; yields its
-    port and CA certificate. Answers in progress end when the test does."""
-    ca = CertificateAuthority.generate("hostile-workload-ca")
-    pair = ca.issue_serving()
-    directory = Path(tempfile.mkdtemp(prefix="hostile-server-"))
-    (directory / "tls.crt").write_bytes(pair.cert_pem)
-    (directory / "tls.key").write_bytes(pair.key_pem)
-    done = threading.Event()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def _answer(self) -> None:
-            with contextlib.suppress(OSError):
-                respond(self, done)
-
-        do_GET = do_PATCH = do_POST = do_PUT = do_DELETE = _answer  # noqa: N815
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1], ca.cert_pem
-    finally:
-        done.set()
-        server.shutdown()
-        server.server_close()
 
 
 def token_kubeconfig(port: int, ca_pem: bytes) -> Obj:

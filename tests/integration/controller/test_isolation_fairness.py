@@ -31,6 +31,7 @@ from crs_controller.testbed import KubeClient, wait_for
 from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
+from .hostile import add_cluster_with_kubeconfig, kubeconfig, pem_b64
 from .support import (
     CRS_API,
     TIMEOUT,
@@ -42,7 +43,6 @@ from .support import (
     source_configmap,
     unique,
 )
-from .test_hostile_input import add_cluster_with_kubeconfig, kubeconfig, pem_b64
 from .test_sharding import clear_leases, shard_metric
 
 CONCURRENCY = 4

@@ -7,7 +7,6 @@ stays bounded."""
 
 from __future__ import annotations
 
-import base64
 import threading
 import time
 from pathlib import Path
@@ -18,11 +17,10 @@ import httpx
 import yaml
 
 from crs_controller.testbed import KubeClient, Server, wait_for
-from crs_controller.testbed.clusters import set_cluster_initialized
 from crs_controller.testbed.controller import ControllerProcess
 
+from .hostile import add_cluster_with_kubeconfig
 from .support import (
-    CLUSTER_API,
     CRS_API,
     TIMEOUT,
     add_cluster,
@@ -114,29 +112,6 @@ def huge_kubeconfig() -> str:
     return head + "preferences: {pad: [" + ",".join(["a"] * count) + "]}\n"
 
 
-def add_cluster_with_value(
-    mgmt: KubeClient, namespace: str, name: str, labels: dict[str, str], value: str
-) -> None:
-    mgmt.create(
-        {
-            "apiVersion": CLUSTER_API,
-            "kind": "Cluster",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels},
-            "spec": {"controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}},
-        }
-    )
-    mgmt.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": f"{name}-kubeconfig", "namespace": namespace},
-            "type": "cluster.x-k8s.io/secret",
-            "data": {"value": base64.b64encode(value.encode()).decode()},
-        }
-    )
-    set_cluster_initialized(mgmt, name=name, namespace=namespace)
-
-
 def test_a_1_mib_kubeconfig_is_refused_by_size_and_healthz_keeps_answering(
     controller: ControllerProcess,
     mgmt: KubeClient,
@@ -149,7 +124,7 @@ def test_a_1_mib_kubeconfig_is_refused_by_size_and_healthz_keeps_answering(
         with Watch(controller) as watch:
             mgmt.create(source_configmap(namespace, "h", {"a": manifests(configmap_obj("h"))}))
             mgmt.create(crs_obj(namespace, "huge", [("ConfigMap", "h")], {"huge": "1"}))
-            add_cluster_with_value(mgmt, namespace, "huge", {"huge": "1"}, huge_kubeconfig())
+            add_cluster_with_kubeconfig(mgmt, namespace, "huge", {"huge": "1"}, huge_kubeconfig())
             good = unique("good")
             mgmt.create(source_configmap(other_ns, "g", {"a": manifests(configmap_obj(good))}))
             add_cluster(mgmt, workloads[1], other_ns, "fine", {"fine": "1"})
