@@ -32,9 +32,8 @@ from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.errors import InvalidManifest, ResourceError, ResourceNotFound
 from crs_controller.core.hashing import object_hash, resource_hash
 from crs_controller.core.manifest_limits import count_nodes
-from crs_controller.core.manifests import parse_objects
 from crs_controller.core.models import ObjectMeta, ResourceRef
-from crs_controller.core.ordering import apply_order
+from crs_controller.core.render import parse_source
 from crs_controller.engine.runtime import metrics
 from crs_controller.engine.runtime.watching import Informer, resource_version
 
@@ -278,7 +277,7 @@ def _parsed_key(source: Source) -> str:
 
 def _parse(raw: Obj) -> Manifest | ResourceError:
     try:
-        objects = apply_order(parse_objects(raw))
+        objects = parse_source(raw)
     except ResourceError as exc:
         return exc
     hashes = tuple(object_hash(o) for o in objects)

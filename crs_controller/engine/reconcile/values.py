@@ -1,8 +1,8 @@
 """Per-cluster values: a resource with ``substitute: true`` is parsed once for all
 clusters (engine/sources) and substituted per cluster on the parsed objects
-(core/substitute), never as text. Its hash on a cluster covers the content and the
-values it used, so a Cluster whose used value changes gets that resource again, and
-only that cluster."""
+(core/render, core/substitute), never as text. Its hash on a cluster covers the
+content and the values it used, so a Cluster whose used value changes gets that
+resource again, and only that cluster."""
 
 from __future__ import annotations
 
@@ -13,8 +13,16 @@ from typing import Any
 from crs_controller.core.hashing import object_hash
 from crs_controller.core.models import SourceRef
 from crs_controller.core.objects import CRS, Cluster
-from crs_controller.core.substitute import VariableSpec, cluster_values, substitute, values_digest
+from crs_controller.core.render import (
+    cluster_hash,
+    source_hash,
+    substitute_resource,
+    variable_specs,
+)
+from crs_controller.core.substitute import VariableSpec, cluster_values
 from crs_controller.engine.sources import Manifest, Source, Sources
+
+__all__ = ["Prepared", "prepare", "source_hash", "variable_specs"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,7 @@ class Prepared:
         manifest = await sources.manifest(source)
         if self.values is None:
             return manifest
-        objects, _ = _substitute(source, manifest, self.values, self.specs)
+        objects, _ = substitute_resource(source.ref, manifest.objects, self.values, self.specs)
         return Manifest(tuple(objects), tuple(object_hash(obj) for obj in objects))
 
 
@@ -38,12 +46,6 @@ class Prepared:
 # one walk per content, then each cluster's hash costs no walk at all.
 _USED: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
 _USED_SIZE = 1024
-
-
-def source_hash(recorded: str) -> str:
-    """The source's part of a recorded hash (a substituted resource records
-    ``<source hash>+<values digest>``)."""
-    return recorded.split("+", 1)[0]
 
 
 async def prepare(sources: Sources, crs: CRS, cluster: Cluster, source: Source) -> Prepared:
@@ -59,37 +61,9 @@ async def prepare(sources: Sources, crs: CRS, cluster: Cluster, source: Source) 
     if used is None or not used <= values.keys():
         # First walk of this content, or a value missing here: walk, which also
         # says exactly what is unresolved (a name with an inline default is fine).
-        _, used = _substitute(source, await sources.manifest(source), values, specs)
+        manifest = await sources.manifest(source)
+        _, used = substitute_resource(ref, manifest.objects, values, specs)
         _USED[key] = used
         if len(_USED) > _USED_SIZE:
             _USED.popitem(last=False)
-    return Prepared(f"{source.hash}+{values_digest(used, values)}", values, specs)
-
-
-def _substitute(
-    source: Source, manifest: Manifest, values: dict[str, Any], specs: tuple[VariableSpec, ...]
-) -> tuple[list[dict[str, Any]], frozenset[str]]:
-    ref = source.ref
-    return substitute(
-        manifest.objects,
-        values,
-        resource=f"{ref.kind}/{ref.name}",
-        variables=specs,
-        secret=ref.kind == "Secret",
-    )
-
-
-def variable_specs(crs: CRS) -> list[VariableSpec]:
-    specs = []
-    for variable in crs.valid.spec.variables:
-        origin = variable.value_from
-        specs.append(
-            VariableSpec(
-                name=variable.name,
-                value=variable.value,
-                cluster_field=origin.cluster_field if origin else None,
-                topology_variable=origin.topology_variable if origin else None,
-                default=variable.default,
-            )
-        )
-    return specs
+    return Prepared(cluster_hash(source.hash, used, values), values, specs)

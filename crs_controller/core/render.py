@@ -1,0 +1,197 @@
+"""One render pipeline: what a ClusterResourceSet applies to one cluster.
+
+    sources (ConfigMap/Secret) -> parse, apply order -> per-cluster values -> apply bodies
+
+The controller runs these steps one at a time, each behind its own cache and
+limits: ``engine/sources`` parses with ``parse_source``, ``engine/reconcile/values``
+substitutes with ``substitute_resource`` and hashes with ``cluster_hash``,
+``engine/reconcile/applying`` sends ``apply_body``. ``render`` and ``diff`` run them
+whole with ``render_crs``, so what they show is what the controller sends, with the
+hashes its bindings record and the revision its status shows.
+
+Pure: the caller hands in the sources (``Lookup``) and the Cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from crs_controller.core import dependencies
+from crs_controller.core.errors import CRSError, ResourceError, ResourceNotFound
+from crs_controller.core.hashing import resource_hash
+from crs_controller.core.manifests import apply_body, parse_objects
+from crs_controller.core.models import ResourceRef, SourceRef
+from crs_controller.core.objects import CRS, dependency_graph
+from crs_controller.core.ordering import apply_order
+from crs_controller.core.rollout import revision
+from crs_controller.core.substitute import VariableSpec, cluster_values, substitute, values_digest
+
+__all__ = [
+    "ClusterValues",
+    "Lookup",
+    "RenderedCRS",
+    "RenderedResource",
+    "apply_body",
+    "cluster_hash",
+    "crs_order",
+    "parse_source",
+    "render_crs",
+    "source_hash",
+    "substitute_resource",
+    "variable_specs",
+]
+
+Obj = dict[str, Any]
+# A source of the CRS's namespace by (kind, name); None: it does not exist.
+Lookup = Callable[[str, str], Mapping[str, Any] | None]
+
+
+def parse_source(raw: Mapping[str, Any]) -> list[Obj]:
+    """A ConfigMap's/Secret's objects in the order they are applied; raises
+    InvalidManifest (or WrongSecretType)."""
+    return apply_order(parse_objects(raw))
+
+
+def variable_specs(crs: CRS) -> list[VariableSpec]:
+    """The CRS's ``spec.variables`` as substitution reads them."""
+    specs = []
+    for variable in crs.valid.spec.variables:
+        origin = variable.value_from
+        specs.append(
+            VariableSpec(
+                name=variable.name,
+                value=variable.value,
+                cluster_field=origin.cluster_field if origin else None,
+                topology_variable=origin.topology_variable if origin else None,
+                default=variable.default,
+            )
+        )
+    return specs
+
+
+def substitute_resource(
+    ref: ResourceRef,
+    objects: Sequence[Obj],
+    values: Mapping[str, Any],
+    specs: Sequence[VariableSpec],
+) -> tuple[list[Obj], frozenset[str]]:
+    """Copies of a resource's parsed objects with one cluster's values, and the names
+    they use. Raises UnresolvedVariable or InvalidManifest (a malformed reference)."""
+    return substitute(
+        objects,
+        values,
+        resource=f"{ref.kind}/{ref.name}",
+        variables=specs,
+        secret=ref.kind == "Secret",
+    )
+
+
+def cluster_hash(source: str, used: frozenset[str], values: Mapping[str, Any]) -> str:
+    """The hash a binding records for a substituted resource: its source's hash and the
+    values it used, so a Cluster whose used value changes gets it again."""
+    return f"{source}+{values_digest(used, values)}"
+
+
+def source_hash(recorded: str) -> str:
+    """The source's part of a recorded hash (see ``cluster_hash``)."""
+    return recorded.split("+", 1)[0]
+
+
+@dataclass(frozen=True)
+class ClusterValues:
+    """Where one cluster's values come from: its Cluster object, and overrides over it
+    (the CLI's ``--set``; the controller has none)."""
+
+    cluster: Mapping[str, Any]
+    overrides: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RenderedResource:
+    """One of ``spec.resources`` rendered: the hash the binding records (with the
+    values digest when substituted), its source's own hash, its objects in apply
+    order (values substituted, not yet apply bodies)."""
+
+    kind: str
+    name: str
+    hash: str
+    source_hash: str
+    objects: tuple[Obj, ...]
+
+    def bodies(self) -> list[Obj]:
+        """What the controller sends for each object (before the workload server's
+        discovery: a namespaced object without a namespace gets "default" there)."""
+        return [apply_body(obj) for obj in self.objects]
+
+
+@dataclass(frozen=True)
+class RenderedCRS:
+    """A CRS rendered for one cluster. ``revision`` is the one its status shows
+    (``status.revision``): None while a source is missing or unreadable, as there."""
+
+    crs: CRS
+    resources: tuple[RenderedResource, ...] = ()
+    problems: tuple[str, ...] = ()
+    revision: str | None = None
+
+
+def render_crs(
+    crs: CRS, lookup: Lookup, values: ClusterValues | None, *, missing: str = "not found"
+) -> RenderedCRS:
+    """Every resource of ``crs`` rendered; what cannot be is a problem (one line naming
+    the resource, never its content). Without ``values`` a ``substitute: true``
+    resource is shown as written, with its source's hash."""
+    specs = variable_specs(crs)
+    resources, problems = [], []
+    parts: list[tuple[str, str, str]] | None = []
+    for ref in crs.valid.spec.resources:
+        label = f"{crs.namespace}/{crs.name}: {ref.kind} {ref.name}"
+        raw = lookup(ref.kind, ref.name)
+        try:
+            if raw is None:
+                raise ResourceNotFound(missing)
+            digest = resource_hash(raw)
+        except ResourceError as exc:
+            problems.append(f"{label}: {exc} ({exc.reason})")
+            parts = None
+            continue
+        if parts is not None:
+            parts.append((ref.kind, ref.name, digest))
+        try:
+            resources.append(_resource(ref, raw, digest, values, specs))
+        except CRSError as exc:  # names the resource and document, never the content
+            problems.append(f"{label}: {exc} ({exc.reason})")
+    return RenderedCRS(
+        crs, tuple(resources), tuple(problems), None if parts is None else revision(parts)
+    )
+
+
+def _resource(
+    ref: SourceRef,
+    raw: Mapping[str, Any],
+    digest: str,
+    values: ClusterValues | None,
+    specs: Sequence[VariableSpec],
+) -> RenderedResource:
+    objects = parse_source(raw)
+    recorded = digest
+    if ref.substitute and values is not None:
+        found = cluster_values(values.cluster, specs, values.overrides)
+        objects, used = substitute_resource(ref, objects, found, specs)
+        recorded = cluster_hash(digest, used, found)
+    return RenderedResource(ref.kind, ref.name, recorded, digest, tuple(objects))
+
+
+def crs_order(crss: Iterable[CRS]) -> list[CRS]:
+    """The order a cluster gets them in: each namespace's CRSs after those they
+    depend on (``spec.dependsOn``), namespaces in the order they first come."""
+    by_namespace: dict[str, dict[str, CRS]] = {}
+    for crs in crss:
+        by_namespace.setdefault(crs.namespace, {})[crs.name] = crs
+    ordered = []
+    for group in by_namespace.values():
+        graph = dependency_graph(group.values())
+        ordered += [group[name] for name in dependencies.apply_order(group, graph)]
+    return ordered
