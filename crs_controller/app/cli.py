@@ -9,30 +9,53 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-
-import yaml
+from importlib import metadata
 
 from crs_controller.app import logs
 from crs_controller.app.commands import convert, diff, render, status
+from crs_controller.app.commands import hash as hash_command
 from crs_controller.app.commands.common import ERROR
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import CRSError
-from crs_controller.core.hashing import resource_hash
 from crs_controller.engine.context import Settings
 
 # The commands for people at a terminal (app/commands), each registering itself.
-COMMANDS = [render, diff, status, convert]
+COMMANDS = [render, diff, status, convert, hash_command]
+
+RUN_DESCRIPTION = """\
+Run the controller: watch ClusterResourceSets, Clusters and their ConfigMaps and
+Secrets in the management cluster, and server-side apply each CRS's objects to
+every workload cluster it selects. Logs go to stderr (JSON by default); /metrics,
+/healthz and /readyz are served on their own ports."""
+
+DEMO_DESCRIPTION = """\
+Start a local control plane (etcd, a management kube-apiserver and N workload
+ones; needs KUBEBUILDER_ASSETS or the binaries it names), install the CRDs and the
+samples, run the controller against it and show an edit reaching every matching
+cluster, and not the others."""
+
+
+def version() -> str:
+    """The installed package's version (what pip shows)."""
+    try:
+        return metadata.version("crs_controller")
+    except metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    parser, commands = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # The subcommand's own usage, not the top level's: that is where the
+        # unknown flag was given.
+        commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     if hasattr(args, "func"):
         code: int = args.func(args)
         return code
-    if args.command == "hash":
-        return _hash(args.file)
+    if args.command == "completion":
+        print(completion_script(parser, args.shell), end="")
+        return 0
     if args.command == "demo":
         from crs_controller.app.demo import demo  # noqa: PLC0415 - needs the test bed
 
@@ -40,17 +63,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(args)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="crs-controller", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples as written, wider option columns."""
 
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=34)
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = argparse.ArgumentParser(
+        prog="crs-controller", description=__doc__, formatter_class=_Help
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(sub)
+    demo = sub.add_parser(
+        "demo",
+        help="run the controller against a local control plane",
+        description=DEMO_DESCRIPTION,
+        epilog="examples:\n  crs-controller demo --workloads 2",
+        formatter_class=_Help,
+    )
+    demo.add_argument(
+        "--workloads", type=int, default=3, help="workload clusters to start (default: %(default)s)"
+    )
+    for command in COMMANDS:
+        command.register(sub)
+    _add_completion(sub)
+    return parser, dict(sub.choices)
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser(
         "run",
         help="run the controller",
+        description=RUN_DESCRIPTION,
         epilog="examples:\n  crs-controller run --kubeconfig mgmt.kubeconfig --namespace fleet\n"
         "  crs-controller run --leader-elect --extension-cert-dir /certs",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Help,
     )
+    _run_options(run)
+    _run_serving_options(run)
+
+
+def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--kubeconfig",
         help="management cluster kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)",
@@ -61,18 +117,45 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=8,
         help="parallel reconciles; while several namespaces have objects, one namespace "
-        "holds at most all but a quarter of them (at least one kept for the others)",
+        "holds at most all but a quarter of them (at least one kept for the others) "
+        "(default: %(default)s)",
     )
-    run.add_argument("--field-manager", default="crs-controller", help="server-side apply manager")
-    run.add_argument("--workload-timeout", type=float, default=15.0, help="seconds per request")
+    run.add_argument(
+        "--field-manager",
+        default="crs-controller",
+        help="server-side apply manager (default: %(default)s)",
+    )
+    run.add_argument(
+        "--workload-timeout",
+        type=float,
+        default=15.0,
+        help="seconds per workload request, connect to last byte (default: %(default)s)",
+    )
     run.add_argument(
         "--allow-proxy-url",
         action="store_true",
         help="honour proxy-url in workload kubeconfigs (refused by default: a tenant could "
         "route the controller's requests through a host of its choosing)",
     )
-    run.add_argument("--metrics-addr", default=":8080", help="Prometheus /metrics (0: off)")
-    run.add_argument("--health-addr", default=":8081", help="/healthz and /readyz (0: off)")
+    run.add_argument("--log-format", choices=["json", "console"], default="json", help=_DEFAULT)
+    run.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        default="info",
+        help=_DEFAULT,
+    )
+
+
+_DEFAULT = "(default: %(default)s)"
+
+
+def _run_serving_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--metrics-addr", default=":8080", help="Prometheus /metrics, 0: off (default: %(default)s)"
+    )
+    run.add_argument(
+        "--health-addr", default=":8081", help="/healthz and /readyz, 0: off (default: %(default)s)"
+    )
     run.add_argument("--leader-elect", action="store_true", help="hold a Lease before acting")
     run.add_argument(
         "--leader-election-namespace",
@@ -89,59 +172,18 @@ def _parser() -> argparse.ArgumentParser:
         "--lease-duration",
         type=_lease_duration,
         default=15.0,
-        help="how long a Lease holds without renewal, e.g. 15s (renewed every third of it)",
+        help="how long a Lease holds without renewal, renewed every third of it (default: 15s)",
     )
     run.add_argument(
-        "--extension-addr", default=":9443", help="Runtime Extension (BeforeClusterDelete) HTTPS"
+        "--extension-addr",
+        default=":9443",
+        help="Runtime Extension (BeforeClusterDelete) HTTPS (default: %(default)s)",
     )
     run.add_argument(
         "--extension-cert-dir",
         default="",
         help="directory with tls.crt and tls.key; the extension is off without it",
     )
-    run.add_argument("--log-format", choices=["json", "console"], default="json")
-    run.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
-
-    hash_ = sub.add_parser(
-        "hash",
-        help="print the hash of a ConfigMap/Secret manifest",
-        epilog="examples:\n  crs-controller hash calico-configmap.yaml\n"
-        "  kubectl get cm calico -o yaml | crs-controller hash -",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    hash_.add_argument(
-        "file", help="YAML or JSON file holding one ConfigMap or Secret ('-': stdin)"
-    )
-
-    demo = sub.add_parser("demo", help="run the controller against a local control plane")
-    demo.add_argument("--workloads", type=int, default=3, help="workload clusters to start")
-    for command in COMMANDS:
-        command.register(sub)
-    return parser
-
-
-def _hash(path: str) -> int:
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-        source = yaml.safe_load(text)
-        if not isinstance(source, dict):
-            raise CRSError(f"{path}: expected one ConfigMap or Secret object")
-        print(resource_hash(source))
-    except OSError as exc:
-        print(f"crs-controller hash: {path}: {exc.strerror}", file=sys.stderr)
-        return ERROR
-    except UnicodeDecodeError:
-        print(f"crs-controller hash: {path}: not a UTF-8 text file", file=sys.stderr)
-        return ERROR
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        print(f"crs-controller hash: {path}: not valid YAML{where}", file=sys.stderr)
-        return ERROR
-    except CRSError as exc:
-        print(f"crs-controller hash: {exc} ({exc.reason})", file=sys.stderr)
-        return ERROR
-    return 0
 
 
 def _lease_duration(text: str) -> float:
@@ -185,6 +227,128 @@ def _run(args: argparse.Namespace) -> int:
         print(f"crs-controller run: {exc}", file=sys.stderr)
         return ERROR
     return 0
+
+
+# --- Shell completion, from the parser itself: a new option completes on its own. ---
+
+COMPLETION_EPILOG = """\
+examples:
+  # this shell only
+  source <(crs-controller completion bash)
+  # every new shell
+  crs-controller completion bash > /etc/bash_completion.d/crs-controller
+  crs-controller completion zsh > "${fpath[1]}/_crs-controller"
+"""
+
+
+def _add_completion(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash or zsh)",
+        description="Print a script that completes crs-controller's commands, options and "
+        "their values (files where an option takes a path) in bash or zsh.",
+        epilog=COMPLETION_EPILOG,
+        formatter_class=_Help,
+    )
+    parser.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
+
+
+def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
+    """A bash function (zsh runs it through bashcompinit): subcommands first, then
+    each subcommand's options, the choices of an option that has them, and the
+    shell's own file completion for any other value."""
+    bash = _BASH.format(
+        top=" ".join([*_subparsers(parser), *_flags(parser)]),
+        values="".join(_value_cases(parser)),
+        flags="".join(
+            f"                {name}) words={_quote(' '.join(_flags(p)))} ;;\n"
+            for name, p in _subparsers(parser).items()
+        ),
+        positional="".join(_positional_cases(parser)),
+    )
+    return bash if shell == "bash" else _ZSH_HEAD + bash
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # argparse has no public accessor for subcommands
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for action in parser._actions for option in action.option_strings]
+
+
+def _value_cases(parser: argparse.ArgumentParser) -> list[str]:
+    """One case per (subcommand, option taking a value): its choices, or nothing so
+    that the shell completes a file name."""
+    cases = []
+    for name, sub in _subparsers(parser).items():
+        for action in sub._actions:
+            if not action.option_strings or action.nargs == 0:
+                continue
+            words = " ".join(str(c) for c in action.choices or ())
+            for option in action.option_strings:
+                cases.append(f"        {name}:{option}) words={_quote(words)} ;;\n")
+    return cases
+
+
+def _positional_cases(parser: argparse.ArgumentParser) -> list[str]:
+    cases = []
+    for name, sub in _subparsers(parser).items():
+        for action in sub._actions:
+            if not action.option_strings and action.choices:
+                words = " ".join(str(c) for c in action.choices)
+                cases.append(f"                {name}) words={_quote(words)} ;;\n")
+    return cases
+
+
+def _quote(words: str) -> str:
+    return "'" + words.replace("'", "") + "'"
+
+
+_BASH = """\
+# bash completion for crs-controller: source <(crs-controller completion bash)
+_crs_controller() {{
+    local cur prev cmd words i
+    cur="${{COMP_WORDS[COMP_CWORD]}}"
+    prev="${{COMP_WORDS[COMP_CWORD-1]}}"
+    cmd=""
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${{COMP_WORDS[i]}}" in
+            -*) ;;
+            *) cmd="${{COMP_WORDS[i]}}"; break ;;
+        esac
+    done
+    if [[ -z "$cmd" ]]; then
+        COMPREPLY=($(compgen -W '{top}' -- "$cur"))
+        return
+    fi
+    words="__none__"
+    case "$cmd:$prev" in
+{values}    esac
+    if [[ "$words" == "__none__" ]]; then
+        if [[ "$cur" == -* ]]; then
+            case "$cmd" in
+{flags}            esac
+        else
+            words=""
+            case "$cmd" in
+{positional}            esac
+        fi
+    fi
+    COMPREPLY=($(compgen -W "$words" -- "$cur"))
+}}
+complete -o default -F _crs_controller crs-controller
+"""
+
+_ZSH_HEAD = """\
+#compdef crs-controller
+# zsh completion for crs-controller: source <(crs-controller completion zsh),
+# or save it as _crs-controller in a directory of $fpath
+autoload -U +X bashcompinit && bashcompinit
+"""
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""The ``crs-controller hash FILE`` command: it prints the hash the controller computes
-(ConfigMaps; resource-set Secrets however encoded; stdin with ``-``), and fails with
-exit status 2 and one clear line on stderr for a wrong Secret type (without the Secret's
-content), a missing file and invalid YAML."""
+"""The ``crs-controller hash`` command: it prints the hash the controller computes
+(ConfigMaps; resource-set Secrets however encoded; stdin with ``-``; ``-f`` or the
+positional file; one line per source when a file has several documents; ``-o``),
+and fails with exit status 2 and one clear line on stderr for a wrong Secret type
+(without the Secret's content), a missing file and invalid YAML."""
 
 from __future__ import annotations
 
@@ -189,7 +190,7 @@ def test_invalid_yaml(
     code, out, err = run_hash(capsys, str(path))
     assert_one_line_error(code, out, err)
     assert str(path) in err
-    assert "not valid YAML" in err
+    assert "invalid YAML" in err
     if line is not None:
         assert f"line {line}" in err
 
@@ -200,18 +201,18 @@ def test_invalid_yaml_on_stdin(
     monkeypatch.setattr("sys.stdin", io.StringIO("data: [unclosed\n"))
     code, out, err = run_hash(capsys, "-")
     assert_one_line_error(code, out, err)
-    assert "not valid YAML" in err
+    assert "invalid YAML" in err
 
 
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
         pytest.param("", "ConfigMap or Secret", id="empty file"),
-        pytest.param("- a\n- b\n", "ConfigMap or Secret", id="a list"),
-        pytest.param("just text\n", "ConfigMap or Secret", id="a scalar"),
+        pytest.param("- a\n- b\n", "document 1: not an object", id="a list"),
+        pytest.param("just text\n", "document 1: not an object", id="a scalar"),
         pytest.param(
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n",
-            "InvalidManifest",
+            "no ConfigMap or Secret (found Deployment)",
             id="another kind",
         ),
         pytest.param(
@@ -235,3 +236,102 @@ def test_a_file_that_is_not_text(tmp_path: Path, capsys: pytest.CaptureFixture[s
     code, out, err = run_hash(capsys, str(path))
     assert_one_line_error(code, out, err)
     assert str(path) in err
+
+
+def several(tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """What `convert` prints and the book's example is: a CRS and its sources."""
+    crs = {"apiVersion": "addons.crs.dev/v1alpha1", "kind": "ClusterResourceSet"}
+    crs["metadata"] = {"name": "calico", "namespace": "default"}
+    sources = [CONFIGMAP, secret(encoded=True)]
+    path = tmp_path / "several.yaml"
+    path.write_text(yaml.safe_dump_all([crs, *sources]), encoding="utf-8")
+    return path, sources
+
+
+def test_several_documents_hash_each_source_one_line_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, (configmap, secret_) = several(tmp_path)
+    assert main(["hash", "-f", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out == (
+        f"{resource_hash(configmap)}  ConfigMap/default/calico-addon\n"
+        f"{resource_hash(secret_)}  Secret/default/calico-secret\n"
+    )
+
+
+@pytest.mark.parametrize("form", [["-f"], ["--filename"], []], ids=["-f", "--filename", "file"])
+def test_the_file_is_given_with_f_or_as_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], form: list[str]
+) -> None:
+    assert main(["hash", *form, str(write(tmp_path, CONFIGMAP))]) == 0
+    assert capsys.readouterr().out == resource_hash(CONFIGMAP) + "\n"
+
+
+def test_f_repeats_and_reads_directories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "addons"
+    folder.mkdir()
+    write(folder, CONFIGMAP, "a.yaml")
+    other = {**CONFIGMAP, "metadata": {"name": "other"}, "data": {"x": "y"}}
+    lone = write(tmp_path, other, "lone.yaml")
+    assert main(["hash", "-f", str(folder), "-f", str(lone)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("  ")[1] for line in lines] == [
+        "ConfigMap/default/calico-addon",
+        "ConfigMap/-/other",
+    ]
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_o_json_and_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str], output: str) -> None:
+    path, (configmap, secret_) = several(tmp_path)
+    assert main(["hash", "-f", str(path), "-o", output]) == 0
+    out = capsys.readouterr().out
+    loaded = json.loads(out) if output == "json" else yaml.safe_load(out)
+    assert loaded == {
+        "resources": [
+            {
+                "kind": "ConfigMap",
+                "namespace": "default",
+                "name": "calico-addon",
+                "hash": resource_hash(configmap),
+            },
+            {
+                "kind": "Secret",
+                "namespace": "default",
+                "name": "calico-secret",
+                "hash": resource_hash(secret_),
+            },
+        ]
+    }
+
+
+def test_o_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = several(tmp_path)
+    assert main(["hash", "-f", str(path), "-o", "name"]) == 0
+    assert capsys.readouterr().out == "configmap/calico-addon\nsecret/calico-secret\n"
+
+
+def test_one_refused_source_among_several_prints_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump_all([CONFIGMAP, secret("Opaque", encoded=True)]))
+    code, out, err = run_hash(capsys, str(path))
+    assert_one_line_error(code, out, err)
+    assert "document 2" in err and "WrongSecretType" in err
+
+
+def test_no_file_at_all(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_hash_args(capsys, [])
+    assert_one_line_error(code, out, err)
+    assert "-f FILE" in err
+
+
+def run_hash_args(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str, str]:
+    code = main(["hash", *args])
+    out, err = capsys.readouterr()
+    return code, out, err

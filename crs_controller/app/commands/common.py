@@ -151,3 +151,36 @@ def _load_all(where: str, text: str) -> list[Any]:
         return load_documents(where, text)
     except InvalidManifest as exc:
         raise UsageError(str(exc)) from exc
+
+
+# --- Shared by every command's output, as kubectl prints it. ---
+
+# The fully qualified resource of ``-o name`` (kubectl's RESOURCE.GROUP/NAME).
+RESOURCE_NAMES = {
+    "ClusterResourceSet": "clusterresourceset.addons.crs.dev",
+    "ClusterResourceSetBinding": "clusterresourcesetbinding.addons.crs.dev",
+    "ConfigMap": "configmap",
+    "Secret": "secret",
+    "Cluster": "cluster.cluster.x-k8s.io",
+}
+
+
+def object_name(kind: str, name: str, api_version: str = "") -> str:
+    """``-o name``'s form: ``clusterresourceset.addons.crs.dev/cni``; a kind not
+    listed is lowercased with its API group, as kubectl shows it."""
+    resource = RESOURCE_NAMES.get(kind)
+    if resource is None:
+        group = api_version.rpartition("/")[0]
+        resource = f"{kind.lower()}.{group}" if group else kind.lower()
+    return printable(f"{resource}/{name}")
+
+
+def no_resources(namespace: str | None) -> None:
+    """kubectl's line for an empty answer, on stderr so a pipe reads nothing."""
+    where = f" in {namespace} namespace" if namespace else ""
+    print(printable(f"No resources found{where}."), file=sys.stderr)
+
+
+def warn(command: str, message: str) -> None:
+    """A warning: one line on stderr, prefixed as errors are, exit code unchanged."""
+    print(printable(f"crs-controller {command}: warning: {message}"), file=sys.stderr)
