@@ -26,13 +26,14 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlencode, urlsplit
 
 import httpcore
 
+from crs_controller.clients.exec_credentials import ExecCredential, ExecCredentials
 from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.core.errors import (
     AnswerTooLarge,
@@ -52,6 +53,9 @@ METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.i
 METADATA_ITEM = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json"
 MiB = 1024 * 1024
 TOKEN_FILE_REFRESH = 60.0  # seconds; client-go re-reads a token file as often
+# A pool left behind when an exec plugin's client certificate changed is closed this
+# long after: longer than any request on it can last (a watch: 290 + 30 s).
+RETIRED_POOL_SECONDS = 600.0
 # An apply body this many nodes or larger is JSON-encoded in a worker thread: the
 # parser allows up to 500,000 (aliases expanded), which takes tens of milliseconds
 # to encode, and the event loop serves every other cluster meanwhile. Counting up to
@@ -128,17 +132,46 @@ class KubeClient:
         self._headers = {**BASE_HEADERS, "User-Agent": user_agent}
         self._endpoint = endpoint
         self._token = _TokenSource(endpoint)
+        # The operator's exec plugin (never set for a workload cluster's kubeconfig).
+        self._exec = ExecCredentials(endpoint.exec) if endpoint.exec else None
         self._extensions: dict[str, Any] = (
             {"sni_hostname": endpoint.tls_server_name} if endpoint.tls_server_name else {}
         )
         self._timeout = _timeouts(timeout, connect=min(timeout, 5.0))
         self._target = _Target.of(endpoint.server)
         self._pool = _pool(endpoint, ssl_context(endpoint, name))
+        self._pool_pair = (endpoint.cert_pem, endpoint.key_pem)
+        self._retired: list[tuple[float, httpcore.AsyncConnectionPool]] = []
         self._discovery: dict[str, dict[str, ResourceInfo]] = {}
         self._unserved: set[str] = set()
 
     async def close(self) -> None:
+        for _, pool in self._retired:
+            await pool.aclose()
         await self._pool.aclose()
+
+    async def _authorize(self) -> _Auth:
+        """The credentials of the next request: the endpoint's, or the exec plugin's
+        (run here, outside any request's deadline, when none is cached)."""
+        if self._exec is None:
+            return _Auth(self._token.get(), None)
+        credential = await self._exec.get()
+        if credential.cert_pem and (credential.cert_pem, credential.key_pem) != self._pool_pair:
+            await self._renew_pool(credential)
+        return _Auth(credential.token or self._token.get(), credential)
+
+    async def _renew_pool(self, credential: ExecCredential) -> None:
+        """New connections for the plugin's new client certificate (it is part of the
+        TLS handshake). Requests under way finish on the old pool, closed later."""
+        endpoint = replace(self._endpoint, cert_pem=credential.cert_pem, key_pem=credential.key_pem)
+        context = ssl_context(endpoint, self.name)
+        now = time.monotonic()
+        for retired in [r for r in self._retired if now - r[0] > RETIRED_POOL_SECONDS]:
+            self._retired.remove(retired)
+            await retired[1].aclose()
+        self._retired.append((now, self._pool))
+        self._pool = _pool(endpoint, context)
+        self._pool_pair = (credential.cert_pem, credential.key_pem)
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -152,11 +185,14 @@ class KubeClient:
         content: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: Mapping[str, float] | None = None,
+        auth: _Auth | None = None,
     ) -> AsyncIterator[_Response]:
-        """A streamed response with a 2xx status; errors mapped onto ours."""
+        """A streamed response with a 2xx status; errors mapped onto ours. ``auth``:
+        the credentials to send (default: the current ones)."""
+        auth = auth or await self._authorize()
         all_headers = {**self._headers, "Host": self._target.host_header, **(headers or {})}
-        if token := self._token.get():
-            all_headers["Authorization"] = f"Bearer {token}"
+        if auth.token:
+            all_headers["Authorization"] = f"Bearer {auth.token}"
         if content is not None:
             all_headers["Content-Length"] = str(len(content))
         target = self._target.prefix + path + (f"?{urlencode(params)}" if params else "")
@@ -177,6 +213,8 @@ class KubeClient:
                 extensions=extensions,
             ) as raw:
                 response = _Response(raw)
+                if response.status_code == 401 and auth.credential and self._exec:
+                    self._exec.refused(auth.credential)
                 if response.status_code >= 300:
                     body = await _read(response, where, self.limits.bytes)
                     raise _api_error(where, response, body, _Budget(self.limits.values))
@@ -190,11 +228,29 @@ class KubeClient:
     ) -> Obj:
         """One request under one deadline, connect to last byte: a server dripping its
         answer cannot hold a worker longer than ``timeout``. ``budget``: the JSON
-        values the answer may decode to (default: the limit per answer)."""
+        values the answer may decode to (default: the limit per answer). An exec
+        plugin's credential the server refuses (401) is fetched again, and the
+        request sent once more with the new one."""
+        auth = await self._authorize()
+        try:
+            return await self._request_once(method, path, auth, budget, kwargs)
+        except Unreachable as exc:
+            if exc.status != 401 or auth.credential is None:
+                raise
+        return await self._request_once(method, path, await self._authorize(), budget, kwargs)
+
+    async def _request_once(
+        self,
+        method: str,
+        path: str,
+        auth: _Auth,
+        budget: _Budget | None,
+        kwargs: Mapping[str, Any],
+    ) -> Obj:
         where = f"{self.name}: {method} {path}"
         try:
             async with asyncio.timeout(self._deadline):
-                async with self._send(method, path, **kwargs) as response:
+                async with self._send(method, path, auth=auth, **kwargs) as response:
                     raw = await _read(response, where, self.limits.bytes)
         except TimeoutError:
             message = f"{where}: no complete answer within {self._deadline:g}s"
@@ -646,6 +702,14 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+@dataclass(frozen=True, repr=False)
+class _Auth:
+    """What one request authenticates with; ``credential``: the exec plugin's, if any."""
+
+    token: str | None
+    credential: ExecCredential | None
 
 
 class _TokenSource:

@@ -9,9 +9,12 @@ file (``tokenFile``, ``client-certificate``, ``client-key``, ``certificate-autho
 send its own credentials (an empty server) or talk unverified is refused with
 ``UnsupportedKubeconfig``, naming the field and never its value.
 
-The management cluster's kubeconfig is the operator's own: it may name files
-(relative to the kubeconfig's folder) and ``tokenFile``; it is not allowed to run
-commands either, which keeps one rule for the whole controller.
+The management cluster's kubeconfig is the operator's own, read as kubectl reads it:
+it may name files (relative to the kubeconfig's folder), ``tokenFile``, and an
+``exec`` plugin (``aws eks get-token``, ``gke-gcloud-auth-plugin``, ``kubelogin``),
+which the client runs when it needs a credential (``exec_credentials``). Several
+files in ``$KUBECONFIG`` are merged as kubectl merges them. ``auth-provider`` (removed
+from kubectl) stays refused.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from crs_controller.clients.exec_credentials import ExecConfig, cluster_info, exec_config
 from crs_controller.core.errors import Unreachable, UnsupportedKubeconfig
 
 # Refused in any workload kubeconfig: each makes the controller run a command, read a
@@ -63,6 +67,7 @@ class Endpoint:
     tls_server_name: str | None = None
     proxy: str | None = None
     insecure: bool = False  # only ever set from the operator's own kubeconfig
+    exec: ExecConfig | None = None  # likewise: a plugin is only ever run for the operator
 
     def __repr__(self) -> str:
         return f"Endpoint(server={self.server!r})"
@@ -117,18 +122,57 @@ def workload_endpoint(config: Any, *, allow_proxy: bool = False) -> Endpoint:
 
 
 def management_endpoint(path: str | None, context: str | None = None) -> Endpoint:
-    """The management cluster: ``path``, else $KUBECONFIG, else in-cluster, else
-    ~/.kube/config; ``context`` instead of the current one (like kubectl). Errors
-    are Unreachable with a message naming the source."""
-    if path is None:
-        env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-        if env:
-            path = env
-        elif os.environ.get("KUBERNETES_SERVICE_HOST") and context is None:
-            return in_cluster_endpoint()
-        else:
-            path = str(Path.home() / ".kube" / "config")
-    return _file_endpoint(Path(path), context)
+    """The management cluster: ``path`` (that file only), else the files of
+    $KUBECONFIG merged as kubectl merges them, else in-cluster, else ~/.kube/config;
+    ``context`` instead of the current one (like kubectl). Errors are Unreachable
+    with a message naming the source."""
+    if path is not None:
+        return _files_endpoint([Path(path)], context)
+    listed = kubeconfig_paths(os.environ.get("KUBECONFIG", ""))
+    if listed:
+        return _files_endpoint(listed, context)
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and context is None:
+        return in_cluster_endpoint()
+    return _files_endpoint([Path.home() / ".kube" / "config"], context)
+
+
+def kubeconfig_paths(value: str) -> list[Path]:
+    """The files of a $KUBECONFIG value, in order: empty entries dropped, each once."""
+    found: list[Path] = []
+    for part in value.split(os.pathsep):
+        if part and Path(part) not in found:
+            found.append(Path(part))
+    return found
+
+
+def merge_kubeconfigs(configs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Kubeconfigs merged as kubectl merges $KUBECONFIG: the first file to name a
+    cluster, user or context wins (its entry is never changed by a later one), and
+    current-context comes from the first file that sets one."""
+    merged: dict[str, Any] = {
+        field: _merged_entries(configs, field) for field in ("clusters", "users", "contexts")
+    }
+    merged["current-context"] = next(
+        (c["current-context"] for c in configs if c.get("current-context")), None
+    )
+    return merged
+
+
+def _merged_entries(configs: Sequence[Mapping[str, Any]], field: str) -> list[Any]:
+    entries: list[Any] = []
+    names: set[str] = set()
+    for config in configs:
+        listed = config.get(field) or []
+        if not isinstance(listed, list):
+            raise Unreachable(f"invalid kubeconfig: {field} is not a list")
+        for entry in listed:
+            name = entry.get("name") if isinstance(entry, Mapping) else None
+            if isinstance(name, str):
+                if name in names:
+                    continue
+                names.add(name)
+            entries.append(entry)  # one without a name is refused when selected
+    return entries
 
 
 def in_cluster_endpoint(
@@ -148,39 +192,116 @@ def in_cluster_endpoint(
     )
 
 
-def _file_endpoint(path: Path, context: str | None = None) -> Endpoint:
+def _files_endpoint(paths: Sequence[Path], context: str | None) -> Endpoint:
+    """The endpoint of one kubeconfig file, or of several merged; of several, a
+    missing one is skipped (as kubectl does), but not all of them."""
+    loaded = []
+    for path in paths:
+        config = _read(path, missing_ok=len(paths) > 1)
+        if config is not None:
+            loaded.append(_absolute(config, path.parent))
+    if not loaded:
+        listed = os.pathsep.join(str(p) for p in paths)
+        raise Unreachable(f"management cluster: cannot read kubeconfig {listed}")
+    return _operator_endpoint(merge_kubeconfigs(loaded), context)
+
+
+def _read(path: Path, *, missing_ok: bool) -> Mapping[str, Any] | None:
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        if missing_ok:
+            return None
+        raise Unreachable(f"management cluster: cannot read kubeconfig {path}") from exc
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise Unreachable(f"management cluster: cannot read kubeconfig {path}") from exc
+    if config is None:
+        return {}  # an empty file is an empty kubeconfig
+    if not isinstance(config, Mapping):
+        raise Unreachable(f"invalid kubeconfig {path}: not a mapping")
+    return config
+
+
+_FILE_FIELDS = {
+    "clusters": ("certificate-authority",),
+    "users": ("client-certificate", "client-key", "tokenFile"),
+}
+
+
+def _absolute(config: Mapping[str, Any], base: Path) -> dict[str, Any]:
+    """``config`` with its file references made absolute: each is relative to the
+    file that names it, whichever file of $KUBECONFIG the entry is finally used from.
+    So is an exec command holding a path separator (a bare name is looked up in
+    $PATH), as kubectl resolves them."""
+    resolved = dict(config)
+    for field, keys in _FILE_FIELDS.items():
+        entries = config.get(field)
+        if isinstance(entries, list):
+            resolved[field] = [_absolute_entry(e, field[:-1], keys, base) for e in entries]
+    return resolved
+
+
+def _absolute_entry(entry: Any, singular: str, keys: tuple[str, ...], base: Path) -> Any:
+    inner = entry.get(singular) if isinstance(entry, Mapping) else None
+    if not isinstance(inner, Mapping):
+        return entry  # refused, naming the field, if it is ever selected
+    inner = dict(inner)
+    for key in keys:
+        if isinstance(inner.get(key), str) and inner[key]:
+            inner[key] = str(base / inner[key])  # an absolute path stays as it is
+    plugin = inner.get("exec")
+    command = plugin.get("command") if isinstance(plugin, Mapping) else None
+    if isinstance(plugin, Mapping) and isinstance(command, str) and os.sep in command:
+        inner["exec"] = {**plugin, "command": str(base / command)}
+    return {**entry, singular: inner}
+
+
+def _operator_endpoint(config: Mapping[str, Any], context: str | None) -> Endpoint:
     selected = _select(config, context)
     user, cluster = selected.user, selected.cluster
-    for key in ("exec", "auth-provider"):
-        if key in user:
-            raise Unreachable(
-                f"management cluster: {selected.user_field}.{key} is not supported; "
-                "use a token, a token file or a client certificate"
-            )
-    base = path.parent
+    if "auth-provider" in user:
+        raise Unreachable(
+            f"management cluster: {selected.user_field}.auth-provider is not supported"
+            " (kubectl dropped it too): use the provider's exec plugin, a token, a token"
+            " file or a client certificate"
+        )
+    where = selected.cluster_field
+    server = _server(cluster, where)
+    ca_pem = _pem_or_file(cluster, "certificate-authority", where)
+    tls_server_name = _text(cluster, "tls-server-name", where)
+    proxy = _text(cluster, "proxy-url", where)
+    insecure = cluster.get("insecure-skip-tls-verify") is True
+    plugin = None
+    if user.get("exec") is not None:
+        info = cluster_info(
+            cluster,
+            server=server,
+            ca_pem=ca_pem,
+            tls_server_name=tls_server_name,
+            proxy=proxy,
+            insecure=insecure,
+        )
+        plugin = exec_config(user["exec"], f"{selected.user_field}.exec", info)
     return Endpoint(
-        server=_server(cluster, selected.cluster_field),
-        ca_pem=_pem_or_file(cluster, "certificate-authority", base, selected.cluster_field),
-        cert_pem=_pem_or_file(user, "client-certificate", base, selected.user_field),
-        key_pem=_pem_or_file(user, "client-key", base, selected.user_field),
+        server=server,
+        ca_pem=ca_pem,
+        cert_pem=_pem_or_file(user, "client-certificate", selected.user_field),
+        key_pem=_pem_or_file(user, "client-key", selected.user_field),
         token=_token(user, selected.user_field),
-        token_file=base / str(user["tokenFile"]) if user.get("tokenFile") else None,
-        tls_server_name=_text(cluster, "tls-server-name", selected.cluster_field),
-        proxy=_text(cluster, "proxy-url", selected.cluster_field),
-        insecure=cluster.get("insecure-skip-tls-verify") is True,
+        token_file=Path(user["tokenFile"]) if user.get("tokenFile") else None,
+        tls_server_name=tls_server_name,
+        proxy=proxy,
+        insecure=insecure,
+        exec=plugin,
     )
 
 
-def _pem_or_file(entry: Mapping[str, Any], key: str, base: Path, where: str) -> bytes | None:
+def _pem_or_file(entry: Mapping[str, Any], key: str, where: str) -> bytes | None:
     inline = _pem(entry, f"{key}-data", where)
     if inline is not None or not entry.get(key):
         return inline
     try:
-        return (base / str(entry[key])).read_bytes()
+        return Path(str(entry[key])).read_bytes()
     except OSError as exc:
         raise Unreachable(f"management cluster: cannot read {where}.{key}") from exc
 

@@ -1,9 +1,10 @@
 """Kubeconfigs as connection settings (``clients.kubeconfig``): the allow-list for a
 workload cluster's untrusted kubeconfig (each refused field is
 ``UnsupportedKubeconfig`` naming the field, never its value), context selection, the
-operator's own kubeconfig file (relative paths, tokenFile; no exec either), in-cluster
-settings, and fuzzing: whatever a tenant writes gives an endpoint or our error, never
-another exception and never a value in the message."""
+operator's own kubeconfig file (relative paths, tokenFile, an exec plugin read but not
+run), several files of $KUBECONFIG merged as kubectl merges them, in-cluster settings,
+and fuzzing: whatever a tenant writes gives an endpoint or our error, never another
+exception and never a value in the message."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from hypothesis import strategies as st
 from crs_controller.clients.kubeconfig import (
     Endpoint,
     in_cluster_endpoint,
+    kubeconfig_paths,
     management_endpoint,
+    merge_kubeconfigs,
     workload_endpoint,
 )
 from crs_controller.core.errors import Unreachable, UnsupportedKubeconfig
@@ -235,11 +238,48 @@ def test_the_operators_kubeconfig_may_name_files_relative_to_itself(tmp_path: Pa
     assert endpoint.token_file == tmp_path / "token"
 
 
-def test_the_operators_kubeconfig_runs_no_command_either(tmp_path: Path) -> None:
+def test_the_operators_kubeconfig_may_name_an_exec_plugin_read_not_run(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    plugin = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": "bin/get-token",
+        "args": ["--touch", str(ran)],
+        "env": [{"name": "REGION", "value": "eu"}],
+        "interactiveMode": "Never",
+        "installHint": "install get-token",
+        "provideClusterInfo": True,
+    }
     path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(config(SERVER, {"exec": {"command": "aws"}})))
-    with pytest.raises(Unreachable, match=r"users\[0\]\.user\.exec is not supported"):
+    path.write_text(yaml.safe_dump(config(SERVER, {"exec": plugin})))
+    endpoint = management_endpoint(str(path))
+    assert endpoint.exec is not None
+    assert endpoint.exec.command == str(tmp_path / "bin" / "get-token")
+    assert endpoint.exec.args == ("--touch", str(ran))
+    assert endpoint.exec.env == (("REGION", "eu"),)
+    assert endpoint.exec.where == "users[0].user.exec"
+    assert yaml.safe_load(endpoint.exec.cluster_info or "") == {
+        "server": SERVER["server"],
+        "certificate-authority-data": CA,
+    }
+    assert not ran.exists()  # reading a kubeconfig runs nothing
+
+
+def test_a_bare_exec_command_is_looked_up_in_path_not_in_the_folder(tmp_path: Path) -> None:
+    plugin = {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws"}
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config(SERVER, {"exec": plugin})))
+    endpoint = management_endpoint(str(path))
+    assert endpoint.exec is not None and endpoint.exec.command == "aws"
+    assert endpoint.exec.interactive_mode == "IfAvailable"  # v1beta1's default
+
+
+def test_the_operators_kubeconfig_still_refuses_auth_provider(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    provider = {"auth-provider": {"name": "oidc", "config": {"id-token": MARKER}}}
+    path.write_text(yaml.safe_dump(config(SERVER, provider)))
+    with pytest.raises(Unreachable, match=r"users\[0\]\.user\.auth-provider is not") as caught:
         management_endpoint(str(path))
+    assert MARKER not in str(caught.value)
 
 
 def test_a_missing_kubeconfig_file_is_named(tmp_path: Path) -> None:
@@ -257,3 +297,145 @@ def test_in_cluster_uses_the_service_account_and_the_service_host(tmp_path: Path
     assert endpoint.ca_pem == b"CA"
     with pytest.raises(Unreachable, match="not running in a pod"):
         in_cluster_endpoint(tmp_path, {})
+
+
+# --- $KUBECONFIG: several files merged -----------------------------------------------
+
+
+def named(field: str, name: str, value: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, field: value}
+
+
+def kubeconfig_file(
+    path: Path, contexts: dict[str, tuple[str, str]], current: str | None = None
+) -> Path:
+    """A kubeconfig whose contexts name (cluster, user); each cluster's server and each
+    user's token is the name, so the test sees which file an entry came from."""
+    clusters = {c for c, _ in contexts.values()}
+    users = {u for _, u in contexts.values()}
+    data: dict[str, Any] = {
+        "clusters": [named("cluster", c, {"server": f"https://{c}:6443"}) for c in clusters],
+        "users": [named("user", u, {"token": f"{u}-{path.stem}"}) for u in users],
+        "contexts": [
+            named("context", n, {"cluster": c, "user": u}) for n, (c, u) in contexts.items()
+        ],
+    }
+    if current:
+        data["current-context"] = current
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_kubeconfig_files_are_merged_and_context_may_name_one_in_the_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = kubeconfig_file(tmp_path / "a.yaml", {"dev": ("dev", "alice")}, current="dev")
+    b = kubeconfig_file(tmp_path / "b.yaml", {"mgmt": ("mgmt", "bob")}, current="mgmt")
+    monkeypatch.setenv("KUBECONFIG", f"{a}:{b}")
+    assert management_endpoint(None).server == "https://dev:6443"  # a's current-context
+    assert management_endpoint(None, "mgmt").server == "https://mgmt:6443"
+    assert management_endpoint(None, "mgmt").token == "bob-b"
+
+
+def test_the_first_file_to_name_an_entry_wins_and_current_context_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = kubeconfig_file(tmp_path / "a.yaml", {"x": ("c1", "u1")})  # no current-context
+    b = kubeconfig_file(tmp_path / "b.yaml", {"x": ("c2", "u1"), "y": ("c1", "u2")}, "y")
+    monkeypatch.setenv("KUBECONFIG", f"{a}:{tmp_path / 'absent'}::{b}:{a}")
+    endpoint = management_endpoint(None)
+    assert endpoint.server == "https://c1:6443"  # context y from b, cluster c1 from a
+    assert endpoint.token == "u2-b"
+    assert management_endpoint(None, "x").token == "u1-a"  # a's context x, a's user u1
+
+
+def test_relative_paths_are_relative_to_the_file_that_names_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    (tmp_path / "two" / "ca.crt").write_bytes(b"CA-TWO")
+    (tmp_path / "two" / "token").write_text("tok")
+    first = config({"server": "https://one:6443"}, {"token": "t"})
+    second = config(
+        {"server": "https://two:6443", "certificate-authority": "ca.crt"},
+        {
+            "tokenFile": "token",
+            "exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "./p"},
+        },
+    )
+    second["contexts"][0]["name"] = "second"
+    second["clusters"][0]["name"] = "c2"
+    second["users"][0]["name"] = "u2"
+    second["contexts"][0]["context"] = {"cluster": "c2", "user": "u2"}
+    (tmp_path / "one" / "config").write_text(yaml.safe_dump(first))
+    (tmp_path / "two" / "config").write_text(yaml.safe_dump(second))
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'one' / 'config'}:{tmp_path / 'two' / 'config'}")
+    endpoint = management_endpoint(None, "second")
+    assert endpoint.ca_pem == b"CA-TWO"
+    assert endpoint.token_file == tmp_path / "two" / "token"
+    assert endpoint.exec is not None and endpoint.exec.command == str(tmp_path / "two" / "p")
+
+
+def test_kubeconfig_files_all_missing_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
+    with pytest.raises(Unreachable, match=r"cannot read kubeconfig .*a:.*b"):
+        management_endpoint(None)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("", []),
+        ("a", ["a"]),
+        ("a:b", ["a", "b"]),
+        (":a::b:", ["a", "b"]),
+        ("a:b:a", ["a", "b"]),
+    ],
+)
+def test_kubeconfig_paths_drop_empty_and_repeated_entries(value: str, expected: list[str]) -> None:
+    assert kubeconfig_paths(value) == [Path(p) for p in expected]
+
+
+NAMES = st.sampled_from(["a", "b", "c"])
+FILES = st.lists(
+    st.fixed_dictionaries(
+        {
+            "clusters": st.lists(NAMES, max_size=3),
+            "users": st.lists(NAMES, max_size=3),
+            "contexts": st.lists(NAMES, max_size=3),
+            "current-context": st.one_of(st.none(), st.just(""), NAMES),
+        }
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(FILES)
+def test_the_merge_keeps_each_name_once_from_the_first_file_naming_it(
+    files: list[dict[str, Any]],
+) -> None:
+    configs = [
+        {
+            **{
+                field: [{"name": n, field[:-1]: {"file": i}} for n in f[field]]
+                for field in ("clusters", "users", "contexts")
+            },
+            "current-context": f["current-context"],
+        }
+        for i, f in enumerate(files)
+    ]
+    merged = merge_kubeconfigs(configs)
+    for field in ("clusters", "users", "contexts"):
+        names = [e["name"] for e in merged[field]]
+        assert len(names) == len(set(names))
+        for entry in merged[field]:
+            first = next(i for i, f in enumerate(files) if entry["name"] in f[field])
+            assert entry[field[:-1]] == {"file": first}
+        assert set(names) == {n for f in files for n in f[field]}
+    currents = [f["current-context"] for f in files if f["current-context"]]
+    assert merged["current-context"] == (currents[0] if currents else None)
