@@ -50,7 +50,7 @@ def test_the_table_lists_every_object(capsys: pytest.CaptureFixture[str]) -> Non
     code, out, _ = render(capsys, "-f", str(SAMPLES))
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["CRS", "RESOURCE", "HASH", "#", "KIND", "OBJECT"]
+    assert lines[0].split() == ["CRS", "REVISION", "RESOURCE", "HASH", "#", "KIND", "OBJECT"]
     assert any("demo-addon/demo-settings" in line for line in lines)
 
 

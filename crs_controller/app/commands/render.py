@@ -1,14 +1,22 @@
 """``crs-controller render``: offline, what each ClusterResourceSet in some manifests
-would apply: whether it selects a cluster with the given labels, each resource's
-hash (the one the binding records) and its objects in apply order. The parsing,
-hashing and ordering are the controller's own."""
+would apply: whether it selects a cluster with the given labels, its revision (the
+one its status shows), each resource's hash (the one the binding records) and its
+objects in apply order. ``-o manifests`` prints those objects as the controller
+sends them, a YAML stream for ``kubectl apply -f -`` or ``kubectl diff -f -``. The
+parsing, hashing, substitution and ordering are the controller's own (core/render).
+
+Exit code 0: rendered (also when no CRS selects the given cluster: stderr says so),
+2: an error, with nothing on stdout."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import yaml
 
 from crs_controller.app.commands.common import (
     ERROR,
@@ -22,21 +30,21 @@ from crs_controller.app.commands.common import (
     printable,
     read_documents,
 )
-from crs_controller.core.errors import CRSError
-from crs_controller.core.hashing import resource_hash
-from crs_controller.core.manifests import object_ref, parse_objects
+from crs_controller.core.convert import CAPI_GROUP
+from crs_controller.core.manifests import object_ref
 from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, ObjectMeta
 from crs_controller.core.objects import CRS, Cluster, parse_crs
-from crs_controller.core.ordering import apply_order
-from crs_controller.core.substitute import cluster_values, substitute, values_digest
-from crs_controller.engine.reconcile.values import variable_specs
+from crs_controller.core.render import ClusterValues, Lookup, RenderedCRS, crs_order, render_crs
 
 EXAMPLES = """examples:
   crs-controller render -f config/samples
-  crs-controller render -f calico/ --cluster prod-1-cluster.yaml --set MTU=1400
+  crs-controller render -f config/samples -o manifests | kubectl apply --dry-run=server -f -
+  crs-controller render -f calico/ --cluster prod-1-cluster.yaml --set MTU=1400 -o manifests
   crs-controller render -f crs.yaml -f addons/ --cluster-labels env=prod,cni=calico
   kustomize build deploy/ | crs-controller render -f - -o yaml
 """
+# The revision as status's table shows it, so the two can be compared by eye.
+SHORT_REVISION = 17
 
 
 def register(sub: Any) -> None:
@@ -72,16 +80,8 @@ def register(sub: Any) -> None:
         default=[],
         help="render only the CRSs that select a cluster with these labels (k=v,k2=v2; repeatable)",
     )
-    add_output(parser, "table", "json", "yaml")
+    add_output(parser, "table", "json", "yaml", "manifests")
     parser.set_defaults(func=guarded("render", run))
-
-
-@dataclass(frozen=True)
-class Sources:
-    by_key: dict[tuple[str, str, str], Obj]  # namespace, kind, name
-
-    def find(self, namespace: str, kind: str, name: str) -> Obj | None:
-        return self.by_key.get((namespace, kind, name)) or self.by_key.get(("", kind, name))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,21 +90,35 @@ def run(args: argparse.Namespace) -> int:
     labels = parse_labels(args.cluster_labels) if args.cluster_labels else None
     if labels is None and cluster is not None:
         labels = dict((cluster.get("metadata") or {}).get("labels") or {})
-    values = _Values(cluster, parse_pairs(args.set, "--set")) if cluster or args.set else None
-    crss, sources = _split(documents)
-    if not crss:
-        raise UsageError("no ClusterResourceSet in the given manifests")
-    rendered, problems = [], []
-    for where, crs in crss:
-        if labels is not None and not crs.selects(_cluster(crs, labels)):
-            continue
-        entry, found = _render(where, crs, sources, values)
-        rendered.append(entry)
-        problems += found
-    emit({"clusterResourceSets": rendered}, args.output, _table)
-    for problem in problems:
-        print(printable(f"crs-controller render: {problem}"), file=sys.stderr)
-    return ERROR if problems else OK
+    overrides = parse_pairs(args.set, "--set")
+    values = ClusterValues(cluster or {}, overrides) if cluster or overrides else None
+    inputs = read_inputs(documents)
+    for warning in inputs.warnings:
+        print(printable(f"crs-controller render: warning: {warning}"), file=sys.stderr)
+    selected = [c for c in crs_order(inputs.crss) if labels is None or c.selects(_at(c, labels))]
+    rendered = [render_crs(c, inputs.lookup(c), values, missing=MISSING) for c in selected]
+    problems = [p for r in rendered for p in r.problems]
+    if problems:  # nothing on stdout: a pipe must never apply half
+        for problem in problems:
+            print(printable(f"crs-controller render: {problem}"), file=sys.stderr)
+        return ERROR
+    if not selected:
+        print(printable(nothing_selected(args.cluster, labels, len(inputs.crss))), file=sys.stderr)
+    if args.output == "manifests":
+        print(manifest_stream(rendered), end="")
+    elif selected or args.output != "table":
+        emit({"clusterResourceSets": [report(r) for r in rendered]}, args.output, _table)
+    return OK
+
+
+MISSING = "not in the given manifests"
+
+
+def nothing_selected(cluster: str | None, labels: Mapping[str, str] | None, read: int) -> str:
+    """kubectl's "No resources found", saying what was asked."""
+    shown = ",".join(f"{k}={v}" for k, v in (labels or {}).items()) or "(none)"
+    asked = f"the Cluster in {cluster} (labels {shown})" if cluster else f"labels {shown}"
+    return f"No resources found: none of the {read} ClusterResourceSets selects {asked}"
 
 
 def parse_labels(values: list[str]) -> dict[str, str]:
@@ -121,14 +135,6 @@ def parse_pairs(pairs: list[str], flag: str) -> dict[str, str]:
     return found
 
 
-@dataclass(frozen=True)
-class _Values:
-    """Where per-cluster values come from: a Cluster manifest, and --set over it."""
-
-    cluster: Obj | None
-    overrides: dict[str, str]
-
-
 def _cluster_manifest(path: str) -> Obj:
     for _, doc in read_documents([path]):
         if doc.get("kind") == "Cluster":
@@ -136,78 +142,166 @@ def _cluster_manifest(path: str) -> Obj:
     raise UsageError(f"{path}: no Cluster in it")
 
 
-def _split(documents: list[tuple[str, Obj]]) -> tuple[list[tuple[str, CRS]], Sources]:
-    crss, sources = [], {}
-    for where, doc in documents:
-        kind, meta = doc.get("kind"), doc.get("metadata") or {}
-        if doc.get("apiVersion") == API_VERSION and kind == CLUSTER_RESOURCE_SET_KIND:
-            crs = parse_crs(doc)
-            if crs.problem is not None:
-                raise UsageError(f"{where}: ClusterResourceSet {crs.name}: {crs.problem}")
-            crss.append((where, crs))
-        elif doc.get("apiVersion") == "v1" and kind in ("ConfigMap", "Secret"):
-            key = (str(meta.get("namespace") or ""), str(kind), str(meta.get("name") or ""))
-            sources[key] = doc
-    return crss, Sources(sources)
-
-
-def _cluster(crs: CRS, labels: dict[str, str]) -> Cluster:
+def _at(crs: CRS, labels: dict[str, str]) -> Cluster:
+    """A cluster with ``labels`` in the CRS's namespace (a CRS selects only there)."""
     return Cluster(ObjectMeta(name="(given labels)", namespace=crs.namespace, labels=labels))
 
 
-def _render(
-    where: str, crs: CRS, sources: Sources, values: _Values | None
-) -> tuple[Obj, list[str]]:
-    entry: Obj = {"name": crs.name, "namespace": crs.namespace, "resources": []}
-    problems = []
-    for ref in crs.valid.spec.resources:
-        source = sources.find(crs.namespace or "default", ref.kind, ref.name)
-        label = f"{crs.namespace}/{crs.name}: {ref.kind} {ref.name}"
-        if source is None:
-            problems.append(f"{label}: not in the given manifests (ResourceNotFound)")
-            continue
-        try:
-            objects = apply_order(parse_objects(source))
-            digest = resource_hash(source)
-            if ref.substitute and values is not None:
-                objects, digest = _substituted(crs, ref.kind, ref.name, objects, digest, values)
-        except CRSError as exc:  # names the resource and document, never the content
-            problems.append(f"{label}: {exc} ({exc.reason})")
-            continue
-        entry["resources"].append(
-            {"kind": ref.kind, "name": ref.name, "hash": digest, "objects": objects}
+# --- the inputs: CRSs and their sources, each given once ----------------------------
+
+SourceKey = tuple[str, str, str]  # namespace ("": none given), kind, name
+
+
+@dataclass(frozen=True)
+class Inputs:
+    crss: list[CRS]
+    sources: dict[SourceKey, Obj]
+    warnings: list[str]
+
+    def lookup(self, crs: CRS) -> Lookup:
+        """A source of ``crs``: in its namespace, or given without one."""
+        namespace = crs.namespace or "default"
+
+        def find(kind: str, name: str) -> Obj | None:
+            key = (namespace, kind, name)
+            return self.sources.get(key) or self.sources.get(("", kind, name))
+
+        return find
+
+
+def read_inputs(documents: list[tuple[str, Obj]]) -> Inputs:
+    """The CRSs and ConfigMaps/Secrets in ``documents``. Raises UsageError for one
+    given twice (which one the controller would read depends on what was applied
+    last: never guessed) and, when there is no CRS of ours, for Cluster API's."""
+    crss: dict[tuple[str, str], tuple[str, CRS]] = {}
+    sources: dict[SourceKey, tuple[str, Obj]] = {}
+    capi: list[str] = []
+    for where, doc in documents:
+        kind, meta = str(doc.get("kind")), doc.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        if kind == CLUSTER_RESOURCE_SET_KIND and doc.get("apiVersion") == API_VERSION:
+            crs = _parsed_crs(where, doc)
+            _once(crss, (crs.namespace, crs.name), (where, crs), f"ClusterResourceSet {crs.name}")
+        elif kind == CLUSTER_RESOURCE_SET_KIND and _is_capi(doc):
+            capi.append(
+                f"{where}: ClusterResourceSet {name} is Cluster API's ({doc['apiVersion']})"
+            )
+        elif doc.get("apiVersion") == "v1" and kind in ("ConfigMap", "Secret"):
+            _once(sources, (namespace, kind, name), (where, doc), f"{kind} {name}")
+    hint = "convert it first: crs-controller convert -f FILE | crs-controller render -f -"
+    if not crss:
+        first = f"; {capi[0]}: {hint}" if capi else ""
+        raise UsageError(f"no ClusterResourceSet ({API_VERSION}) in the given manifests{first}")
+    warnings = [f"{found}, not rendered: {hint}" for found in capi]
+    by_key = {key: doc for key, (_, doc) in sources.items()}
+    return Inputs([crs for _, crs in crss.values()], by_key, warnings)
+
+
+def _parsed_crs(where: str, doc: Obj) -> CRS:
+    crs = parse_crs(doc)
+    if crs.problem is not None:
+        raise UsageError(f"{where}: ClusterResourceSet {crs.name}: {crs.problem}")
+    return crs
+
+
+def _is_capi(doc: Obj) -> bool:
+    return str(doc.get("apiVersion") or "").startswith(f"{CAPI_GROUP}/")
+
+
+def _once(held: dict[Any, tuple[str, Any]], key: Any, value: tuple[str, Any], what: str) -> None:
+    namespace = key[0]
+    if key in held:
+        place = f" in namespace {namespace}" if namespace else ""
+        raise UsageError(
+            f"{what}{place} is given twice: {held[key][0]} and {value[0]}; give it once"
         )
-    return entry, problems
+    held[key] = value
 
 
-def _substituted(
-    crs: CRS, kind: str, name: str, objects: list[Obj], digest: str, values: _Values
-) -> tuple[list[Obj], str]:
-    """The controller's own substitution, and the hash a binding would record."""
-    specs = variable_specs(crs)
-    found = cluster_values(values.cluster or {}, specs, values.overrides)
-    done, used = substitute(
-        objects, found, resource=f"{kind}/{name}", variables=specs, secret=kind == "Secret"
-    )
-    return done, f"{digest}+{values_digest(used, found)}"
+# --- the outputs -----------------------------------------------------------------------
+
+
+def report(rendered: RenderedCRS) -> Obj:
+    crs = rendered.crs
+    return {
+        "name": crs.name,
+        "namespace": crs.namespace,
+        "revision": rendered.revision,
+        "resources": [
+            {"kind": r.kind, "name": r.name, "hash": r.hash, "objects": list(r.objects)}
+            for r in rendered.resources
+        ],
+    }
+
+
+def manifest_stream(rendered: list[RenderedCRS]) -> str:
+    """Every object as the controller sends it, in apply order, one YAML document
+    each, after a comment naming where it comes from (as ``helm template``'s
+    ``# Source:``). Names in comments are escaped: a newline in one must not start
+    a document of its own."""
+    documents = []
+    for each in rendered:
+        crs = f"{each.crs.namespace}/{each.crs.name}"
+        for resource in each.resources:
+            source = (
+                f"# Source: ClusterResourceSet {crs}, {resource.kind} {resource.name}, "
+                f"hash {resource.hash}, revision {each.revision}"
+            )
+            for body in resource.bodies():
+                documents.append(f"---\n{printable(source)}\n{_dump(body)}")
+    return "".join(documents)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (a manifest inside a ConfigMap of a CRS's) as literal
+    blocks, as kubectl and helm print them; PyYAML quotes when a block cannot hold
+    the text exactly."""
+
+
+# YAML 1.1 line breaks that PyYAML writes as they are but reads back as a newline or
+# a space: such a string is double-quoted, where they are escaped.
+_READ_AS_BREAKS = frozenset("\x85\u2028\u2029")
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> Any:
+    style = "|" if "\n" in value else None
+    if not _READ_AS_BREAKS.isdisjoint(value):
+        style = '"'
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def _dump(body: Obj) -> str:
+    text: str = yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+    return text
 
 
 def _table(data: Obj) -> str:
     rows = []
     for crs in data["clusterResourceSets"]:
+        revision = (crs["revision"] or "-")[:SHORT_REVISION]
         for resource in crs["resources"]:
-            for position, obj in enumerate(resource["objects"], 1):
-                ref = object_ref(obj)
-                where = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
+            objects = resource["objects"] or [None]
+            for position, obj in enumerate(objects, 1):
                 rows.append(
                     [
                         f"{crs['namespace']}/{crs['name']}",
+                        revision,
                         f"{resource['kind']}/{resource['name']}",
                         resource["hash"] if position == 1 else "",
-                        str(position),
-                        f"{ref.api_version} {ref.kind}",
-                        where,
+                        *_object_cells(position, obj),
                     ]
                 )
-    header = ["CRS", "RESOURCE", "HASH", "#", "KIND", "OBJECT"]
+                revision = ""
+    header = ["CRS", "REVISION", "RESOURCE", "HASH", "#", "KIND", "OBJECT"]
     return format_table(header, rows)
+
+
+def _object_cells(position: int, obj: Obj | None) -> list[str]:
+    if obj is None:
+        return ["-", "-", "(no objects)"]
+    ref = object_ref(obj)
+    where = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
+    return [str(position), f"{ref.api_version} {ref.kind}", where]
