@@ -1,11 +1,15 @@
 """The operators' commands against the real servers: `render` gives the hashes the
-controller records in the bindings, in the same object order; `status` lists every
-matching cluster with its revision and outcome from the bindings."""
+controller records in the bindings, in the same object order, and the revision its
+status shows; `render -o manifests` piped into kubectl is what the controller
+applied; `status` lists every matching cluster with its revision and outcome from
+the bindings; `diff` shows only what the controller would change."""
 
 from __future__ import annotations
 
 import copy
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,6 +33,18 @@ from .support import (
 )
 
 SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"
+KUBECTL = shutil.which("kubectl")
+needs_kubectl = pytest.mark.skipif(
+    KUBECTL is None, reason="kubectl is not on PATH: the pipe into kubectl cannot be tried"
+)
+
+
+def kubectl(kubeconfig: Path, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
+    assert KUBECTL is not None
+    command = [KUBECTL, "--kubeconfig", str(kubeconfig), *args]
+    return subprocess.run(
+        command, input=stdin, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def sample_documents(namespace: str) -> list[dict]:
@@ -138,3 +154,95 @@ def test_diff_shows_what_an_apply_would_change_and_exits_1(
     assert main(args) == 0
     assert capsys.readouterr().out == ""
     assert main([*args[:3], "absent", *args[4:]]) == 2
+
+
+@needs_kubectl
+def test_render_manifests_is_what_the_controller_applied(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: KubeClient,
+    workloads,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    docs = sample_documents(namespace)
+    for doc in docs:
+        mgmt.create(doc)
+    add_cluster(mgmt, workloads[2], namespace, "piped", {"crs-demo": "true"})
+    wait_condition(mgmt, namespace, "demo", "Ready", "True", "Applied")
+    wait_for(lambda: binding_entry(mgmt, namespace, "piped", "demo"), TIMEOUT)
+    given = tmp_path / "manifests.yaml"
+    given.write_text(yaml.safe_dump_all(docs))
+    assert main(["render", "-f", str(given), "-o", "manifests"]) == 0
+    stream = capsys.readouterr().out
+    objects = list(yaml.safe_load_all(stream))
+    assert len(objects) == 4 and stream.count("# Source: ClusterResourceSet ") == 4
+    status = mgmt.get(CRS_API, "ClusterResourceSet", "demo", namespace)["status"]
+    assert f"revision {status['revision']}\n" in stream
+
+    kubeconfig = control_plane.workloads[2].write_kubeconfig(tmp_path / "workload.kubeconfig")
+    applied = kubectl(kubeconfig, stream, "apply", "--dry-run=server", "-f", "-")
+    assert applied.returncode == 0, applied.stderr
+    lines = applied.stdout.splitlines()
+    assert len(lines) == 4 and all(line.endswith("(server dry run)") for line in lines), lines
+    # As the controller's own field manager: nothing differs from what it applied.
+    same = kubectl(
+        kubeconfig, stream, "diff", "--server-side", "--field-manager=crs-controller", "-f", "-"
+    )
+    assert (same.returncode, same.stdout) == (0, ""), same.stdout + same.stderr
+
+
+@needs_kubectl
+def test_render_manifests_pipes_into_a_server_side_dry_run(
+    control_plane: ControlPlane,
+    workload_clients,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name = unique("piped")
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+        },
+    ]
+    # No namespace: the controller and kubectl both put it in "default". Quoted, the
+    # placeholder's value stays a string (plain, it would be read as YAML: a number).
+    configmap = (
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata:\n  mtu: '${{MTU}}'\n"
+    )
+    source = source_configmap(
+        "fleet", "addon", {"addon.yaml": manifests(*objects), "cm.yaml": configmap}
+    )
+    crs = crs_obj("fleet", "addon", [("ConfigMap", "addon")], {"cni": "x"})
+    crs["spec"]["resources"][0]["substitute"] = True
+    cluster = {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "Cluster",
+        "metadata": {"name": "c", "namespace": "fleet", "labels": {"cni": "x"}},
+    }
+    (tmp_path / "in.yaml").write_text(manifests(crs, source))
+    (tmp_path / "cluster.yaml").write_text(manifests(cluster))
+    args = ["render", "-f", str(tmp_path / "in.yaml"), "--cluster", str(tmp_path / "cluster.yaml")]
+    assert main([*args, "--set", "MTU=1400", "-o", "manifests"]) == 0
+    stream = capsys.readouterr().out
+    kubeconfig = control_plane.workloads[0].write_kubeconfig(tmp_path / "workload.kubeconfig")
+    result = kubectl(kubeconfig, stream, "apply", "--dry-run=server", "-o", "json", "-f", "-")
+    assert result.returncode == 0, result.stderr
+    answered = json.loads(result.stdout)["items"]
+    assert [(o["kind"], o["metadata"].get("namespace")) for o in answered] == [
+        ("Namespace", None),
+        ("ClusterRole", None),
+        ("ConfigMap", "default"),
+    ]
+    assert answered[2]["data"] == {"mtu": "1400"}
+    assert all(
+        o["metadata"]["labels"]["addons.crs.dev/applied-by"] == "crs-controller" for o in answered
+    )
+    # A dry run: nothing was stored.
+    assert workload_clients[0].get("v1", "ConfigMap", name, "default") is None
+    assert workload_clients[0].get("v1", "Namespace", name) is None
