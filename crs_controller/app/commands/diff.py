@@ -1,8 +1,13 @@
-"""``crs-controller diff``: what applying a ClusterResourceSet now would change on one
-workload cluster. Every object goes to the API server as a server-side apply dry
-run (nothing is stored) and the answer is compared with the live object, as a
-unified diff; objects the deletion policy would delete are listed as removed.
-Exit code 0: no change, 1: changes, 2: an error (kubectl diff's convention)."""
+"""``crs-controller diff``: what the controller would change on one workload cluster
+for a ClusterResourceSet now. Every object goes to the API server as a server-side
+apply dry run (nothing is stored) and the answer is compared with the live object,
+as a unified diff; objects the deletion policy would delete are listed as removed.
+
+What the controller would not do is not a change, and stderr says why: a cluster
+the CRS does not select gets nothing (with deletionPolicy: Delete, what the CRS
+applied there before is listed as removed); under mode ApplyOnce an object already
+on the cluster is never changed, and a resource already applied is never applied
+again. Exit code 0: no change, 1: changes, 2: an error (kubectl diff's convention)."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import argparse
 import asyncio
 import difflib
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -24,22 +30,23 @@ from crs_controller.app.commands.common import (
     emit,
     guarded,
     management,
+    printable,
 )
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import WorkloadClients, kubeconfig_secret_name
 from crs_controller.core.clusters import CLUSTER_GROUP
-from crs_controller.core.manifests import apply_body, object_ref, parse_objects
+from crs_controller.core.manifests import apply_body, object_ref
 from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
+    CRSBinding,
     ObjectRef,
+    ResourceBinding,
 )
-from crs_controller.core.objects import CRS, parse_binding_object, parse_crs
-from crs_controller.core.ordering import apply_order
-from crs_controller.core.pruning import stale_objects, wanted_keys
-from crs_controller.core.substitute import cluster_values, substitute
-from crs_controller.engine.reconcile.values import variable_specs
+from crs_controller.core.objects import CRS, parse_binding_object, parse_cluster, parse_crs
+from crs_controller.core.pruning import inventory, stale_objects, wanted_keys
+from crs_controller.core.render import ClusterValues, RenderedResource, render_crs
 
 EXAMPLES = """examples:
   crs-controller diff cni --cluster prod-1 -n fleet
@@ -66,16 +73,28 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=guarded("diff", run))
 
 
+@dataclass
+class Report:
+    """The diff chunks of what would change, and why other differences would not."""
+
+    chunks: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # Objects that differ from their manifests but that the controller leaves alone.
+    left_alone: list[dict[str, str]] = field(default_factory=list)
+
+
 def run(args: argparse.Namespace) -> int:
-    chunks = asyncio.run(_diff(args))
+    found = asyncio.run(_diff(args))
     if args.output != "diff":
-        changes = [{"object": _object_of(chunk), "diff": chunk} for chunk in chunks]
-        emit({"changes": changes}, args.output, lambda _: "")
+        changes = [{"object": _object_of(chunk), "diff": chunk} for chunk in found.chunks]
+        emit({"changes": changes, "notApplied": found.left_alone}, args.output, str)
     else:
         colour = sys.stdout.isatty()
-        for chunk in chunks:
+        for chunk in found.chunks:
             print(_coloured(chunk) if colour else chunk, end="")
-    return FINDING if chunks else OK
+    for note in found.notes:
+        print(printable(f"crs-controller diff: {note}"), file=sys.stderr)
+    return FINDING if found.chunks else OK
 
 
 def _object_of(chunk: str) -> str:
@@ -84,28 +103,34 @@ def _object_of(chunk: str) -> str:
     return first.removeprefix("--- live/")
 
 
-async def _diff(args: argparse.Namespace) -> list[str]:
+@dataclass(frozen=True)
+class _Target:
+    """The CRS and the cluster, as the management cluster has them now."""
+
+    crs: CRS
+    cluster: Obj
+    entry: CRSBinding | None  # what the CRS recorded on the cluster
+    others: set[ObjectRef]  # what the cluster's other entries (other CRSs) applied
+
+
+async def _diff(args: argparse.Namespace) -> Report:
     mgmt = management(args)
     workloads = WorkloadClients()
     try:
-        crs, objects, inventory = await _desired(mgmt, args)
+        target = await _target(mgmt, args)
         secret = await mgmt.get(
             "v1", "Secret", kubeconfig_secret_name(args.cluster), args.namespace
         )
         if secret is None:
             raise UsageError(f"cluster {args.namespace}/{args.cluster}: no kubeconfig Secret")
         client = await workloads.get(args.namespace, args.cluster, secret)
-        chunks = [await _one(client, obj, args.field_manager) for obj in objects]
-        if crs.valid.spec.deletion_policy == "Delete":
-            chunks += [await _removed(client, ref) for ref in _stale(inventory, objects)]
-        return [c for c in chunks if c]
+        return await _compare(mgmt, client, target, args)
     finally:
         await workloads.close()
         await mgmt.close()
 
 
-async def _desired(mgmt: KubeClient, args: argparse.Namespace) -> tuple[CRS, list[Obj], Any]:
-    """The CRS, its objects in apply order, and its binding entry on the cluster."""
+async def _target(mgmt: KubeClient, args: argparse.Namespace) -> _Target:
     raw = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, args.crs, args.namespace)
     if raw is None:
         raise UsageError(f"ClusterResourceSet {args.namespace}/{args.crs} not found")
@@ -116,48 +141,99 @@ async def _desired(mgmt: KubeClient, args: argparse.Namespace) -> tuple[CRS, lis
     cluster = await mgmt.get(version, "Cluster", args.cluster, args.namespace)
     if cluster is None:
         raise UsageError(f"Cluster {args.namespace}/{args.cluster} not found")
-    specs = variable_specs(crs)
-    objects: list[Obj] = []
-    for ref in crs.valid.spec.resources:
-        source = await mgmt.get("v1", ref.kind, ref.name, args.namespace)
-        if source is None:
-            raise UsageError(f"{ref.kind} {args.namespace}/{ref.name} not found")
-        source.setdefault("kind", ref.kind)
-        parsed = apply_order(parse_objects(source))
-        if ref.substitute:  # the live Cluster's values, as the controller resolves them
-            values = cluster_values(cluster, specs)
-            where = f"{ref.kind}/{ref.name}"
-            parsed, _ = substitute(
-                parsed, values, resource=where, variables=specs, secret=ref.kind == "Secret"
-            )
-        objects += parsed
     found = await mgmt.get(
         API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, args.cluster, args.namespace
     )
-    entry = None
+    entries: dict[str, CRSBinding] = {}
     if found is not None and (binding := parse_binding_object(found)).model is not None:
-        entry = binding.entries().get(crs.name)
-    return crs, objects, entry
+        entries = binding.entries()
+    entry = entries.pop(crs.name, None)
+    return _Target(crs, cluster, entry, inventory(entries.values()))
 
 
-def _stale(entry: Any, objects: list[Obj]) -> list[ObjectRef]:
-    if entry is None:
-        return []
-    return stale_objects(entry, set(), wanted_keys(objects))
+async def _rendered(mgmt: KubeClient, target: _Target) -> list[RenderedResource]:
+    """The CRS's resources with the live Cluster's values, as the controller renders
+    them (core/render), from the sources as they are now."""
+    crs = target.crs
+    sources: dict[tuple[str, str], Obj] = {}
+    for ref in crs.valid.spec.resources:
+        source = await mgmt.get("v1", ref.kind, ref.name, crs.namespace)
+        if source is not None:
+            source.setdefault("kind", ref.kind)
+            sources[(ref.kind, ref.name)] = source
+    rendered = render_crs(crs, lambda k, n: sources.get((k, n)), ClusterValues(target.cluster))
+    if rendered.problems:
+        raise UsageError(rendered.problems[0])
+    return list(rendered.resources)
 
 
-async def _one(client: KubeClient, obj: Obj, field_manager: str) -> str:
+async def _compare(
+    mgmt: KubeClient, client: KubeClient, target: _Target, args: argparse.Namespace
+) -> Report:
+    crs, report = target.crs, Report()
+    resources: list[RenderedResource] = []
+    if crs.selects(parse_cluster(target.cluster)):
+        resources = await _rendered(mgmt, target)
+    else:
+        removes = crs.valid.spec.deletion_policy == "Delete" and target.entry is not None
+        report.notes.append(
+            f"ClusterResourceSet {crs.namespace}/{crs.name} does not select Cluster "
+            f"{args.cluster}: nothing would be applied there"
+            + (" (deletionPolicy: Delete: what it applied there is removed)" if removes else "")
+        )
+    for resource in resources:
+        await _resource(client, target, resource, args.field_manager, report)
+    if crs.valid.spec.deletion_policy == "Delete" and target.entry is not None:
+        wanted = wanted_keys(o for r in resources for o in r.objects)
+        for ref in stale_objects(target.entry, target.others, wanted):
+            report.chunks.append(await _removed(client, ref))
+    report.chunks = [chunk for chunk in report.chunks if chunk]
+    return report
+
+
+async def _resource(
+    client: KubeClient, target: _Target, resource: RenderedResource, manager: str, report: Report
+) -> None:
+    """Each object's diff, or, under ApplyOnce, why it would not be applied."""
+    once = target.crs.valid.spec.mode == "ApplyOnce"
+    recorded = _recorded(target.entry, resource)
+    done = once and recorded is not None and recorded.applied
+    for obj in resource.objects:
+        ref, live, chunk = await _one(client, obj, manager)
+        if not chunk:
+            continue
+        if done or (once and live is not None):
+            why = (
+                f"ApplyOnce applied {resource.kind} {resource.name} here already and "
+                "never applies it again"
+                if done
+                else "it exists, and ApplyOnce never changes an existing object"
+            )
+            report.left_alone.append({"object": _name(ref), "reason": why})
+            report.notes.append(f"{_name(ref)} differs from its manifest, not applied: {why}")
+        else:
+            report.chunks.append(chunk)
+
+
+def _recorded(entry: CRSBinding | None, resource: RenderedResource) -> ResourceBinding | None:
+    records = [] if entry is None else entry.resources
+    return next((r for r in records if (r.kind, r.name) == (resource.kind, resource.name)), None)
+
+
+async def _one(
+    client: KubeClient, obj: Obj, field_manager: str
+) -> tuple[ObjectRef, Obj | None, str]:
     body = apply_body(obj)
     info = await client.resource_info(body["apiVersion"], body["kind"])
     meta = body["metadata"]
-    if info.namespaced:
+    if info.namespaced:  # as the controller does (engine/reconcile/applying)
         meta["namespace"] = meta.get("namespace") or "default"
     else:
         meta.pop("namespace", None)
     ref = object_ref(body)
     live = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
     after = await client.apply(body, field_manager=field_manager, dry_run=True)
-    return _unified(ref, live, after)
+    return ref, live, _unified(ref, live, after)
 
 
 async def _removed(client: KubeClient, ref: ObjectRef) -> str:
@@ -165,8 +241,12 @@ async def _removed(client: KubeClient, ref: ObjectRef) -> str:
     return "" if live is None else _unified(ref, live, None)
 
 
+def _name(ref: ObjectRef) -> str:
+    return f"{ref.api_version.replace('/', '.')}.{ref.kind}.{ref.namespace or '-'}.{ref.name}"
+
+
 def _unified(ref: ObjectRef, before: Obj | None, after: Obj | None) -> str:
-    name = f"{ref.api_version.replace('/', '.')}.{ref.kind}.{ref.namespace or '-'}.{ref.name}"
+    name = _name(ref)
     lines = difflib.unified_diff(
         _text(before), _text(after), fromfile=f"live/{name}", tofile=f"applied/{name}"
     )

@@ -17,11 +17,13 @@ import yaml
 
 from crs_controller.app.cli import main
 from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed.clusters import register_cluster
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
     CRS_API,
     TIMEOUT,
+    WORKLOAD_USER,
     add_cluster,
     binding_entry,
     configmap_obj,
@@ -105,7 +107,13 @@ def test_render_and_status_agree_with_the_controller(
     assert main(["status", "absent", "-n", namespace, "--kubeconfig", str(kubeconfig)]) == 2
 
 
-def test_diff_shows_what_an_apply_would_change_and_exits_1(
+def changed_lines(out: str) -> list[str]:
+    return [
+        line for line in out.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")
+    ]
+
+
+def test_diff_shows_what_the_controller_would_change_and_exits_1(
     controller: ControllerProcess,
     control_plane: ControlPlane,
     mgmt: KubeClient,
@@ -117,7 +125,6 @@ def test_diff_shows_what_an_apply_would_change_and_exits_1(
 ) -> None:
     name = unique("diffed")
     mgmt.create(source_configmap(namespace, "diffed", {"a": manifests(configmap_obj(name, v="1"))}))
-    # ApplyOnce: the controller leaves later edits alone, so the diff has something to show.
     mgmt.create(crs_obj(namespace, "diffed", [("ConfigMap", "diffed")], {"diff": "1"}))
     add_cluster(mgmt, workloads[1], namespace, "d1", {"diff": "1"})
     wait_condition(mgmt, namespace, "diffed", "Ready", "True", "Applied")
@@ -128,15 +135,28 @@ def test_diff_shows_what_an_apply_would_change_and_exits_1(
     assert main(args) == 0, capsys.readouterr()
     assert capsys.readouterr().out == ""
 
+    # ApplyOnce never applies an applied resource again: its edit is no change.
     source = mgmt.get("v1", "ConfigMap", "diffed", namespace)
     source["data"] = {"a": manifests(configmap_obj(name, v="2"))}
     mgmt.update(source)
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"v1.ConfigMap.default.{name} differs from its manifest, not applied" in err
+    assert "ApplyOnce applied ConfigMap diffed here already" in err
+    assert main([*args, "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["changes"] == []
+    assert [o["object"] for o in report["notApplied"]] == [f"v1.ConfigMap.default.{name}"]
+
+    # Reconcile would apply it (paused meanwhile, so that the diff has something to show).
+    crs = mgmt.get(CRS_API, "ClusterResourceSet", "diffed", namespace)
+    crs["metadata"].setdefault("annotations", {})["cluster.x-k8s.io/paused"] = ""
+    crs["spec"]["mode"] = "Reconcile"
+    crs = mgmt.update(crs)
     assert main(args) == 1
     out = capsys.readouterr().out
-    changed = [
-        line for line in out.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")
-    ]
-    assert changed == ["-  v: '1'", "+  v: '2'"], out
+    assert changed_lines(out) == ["-  v: '1'", "+  v: '2'"], out
     assert f"live/v1.ConfigMap.default.{name}" in out
     assert main([*args, "-o", "json"]) == 1
     (change,) = json.loads(capsys.readouterr().out)["changes"]
@@ -144,8 +164,7 @@ def test_diff_shows_what_an_apply_would_change_and_exits_1(
     # Nothing was stored: the dry run left the object as it was.
     assert workload_clients[1].get("v1", "ConfigMap", name, "default")["data"] == {"v": "1"}
 
-    crs = mgmt.get(CRS_API, "ClusterResourceSet", "diffed", namespace)
-    crs["spec"]["mode"] = "Reconcile"
+    del crs["metadata"]["annotations"]["cluster.x-k8s.io/paused"]
     mgmt.update(crs)
     wait_for(
         lambda: workload_clients[1].get("v1", "ConfigMap", name, "default")["data"] == {"v": "2"},
@@ -154,6 +173,80 @@ def test_diff_shows_what_an_apply_would_change_and_exits_1(
     assert main(args) == 0
     assert capsys.readouterr().out == ""
     assert main([*args[:3], "absent", *args[4:]]) == 2
+
+
+def test_diff_of_a_cluster_the_crs_does_not_select_is_no_change(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: KubeClient,
+    workloads,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name = unique("unselected")
+    mgmt.create(source_configmap(namespace, "s", {"a": manifests(configmap_obj(name))}))
+    mgmt.create(crs_obj(namespace, "picky", [("ConfigMap", "s")], {"tier": "gold"}))
+    add_cluster(mgmt, workloads[1], namespace, "bronze", {"tier": "bronze"})
+    kubeconfig = control_plane.management.write_kubeconfig(
+        tmp_path / "admin.kubeconfig", user="cli-admin", groups=("system:masters",)
+    )
+    args = [
+        "diff",
+        "picky",
+        "--cluster",
+        "bronze",
+        "-n",
+        namespace,
+        "--kubeconfig",
+        str(kubeconfig),
+    ]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"ClusterResourceSet {namespace}/picky does not select Cluster bronze" in err
+    assert err.count("\n") == 1
+
+
+def test_diff_under_apply_once_shows_only_what_would_be_created(
+    control_plane: ControlPlane,
+    mgmt: KubeClient,
+    workloads,
+    workload_clients,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    there, missing = unique("there"), unique("missing")
+    workload_clients[2].create(configmap_obj(there, v="theirs"))
+    content = manifests(configmap_obj(there, v="ours"), configmap_obj(missing, v="ours"))
+    mgmt.create(source_configmap(namespace, "once", {"a": content}))
+    mgmt.create(crs_obj(namespace, "once", [("ConfigMap", "once")], {"once": "1"}))
+    # Not initialized: no controller applies anything there yet, whichever runs.
+    register_cluster(
+        mgmt,
+        workloads[2],
+        name="fresh",
+        namespace=namespace,
+        labels={"once": "1"},
+        initialized=False,
+        kubeconfig_user=WORKLOAD_USER,
+        kubeconfig_groups=("system:masters",),
+    )
+    kubeconfig = control_plane.management.write_kubeconfig(
+        tmp_path / "admin.kubeconfig", user="cli-admin", groups=("system:masters",)
+    )
+    args = ["diff", "once", "--cluster", "fresh", "-n", namespace, "--kubeconfig", str(kubeconfig)]
+    assert main(args) == 1
+    out, err = capsys.readouterr()
+    assert f"--- live/v1.ConfigMap.default.{missing}" in out and there not in out
+    assert f"v1.ConfigMap.default.{there} differs from its manifest, not applied" in err
+    assert "ApplyOnce never changes an existing object" in err
+    assert main([*args, "-o", "yaml"]) == 1
+    report = yaml.safe_load(capsys.readouterr().out)
+    assert [c["object"] for c in report["changes"]] == [f"v1.ConfigMap.default.{missing}"]
+    assert [o["object"] for o in report["notApplied"]] == [f"v1.ConfigMap.default.{there}"]
+    assert workload_clients[2].get("v1", "ConfigMap", missing, "default") is None
 
 
 @needs_kubectl
