@@ -31,11 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import structlog
-
 from crs_controller.core.errors import Unreachable
-
-log = structlog.get_logger(__name__)
 
 V1 = "client.authentication.k8s.io/v1"
 V1BETA1 = "client.authentication.k8s.io/v1beta1"
@@ -380,12 +376,6 @@ class ExecCredentials:
             raw = await self._runner(self.config, is_interactive=is_interactive, timeout=timeout)
             credential = parse_credential(raw, self.config)
             self._cached = credential
-            log.debug(
-                "exec credential fetched",
-                command=self.config.command,
-                expires=credential.expires.isoformat() if credential.expires else None,
-                certificate=credential.cert_pem is not None,
-            )
             return credential
 
     def refused(self, credential: ExecCredential) -> None:
