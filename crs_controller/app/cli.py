@@ -85,7 +85,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         formatter_class=_Help,
     )
     demo.add_argument(
-        "--workloads", type=int, default=3, help="workload clusters to start (default: %(default)s)"
+        "--workloads",
+        metavar="N",
+        type=int,
+        default=3,
+        help="workload clusters to start (default: %(default)s)",
     )
     for command in COMMANDS:
         command.register(sub)
@@ -109,11 +113,15 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--kubeconfig",
+        metavar="PATH",
         help="management cluster kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)",
     )
-    run.add_argument("--namespace", default="", help="watch one namespace (default: all)")
+    run.add_argument(
+        "--namespace", metavar="NS", default="", help="watch one namespace (default: all)"
+    )
     run.add_argument(
         "--concurrency",
+        metavar="N",
         type=int,
         default=8,
         help="parallel reconciles; while several namespaces have objects, one namespace "
@@ -122,11 +130,13 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--field-manager",
+        metavar="NAME",
         default="crs-controller",
         help="server-side apply manager (default: %(default)s)",
     )
     run.add_argument(
         "--workload-timeout",
+        metavar="SECONDS",
         type=float,
         default=15.0,
         help="seconds per workload request, connect to last byte (default: %(default)s)",
@@ -137,28 +147,37 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         help="honour proxy-url in workload kubeconfigs (refused by default: a tenant could "
         "route the controller's requests through a host of its choosing)",
     )
-    run.add_argument("--log-format", choices=["json", "console"], default="json", help=_DEFAULT)
+    run.add_argument(
+        "--log-format",
+        choices=["json", "console"],
+        default="json",
+        help="log lines as JSON or for a person (default: %(default)s)",
+    )
     run.add_argument(
         "--log-level",
         choices=["debug", "info", "warning", "error"],
         default="info",
-        help=_DEFAULT,
+        help="the lowest level logged (default: %(default)s)",
     )
-
-
-_DEFAULT = "(default: %(default)s)"
 
 
 def _run_serving_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
-        "--metrics-addr", default=":8080", help="Prometheus /metrics, 0: off (default: %(default)s)"
+        "--metrics-addr",
+        metavar="ADDR",
+        default=":8080",
+        help="Prometheus /metrics, 0: off (default: %(default)s)",
     )
     run.add_argument(
-        "--health-addr", default=":8081", help="/healthz and /readyz, 0: off (default: %(default)s)"
+        "--health-addr",
+        metavar="ADDR",
+        default=":8081",
+        help="/healthz and /readyz, 0: off (default: %(default)s)",
     )
     run.add_argument("--leader-elect", action="store_true", help="hold a Lease before acting")
     run.add_argument(
         "--leader-election-namespace",
+        metavar="NS",
         default=None,
         help="where the leader and shard Leases live (default: $POD_NAMESPACE, else default)",
     )
@@ -170,17 +189,20 @@ def _run_serving_options(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--lease-duration",
+        metavar="DURATION",
         type=_lease_duration,
         default=15.0,
         help="how long a Lease holds without renewal, renewed every third of it (default: 15s)",
     )
     run.add_argument(
         "--extension-addr",
+        metavar="ADDR",
         default=":9443",
         help="Runtime Extension (BeforeClusterDelete) HTTPS (default: %(default)s)",
     )
     run.add_argument(
         "--extension-cert-dir",
+        metavar="DIR",
         default="",
         help="directory with tls.crt and tls.key; the extension is off without it",
     )
@@ -237,7 +259,8 @@ examples:
   source <(crs-controller completion bash)
   # every new shell
   crs-controller completion bash > /etc/bash_completion.d/crs-controller
-  crs-controller completion zsh > "${fpath[1]}/_crs-controller"
+  # zsh: in ~/.zshrc
+  source <(crs-controller completion zsh)
 """
 
 
@@ -344,11 +367,11 @@ complete -o default -F _crs_controller crs-controller
 """
 
 _ZSH_HEAD = """\
-#compdef crs-controller
-# zsh completion for crs-controller: source <(crs-controller completion zsh),
-# or save it as _crs-controller in a directory of $fpath
+# zsh completion for crs-controller, through zsh's support for bash completions:
+# source <(crs-controller completion zsh), e.g. in ~/.zshrc
+(( $+functions[compdef] )) || {{ autoload -U compinit && compinit; }}
 autoload -U +X bashcompinit && bashcompinit
-"""
+""".replace("{{", "{").replace("}}", "}")
 
 
 if __name__ == "__main__":

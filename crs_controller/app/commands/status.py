@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import sys
+from dataclasses import dataclass, field
 from typing import Any
+
+import yaml
 
 from crs_controller.app.commands.common import (
     OK,
@@ -15,12 +20,16 @@ from crs_controller.app.commands.common import (
     UsageError,
     add_cluster_access,
     emit,
-    format_table,
     guarded,
     management,
+    no_resources,
+    object_name,
+    printable,
 )
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.clusters import CLUSTER_GROUP
+from crs_controller.core.durations import parse_duration
+from crs_controller.core.errors import CRSError
 from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
@@ -37,7 +46,12 @@ EXAMPLES = """examples:
   crs-controller status -n fleet
   crs-controller status cni -n fleet -o wide
   crs-controller status -A -o json
+  crs-controller status -n fleet -w                # then each change, until Ctrl-C
+  crs-controller status -n fleet -o name           # clusterresourceset.addons.crs.dev/cni
 """
+OUTPUTS = ("table", "wide", "json", "yaml", "name")
+CRS_KIND, BINDING_KIND = CLUSTER_RESOURCE_SET_KIND, CLUSTER_RESOURCE_SET_BINDING_KIND
+INTERRUPTED = 130  # as a shell reports Ctrl-C
 
 
 def register(sub: Any) -> None:
@@ -52,45 +66,213 @@ def register(sub: Any) -> None:
     parser.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
     parser.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     parser.add_argument(
-        "-o", "--output", choices=("table", "wide", "json", "yaml"), default="table"
+        "-o", "--output", choices=OUTPUTS, default="table", help="output format (default: table)"
+    )
+    parser.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the table, print each row (or object) that changes, until interrupted",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_duration,
+        help="with --watch: stop after this long, e.g. 30s or 5m (default: never)",
     )
     add_cluster_access(parser)
     parser.set_defaults(func=guarded("status", run))
 
 
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except CRSError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
-    rows = asyncio.run(_gather(args))
-    if args.crs and not rows["clusterResourceSets"]:
-        raise UsageError(f"ClusterResourceSet {args.namespace}/{args.crs} not found")
-    emit(rows, "table" if args.output == "wide" else args.output, _table(args.output == "wide"))
-    return OK
+    if args.timeout is not None and not args.watch:
+        raise UsageError("--timeout is for --watch")
+    try:
+        return asyncio.run(_status(args))
+    except KeyboardInterrupt:
+        return INTERRUPTED
 
 
-async def _gather(args: argparse.Namespace) -> Obj:
+async def _status(args: argparse.Namespace) -> int:
     namespace = None if args.all_namespaces else args.namespace
     client = management(args)
     try:
-        crss = [
-            parse_crs(o)
-            for o in await _list(client, API_VERSION, CLUSTER_RESOURCE_SET_KIND, namespace)
-        ]
-        raw = await _list(client, API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, namespace)
+        state = await _State.load(client, namespace)
+        document = state.document(args.crs)
+        if args.crs and not document["clusterResourceSets"]:
+            raise UsageError(f"ClusterResourceSet {args.namespace}/{args.crs} not found")
+        shown = _Printer(args.output)
+        shown.first(document, namespace)
+        if args.watch:
+            await _follow(client, state, args.crs, shown, args.timeout)
+    finally:
+        await client.close()
+    return OK
+
+
+@dataclass
+class _State:
+    """What the table is made of, kept current by watches while ``--watch`` runs."""
+
+    namespace: str | None
+    apis: dict[str, str]  # kind: apiVersion
+    objects: dict[str, dict[tuple[str, str], Obj]] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)  # kind: resourceVersion
+
+    @classmethod
+    async def load(cls, client: KubeClient, namespace: str | None) -> _State:
+        version = await client.preferred_version(CLUSTER_GROUP) or f"{CLUSTER_GROUP}/v1beta1"
+        state = cls(
+            namespace, {CRS_KIND: API_VERSION, BINDING_KIND: API_VERSION, "Cluster": version}
+        )
+        for kind in state.apis:
+            await state.relist(client, kind)
+        return state
+
+    async def relist(self, client: KubeClient, kind: str) -> None:
+        items, self.versions[kind] = await client.list(self.apis[kind], kind, self.namespace)
+        self.objects[kind] = {_key(o): o for o in items}
+
+    def seen(self, kind: str, event: str, obj: Obj) -> None:
+        """One watch event: the object as it is now, or gone."""
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.versions[kind] = str(version)
+        if event == "DELETED":
+            self.objects[kind].pop(_key(obj), None)
+        elif event in ("ADDED", "MODIFIED"):
+            self.objects[kind][_key(obj)] = obj
+
+    def document(self, crs_name: str | None) -> Obj:
+        crss = [parse_crs(o) for _, o in sorted(self.objects[CRS_KIND].items())]
+        raw = self.objects[BINDING_KIND].values()
         bindings = {
             (b.meta.namespace or "", b.meta.name): b for b in map(parse_binding_object, raw)
         }
-        version = await client.preferred_version(CLUSTER_GROUP) or f"{CLUSTER_GROUP}/v1beta1"
-        clusters = [parse_cluster(o) for o in await _list(client, version, "Cluster", namespace)]
+        clusters = [parse_cluster(o) for o in self.objects["Cluster"].values()]
+        chosen = [c for c in crss if crs_name in (None, c.name)]
+        return {"clusterResourceSets": [_crs(crs, clusters, bindings) for crs in chosen]}
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+async def _follow(
+    client: KubeClient, state: _State, crs: str | None, shown: _Printer, timeout: float | None
+) -> None:
+    """Print what changes as the watches bring it, until ``timeout`` (or Ctrl-C)."""
+    changed = asyncio.Event()
+    watches = [asyncio.create_task(_watch(client, state, kind, changed)) for kind in state.apis]
+    deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+    try:
+        while True:
+            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            if left is not None and left <= 0:
+                return
+            waiting = asyncio.create_task(changed.wait())
+            done, _ = await asyncio.wait(
+                [waiting, *watches], timeout=left, return_when=asyncio.FIRST_COMPLETED
+            )
+            waiting.cancel()
+            for task in done - {waiting}:
+                task.result()  # a watch that failed ends the command with its error
+            if waiting in done:
+                changed.clear()
+                shown.changes(state.document(crs))
     finally:
-        await client.close()
-    chosen = [c for c in crss if args.crs in (None, c.name)]
-    return {"clusterResourceSets": [_crs(crs, clusters, bindings) for crs in chosen]}
+        for task in watches:
+            task.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
 
 
-async def _list(
-    client: KubeClient, api_version: str, kind: str, namespace: str | None
-) -> list[Obj]:
-    items, _ = await client.list(api_version, kind, namespace)
-    return items
+async def _watch(client: KubeClient, state: _State, kind: str, changed: asyncio.Event) -> None:
+    """One kind's watch, resumed where it ended (the server closes it now and
+    then); listed again when the server no longer has that version (410)."""
+    while True:
+        async for event, obj in client.watch(
+            state.apis[kind], kind, state.namespace, state.versions[kind]
+        ):
+            if event == "ERROR":
+                await state.relist(client, kind)
+                changed.set()
+                break
+            state.seen(kind, event, obj)
+            if event != "BOOKMARK":
+                changed.set()
+
+
+class _Printer:
+    """The first answer in full, then only what changed (kubectl get -w): table rows
+    by (CRS, cluster), aligned to the first table; objects and names by CRS."""
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+        self.shown: dict[Any, Any] = {}
+        self.widths: list[int] | None = None
+
+    def first(self, document: Obj, namespace: str | None) -> None:
+        records = document["clusterResourceSets"]
+        if not records and self.output in ("table", "wide", "name"):
+            no_resources(namespace)
+        if self.output in ("json", "yaml"):
+            emit(document, self.output, str)
+        else:
+            self._print(list(self._keyed(document).items()))
+        self.shown = self._keyed(document)
+        sys.stdout.flush()
+
+    def changes(self, document: Obj) -> None:
+        keyed = self._keyed(document)
+        changed = [(k, v) for k, v in keyed.items() if self.shown.get(k) != v]
+        self.shown = keyed
+        if self.output == "json":
+            for _, record in changed:
+                print(json.dumps(record, indent=2))
+        elif self.output == "yaml":
+            for _, record in changed:
+                print("---\n" + yaml.safe_dump(record, sort_keys=False), end="")
+        else:
+            self._print(changed)
+        sys.stdout.flush()
+
+    def _keyed(self, document: Obj) -> dict[Any, Any]:
+        records = document["clusterResourceSets"]
+        if self.output in ("table", "wide"):
+            return dict(table_rows(records, self.output == "wide"))
+        if self.output == "name":
+            return {(r["namespace"], r["name"]): r for r in records}
+        return {(r["namespace"], r["name"]): r for r in records}
+
+    def _print(self, items: list[tuple[Any, Any]]) -> None:
+        if self.output == "name":
+            for _, record in items:
+                print(object_name(CRS_KIND, record["name"]))
+            return
+        if not items:
+            return
+        header = table_header(self.output == "wide")
+        rows = [cells for _, cells in items]
+        if self.widths is None:
+            self.widths = [
+                max(len(printable(r[i])) for r in [header, *rows]) for i in range(len(header))
+            ]
+            rows = [header, *rows]
+        for cells in rows:
+            print(_aligned(cells, self.widths))
+
+
+def _aligned(cells: list[str], widths: list[int]) -> str:
+    """A row as format_table prints it, in the first table's columns."""
+    shown = [printable(c) for c in cells]
+    return "   ".join(c.ljust(w) for c, w in zip(shown, widths, strict=True)).rstrip()
 
 
 def _crs(crs: CRS, clusters: list[Any], bindings: dict[tuple[str, str], Binding]) -> Obj:
@@ -135,27 +317,32 @@ def _row(crs: CRS, cluster: str, binding: Binding | None) -> Obj:
     }
 
 
-def _table(wide: bool) -> Any:
-    def render(data: Obj) -> str:
-        header = ["CRS", "CLUSTER", "REVISION", "APPLIED", "CURRENT", "REASON", "LAST APPLIED"]
-        rows = []
-        for crs in data["clusterResourceSets"]:
-            for row in crs["clusters"] or [{"cluster": "-", "reason": crs["reason"] or "-"}]:
-                current = (
-                    "-"
-                    if row.get("revision") is None
-                    else str(row["revision"] == crs["revision"]).lower()
-                )
-                cells = [
-                    f"{crs['namespace']}/{crs['name']}",
-                    row["cluster"],
-                    (row.get("revision") or "-")[:17],
-                    "yes" if row.get("applied") else "no",
-                    current,
-                    row.get("reason") or "-",
-                    row.get("lastApplied") or "-",
-                ]
-                rows.append([*cells, row.get("message") or ""] if wide else cells)
-        return format_table([*header, "MESSAGE"] if wide else header, rows)
+def table_header(wide: bool) -> list[str]:
+    header = ["CRS", "CLUSTER", "REVISION", "APPLIED", "CURRENT", "REASON", "LAST APPLIED"]
+    return [*header, "MESSAGE"] if wide else header
 
-    return render
+
+def table_rows(records: list[Obj], wide: bool) -> list[tuple[tuple[str, str], list[str]]]:
+    """Each (CRS, cluster) row, keyed by both: one row per CRS with no cluster."""
+    rows = []
+    for crs in records:
+        for row in crs["clusters"] or [{"cluster": "-", "reason": crs["reason"] or "-"}]:
+            current = (
+                "-"
+                if row.get("revision") is None
+                else str(row["revision"] == crs["revision"]).lower()
+            )
+            name = f"{crs['namespace']}/{crs['name']}"
+            cells = [
+                name,
+                row["cluster"],
+                (row.get("revision") or "-")[:17],
+                "yes" if row.get("applied") else "no",
+                current,
+                row.get("reason") or "-",
+                row.get("lastApplied") or "-",
+            ]
+            rows.append(
+                ((name, row["cluster"]), [*cells, row.get("message") or ""] if wide else cells)
+            )
+    return rows

@@ -6,8 +6,17 @@ produces a ResourceNotFound Warning; one that stays missing still does)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from crs_controller.app.cli import main
 from crs_controller.testbed import ControlPlane, KubeClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
@@ -56,3 +65,95 @@ def test_a_source_that_stays_missing_still_gets_its_warning(
     (event,) = wait_for(lambda: events_with(mgmt, namespace, "ResourceNotFound"), TIMEOUT)
     assert event["type"] == "Warning"
     assert f"ConfigMap {namespace}/absent not found" in event["message"]
+
+
+def test_status_says_no_resources_found_and_prints_names(
+    control_plane: ControlPlane,
+    mgmt: KubeClient,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    access = ["-n", namespace, "--kubeconfig", admin_kubeconfig(control_plane, tmp_path)]
+    assert main(["status", *access]) == 0
+    assert capsys.readouterr() == ("", f"No resources found in {namespace} namespace.\n")
+    assert main(["status", *access, "-o", "name"]) == 0
+    assert capsys.readouterr() == ("", f"No resources found in {namespace} namespace.\n")
+    assert main(["status", *access, "-o", "json"]) == 0  # a document, as kubectl's List
+    assert capsys.readouterr() == ('{\n  "clusterResourceSets": []\n}\n', "")
+
+    for name in ("named-b", "named-a"):
+        mgmt.create(crs_obj(namespace, name, [("ConfigMap", "x")], {"no": "match"}))
+    assert main(["status", *access, "-o", "name"]) == 0
+    assert capsys.readouterr() == (
+        "clusterresourceset.addons.crs.dev/named-a\nclusterresourceset.addons.crs.dev/named-b\n",
+        "",
+    )
+
+
+class Lines:
+    """A running command's stdout, line by line, read as it comes."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self._reader.start()
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, predicate: Callable[[str], bool]) -> str:
+        return wait_for(lambda: next((x for x in self.lines if predicate(x)), None), TIMEOUT)
+
+
+def test_status_watch_prints_the_table_then_each_change_until_interrupted(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: KubeClient,
+    workloads,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    name = unique("watched")
+    mgmt.create(source_configmap(namespace, "watched", {"a": manifests(configmap_obj(name))}))
+    mgmt.create(crs_obj(namespace, "watched", [("ConfigMap", "watched")], {"w": "1"}))
+    add_cluster(mgmt, workloads[0], namespace, "w0", {"w": "1"})
+    wait_condition(mgmt, namespace, "watched", "Ready", "True", "Applied")
+    command = [sys.executable, "-m", "crs_controller.app.cli", "status", "-w", "-n", namespace]
+    command += ["--timeout", "2m", "--kubeconfig", admin_kubeconfig(control_plane, tmp_path)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        out = Lines(process)
+        out.wait_for(lambda line: line.split()[:2] == ["CRS", "CLUSTER"])
+        out.wait_for(lambda line: line.split()[1:2] == ["w0"] and "Applied" in line)
+        first = len(out.lines)
+        assert first == 2  # the table: header and one row
+
+        add_cluster(mgmt, workloads[1], namespace, "w1", {"w": "1"})
+        # The new cluster's row, as it changes, until it is applied: no header again.
+        out.wait_for(lambda line: line.split()[1:2] == ["w1"] and "Applied" in line)
+        assert all(line.split()[1] == "w1" for line in out.lines[first:]), out.lines
+        assert process.poll() is None  # still watching
+        process.send_signal(signal.SIGINT)
+        assert process.wait(TIMEOUT) == 130
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_status_watch_stops_at_its_timeout(
+    control_plane: ControlPlane, mgmt: KubeClient, namespace: str, tmp_path: Path
+) -> None:
+    mgmt.create(crs_obj(namespace, "quiet", [("ConfigMap", "x")], {"no": "match"}))
+    command = [sys.executable, "-m", "crs_controller.app.cli", "status", "-w", "-n", namespace]
+    command += ["--timeout", "2s", "--kubeconfig", admin_kubeconfig(control_plane, tmp_path)]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert done.returncode == 0, done.stderr
+    assert 2 <= time.monotonic() - started < 20
+    assert [line.split()[:2] for line in done.stdout.splitlines()] == [
+        ["CRS", "CLUSTER"],
+        [f"{namespace}/quiet", "-"],
+    ]

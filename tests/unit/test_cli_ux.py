@@ -1,0 +1,274 @@
+"""The command line as a kubectl or clusterctl user expects it: ``--version``; an
+unknown flag answered with the subcommand's usage; help texts with a description
+and their defaults; shell completion that completes; ``-o name``'s form; warnings
+and errors with one prefix; and ``status``'s table, then only what changed
+(``-w``), with "No resources found" on stderr when there is nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from crs_controller.app.cli import _parser, completion_script, main, version
+from crs_controller.app.commands.common import object_name
+from crs_controller.app.commands.status import _Printer
+
+SUBCOMMANDS = ["run", "demo", "render", "diff", "status", "convert", "hash", "completion"]
+# What each needs besides the unknown flag, so that the flag is the only problem.
+REQUIRED = {
+    "render": ["-f", "x.yaml"],
+    "diff": ["cni", "--cluster", "c"],
+    "convert": ["-f", "x.yaml"],
+    "completion": ["bash"],
+}
+
+
+def exits(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
+    """argparse's own exits (--help, --version, usage errors)."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert exits(capsys, ["--version"]) == (0, f"crs-controller {version()}\n", "")
+    assert version() == "0.1.0"  # pyproject.toml's, as installed
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_an_unknown_flag_prints_the_subcommands_usage(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    argv = [command, *REQUIRED.get(command, []), "--bogus"]
+    code, out, err = exits(capsys, argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"usage: crs-controller {command} ")
+    assert err.endswith(f"crs-controller {command}: error: unrecognized arguments: --bogus\n")
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("run", ["Run the controller:", "(default: 8)", "(default: crs-",
+                 "(default: 15.0)", "(default: json)", "(default: info)", "(default: :8080)",
+                 "(default: :8081)", "(default: 15s)", "(default: :9443)", "examples:"]),
+        ("demo", ["Start a local control plane", "(default: 3)", "examples:"]),
+        ("hash", ["the hash the controller computes", "-f FILE, --filename FILE",
+                  "(default: table)", "examples:", "exit status:"]),
+        ("status", ["-w, --watch", "--timeout", "(default: table)", "(default: never)"]),
+        ("completion", ["bash or zsh", "source <(crs-controller completion bash)"]),
+    ],
+)  # fmt: skip
+def test_help_has_a_description_defaults_and_examples(
+    capsys: pytest.CaptureFixture[str], command: str, expected: list[str]
+) -> None:
+    code, out, _ = exits(capsys, [command, "--help"])
+    flat = " ".join(out.split())
+    assert code == 0
+    for text in expected:
+        assert " ".join(text.split()) in flat, text
+
+
+def complete(script: Path, *words: str) -> list[str]:
+    """What bash offers after ``words`` (the last one being typed)."""
+    probe = (
+        f'source "{script}"\n'
+        f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+        'COMPREPLY=(); _crs_controller; printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+    return [line for line in done.stdout.splitlines() if line]
+
+
+@pytest.mark.parametrize(
+    ("words", "offered"),
+    [
+        (["crs-controller", "st"], ["status"]),
+        (["crs-controller", "--v"], ["--version"]),
+        (["crs-controller", "status", "-o", ""], ["table", "wide", "json", "yaml", "name"]),
+        (["crs-controller", "status", "--w"], ["--watch"]),
+        (["crs-controller", "hash", "-o", "j"], ["json"]),
+        (["crs-controller", "run", "--log-level", "w"], ["warning"]),
+        (["crs-controller", "completion", ""], ["bash", "zsh"]),
+        # A path: nothing offered here, so bash completes a file name (-o default).
+        (["crs-controller", "status", "--kubeconfig", ""], []),
+        (["crs-controller", "hash", "-f", "x"], []),
+    ],
+)
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completion_completes(tmp_path: Path, words: list[str], offered: list[str]) -> None:
+    script = tmp_path / "crs-controller.bash"
+    parser, _ = _parser()
+    script.write_text(completion_script(parser, "bash"))
+    assert complete(script, *words) == offered
+
+
+def test_completion_prints_a_script_for_each_shell(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["completion", "bash"]) == 0
+    bash = capsys.readouterr().out
+    assert "complete -o default -F _crs_controller crs-controller" in bash
+    assert main(["completion", "zsh"]) == 0
+    zsh = capsys.readouterr().out
+    assert zsh.startswith("# zsh completion for crs-controller")
+    assert "bashcompinit" in zsh and zsh.endswith(bash)
+    assert exits(capsys, ["completion", "fish"])[0] == 2
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_completion_registers_and_completes(tmp_path: Path) -> None:
+    parser, _ = _parser()
+    script = tmp_path / "crs-controller.zsh"
+    script.write_text(completion_script(parser, "zsh"))
+    # As zsh's bash support calls the function: in sh emulation (arrays from 0).
+    probe = (
+        f'source "{script}"\n'
+        "print -r -- ${_comps[crs-controller]}\n"
+        'emulate sh -c \'COMP_WORDS=(crs-controller status -o ""); COMP_CWORD=3; '
+        'COMPREPLY=(); _crs_controller; echo "${COMPREPLY[@]}"\'\n'
+    )
+    done = subprocess.run(["zsh", "-f", "-c", probe], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    registered, offered = done.stdout.splitlines()
+    assert "_crs_controller" in registered
+    assert offered == "table wide json yaml name"
+
+
+@pytest.mark.parametrize(
+    ("kind", "api_version", "name", "expected"),
+    [
+        ("ClusterResourceSet", "addons.crs.dev/v1alpha1", "cni",
+         "clusterresourceset.addons.crs.dev/cni"),
+        ("ConfigMap", "v1", "calico", "configmap/calico"),
+        ("Secret", "v1", "token", "secret/token"),
+        ("Cluster", "cluster.x-k8s.io/v1beta2", "prod", "cluster.cluster.x-k8s.io/prod"),
+        ("Deployment", "apps/v1", "web", "deployment.apps/web"),
+        ("Namespace", "v1", "calico-system", "namespace/calico-system"),
+        ("ConfigMap", "v1", "a\x1b[2Jb", "configmap/a\\x1b[2Jb"),
+    ],
+)  # fmt: skip
+def test_o_name_is_kubectls_form(kind: str, api_version: str, name: str, expected: str) -> None:
+    assert object_name(kind, name, api_version) == expected
+
+
+def test_warnings_and_errors_share_one_prefix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capi = {
+        "apiVersion": "addons.cluster.x-k8s.io/v1beta2",
+        "kind": "ClusterResourceSet",
+        "metadata": {"name": "cni", "namespace": "fleet"},
+        "spec": {
+            "clusterSelector": {},
+            "resources": [{"kind": "ConfigMap", "name": "a"}],
+            "foo": "bar",
+        },
+    }
+    path = tmp_path / "capi.yaml"
+    path.write_text(yaml.safe_dump(capi))
+    assert main(["convert", "-f", str(path)]) == 0
+    (warning,) = capsys.readouterr().err.splitlines()
+    assert (
+        warning
+        == "crs-controller convert: warning: fleet/cni: spec.foo has no counterpart; left out"
+    )
+    assert main(["convert", "-f", str(tmp_path / "absent.yaml")]) == 2
+    assert capsys.readouterr().err.startswith("crs-controller convert: ")
+
+
+def test_status_timeout_is_for_watch(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--timeout", "5s"]) == 2
+    assert capsys.readouterr().err == "crs-controller status: --timeout is for --watch\n"
+    code, _, err = exits(capsys, ["status", "-w", "--timeout", "soon"])
+    assert code == 2 and "argument --timeout: invalid duration 'soon'" in err
+
+
+def record(name: str, *clusters: dict[str, Any], ns: str = "fleet") -> dict[str, Any]:
+    return {
+        "namespace": ns,
+        "name": name,
+        "revision": "xxh3:1234567890abcdef",
+        "rollout": None,
+        "ready": "True",
+        "reason": "Applied",
+        "clusters": list(clusters),
+    }
+
+
+def row(cluster: str, reason: str = "Applied", applied: bool = True) -> dict[str, Any]:
+    return {
+        "cluster": cluster,
+        "revision": "xxh3:1234567890abcdef",
+        "applied": applied,
+        "reason": reason,
+        "message": "",
+        "since": None,
+        "lastApplied": "2026-11-22T10:00:00Z" if applied else None,
+    }
+
+
+def doc(*records: dict[str, Any]) -> dict[str, Any]:
+    return {"clusterResourceSets": list(records)}
+
+
+def test_watch_prints_the_table_then_only_changed_rows_in_its_columns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shown = _Printer("table")
+    shown.first(doc(record("cni", row("prod-1"))), "fleet")
+    first = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in first] == [["CRS", "CLUSTER"], ["fleet/cni", "prod-1"]]
+    shown.changes(doc(record("cni", row("prod-1"))))  # nothing changed: nothing printed
+    assert capsys.readouterr().out == ""
+    shown.changes(doc(record("cni", row("prod-1"), row("prod-22", "Pending", applied=False))))
+    (added,) = capsys.readouterr().out.splitlines()
+    assert added.split() == [
+        "fleet/cni",
+        "prod-22",
+        "xxh3:1234567890ab",
+        "no",
+        "true",
+        "Pending",
+        "-",
+    ]
+    assert added.index("prod-22") == first[1].index("prod-1")  # the first table's columns
+    shown.changes(doc(record("cni", row("prod-1"), row("prod-22"))))
+    (applied,) = capsys.readouterr().out.splitlines()
+    assert applied.split()[1] == "prod-22" and "Applied" in applied
+
+
+def test_nothing_found_goes_to_stderr_and_the_header_comes_with_the_first_row(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shown = _Printer("table")
+    shown.first(doc(), "fleet")
+    assert capsys.readouterr() == ("", "No resources found in fleet namespace.\n")
+    _Printer("name").first(doc(), None)
+    assert capsys.readouterr() == ("", "No resources found.\n")
+    shown.changes(doc(record("cni")))
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines] == [["CRS", "CLUSTER"], ["fleet/cni", "-"]]
+
+
+def test_watch_with_o_name_and_json_prints_each_changed_crs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    names = _Printer("name")
+    names.first(doc(record("a"), record("b")), "fleet")
+    assert capsys.readouterr().out == (
+        "clusterresourceset.addons.crs.dev/a\nclusterresourceset.addons.crs.dev/b\n"
+    )
+    names.changes(doc(record("a"), record("b", row("c1"))))
+    assert capsys.readouterr().out == "clusterresourceset.addons.crs.dev/b\n"
+
+    objects = _Printer("json")
+    objects.first(doc(record("a")), "fleet")
+    assert json.loads(capsys.readouterr().out) == doc(record("a"))
+    objects.changes(doc(record("a", row("c1"))))
+    assert json.loads(capsys.readouterr().out) == record("a", row("c1"))
