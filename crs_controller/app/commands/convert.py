@@ -1,7 +1,8 @@
 """``crs-controller convert -f FILE...``: Cluster API's ClusterResourceSets as this
 project's, every other document passed through, ready for ``kubectl apply -f -``.
 
-What has no counterpart is named on stderr (one ``convert: ns/name: …`` line each)
+What has no counterpart is named on stderr (one
+``crs-controller convert: warning: ns/name: …`` line each)
 and does not change the exit code; an input that cannot be read or converted is an
 error (exit 2) and nothing is printed on stdout, so a pipe never applies half.
 """
@@ -9,7 +10,6 @@ error (exit 2) and nothing is printed on stdout, so a pipe never applies half.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 import yaml
@@ -19,8 +19,8 @@ from crs_controller.app.commands.common import (
     add_output,
     emit,
     guarded,
-    printable,
     read_documents,
+    warn,
 )
 from crs_controller.core.convert import convert_documents
 
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(yaml_stream(converted), end="")
     for warning in warnings:
-        print(printable(f"convert: {warning}"), file=sys.stderr)
+        warn("convert", warning)
     return OK
 
 
