@@ -164,7 +164,15 @@ class KubeClient:
         """New connections for the plugin's new client certificate (it is part of the
         TLS handshake). Requests under way finish on the old pool, closed later."""
         endpoint = replace(self._endpoint, cert_pem=credential.cert_pem, key_pem=credential.key_pem)
-        context = ssl_context(endpoint, self.name)
+        try:
+            context = ssl_context(endpoint, self.name)
+        except Unreachable as exc:
+            plugin = self._endpoint.exec
+            where = f"{plugin.where}: {plugin.command}" if plugin else "exec"
+            reason = str(exc).removeprefix(f"{self.name}: ")
+            raise type(exc)(
+                f"{self.name}: {where} printed an unusable credential: {reason}"
+            ) from None
         now = time.monotonic()
         for retired in [r for r in self._retired if now - r[0] > RETIRED_POOL_SECONDS]:
             self._retired.remove(retired)

@@ -35,6 +35,8 @@ from crs_controller.clients.exec_credentials import (
     parse_credential,
     run_plugin,
 )
+from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.core.errors import Unreachable
 
 MARKER = "s3cr3t" + secrets.token_hex(8)
@@ -406,4 +408,19 @@ async def test_a_failing_plugin_is_named_and_stopped(
     config = plugin(command=script(tmp_path, body))
     with pytest.raises(Unreachable, match=message) as caught:
         await run_plugin(config, is_interactive=False, timeout=timeout)
+    assert MARKER not in str(caught.value)
+
+
+async def test_a_certificate_the_client_cannot_load_names_the_plugin(tmp_path: Path) -> None:
+    status = {"clientCertificateData": f"{MARKER}\n", "clientKeyData": f"{MARKER}\n"}
+    printed = {"apiVersion": V1, "kind": "ExecCredential", "status": status}
+    body = f"print(json.dumps({printed!r}))"
+    config = plugin(command=script(tmp_path, body))
+    client = KubeClient(Endpoint(server="https://127.0.0.1:1", exec=config), name="management")
+    try:
+        with pytest.raises(Unreachable, match="printed an unusable credential") as caught:
+            await client.get("v1", "Namespace", "default")  # fails before connecting
+    finally:
+        await client.close()
+    assert f"management: {WHERE}: {config.command} printed" in str(caught.value)
     assert MARKER not in str(caught.value)
