@@ -309,3 +309,16 @@ def test_an_error_prints_nothing_on_stdout(
     code, out, err = render(capsys, "-f", path, "-o", output)
     assert (code, out) == (2, "")
     assert "n/bad: ConfigMap absent: not in the given manifests (ResourceNotFound)" in err
+
+
+def test_manifests_never_carry_a_placeholder(capsys: pytest.CaptureFixture[str]) -> None:
+    # Without --cluster the table shows the source as written; the stream is what
+    # the controller sends, so a variable with no value is an error naming it.
+    calico = str(PER_CLUSTER / "calico.yaml")
+    code, out, err = render(capsys, "-f", calico, "-o", "manifests")
+    assert (code, out) == (2, "")
+    assert "POD_CIDR has no value" in err and "--cluster FILE or --set NAME=VALUE" in err
+    code, out, _ = render(capsys, "-f", calico, "-o", "manifests", "--set", "POD_CIDR=10.0.0.0/8")
+    assert code == 0 and "${" not in out
+    (installation,) = list(yaml.safe_load_all(out))
+    assert installation["spec"]["calicoNetwork"]["ipPools"][0]["cidr"] == "10.0.0.0/8"

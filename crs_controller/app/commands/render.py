@@ -92,12 +92,20 @@ def run(args: argparse.Namespace) -> int:
         labels = dict((cluster.get("metadata") or {}).get("labels") or {})
     overrides = parse_pairs(args.set, "--set")
     values = ClusterValues(cluster or {}, overrides) if cluster or overrides else None
+    if values is None and args.output == "manifests":
+        # The controller never sends a placeholder: without a Cluster, the CRS's own
+        # values and defaults, and any other variable is an error naming it.
+        values = ClusterValues({})
     inputs = read_inputs(documents)
     for warning in inputs.warnings:
         print(printable(f"crs-controller render: warning: {warning}"), file=sys.stderr)
     selected = [c for c in crs_order(inputs.crss) if labels is None or c.selects(_at(c, labels))]
     rendered = [render_crs(c, inputs.lookup(c), values, missing=MISSING) for c in selected]
     problems = [p for r in rendered for p in r.problems]
+    if problems and not (cluster or overrides):
+        problems = [
+            p + UNRESOLVED_HINT if p.endswith("(UnresolvedVariable)") else p for p in problems
+        ]
     if problems:  # nothing on stdout: a pipe must never apply half
         for problem in problems:
             print(printable(f"crs-controller render: {problem}"), file=sys.stderr)
@@ -112,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 MISSING = "not in the given manifests"
+UNRESOLVED_HINT = ": give its value with --cluster FILE or --set NAME=VALUE"
 
 
 def nothing_selected(cluster: str | None, labels: Mapping[str, str] | None, read: int) -> str:
