@@ -8,9 +8,13 @@ group-version, and every failure mapped onto our own error tree (``NotFound``,
 nothing large or secret travels up into logs or conditions.
 
 It reads nothing from the environment (no proxy variables, no netrc, no default
-kubeconfig): a client knows only the ``Endpoint`` it was built from. Key material is
-loaded into the TLS context in memory and never written to disk, and a server that
-does not answer as a Kubernetes API server is reported as such, whatever it sends.
+kubeconfig): a client knows only the ``Endpoint`` it was built from. Only an endpoint
+from the operator's own kubeconfig can name an exec plugin, which the client runs when
+it needs a credential, again once that expires or the server refuses it (401: the
+request is sent once more), with new connections for a new client certificate. Key
+material is loaded into the TLS context in memory and never written to disk, and a
+server that does not answer as a Kubernetes API server is reported as such, whatever
+it sends.
 """
 
 from __future__ import annotations
