@@ -178,12 +178,13 @@ class KubeClient:
                 f"{self.name}: {where} printed an unusable credential: {reason}"
             ) from None
         now = time.monotonic()
-        for retired in [r for r in self._retired if now - r[0] > RETIRED_POOL_SECONDS]:
-            self._retired.remove(retired)
-            await retired[1].aclose()
+        # Swapped before the first await: a concurrent request sees the new pool.
         self._retired.append((now, self._pool))
         self._pool = _pool(endpoint, context)
         self._pool_pair = (credential.cert_pem, credential.key_pem)
+        for retired in [r for r in self._retired if now - r[0] > RETIRED_POOL_SECONDS]:
+            self._retired.remove(retired)
+            await retired[1].aclose()
 
     # -- plumbing -----------------------------------------------------------------
 
