@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from crs_controller.app.commands.convert import register
+from crs_controller.app.commands.convert import register, yaml_stream
 from crs_controller.core.convert import convert_documents
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.manifests import load_documents
@@ -706,9 +706,9 @@ def test_cli_warnings_go_to_stderr_and_keep_exit_status_0(
     code, out, err = cli(capsys, "convert", "-f", str(source))
     assert code == 0
     assert err.splitlines() == [
-        "convert: fleet/cni: spec.foo has no counterpart; left out",
-        "convert: fleet/prod-1: Cluster API's ClusterResourceSetBinding left out "
-        "(crs-controller writes its own bindings)",
+        "crs-controller convert: warning: fleet/cni: spec.foo has no counterpart; left out",
+        "crs-controller convert: warning: fleet/prod-1: Cluster API's "
+        "ClusterResourceSetBinding left out (crs-controller writes its own bindings)",
     ]
     assert [d["kind"] for d in load_documents("out", out)] == ["ClusterResourceSet"]
 
@@ -755,3 +755,11 @@ def test_cli_help_shows_examples(capsys: pytest.CaptureFixture[str]) -> None:
     assert "crs-controller convert -f - | kubectl apply -f -" in out
     assert "-f FILE, --filename FILE" in out
     assert "{yaml,json}" in out
+
+
+@pytest.mark.parametrize("text", ["a\x85b", "line\u2028separator", "para\u2029graph", "x\ny\n"])
+def test_the_output_reads_back_as_the_same_objects(text: str) -> None:
+    """PyYAML writes YAML 1.1's extra line breaks as they are and reads them back as a
+    space or a newline: such strings are double-quoted, where they are escaped."""
+    documents = [{"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": text}}]
+    assert list(yaml.safe_load_all(yaml_stream(documents))) == documents

@@ -184,3 +184,45 @@ def no_resources(namespace: str | None) -> None:
 def warn(command: str, message: str) -> None:
     """A warning: one line on stderr, prefixed as errors are, exit code unchanged."""
     print(printable(f"crs-controller {command}: warning: {message}"), file=sys.stderr)
+
+
+# --- manifests out ---------------------------------------------------------------------
+
+
+class _ManifestDumper(yaml.SafeDumper):
+    """Multi-line strings (a manifest inside a ConfigMap) as literal blocks, as
+    kubectl and helm print them; PyYAML quotes when a block cannot hold the text
+    exactly."""
+
+
+# YAML 1.1 line breaks that PyYAML writes as they are but reads back as a newline or
+# a space: such a string is double-quoted, where they are escaped.
+_READ_AS_BREAKS = frozenset("\x85\u2028\u2029")
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    if not _READ_AS_BREAKS.isdisjoint(value):
+        style = '"'
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ManifestDumper.add_representer(str, _represent_str)
+
+
+def dump_manifest(document: Any) -> str:
+    """One object as YAML that reads back as the same object, keys in their order."""
+    text: str = yaml.dump(document, Dumper=_ManifestDumper, sort_keys=False, allow_unicode=True)
+    return text
+
+
+def dump_manifests(documents: list[dict[str, Any]]) -> str:
+    """One ``---`` document per object, keys in their order."""
+    text: str = yaml.dump_all(
+        documents,
+        Dumper=_ManifestDumper,
+        sort_keys=False,
+        explicit_start=True,
+        allow_unicode=True,
+    )
+    return text

@@ -12,11 +12,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import yaml
-
 from crs_controller.app.commands.common import (
     OK,
     add_output,
+    dump_manifests,
     emit,
     guarded,
     read_documents,
@@ -84,20 +83,4 @@ def run(args: argparse.Namespace) -> int:
 
 def yaml_stream(documents: list[dict[str, Any]]) -> str:
     """One ``---`` document per object, keys in their order."""
-    return yaml.dump_all(
-        documents, Dumper=_Dumper, sort_keys=False, explicit_start=True, allow_unicode=True
-    )
-
-
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (the manifests inside ConfigMaps) as literal blocks, so the
-    output reads like the input; PyYAML falls back to quoting when a block cannot
-    hold the text exactly."""
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> Any:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _represent_str)
+    return dump_manifests(documents)

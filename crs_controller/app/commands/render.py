@@ -16,14 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from crs_controller.app.commands.common import (
     ERROR,
     OK,
     Obj,
     UsageError,
     add_output,
+    dump_manifest,
     emit,
     format_table,
     guarded,
@@ -261,30 +260,8 @@ def manifest_stream(rendered: list[RenderedCRS]) -> str:
     return "".join(documents)
 
 
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (a manifest inside a ConfigMap of a CRS's) as literal
-    blocks, as kubectl and helm print them; PyYAML quotes when a block cannot hold
-    the text exactly."""
-
-
-# YAML 1.1 line breaks that PyYAML writes as they are but reads back as a newline or
-# a space: such a string is double-quoted, where they are escaped.
-_READ_AS_BREAKS = frozenset("\x85\u2028\u2029")
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> Any:
-    style = "|" if "\n" in value else None
-    if not _READ_AS_BREAKS.isdisjoint(value):
-        style = '"'
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _represent_str)
-
-
 def _dump(body: Obj) -> str:
-    text: str = yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
-    return text
+    return dump_manifest(body)
 
 
 def _table(data: Obj) -> str:
