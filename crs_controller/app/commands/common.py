@@ -63,6 +63,8 @@ def emit(data: Any, output: str, table: Callable[[Any], str]) -> None:
         print(table(data), end="")
 
 
+# A revision in a table: the 'xxh3:' prefix and 12 hex digits, like a short Git hash.
+SHORT_REVISION = 17
 # Long enough for any message the CLI prints; a table cell is never cut.
 PRINT_LIMIT = 100_000
 

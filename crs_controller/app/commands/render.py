@@ -19,6 +19,7 @@ from typing import Any
 from crs_controller.app.commands.common import (
     ERROR,
     OK,
+    SHORT_REVISION,
     Obj,
     UsageError,
     add_output,
@@ -43,7 +44,6 @@ EXAMPLES = """examples:
   kustomize build deploy/ | crs-controller render -f - -o yaml
 """
 # The revision as status's table shows it, so the two can be compared by eye.
-SHORT_REVISION = 17
 
 
 def register(sub: Any) -> None:

@@ -16,6 +16,7 @@ import yaml
 
 from crs_controller.app.commands.common import (
     OK,
+    SHORT_REVISION,
     Obj,
     UsageError,
     add_cluster_access,
@@ -336,7 +337,7 @@ def table_rows(records: list[Obj], wide: bool) -> list[tuple[tuple[str, str], li
             cells = [
                 name,
                 row["cluster"],
-                (row.get("revision") or "-")[:17],
+                (row.get("revision") or "-")[:SHORT_REVISION],
                 "yes" if row.get("applied") else "no",
                 current,
                 row.get("reason") or "-",

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from crs_controller.core.models import ClusterResourceSet, CRSBinding, RolloutStatus
 from crs_controller.core.objects import CRS
+from crs_controller.core.render import source_hash
 from crs_controller.core.rollout import (
     ClusterState,
     Plan,
@@ -20,7 +21,6 @@ from crs_controller.core.rollout import (
 )
 from crs_controller.core.status import outcome_of
 from crs_controller.engine.context import ClusterContext, CRSContext
-from crs_controller.engine.reconcile.values import source_hash
 from crs_controller.engine.runtime import metrics
 
 

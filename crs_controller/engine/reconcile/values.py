@@ -15,14 +15,13 @@ from crs_controller.core.models import SourceRef
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.render import (
     cluster_hash,
-    source_hash,
     substitute_resource,
     variable_specs,
 )
 from crs_controller.core.substitute import VariableSpec, cluster_values
 from crs_controller.engine.sources import Manifest, Source, Sources
 
-__all__ = ["Prepared", "prepare", "source_hash", "variable_specs"]
+__all__ = ["Prepared", "prepare", "variable_specs"]
 
 
 @dataclass(frozen=True)
