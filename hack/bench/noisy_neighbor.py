@@ -1042,9 +1042,13 @@ def setup(mgmt: KubeClient, plane: ControlPlane) -> None:
 
 
 def controller_defaults(args: list[str]) -> Figures:
-    from crs_controller.app.cli import _parser  # noqa: PLC0415 - the flags' own defaults
+    """--concurrency and --workload-timeout as the CLI's own parser resolves ``args``
+    (its defaults: the Deployment sets neither)."""
+    from crs_controller.app import cli  # noqa: PLC0415 - only for the flags' defaults
 
-    parsed = _parser().parse_args(["run", *args])
+    built: Any = cli._parser()
+    parser = built[0] if isinstance(built, tuple) else built  # (parser, subparsers) lately
+    parsed = parser.parse_args(["run", *args])
     return {"concurrency": parsed.concurrency, "workload_timeout_seconds": parsed.workload_timeout}
 
 
