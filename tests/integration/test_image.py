@@ -6,7 +6,9 @@ equivalent Debian base where the default base cannot be pulled); the image runs 
 pip, setuptools, compiler or pip configuration; ``crs-controller run`` started from the
 image's file system (``buildah run``, chroot isolation, the host's network so the test
 bed on loopback is reachable) applies the sample ClusterResourceSet (config/samples) to
-a workload server and stops cleanly on SIGTERM. That the process in the image did it is
+a workload server, reports it Ready, and stops cleanly on SIGTERM. It runs against a
+management and a workload server of its own: the session's may have another controller
+watching every namespace. That the process in the image did it is
 read from the workload objects' managedFields (a field manager no other process is
 given), and that it ran as 65532 from the image from /proc (uid, root, executable).
 
@@ -35,11 +37,15 @@ import pytest
 import yaml
 
 from crs_controller.testbed import ControlPlane, KubeClient, wait_for
-from crs_controller.testbed.clusters import register_cluster
+from crs_controller.testbed.clusters import install_crds, register_cluster
 from crs_controller.testbed.controller import SA_GROUPS, SA_USER, install_rbac
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "config" / "samples"
+# Ours and the minimal Cluster API Cluster CRD, as tests/conftest.py installs them.
+CRDS = sorted((ROOT / "config" / "crd" / "bases").glob("*.yaml")) + sorted(
+    (ROOT / "config" / "testing").glob("*.yaml")
+)
 IMAGE = "localhost/crs-controller:integration-test"
 NONROOT = 65532
 BUILD_TIMEOUT = 900.0
@@ -111,6 +117,17 @@ def container(image: str) -> Iterator[str]:
     _buildah("from", "--quiet", "--pull-never", "--name", name, image)
     yield name
     _buildah("rm", name)
+
+
+@pytest.fixture(scope="module")
+def test_bed() -> Iterator[tuple[ControlPlane, KubeClient]]:
+    """A management and a workload server of the module's own, with the CRDs and the
+    controller's RBAC: the session's test bed may have a controller of its own running
+    (the controller tests'), which would apply the sample before the image's could."""
+    with ControlPlane.start(workloads=1) as plane, KubeClient(plane.management) as mgmt:
+        install_crds(mgmt, CRDS)
+        install_rbac(mgmt)
+        yield plane, mgmt
 
 
 def _free_port() -> int:
@@ -215,16 +232,23 @@ def _process_facts(pid: int) -> dict[str, Any]:
     }
 
 
-def _samples(namespace: str) -> list[dict[str, Any]]:
-    """config/samples' kustomization, in its order, moved into ``namespace``."""
+def _samples() -> list[dict[str, Any]]:
+    """config/samples as its kustomization lists them, in that order."""
     kustomization = yaml.safe_load((SAMPLES / "kustomization.yaml").read_text())
-    docs = []
-    for name in kustomization["resources"]:
-        for doc in yaml.safe_load_all((SAMPLES / name).read_text()):
-            if doc:
-                doc["metadata"]["namespace"] = namespace
-                docs.append(doc)
-    return docs
+    return [
+        doc
+        for name in kustomization["resources"]
+        for doc in yaml.safe_load_all((SAMPLES / name).read_text())
+        if doc
+    ]
+
+
+def _ready(mgmt: KubeClient) -> bool:
+    crs = mgmt.get("addons.crs.dev/v1alpha1", "ClusterResourceSet", "demo", "default") or {}
+    for cond in crs.get("status", {}).get("conditions", []):
+        if cond["type"] == "Ready":
+            return bool(cond["status"] == "True" and cond.get("reason") == "Applied")
+    return False
 
 
 def _managed_by(client: KubeClient, ref: tuple[str, str, str, str | None], manager: str) -> bool:
@@ -255,34 +279,30 @@ def test_the_image_runs_as_nonroot_without_build_tools(image: str, container: st
 
 
 def test_the_controller_in_the_image_applies_the_sample(
-    container: str,
-    control_plane: ControlPlane,
-    mgmt: KubeClient,
-    workload_clients: list[KubeClient],
-    namespace: str,
+    container: str, test_bed: tuple[ControlPlane, KubeClient]
 ) -> None:
-    install_rbac(mgmt)
+    plane, mgmt = test_bed
     # Only the process in the image is given this field manager: an object it names
-    # was applied by that process, whatever else runs against the test bed.
+    # was applied by that process.
     manager = f"crs-controller-image-{uuid.uuid4().hex[:6]}"
     register_cluster(
-        mgmt,
-        control_plane.workloads[0],
-        name="image",
-        namespace=namespace,
-        labels={"crs-demo": "true"},
+        mgmt, plane.workloads[0], name="image", namespace="default", labels={"crs-demo": "true"}
     )
-    for doc in _samples(namespace):
+    for doc in _samples():
         mgmt.apply(doc)
-    kubeconfig = control_plane.management.kubeconfig(SA_USER, SA_GROUPS)
-    args = ("--namespace", namespace, "--field-manager", manager)
-    with ImageController(container, kubeconfig, *args) as controller:
+    kubeconfig = plane.management.kubeconfig(SA_USER, SA_GROUPS)
+    args = ("--field-manager", manager)
+    with (
+        ImageController(container, kubeconfig, *args) as controller,
+        KubeClient(plane.workloads[0]) as workload,
+    ):
         for ref in SAMPLE_OBJECTS:
             wait_for(
-                functools.partial(_managed_by, workload_clients[0], ref, manager),
+                functools.partial(_managed_by, workload, ref, manager),
                 TIMEOUT,
                 message=f"{ref[1]} {ref[2]} applied by the controller in the image",
             )
+        wait_for(functools.partial(_ready, mgmt), TIMEOUT, message="the sample CRS Ready")
         facts = _process_facts(controller.pid())
         code = controller.stop()
     assert facts["uid"] == [NONROOT] * 4 and facts["gid"] == [NONROOT] * 4, facts
