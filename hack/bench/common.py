@@ -354,7 +354,8 @@ def git_state(repo: Path = REPO) -> Figures:
     return {
         "commit": git("rev-parse", "HEAD").strip(),
         "subject": git("log", "-1", "--format=%s").strip()[:120],
-        "uncommitted_files": changed,
+        "uncommitted_count": len(changed),
+        "uncommitted_files": changed[:30],
     }
 
 
