@@ -17,7 +17,7 @@ from crs_controller.app.commands import hash as hash_command
 from crs_controller.app.commands.common import ERROR
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import CRSError
-from crs_controller.engine.context import Settings
+from crs_controller.engine.reconcile.context import Settings
 
 # The commands for people at a terminal (app/commands), each registering itself.
 COMMANDS = [render, diff, status, convert, hash_command]

@@ -20,11 +20,11 @@ from crs_controller.app import extension, health
 from crs_controller.app.leader import LeaderElector
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
-from crs_controller.engine.context import Settings
-from crs_controller.engine.hook import hook_status
-from crs_controller.engine.runtime import metrics
+from crs_controller.engine.io import metrics
+from crs_controller.engine.reconcile.context import Settings
+from crs_controller.engine.reconcile.hook import hook_status
 from crs_controller.engine.runtime.controller import Controller, cluster_api_version
-from crs_controller.engine.runtime.sharding import ShardMembership
+from crs_controller.engine.runtime.membership import ShardMembership
 from crs_controller.engine.runtime.tasks import supervised
 
 log = structlog.get_logger(__name__)

@@ -19,15 +19,15 @@ from crs_controller.core.models import (
     ObjectMeta,
 )
 from crs_controller.core.objects import parse_binding_object, parse_cluster, parse_crs
-from crs_controller.engine.announcements import Announcements
-from crs_controller.engine.context import ClusterContext, Settings
 from crs_controller.engine.index import Index
-from crs_controller.engine.outcomes import Outcomes
-from crs_controller.engine.rollouts import Rollouts
-from crs_controller.engine.runtime.events import EventRecorder
-from crs_controller.engine.runtime.watching import Informer, WatchSpec
-from crs_controller.engine.sources import Sources
-from crs_controller.engine.stores import BindingStore
+from crs_controller.engine.io.events import EventRecorder
+from crs_controller.engine.io.informer import Informer, WatchSpec
+from crs_controller.engine.io.sources import Sources
+from crs_controller.engine.io.stores import BindingStore
+from crs_controller.engine.memory.notes import Announcements
+from crs_controller.engine.memory.outcomes import Outcomes
+from crs_controller.engine.memory.plans import Rollouts
+from crs_controller.engine.reconcile.context import ClusterContext, Settings
 
 from .fake_clock import FakeClock
 

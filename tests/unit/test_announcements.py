@@ -9,8 +9,8 @@ from typing import Any, cast
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.objects import parse_crs
-from crs_controller.engine.announcements import Announcement, Announcements, Note, summarize
-from crs_controller.engine.runtime.events import EventRecorder
+from crs_controller.engine.io.events import EventRecorder
+from crs_controller.engine.memory.notes import Announcement, Announcements, Note, summarize
 
 from .fake_clock import FakeClock
 from .memory_kube import MemoryKube

@@ -227,7 +227,7 @@ async def test_the_hook_holds_a_deletion_only_for_a_crs_that_will_clean_up(
 ) -> None:
     """A CRS the model refuses is never cleaned up for, so it must not hold the
     Cluster's deletion either (it would until uninstall.timeout)."""
-    from crs_controller.engine.hook import hook_status  # noqa: PLC0415
+    from crs_controller.engine.reconcile.hook import hook_status  # noqa: PLC0415
 
     world = await world_with(crs("a", "src", mode=mode, uninstall={"ensure": True}))
     live = await world.mgmt.get(CLUSTER_API, "Cluster", "c1", NS)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from crs_controller.core.models import API_VERSION
-from crs_controller.engine.context import CRSContext
-from crs_controller.engine.outcomes import Outcomes
+from crs_controller.engine.io.stores import CRSStore
+from crs_controller.engine.memory.outcomes import Outcomes
+from crs_controller.engine.memory.plans import Rollouts
+from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.crs import reconcile_crs
-from crs_controller.engine.rollouts import Rollouts
-from crs_controller.engine.stores import CRSStore
 
 from .memory_kube import World
 from .test_cluster_reconcile import NS, cluster, crs, reconcile, world_with

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crs_controller.engine.runtime import metrics
+from crs_controller.engine.io import metrics
 from crs_controller.engine.runtime.queue import WorkQueue, ceiling, namespace_of
 from tests.unit.fake_clock import FakeClock
 

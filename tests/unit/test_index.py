@@ -19,7 +19,7 @@ from crs_controller.core.objects import (
     parse_crs,
 )
 from crs_controller.engine.index import Index
-from crs_controller.engine.runtime.watching import Informer, WatchSpec
+from crs_controller.engine.io.informer import Informer, WatchSpec
 
 NS = "n"
 

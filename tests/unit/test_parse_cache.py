@@ -19,19 +19,19 @@ from hypothesis import strategies as st
 from crs_controller.core.errors import InvalidManifest
 from crs_controller.core.manifest_limits import count_nodes
 from crs_controller.core.models import API_VERSION, ResourceRef
-from crs_controller.engine import sources as sources_module
-from crs_controller.engine.context import CRSContext
-from crs_controller.engine.outcomes import Outcomes
-from crs_controller.engine.reconcile.crs import reconcile_crs
-from crs_controller.engine.rollouts import Rollouts
-from crs_controller.engine.sources import (
+from crs_controller.engine.io import sources as sources_module
+from crs_controller.engine.io.sources import (
     NODE_BYTES,
     WORST_BYTES_FACTOR,
     ByteBudgetLRU,
     Sources,
     parsed_cost,
 )
-from crs_controller.engine.stores import CRSStore
+from crs_controller.engine.io.stores import CRSStore
+from crs_controller.engine.memory.outcomes import Outcomes
+from crs_controller.engine.memory.plans import Rollouts
+from crs_controller.engine.reconcile.context import CRSContext
+from crs_controller.engine.reconcile.crs import reconcile_crs
 
 from .memory_kube import World
 from .test_cluster_reconcile import NS, cluster, crs, kubeconfig_secret

@@ -23,7 +23,7 @@ from crs_controller.core.pruning import (
     wanted_keys,
     without,
 )
-from crs_controller.engine.reconcile.pruning import prune
+from crs_controller.engine.reconcile.workload.pruning import prune
 
 from .memory_kube import MemoryKube
 

@@ -6,7 +6,7 @@ rollout completes."""
 from __future__ import annotations
 
 from crs_controller.core.rollout import Plan
-from crs_controller.engine.rollouts import Rollouts
+from crs_controller.engine.memory.plans import Rollouts
 
 
 def made(*admit: str, phase: str = "Progressing") -> Plan:

@@ -1,4 +1,4 @@
-"""Shard membership decisions (engine/runtime/sharding), driven by a fake clock and
+"""Shard membership decisions (engine/runtime/membership), driven by a fake clock and
 Lease events handed in directly: who this replica acts with, that it stops acting
 at once when its own Lease is lost or not renewed in time, and that a silent member's
 Clusters come back after the lease duration. No server, no sleeping."""
@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.shard import owner
-from crs_controller.engine.runtime.sharding import SeenLease, ShardMembership, parse_lease
+from crs_controller.engine.runtime.membership import SeenLease, ShardMembership, parse_lease
 
 from .fake_clock import FakeClock
 

@@ -226,7 +226,7 @@ async def _one(
     body = apply_body(obj)
     info = await client.resource_info(body["apiVersion"], body["kind"])
     meta = body["metadata"]
-    if info.namespaced:  # as the controller does (engine/reconcile/applying)
+    if info.namespaced:  # as the controller does (engine/reconcile/workload/applying)
         meta["namespace"] = meta.get("namespace") or "default"
     else:
         meta.pop("namespace", None)

@@ -41,7 +41,7 @@ from crs_controller.core.models import (
 )
 from crs_controller.core.objects import CRS, Binding, parse_binding_object, parse_cluster, parse_crs
 from crs_controller.core.text import safe
-from crs_controller.engine.reconcile.rolling import entry_revision
+from crs_controller.engine.reconcile.rollout import entry_revision
 
 EXAMPLES = """examples:
   crs-controller status -n fleet

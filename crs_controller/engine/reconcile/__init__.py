@@ -1,4 +1,5 @@
-"""The reconcilers and what they do: one Cluster (every matching CRS's pass, apply,
-drift reads, pruning, uninstall, the binding record) and one ClusterResourceSet
-(finalizer and status). They read caches and return a ``Result``; they never see the
-queue (an import-linter contract)."""
+"""The reconcilers: one Cluster (``cluster``: every matching CRS's ``pair`` pass, the
+binding record, pruning and uninstall) and one ClusterResourceSet (``crs``: finalizer
+and status; ``rollout`` plans). They read caches and return a ``Result``; they never
+see the queue (an import-linter contract). ``workload`` holds the only code that
+talks to workload clusters."""

@@ -21,14 +21,14 @@ from crs_controller.core.errors import Unreachable
 from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.status import Outcome, State
-from crs_controller.engine.announcements import Note
-from crs_controller.engine.context import ClusterContext
-from crs_controller.engine.reconcile.crs_pass import CRSPass, earliest, reconcile_pair, wanted_by
-from crs_controller.engine.reconcile.pruning import Pruned, prune
+from crs_controller.engine.memory.notes import Note
+from crs_controller.engine.reconcile.context import ClusterContext
+from crs_controller.engine.reconcile.pair import CRSPass, reconcile_pair, wanted_by
 from crs_controller.engine.reconcile.recording import write_binding
-from crs_controller.engine.reconcile.result import Result
-from crs_controller.engine.reconcile.uninstalling import targets as uninstall_targets
-from crs_controller.engine.reconcile.uninstalling import uninstall
+from crs_controller.engine.reconcile.result import Result, earliest
+from crs_controller.engine.reconcile.workload.pruning import Pruned, prune
+from crs_controller.engine.reconcile.workload.uninstall import targets as uninstall_targets
+from crs_controller.engine.reconcile.workload.uninstall import uninstall
 
 log = structlog.get_logger(__name__)
 

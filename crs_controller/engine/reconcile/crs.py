@@ -18,11 +18,10 @@ from crs_controller.core.models import (
 )
 from crs_controller.core.objects import CRS
 from crs_controller.core.status import Problem, invalid_spec, outcome_of, summarize
-from crs_controller.engine.context import CRSContext
-from crs_controller.engine.reconcile.crs_pass import earliest
-from crs_controller.engine.reconcile.result import Result
-from crs_controller.engine.reconcile.rolling import plan_rollout, rollout_status, target_revision
-from crs_controller.engine.runtime import metrics
+from crs_controller.engine.io import metrics
+from crs_controller.engine.reconcile.context import CRSContext
+from crs_controller.engine.reconcile.result import Result, earliest
+from crs_controller.engine.reconcile.rollout import plan_rollout, rollout_status, target_revision
 
 log = structlog.get_logger(__name__)
 

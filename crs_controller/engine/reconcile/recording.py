@@ -8,7 +8,7 @@ from typing import Any
 from crs_controller.core.bindings import binding_changed, desired_binding
 from crs_controller.core.errors import Conflict
 from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding, to_api
-from crs_controller.engine.stores import BindingStore
+from crs_controller.engine.io.stores import BindingStore
 
 BINDING_WRITE_ATTEMPTS = 5
 

@@ -10,3 +10,12 @@ from dataclasses import dataclass
 class Result:
     requeue_after: float | None = None
     retry: bool = False
+
+
+def earliest(a: float | None, b: float | None) -> float | None:
+    """The sooner of two requeue delays; None is "no requeue"."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)

@@ -19,7 +19,7 @@ from crs_controller.core.render import (
     variable_specs,
 )
 from crs_controller.core.substitute import VariableSpec, cluster_values
-from crs_controller.engine.sources import Manifest, Source, Sources
+from crs_controller.engine.io.sources import Manifest, Source, Sources
 
 __all__ = ["Prepared", "prepare", "variable_specs"]
 

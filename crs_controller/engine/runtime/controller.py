@@ -33,27 +33,27 @@ from crs_controller.core.objects import (
     parse_crs,
 )
 from crs_controller.core.shard import owner
-from crs_controller.engine.announcements import QUIET_SECONDS, Announcements
-from crs_controller.engine.context import (
+from crs_controller.engine.index import Index
+from crs_controller.engine.io import metrics
+from crs_controller.engine.io.events import EventRecorder
+from crs_controller.engine.io.informer import Informer, WatchSpec
+from crs_controller.engine.io.sources import Sources
+from crs_controller.engine.io.stores import BindingStore, CRSStore
+from crs_controller.engine.memory.notes import QUIET_SECONDS, Announcements
+from crs_controller.engine.memory.outcomes import Outcomes
+from crs_controller.engine.memory.plans import Rollouts
+from crs_controller.engine.reconcile.cluster import reconcile_cluster
+from crs_controller.engine.reconcile.context import (
     ClusterContext,
     CRSContext,
     Settings,
     cluster_key,
     crs_key,
 )
-from crs_controller.engine.index import Index
-from crs_controller.engine.outcomes import Outcomes
-from crs_controller.engine.reconcile.cluster import reconcile_cluster
 from crs_controller.engine.reconcile.crs import reconcile_crs
-from crs_controller.engine.rollouts import Rollouts
-from crs_controller.engine.runtime import metrics
-from crs_controller.engine.runtime.events import EventRecorder
+from crs_controller.engine.runtime.membership import ShardMembership
 from crs_controller.engine.runtime.queue import WorkQueue
-from crs_controller.engine.runtime.sharding import ShardMembership
 from crs_controller.engine.runtime.tasks import supervised
-from crs_controller.engine.runtime.watching import Informer, WatchSpec
-from crs_controller.engine.sources import Sources
-from crs_controller.engine.stores import BindingStore, CRSStore
 
 log = structlog.get_logger(__name__)
 

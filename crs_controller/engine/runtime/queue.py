@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from crs_controller.core.clock import Clock, MonotonicClock
-from crs_controller.engine.runtime import metrics
+from crs_controller.engine.io import metrics
 
 __all__ = ["WorkQueue", "ceiling", "namespace_of"]
 

@@ -20,8 +20,8 @@ from crs_controller.core.rollout import (
     revision,
 )
 from crs_controller.core.status import outcome_of
-from crs_controller.engine.context import ClusterContext, CRSContext
-from crs_controller.engine.runtime import metrics
+from crs_controller.engine.io import metrics
+from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
 
 
 async def target_revision(ctx: ClusterContext | CRSContext, crs: CRS) -> str | None:

@@ -28,8 +28,8 @@ from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.clock import Clock
 from crs_controller.core.errors import CRSError
 from crs_controller.core.shard import Members, lease_name, owner
+from crs_controller.engine.io.informer import Informer, WatchSpec
 from crs_controller.engine.runtime.tasks import supervised
-from crs_controller.engine.runtime.watching import Informer, WatchSpec
 
 log = structlog.get_logger(__name__)
 

@@ -37,15 +37,15 @@ from crs_controller.core.modes import (
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.pruning import ObjectKey, wanted_keys
 from crs_controller.core.status import Outcome
-from crs_controller.engine.announcements import Note
-from crs_controller.engine.context import ClusterContext
-from crs_controller.engine.reconcile.applying import apply_objects
-from crs_controller.engine.reconcile.drift_check import Observer
-from crs_controller.engine.reconcile.health_check import check_health
-from crs_controller.engine.reconcile.rolling import entry_revision, target_revision
+from crs_controller.engine.io import metrics
+from crs_controller.engine.io.sources import Source
+from crs_controller.engine.memory.notes import Note
+from crs_controller.engine.reconcile.context import ClusterContext
+from crs_controller.engine.reconcile.result import earliest
+from crs_controller.engine.reconcile.rollout import entry_revision, target_revision
 from crs_controller.engine.reconcile.values import Prepared, prepare
-from crs_controller.engine.runtime import metrics
-from crs_controller.engine.sources import Source
+from crs_controller.engine.reconcile.workload.applying import apply_objects
+from crs_controller.engine.reconcile.workload.observing import Observer, check_health
 
 log = structlog.get_logger(__name__)
 
@@ -334,11 +334,3 @@ async def _apply_resource(
     return _Done(
         name, record, applied_as=announce, requeue=step.strategy.next_due(record, step.now)
     )
-
-
-def earliest(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)

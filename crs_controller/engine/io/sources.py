@@ -34,8 +34,8 @@ from crs_controller.core.hashing import object_hash, resource_hash
 from crs_controller.core.manifest_limits import count_nodes
 from crs_controller.core.models import ObjectMeta, ResourceRef
 from crs_controller.core.render import parse_source
-from crs_controller.engine.runtime import metrics
-from crs_controller.engine.runtime.watching import Informer, resource_version
+from crs_controller.engine.io import metrics
+from crs_controller.engine.io.informer import Informer, resource_version
 
 log = structlog.get_logger(__name__)
 

@@ -17,7 +17,7 @@ from crs_controller.core.models import (
     to_api,
 )
 from crs_controller.core.objects import CRS, Binding
-from crs_controller.engine.runtime.watching import Informer
+from crs_controller.engine.io.informer import Informer
 
 
 class BindingStore:

@@ -25,10 +25,10 @@ from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.pruning import inventory, stale_objects, without
 from crs_controller.core.uninstall import cleanup_due, is_job, job_state
-from crs_controller.engine.context import ClusterContext
 from crs_controller.engine.index import Caches
-from crs_controller.engine.reconcile.applying import apply_objects
-from crs_controller.engine.reconcile.pruning import Deletion, delete_objects
+from crs_controller.engine.reconcile.context import ClusterContext
+from crs_controller.engine.reconcile.workload.applying import apply_objects
+from crs_controller.engine.reconcile.workload.pruning import Deletion, delete_objects
 
 log = structlog.get_logger(__name__)
 

@@ -26,7 +26,7 @@ from crs_controller.core.pruning import (
     stale_objects,
     without,
 )
-from crs_controller.engine.context import Settings
+from crs_controller.engine.reconcile.context import Settings
 
 log = structlog.get_logger(__name__)
 

@@ -3,7 +3,7 @@ while a ClusterResourceSet still has cleanup to do on it.
 
 Read from the API, not from the caches: Cluster API takes 0 as final, and a standby
 replica, or one whose caches are not synced yet, would otherwise answer 0 from
-ignorance. The rule is the cleanup's own (``uninstalling.holds_deletion``).
+ignorance. The rule is the cleanup's own (``workload.uninstall.holds_deletion``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from crs_controller.core.models import (
 )
 from crs_controller.core.objects import parse_binding_object, parse_cluster, parse_crs
 from crs_controller.core.pruning import inventory
-from crs_controller.engine.reconcile.uninstalling import holds_deletion
+from crs_controller.engine.reconcile.workload.uninstall import holds_deletion
 
 HOOK_RETRY_SECONDS = 5
 NOTHING_TO_DO = "crs-controller: nothing (more) to clean up"
