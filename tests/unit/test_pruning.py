@@ -23,7 +23,7 @@ from crs_controller.core.pruning import (
     wanted_keys,
     without,
 )
-from crs_controller.engine.reconcile.workload.pruning import prune
+from crs_controller.engine.reconcile.workload.pruning import Deletion, prune
 
 from .memory_kube import MemoryKube
 
@@ -208,3 +208,19 @@ async def test_a_refused_entry_is_not_kept_pending_when_another_delete_fails() -
 def configmap(ref: ObjectRef) -> dict[str, Any]:
     meta = {"name": ref.name, **({"namespace": ref.namespace} if ref.namespace else {})}
     return {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": meta}
+
+
+@pytest.mark.parametrize(
+    ("refused", "shown", "tail"),
+    [(1, 1, None), (3, 3, None), (5, 5, None), (6, 5, "and 1 more"), (40, 5, "and 35 more")],
+)
+def test_a_refusal_names_at_most_five_objects_and_counts_the_rest(
+    refused: int, shown: int, tail: str | None
+) -> None:
+    refs = [
+        ObjectRef(api_version="v1", kind="ConfigMap", namespace="ns", name=f"c{i}")
+        for i in range(refused)
+    ]
+    text = Deletion(refused=[(ref, "never applied") for ref in refs]).refusals()
+    assert sum(f"ns/c{i} " in text for i in range(refused)) == shown
+    assert (tail in text) if tail else ("more" not in text)

@@ -57,7 +57,7 @@ class Deletion:
         """The refused objects and why, for an Event: at most ``most`` of them, the
         count of the rest (an inventory can list thousands)."""
         shown = [f"{ref} ({why})" for ref, why in self.refused[:most]]
-        if more := len(self.refused) - most:
+        if (more := len(self.refused) - most) > 0:
             shown.append(f"and {more} more")
         return "refused to delete what it did not apply: " + "; ".join(shown)
 
