@@ -17,14 +17,13 @@ from typing import Any
 import structlog
 
 from crs_controller.app import extension, health
-from crs_controller.app.leader import LeaderElector
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import Settings
 from crs_controller.engine.reconcile.hook import hook_status
 from crs_controller.engine.runtime.controller import Controller, cluster_api_version
-from crs_controller.engine.runtime.membership import ShardMembership
+from crs_controller.engine.runtime.membership import LeaderElector, Leases, ShardMembership
 from crs_controller.engine.runtime.tasks import supervised
 
 log = structlog.get_logger(__name__)
@@ -125,7 +124,7 @@ async def _lead_and_run(
     if not options.leader_elect:
         await controller.run()
         return
-    elector = LeaderElector(mgmt, _lease_namespace(options), lease_seconds=options.lease_seconds)
+    elector = _elector(options, mgmt, controller, _lease_namespace(options))
     controller.standing_by = True
     metrics.LEADER.set(0)
     await elector.acquire()
@@ -137,6 +136,13 @@ async def _lead_and_run(
             supervised(group, controller.run(), "controller-main")
     finally:
         await asyncio.shield(elector.release())
+
+
+def _elector(
+    options: RunOptions, mgmt: KubeClient, controller: Controller, namespace: str
+) -> LeaderElector:
+    leases = Leases(mgmt, namespace)
+    return LeaderElector(leases, clock=controller.clock, lease_seconds=options.lease_seconds)
 
 
 def _lease_namespace(options: RunOptions) -> str:
@@ -165,7 +171,7 @@ async def _run_sharded(
         on_change=controller.reshard,
     )
     controller.join(membership)
-    elector = LeaderElector(mgmt, namespace, lease_seconds=options.lease_seconds)
+    elector = _elector(options, mgmt, controller, namespace)
     try:
         async with asyncio.TaskGroup() as group:
             supervised(group, membership.run(), "shard-membership")

@@ -5,11 +5,13 @@ Clusters come back after the lease duration. No server, no sleeping."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from crs_controller.clients.kube import KubeClient
+from crs_controller.core.lease import LeaseRecord
 from crs_controller.core.shard import owner
-from crs_controller.engine.runtime.membership import SeenLease, ShardMembership, parse_lease
+from crs_controller.engine.runtime.membership import ShardMembership, member_identity
 
 from .fake_clock import FakeClock
 
@@ -30,8 +32,8 @@ def membership(clock: FakeClock) -> tuple[ShardMembership, list[tuple[set[str], 
     return shard, changes
 
 
-def lease(identity: str, renewed: str) -> SeenLease:
-    return SeenLease(f"crs-controller-shard-{identity}", identity, renewed, LEASE)
+def lease(identity: str, renewed: str) -> LeaseRecord:
+    return LeaseRecord(f"crs-controller-shard-{identity}", identity, LEASE, renewed, None, 0)
 
 
 def mine(shard: ShardMembership) -> set[str]:
@@ -139,8 +141,19 @@ def test_a_lease_is_read_from_its_api_form() -> None:
             "leaseDurationSeconds": 15,
         },
     }
-    assert parse_lease(raw) == SeenLease(
-        "crs-controller-shard-pod-1", "pod-1", "2026-11-23T10:00:00.000000Z", 15.0
+    record = LeaseRecord.parse(raw)
+    assert (member_identity(record), record.renew_marker, record.duration) == (
+        "pod-1",
+        "2026-11-23T10:00:00.000000Z",
+        15.0,
     )
-    bare = parse_lease({"metadata": {"name": "crs-controller-shard-x", "resourceVersion": "9"}})
-    assert (bare.identity, bare.renewed, bare.duration) == ("crs-controller-shard-x", "9", 0.0)
+    assert record.renewed == datetime(2026, 11, 23, 10, tzinfo=UTC)
+    bare = LeaseRecord.parse(
+        {"metadata": {"name": "crs-controller-shard-x", "resourceVersion": "9"}}
+    )
+    assert (member_identity(bare), bare.renew_marker, bare.duration) == (
+        "crs-controller-shard-x",
+        "9",
+        0.0,
+    )
+    assert bare.renewed is None

@@ -1,66 +1,179 @@
-"""Shard membership: this replica's Lease, the other members' Leases, and which
-Clusters are ours.
+"""Who acts: the leader Lease, and a shard set's members and which Clusters are ours.
 
-Each member applies its own ``coordination.k8s.io`` Lease (labelled
-``addons.crs.dev/shard-member``) every third of the lease duration and watches the
-others'. Who is live is judged by ``core.shard.Members`` from when renewals were
-*seen*; which member owns a Cluster is rendezvous hashing of ``namespace/name`` over
-the live members (``core.shard.owner``), so a member joining or leaving moves only
-its own Clusters.
+Both are ``coordination.k8s.io`` Leases, read and written through one helper
+(``Leases``) on one injected clock; what a Lease says and whether it may be taken is
+decided in ``core.lease``.
 
-This replica counts itself live only while its last renewal is younger than two
-thirds of the lease duration: the others wait for the full duration before they take
-its Clusters, so a replica cut off from the API server stops acting before anyone
-else starts. A Lease deleted under it also stops it at once, until it is renewed.
+**Leader election** (``LeaderElector``), like client-go's leaderelection: only the
+holder runs the controller (in a shard set: only the holder writes CRS status and
+finalizers). A holder that cannot renew within two thirds of the lease duration stops
+(the process exits and is restarted) before a standby, which waits the full
+duration, can take over.
+
+**Shard membership** (``ShardMembership``): each member applies its own Lease
+(labelled ``addons.crs.dev/shard-member``) every third of the lease duration and
+watches the others'. Who is live is judged by ``core.shard.Members`` from when
+renewals were *seen*; which member owns a Cluster is rendezvous hashing of
+``namespace/name`` over the live members (``core.shard.owner``), so a member joining
+or leaving moves only its own Clusters. This replica counts itself live only while
+its last renewal is younger than two thirds of the lease duration: the others wait
+for the full duration before they take its Clusters, so a replica cut off from the
+API server stops acting before anyone else starts. A Lease deleted under it also
+stops it at once, until it is renewed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import socket
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import structlog
 
 from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.clock import Clock
 from crs_controller.core.errors import CRSError
+from crs_controller.core.lease import (
+    LEASE_API,
+    LEASE_KIND,
+    LeaseRecord,
+    free_for,
+    leader_lease,
+    member_lease,
+    released,
+)
 from crs_controller.core.shard import Members, lease_name, owner
 from crs_controller.engine.io.informer import Informer, WatchSpec
 from crs_controller.engine.runtime.tasks import supervised
 
 log = structlog.get_logger(__name__)
 
-LEASE_API = "coordination.k8s.io/v1"
 MEMBER_LABEL = "addons.crs.dev/shard-member"
 FIELD_MANAGER = "crs-controller-shard"
+LEADER_LEASE = "crs-controller"
 RENEW_DEADLINE = 2 / 3  # of the lease duration
 STALE_AFTER = 4  # lease durations past expiry
 
 Changed = Callable[[frozenset[str], frozenset[str]], None]  # members before, after
 
 
-@dataclass(frozen=True)
-class SeenLease:
-    """A member's Lease as the watch shows it."""
+class Leases:
+    """The Leases of one namespace: every read and write of either kind goes here."""
 
-    name: str
-    identity: str
-    renewed: str  # the renew marker: compared for change only, never as a time
-    duration: float
+    def __init__(self, client: KubeClient, namespace: str) -> None:
+        self.client = client
+        self.namespace = namespace
+
+    async def read(self, name: str) -> Obj | None:
+        return await self.client.get(LEASE_API, LEASE_KIND, name, self.namespace)
+
+    async def write(self, body: Obj) -> None:
+        """Create ``body``, or replace the Lease it was read from (its resourceVersion:
+        a Conflict if someone else wrote it meanwhile)."""
+        if "resourceVersion" in (body.get("metadata") or {}):
+            await self.client.replace(body)
+        else:
+            await self.client.create(body)
+
+    async def apply(self, body: Obj) -> None:
+        await self.client.apply(body, field_manager=FIELD_MANAGER)
+
+    async def delete(self, name: str) -> None:
+        await self.client.delete(LEASE_API, LEASE_KIND, name, self.namespace)
+
+    def watch_spec(self) -> WatchSpec:
+        return WatchSpec(LEASE_API, LEASE_KIND, self.namespace, label_selector=MEMBER_LABEL)
 
 
-def parse_lease(raw: Obj) -> SeenLease:
-    meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
-    name = str(meta.get("name") or "")
-    return SeenLease(
-        name=name,
-        identity=str(spec.get("holderIdentity") or name),
-        renewed=str(spec.get("renewTime") or meta.get("resourceVersion") or ""),
-        duration=float(spec.get("leaseDurationSeconds") or 0),
-    )
+async def _sleep(clock: Clock, seconds: float) -> None:
+    """Wait ``seconds`` on ``clock`` (a test's clock moves only when told to)."""
+    await clock.sleep_until(clock.now() + seconds, asyncio.Event())
+
+
+def leader_identity() -> str:
+    """This process's name as a leader candidate: the host name and a random suffix,
+    so two processes on one host are two candidates."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+class LeaderElector:
+    """Holds the leader Lease ``namespace/name`` for ``identity``."""
+
+    def __init__(
+        self,
+        leases: Leases,
+        *,
+        clock: Clock,
+        name: str = LEADER_LEASE,
+        identity: str | None = None,
+        lease_seconds: float = 15,
+        retry_seconds: float = 2.0,
+    ) -> None:
+        self._leases = leases
+        self._clock = clock
+        self._name = name
+        self.identity = identity or leader_identity()
+        self._lease_seconds = lease_seconds
+        self._retry = min(retry_seconds, lease_seconds / 3)
+
+    async def acquire(self) -> None:
+        """Return once this process holds the lease."""
+        while not await self._try():
+            await _sleep(self._clock, self._retry)
+        where = f"{self._leases.namespace}/{self._name}"
+        log.info("became leader", lease=where, identity=self.identity)
+
+    async def keep(self) -> None:
+        """Renew until cancelled; raise if the lease is lost."""
+        last_renewed = self._clock.now()
+        while True:
+            await _sleep(self._clock, self._retry)
+            if await self._try():
+                last_renewed = self._clock.now()
+            elif self._clock.now() - last_renewed > self._lease_seconds * RENEW_DEADLINE:
+                # Stop before the lease can expire: a standby waits the full duration.
+                raise RuntimeError("leader lease lost")
+
+    async def release(self) -> None:
+        """Give the lease up on a clean shutdown, so a standby takes over at once
+        instead of after the lease duration."""
+        try:
+            lease = await self._leases.read(self._name)
+            if lease is None or LeaseRecord.parse(lease).holder != self.identity:
+                return
+            await self._leases.write(released(lease))
+            log.info("released leadership", lease=f"{self._leases.namespace}/{self._name}")
+        except CRSError as exc:
+            log.warning("lease not released", error=str(exc))
+
+    async def _try(self) -> bool:
+        """Take or renew the lease if it is free for us; True when we hold it now."""
+        try:
+            lease = await self._leases.read(self._name)
+            now = self._clock.wall()
+            record = LeaseRecord.parse(lease) if lease is not None else None
+            if not free_for(record, self.identity, now, self._lease_seconds):
+                return False
+            body = leader_lease(
+                lease,
+                name=self._name,
+                namespace=self._leases.namespace,
+                identity=self.identity,
+                duration=self._lease_seconds,
+                now=now,
+            )
+            await self._leases.write(body)
+            return True
+        except CRSError as exc:
+            log.info("lease not acquired", error=str(exc))
+            return False
+
+
+def member_identity(record: LeaseRecord) -> str:
+    """The member a shard Lease stands for: its holder, else (written by hand) its name."""
+    return record.holder or record.name
 
 
 class ShardMembership:
@@ -79,8 +192,7 @@ class ShardMembership:
     ) -> None:
         self.identity = identity
         self.lease = lease_name(identity)
-        self._client = client
-        self._namespace = namespace
+        self._leases = Leases(client, namespace)
         self._lease_seconds = lease_seconds
         self._clock = clock
         self._on_change = on_change
@@ -90,8 +202,9 @@ class ShardMembership:
         self._view: frozenset[str] = frozenset()
         self._wake = asyncio.Event()
         self.ready = asyncio.Event()
-        spec = WatchSpec(LEASE_API, "Lease", namespace, label_selector=MEMBER_LABEL)
-        self._informer: Informer[SeenLease] = Informer(client, spec, parse_lease, self.on_lease)
+        self._informer: Informer[LeaseRecord] = Informer(
+            client, self._leases.watch_spec(), LeaseRecord.parse, self.on_lease
+        )
 
     # -- what the controller asks -----------------------------------------------------
 
@@ -124,7 +237,7 @@ class ShardMembership:
         self._renewed_at = None
         self.refresh()
         try:
-            await self._client.delete(LEASE_API, "Lease", self.lease, self._namespace)
+            await self._leases.delete(self.lease)
             log.info("left the shard set", identity=self.identity)
         except CRSError as exc:
             log.warning("shard lease not released", error=str(exc))
@@ -133,12 +246,12 @@ class ShardMembership:
         period = self._lease_seconds / 3
         while True:
             try:
-                await self._client.apply(self._lease_body(), field_manager=FIELD_MANAGER)
+                await self._leases.apply(self._lease_body())
                 self.renewed()
             except CRSError as exc:
                 log.warning("shard lease not renewed", error=str(exc))
             self._wake.set()
-            await asyncio.sleep(period)
+            await _sleep(self._clock, period)
 
     async def _expiry_loop(self) -> None:
         while True:
@@ -163,7 +276,7 @@ class ShardMembership:
         for identity in self._members.stale(self._clock.now(), grace):
             name = self._lease_names.get(identity, lease_name(identity))
             try:
-                await self._client.delete(LEASE_API, "Lease", name, self._namespace)
+                await self._leases.delete(name)
                 log.info("removed the lease of a departed member", identity=identity)
             except CRSError as exc:
                 log.info("stale lease not removed", identity=identity, error=str(exc))
@@ -182,18 +295,18 @@ class ShardMembership:
         deadline = self._own_deadline()
         return deadline is not None and now < deadline
 
-    def on_lease(self, old: SeenLease | None, new: SeenLease | None) -> None:
+    def on_lease(self, old: LeaseRecord | None, new: LeaseRecord | None) -> None:
         """The Lease watch's handler: note a member's renewal, or its going."""
         now = self._clock.now()
         if new is None:
             assert old is not None
-            self._members.forget(old.identity)
-            if old.identity == self.identity:
+            self._members.forget(member_identity(old))
+            if member_identity(old) == self.identity:
                 # Deleted under us: the others already count us out.
                 self._renewed_at = None
-        elif new.identity != self.identity:
-            self._lease_names[new.identity] = new.name
-            self._members.observe(new.identity, new.renewed, new.duration, now)
+        elif (identity := member_identity(new)) != self.identity:
+            self._lease_names[identity] = new.name
+            self._members.observe(identity, new.renew_marker, new.duration, now)
         self._wake.set()
 
     def refresh(self) -> None:
@@ -212,18 +325,11 @@ class ShardMembership:
         self._on_change(before, view)
 
     def _lease_body(self) -> Obj:
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return {
-            "apiVersion": LEASE_API,
-            "kind": "Lease",
-            "metadata": {
-                "name": self.lease,
-                "namespace": self._namespace,
-                "labels": {MEMBER_LABEL: "true"},
-            },
-            "spec": {
-                "holderIdentity": self.identity,
-                "leaseDurationSeconds": max(1, round(self._lease_seconds)),
-                "renewTime": now,
-            },
-        }
+        return member_lease(
+            name=self.lease,
+            namespace=self._leases.namespace,
+            identity=self.identity,
+            label=MEMBER_LABEL,
+            duration=self._lease_seconds,
+            now=self._clock.wall(),
+        )

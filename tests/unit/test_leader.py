@@ -1,0 +1,242 @@
+"""Leader election (engine/runtime/membership.LeaderElector) on a fake clock and an
+in-memory API: acquire, renew, stand by, take over a dead holder's Lease, lose it,
+release it. Time moves only when the test says so; nothing sleeps. The Lease's pure
+decisions (core/lease) are tables."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+import pytest
+
+from crs_controller.clients.kube import KubeClient
+from crs_controller.core.lease import (
+    LEASE_API,
+    LeaseRecord,
+    format_micro_time,
+    free_for,
+    leader_lease,
+    parse_micro_time,
+)
+from crs_controller.engine.runtime.membership import LeaderElector, Leases
+
+from .fake_clock import FakeClock
+from .memory_kube import MemoryKube
+
+LEASE = 15.0
+RETRY = 2.0
+NAMESPACE = "crs-system"
+
+
+def elector(kube: MemoryKube, clock: FakeClock, identity: str) -> LeaderElector:
+    leases = Leases(cast(KubeClient, kube), NAMESPACE)
+    return LeaderElector(
+        leases, clock=clock, identity=identity, lease_seconds=LEASE, retry_seconds=RETRY
+    )
+
+
+async def lease(kube: MemoryKube) -> dict[str, Any]:
+    found = await kube.get(LEASE_API, "Lease", "crs-controller", NAMESPACE)
+    assert found is not None
+    return found
+
+
+async def held_by(kube: MemoryKube, holder: str, clock: FakeClock, *, ago: float = 0) -> None:
+    """The leader Lease as another process left it, renewed ``ago`` seconds before now."""
+    renewed = format_micro_time(clock.wall() - timedelta(seconds=ago))
+    spec = {"holderIdentity": holder, "leaseDurationSeconds": 15, "renewTime": renewed}
+    meta = {"name": "crs-controller", "namespace": NAMESPACE}
+    await kube.create({"apiVersion": LEASE_API, "kind": "Lease", "metadata": meta, "spec": spec})
+
+
+async def test_the_first_candidate_takes_a_lease_nobody_holds() -> None:
+    kube, clock = MemoryKube("management"), FakeClock()
+    await elector(kube, clock, "me").acquire()
+    spec = (await lease(kube))["spec"]
+    assert spec["holderIdentity"] == "me"
+    assert spec["leaseDurationSeconds"] == 15
+    assert spec["renewTime"] == spec["acquireTime"] == format_micro_time(clock.wall())
+    assert spec["leaseTransitions"] == 0
+
+
+async def test_the_holder_renews_every_retry_period_and_keeps_the_acquire_time() -> None:
+    kube, clock = MemoryKube("management"), FakeClock()
+    me = elector(kube, clock, "me")
+    await me.acquire()
+    acquired = (await lease(kube))["spec"]["acquireTime"]
+    keeping = asyncio.create_task(me.keep())
+    for _ in range(3):
+        await clock.until_asleep()
+        clock.advance(RETRY)
+    await clock.until_asleep()
+    spec = (await lease(kube))["spec"]
+    assert spec["renewTime"] == format_micro_time(clock.wall())
+    assert (spec["acquireTime"], spec["holderIdentity"]) == (acquired, "me")
+    assert not keeping.done()
+    keeping.cancel()
+
+
+async def test_a_standby_waits_while_the_holder_renews() -> None:
+    kube, clock = MemoryKube("management"), FakeClock()
+    await held_by(kube, "other", clock)
+    standby = asyncio.create_task(elector(kube, clock, "me").acquire())
+    await clock.until_asleep()
+    clock.advance(LEASE)  # exactly the duration: not yet expired
+    await clock.until_asleep()
+    assert not standby.done()
+    assert (await lease(kube))["spec"]["holderIdentity"] == "other"
+    standby.cancel()
+
+
+async def test_a_standby_takes_over_a_dead_holders_lease_once_it_expires() -> None:
+    kube, clock = MemoryKube("management"), FakeClock()
+    await held_by(kube, "dead", clock, ago=LEASE - 1)
+    standby = asyncio.create_task(elector(kube, clock, "me").acquire())
+    await clock.until_asleep()
+    clock.advance(RETRY)
+    await asyncio.wait_for(standby, 1)
+    spec = (await lease(kube))["spec"]
+    assert spec["holderIdentity"] == "me"
+    assert spec["acquireTime"] == format_micro_time(clock.wall())
+    assert spec["leaseTransitions"] == 1
+
+
+async def test_a_holder_that_cannot_renew_stops_before_the_lease_expires() -> None:
+    kube, clock = MemoryKube("management"), FakeClock()
+    me = elector(kube, clock, "me")
+    await me.acquire()
+    keeping = asyncio.create_task(me.keep())
+    kube.down = True
+    waited = 0.0
+    while not keeping.done():
+        await clock.until_asleep()
+        clock.advance(RETRY)
+        waited += RETRY
+        await asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="leader lease lost"):
+        keeping.result()
+    # Stopped once two thirds had gone by: before any standby may take over.
+    assert LEASE * 2 / 3 < waited <= LEASE * 2 / 3 + RETRY < LEASE
+
+
+async def test_a_holder_whose_lease_was_taken_stops() -> None:
+    kube, clock = MemoryKube("management"), FakeClock()
+    me = elector(kube, clock, "me")
+    await me.acquire()
+    keeping = asyncio.create_task(me.keep())
+    taken = await lease(kube)
+    taken["spec"].update(holderIdentity="thief", renewTime=format_micro_time(clock.wall()))
+    await kube.replace(taken)
+    while not keeping.done():
+        await clock.until_asleep()
+        clock.advance(RETRY)
+        await asyncio.sleep(0)
+    with pytest.raises(RuntimeError):
+        keeping.result()
+    assert (await lease(kube))["spec"]["holderIdentity"] == "thief"
+
+
+async def test_release_on_shutdown_lets_a_standby_take_over_at_once() -> None:
+    kube, clock = MemoryKube("management"), FakeClock()
+    me = elector(kube, clock, "me")
+    await me.acquire()
+    await elector(kube, clock, "not-me").release()  # not the holder: nothing changes
+    assert (await lease(kube))["spec"]["holderIdentity"] == "me"
+    await me.release()
+    spec = (await lease(kube))["spec"]
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1)
+    await asyncio.wait_for(elector(kube, clock, "next").acquire(), 1)
+    assert (await lease(kube))["spec"]["holderIdentity"] == "next"
+
+
+async def test_release_never_raises_when_the_server_is_unreachable() -> None:
+    kube, clock = MemoryKube("management"), FakeClock()
+    me = elector(kube, clock, "me")
+    await me.acquire()
+    kube.down = True
+    await me.release()
+
+
+def test_each_process_is_a_candidate_of_its_own() -> None:
+    kube, clock = MemoryKube("management"), FakeClock()
+    leases = Leases(cast(KubeClient, kube), NAMESPACE)
+    first, second = LeaderElector(leases, clock=clock), LeaderElector(leases, clock=clock)
+    assert first.identity != second.identity
+    host, _, suffix = first.identity.rpartition("_")
+    assert host and len(suffix) == 8
+
+
+# -- the pure decisions (core/lease) ------------------------------------------------
+
+NOW = datetime(2026, 11, 23, 10, tzinfo=UTC)
+
+
+def record(holder: str, renewed_ago: float | None, duration: float = 15) -> LeaseRecord:
+    renewed = None if renewed_ago is None else NOW - timedelta(seconds=renewed_ago)
+    return LeaseRecord("crs-controller", holder, duration, "m", renewed, 0)
+
+
+@pytest.mark.parametrize(
+    ("current", "free"),
+    [
+        (None, True),  # no Lease yet
+        (record("", 0), True),  # released
+        (record("me", 0), True),  # ours: renew
+        (record("other", 0), False),  # held
+        (record("other", 15), False),  # exactly the duration: still held
+        (record("other", 15.001), True),  # expired
+        (record("other", None), True),  # never renewed
+        (record("other", 20, duration=0), True),  # no duration stated: ours (15) counts
+        (record("other", 20, duration=30), False),  # its own duration counts
+    ],
+)
+def test_a_lease_is_free_for_us_when(current: LeaseRecord | None, free: bool) -> None:
+    assert free_for(current, "me", NOW, 15) is free
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("2026-11-23T10:00:00.000000Z", NOW),
+        ("2026-11-23T10:00:00Z", NOW),  # RFC 3339 without the fraction
+        ("2026-11-23T11:00:00.000000+01:00", NOW),
+        ("", None),
+        (None, None),
+        (42, None),
+        ("yesterday", None),
+    ],
+)
+def test_micro_time_is_read_leniently(text: object, parsed: datetime | None) -> None:
+    assert parse_micro_time(text) == parsed
+
+
+def test_micro_time_round_trips() -> None:
+    moment = NOW + timedelta(microseconds=123456)
+    assert format_micro_time(moment) == "2026-11-23T10:00:00.123456Z"
+    assert parse_micro_time(format_micro_time(moment)) == moment
+
+
+def test_taking_a_lease_keeps_its_metadata_and_counts_the_transition() -> None:
+    current = {
+        "metadata": {"name": "crs-controller", "namespace": NAMESPACE, "resourceVersion": "5"},
+        "spec": {"holderIdentity": "other", "leaseTransitions": 3, "acquireTime": "old"},
+    }
+    args: dict[str, Any] = {
+        "name": "crs-controller",
+        "namespace": NAMESPACE,
+        "duration": 15.4,
+        "now": NOW,
+    }
+    taken = leader_lease(current, identity="me", **args)
+    assert taken["metadata"]["resourceVersion"] == "5"
+    assert taken["spec"]["leaseTransitions"] == 4
+    assert taken["spec"]["acquireTime"] == format_micro_time(NOW)
+    assert taken["spec"]["leaseDurationSeconds"] == 15
+    renewed = leader_lease(taken, identity="me", **{**args, "now": NOW + timedelta(seconds=2)})
+    assert renewed["spec"]["leaseTransitions"] == 4
+    assert renewed["spec"]["acquireTime"] == format_micro_time(NOW)
+    fresh = leader_lease(None, identity="me", **args)
+    assert fresh["metadata"] == {"name": "crs-controller", "namespace": NAMESPACE}
+    assert fresh["spec"]["leaseTransitions"] == 0
