@@ -32,11 +32,12 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlencode, urlsplit
 
 import httpcore
 
+from crs_controller.clients.api import KubeAPI, Obj, ResourceInfo
 from crs_controller.clients.exec_credentials import ExecCredential, ExecCredentials
 from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.core.errors import (
@@ -48,6 +49,18 @@ from crs_controller.core.errors import (
     Unreachable,
     UnsupportedKubeconfig,
 )
+
+__all__ = [
+    "MANAGEMENT_LIMITS",
+    "USER_AGENT",
+    "WORKLOAD_LIMITS",
+    "AnswerLimits",
+    "KubeClient",
+    "Obj",  # from clients.api, for the modules that read payloads
+    "ResourceInfo",
+    "json_nodes",
+    "ssl_context",
+]
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
@@ -67,8 +80,6 @@ RETIRED_POOL_SECONDS = 600.0
 ENCODE_IN_THREAD_NODES = 20_000
 USER_AGENT = "crs-controller"
 LIST_PAGE = 500  # items per LIST request, as kubectl asks
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -104,18 +115,9 @@ MANAGEMENT_LIMITS = AnswerLimits(bytes=64 * MiB, values=4_000_000, items=1_000_0
 MAX_RESPONSE_BYTES = MANAGEMENT_LIMITS.bytes
 
 
-@dataclass(frozen=True)
-class ResourceInfo:
-    """Where a kind lives in the REST tree."""
-
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool
-
-
 class KubeClient:
-    """Async client for one API server (the management cluster or a workload cluster)."""
+    """Async client for one API server (the management cluster or a workload cluster):
+    the ``KubeAPI`` the engine depends on, over HTTP."""
 
     def __init__(
         self,
@@ -879,3 +881,8 @@ def _causes(status: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
         if isinstance(cause, Mapping):
             found.append((str(cause.get("field", ""))[:200], str(cause.get("reason", ""))[:100]))
     return tuple(found)
+
+
+if TYPE_CHECKING:
+    # KubeClient is the engine's KubeAPI: mypy says so here, where it would break.
+    _implements: type[KubeAPI] = KubeClient

@@ -1,16 +1,17 @@
-"""An in-memory stand-in for ``clients.kube.KubeClient`` and the engine context built
-on it: the unit seam for reconcile decisions. Integration tests stay on real servers;
+"""An in-memory ``clients.api.KubeAPI`` and the engine context built on it: the unit
+seam for reconcile decisions. Integration tests stay on real servers;
 this only keeps objects in dicts, stamps what server-side apply would (generation,
 managedFields), enforces resourceVersions on PUT, and records every request."""
 
 from __future__ import annotations
 
+import builtins
 import copy
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar, cast
 
-from crs_controller.clients.kube import ResourceInfo
+from crs_controller.clients.api import KubeAPI, Obj, ResourceInfo, WorkloadAPIs
 from crs_controller.core.errors import Conflict, NotFound, Unreachable
 from crs_controller.core.models import (
     API_VERSION,
@@ -31,7 +32,7 @@ from crs_controller.engine.reconcile.context import ClusterContext, Settings
 
 from .fake_clock import FakeClock
 
-Obj = dict[str, Any]
+Key = tuple[str, str, str, str]  # apiVersion, kind, namespace ("" if cluster-scoped), name
 CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole"}
 CLUSTER_API = "cluster.x-k8s.io/v1beta1"
 T = TypeVar("T")
@@ -42,13 +43,13 @@ class MemoryKube:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.objects: dict[tuple[str, str, str, str], Obj] = {}
+        self.objects: dict[Key, Obj] = {}
         self.requests: list[tuple[str, str]] = []
         self.down = False  # every request raises Unreachable
         self.fail_with: Exception | None = None  # raised by the next apply
         self._version = 0
 
-    def _key(self, api_version: str, kind: str, namespace: str | None, name: str) -> tuple:
+    def _key(self, api_version: str, kind: str, namespace: str | None, name: str) -> Key:
         return (api_version, kind, "" if kind in CLUSTER_SCOPED else namespace or "", name)
 
     def _check(self, verb: str, what: str) -> None:
@@ -62,18 +63,32 @@ class MemoryKube:
         obj["metadata"].setdefault("uid", str(uuid.uuid4()))
         return obj
 
-    def writes(self) -> list[tuple[str, str]]:
+    def writes(self) -> builtins.list[tuple[str, str]]:
         return [
             r for r in self.requests if r[0] in ("apply", "create", "replace", "patch", "delete")
         ]
 
-    # -- the KubeClient surface the engine uses --------------------------------------
+    # -- clients.api.KubeAPI --------------------------------------------------------
+
+    async def close(self) -> None:
+        pass
 
     async def resource_info(self, api_version: str, kind: str) -> ResourceInfo:
         return ResourceInfo(api_version, kind, kind.lower() + "s", kind not in CLUSTER_SCOPED)
 
     def forget_discovery(self, api_version: str) -> None:
         pass
+
+    async def preferred_version(self, group: str) -> str | None:
+        return CLUSTER_API if group == CLUSTER_API.partition("/")[0] else None
+
+    async def path(
+        self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None
+    ) -> str:
+        info = await self.resource_info(api_version, kind)
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        scope = f"/namespaces/{namespace}" if info.namespaced and namespace else ""
+        return f"{base}{scope}/{info.plural}" + (f"/{name}" if name else "")
 
     async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
@@ -88,18 +103,48 @@ class MemoryKube:
         kind: str,
         namespace: str | None = None,
         *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
         metadata_only: bool = False,
-        **selectors: Any,
-    ) -> tuple[list[Obj], str]:
+    ) -> tuple[builtins.list[Obj], str]:
+        """Label selectors of ``key`` and ``key=value`` terms; field selectors ignored."""
         self._check("list", f"{kind}/{namespace or '*'}")
         found = [
             copy.deepcopy({"metadata": o["metadata"]} if metadata_only else o)
             for (v, k, ns, _), o in self.objects.items()
-            if (v, k) == (api_version, kind) and namespace in (None, ns)
+            if (v, k) == (api_version, kind)
+            and namespace in (None, ns)
+            and _selected(o, label_selector)
         ]
         return found, str(self._version)
 
-    async def apply(self, obj: Mapping[str, Any], *, field_manager: str, force: bool = True) -> Obj:
+    async def watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        resource_version: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
+    ) -> AsyncIterator[tuple[str, Obj]]:
+        """Ends at once, as a server may end any watch: the tests show objects to the
+        caches themselves (``World.sync``)."""
+        self._check("watch", f"{kind}/{namespace or '*'}")
+        events: tuple[tuple[str, Obj], ...] = ()
+        for event in events:
+            yield event
+
+    async def apply(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        dry_run: bool = False,
+    ) -> Obj:
+        """Stores ``obj`` whole, stamped; ``dry_run`` answers the same and stores nothing."""
         self._check("apply", f"{obj['kind']}/{obj['metadata']['name']}")
         if self.fail_with is not None:
             raise self.fail_with
@@ -115,6 +160,8 @@ class MemoryKube:
         live["metadata"]["managedFields"] = [
             {"manager": field_manager, "operation": "Apply", "fieldsV1": {"f:all": {}}}
         ]
+        if dry_run:
+            return live
         self.objects[key] = self._stamp(live)
         return copy.deepcopy(live)
 
@@ -177,7 +224,7 @@ class MemoryKube:
 
 
 class Workloads:
-    """``WorkloadClients`` with one in-memory client per cluster name."""
+    """``clients.api.WorkloadAPIs`` with one in-memory client per cluster name."""
 
     def __init__(self, clients: dict[str, MemoryKube]) -> None:
         self.clients = clients
@@ -262,3 +309,17 @@ class World:
 
 def _metadata(raw: Obj) -> ObjectMeta:
     return ObjectMeta.model_validate(raw["metadata"])
+
+
+def _selected(obj: Obj, selector: str | None) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in (selector or "").split(","):
+        key, equals, value = term.strip().partition("=")
+        if key and (key not in labels or (equals and labels[key] != value.lstrip("="))):
+            return False
+    return True
+
+
+# mypy checks that the fakes are what the engine depends on.
+_api: KubeAPI = MemoryKube("conformance")
+_workloads: WorkloadAPIs = Workloads({})
