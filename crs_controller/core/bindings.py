@@ -21,6 +21,7 @@ from crs_controller.core.models import (
     ClusterResourceSetBinding,
     ClusterResourceSetBindingSpec,
     CRSBinding,
+    ObjectKey,
     ObjectMeta,
     ObjectRef,
     ResourceBinding,
@@ -30,8 +31,6 @@ from crs_controller.core.models import (
 from crs_controller.core.modes import Scope
 from crs_controller.core.status import Outcome, recorded_reason
 from crs_controller.core.text import safe
-
-ObjectKey = tuple[str, str, str, str]  # ObjectRef.key: group, kind, namespace, name
 
 
 def parse_binding(raw: Mapping[str, Any] | None) -> ClusterResourceSetBinding | None:
@@ -208,7 +207,3 @@ def binding_changed(
     return to_api(current.spec) != to_api(desired.spec) or (
         current.metadata.owner_references != desired.metadata.owner_references
     )
-
-
-def crs_names(binding: ClusterResourceSetBinding | None) -> set[str]:
-    return set(entries_by_crs(binding))

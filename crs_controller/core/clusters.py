@@ -9,18 +9,10 @@ PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
 CLUSTER_GROUP = "cluster.x-k8s.io"
 
 
-def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict(obj.get("metadata", {}).get("labels") or {})
-
-
 def is_paused(obj: Mapping[str, Any]) -> bool:
     """A Cluster with spec.paused, or any object with the CAPI paused annotation."""
     annotations = obj.get("metadata", {}).get("annotations") or {}
     return PAUSED_ANNOTATION in annotations or bool((obj.get("spec") or {}).get("paused"))
-
-
-def is_deleting(obj: Mapping[str, Any]) -> bool:
-    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
 
 
 def control_plane_initialized(cluster: Mapping[str, Any]) -> bool:

@@ -10,7 +10,6 @@ are not repeated here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -242,6 +241,13 @@ class ClusterResourceSet(APIModel):
     status: ClusterResourceSetStatus = Field(default_factory=ClusterResourceSetStatus)
 
 
+# The keys the controller indexes by, each defined once.
+ObjectKey = tuple[str, str, str, str]  # ObjectRef.key: group, kind, namespace, name
+CRSKey = tuple[str, str]  # namespace, CRS name
+PairKey = tuple[str, str, str]  # namespace, CRS name, cluster name (a CRS on a cluster)
+SourceKey = tuple[str, str, str]  # namespace, kind, name of a ConfigMap or Secret
+
+
 class ObjectRef(APIModel):
     """The identity of one object on a workload cluster, and the binding's inventory
     entry: one type, serialized one way. ``namespace`` is "" when none (and then not
@@ -301,24 +307,12 @@ class ObjectRef(APIModel):
         return group if slash else ""
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
+    def key(self) -> ObjectKey:
         """The object whatever its API version: apps/v1 and apps/v1beta2 name the same."""
         return (self.group, self.kind, self.namespace, self.name)
 
     def to_api(self) -> dict[str, str]:
         return to_api(self)
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> ObjectRef:
-        """A reference from its API form; ValueError unless every part is a string."""
-        api_version, kind, name = (data.get(f) for f in ("apiVersion", "kind", "name"))
-        namespace = data.get("namespace") or ""
-        for value in (api_version, kind, name, namespace):
-            if not isinstance(value, str):
-                raise ValueError("an object reference needs string apiVersion, kind and name")
-        if not (api_version and kind and name):
-            raise ValueError("an object reference needs apiVersion, kind and name")
-        return cls(api_version, kind, namespace, name)
 
     def __str__(self) -> str:
         where = f"{self.namespace}/{self.name}" if self.namespace else self.name

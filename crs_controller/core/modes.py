@@ -1,30 +1,48 @@
-"""The mode of a ClusterResourceSet as a tiny strategy: does a resource need applying?
+"""The mode of a ClusterResourceSet as one strategy, compiled once from its spec.
 
-Each strategy answers from what the binding recorded and the current hash only, so
-the decision is a pure function that tables can test and a restart cannot change.
+``compile_strategy`` runs when a CRS is parsed (``core.objects.parse_crs``) and turns
+the spec into an ``ApplyOnce`` or a ``Reconcile``: the per-resource decision (apply?
+every object or only the changed ones? check drift?), how the applier sends objects,
+the drift settings, and the spec's durations in seconds. A pass reads attributes of
+it; nothing is parsed again or compared against a mode's name. Like Cluster API's
+``clusterresourceset_scope.go``, which holds needsApply and apply together.
+
+Each decision is a pure function of what the binding recorded, the current hash and
+the time, so tables can test it and a restart cannot change it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.models import DEFAULT_DRIFT_CHECK_INTERVAL
+from crs_controller.core.models import (
+    DEFAULT_DRIFT_CHECK_INTERVAL,
+    ClusterResourceSetSpec,
+    HealthCheck,
+    Mode,
+    PairKey,
+)
 
 __all__ = [
     "Apply",
     "ApplyOnce",
+    "ApplyOptions",
     "CheckDrift",
     "Drift",
     "DriftSchedule",
+    "Durations",
     "Plan",
     "Reconcile",
     "RecordedResource",
     "Scope",
     "Skip",
+    "Strategy",
+    "compile_strategy",
     "drift_for",
     "plan",
     "strategy_for",
@@ -34,6 +52,9 @@ DriftMode = Literal["None", "Generation", "Content"]
 # Which of a resource's objects an apply sends: every one, or only those whose own
 # content changed since their last successful apply to the cluster.
 Scope = Literal["All", "Changed"]
+
+DEFAULT_DRIFT_SECONDS = parse_duration(DEFAULT_DRIFT_CHECK_INTERVAL)
+DEFAULT_HEALTH_SECONDS = parse_duration(HealthCheck().timeout)
 
 
 class RecordedResource(Protocol):
@@ -49,103 +70,47 @@ class RecordedResource(Protocol):
     def last_applied_time(self) -> datetime | None: ...
 
 
-class ApplyOnce:
-    """Apply each resource once per cluster; later changes are ignored (CAPI's default)."""
-
-    name = "ApplyOnce"
-    # Objects already on the workload cluster are left untouched, so the applier only
-    # creates what is missing instead of taking ownership of existing objects.
-    applies_only_missing = True
-
-    def needs_apply(
-        self, recorded: RecordedResource | None, current_hash: str, now: datetime
-    ) -> bool:
-        return recorded is None or not recorded.applied
-
-    def scope(self, recorded: RecordedResource | None, now: datetime) -> Scope:
-        # Only what is missing is created anyway.
-        return "All"
-
-    def next_due(self, recorded: RecordedResource | None, now: datetime) -> float | None:
-        return None
+# --- the values a strategy holds -------------------------------------------------
 
 
-class Reconcile:
-    """Reapply when the content changed, and every ``reapply_interval`` seconds if set."""
+@dataclass(frozen=True)
+class Durations:
+    """A spec's durations in seconds, parsed once."""
 
-    name = "Reconcile"
-    applies_only_missing = False
+    reapply_interval: float | None = None  # None: no interval reapplies
+    drift_check_interval: float = DEFAULT_DRIFT_SECONDS
+    health_timeout: float = DEFAULT_HEALTH_SECONDS  # healthCheck.timeout
+    pause_after: tuple[float, ...] = ()  # each rollout step's soak, in spec order
 
-    def __init__(self, reapply_interval: float | None = None) -> None:
-        if reapply_interval is not None and reapply_interval <= 0:
+    def __post_init__(self) -> None:
+        if self.reapply_interval is not None and not self.reapply_interval > 0:
             raise ValueError("reapply_interval must be positive (None disables it)")
-        self.reapply_interval = reapply_interval
-
-    def __repr__(self) -> str:
-        return f"Reconcile(reapply_interval={self.reapply_interval!r})"
-
-    def needs_apply(
-        self, recorded: RecordedResource | None, current_hash: str, now: datetime
-    ) -> bool:
-        return (
-            recorded is None
-            or not recorded.applied
-            or recorded.hash != current_hash
-            or self.next_due(recorded, now) == 0
-        )
-
-    def scope(self, recorded: RecordedResource | None, now: datetime) -> Scope:
-        """An interval reapply sends everything; a change or a retry only what changed
-        (a failed object kept its old hash, so it is sent again)."""
-        if recorded is None or self.next_due(recorded, now) == 0:
-            return "All"
-        return "Changed"
-
-    def next_due(self, recorded: RecordedResource | None, now: datetime) -> float | None:
-        """Seconds until the interval reapply is due: 0 if due now, None without interval."""
-        if self.reapply_interval is None:
-            return None
-        if recorded is None or recorded.last_applied_time is None:
-            return 0.0  # never applied, or the time was lost: due now
-        elapsed = (now - recorded.last_applied_time).total_seconds()
-        return max(0.0, self.reapply_interval - elapsed)
+        if not self.drift_check_interval > 0:
+            raise ValueError("drift_check_interval must be positive")
+        for seconds in (self.health_timeout, *self.pause_after):
+            if not (math.isfinite(seconds) and seconds >= 0):
+                raise ValueError(f"a duration must be a non-negative number, not {seconds}")
 
 
-def strategy_for(mode: str, reapply_interval: str | None) -> ApplyOnce | Reconcile:
-    """The strategy of a CRS spec; raises InvalidSpec for an unknown mode or bad interval.
+@dataclass(frozen=True)
+class ApplyOptions:
+    """How the applier sends a resource's objects: ``only_missing`` creates what the
+    cluster lacks and leaves existing objects untouched (ApplyOnce); otherwise a
+    server-side apply with force takes the fields over (Reconcile)."""
 
-    ``reapplyInterval: 0`` disables interval reapplies, like ``0`` periods elsewhere in
-    Kubernetes.
-    """
-    if mode == "ApplyOnce":
-        if reapply_interval is not None:
-            # Refused rather than ignored: the user expects reapplies that would never come.
-            raise InvalidSpec("reapplyInterval only applies to mode Reconcile")
-        return ApplyOnce()
-    if mode == "Reconcile":
-        seconds = None if reapply_interval is None else parse_duration(reapply_interval)
-        return Reconcile(seconds or None)
-    raise InvalidSpec(f"invalid mode {mode!r} (expected ApplyOnce or Reconcile)")
-
-
-# --- drift and the per-resource plan ----------------------------------------------
+    only_missing: bool
 
 
 @dataclass(frozen=True)
 class Drift:
-    """How a CRS checks for drift: the mode (None outside Reconcile) and how often."""
+    """How a CRS checks for drift: the mode ("None": never) and how often."""
 
     mode: DriftMode
     interval: float
 
-
-def drift_for(mode: str, drift_detection: str, check_interval: str | None) -> Drift:
-    """Only Reconcile mode detects drift; an interval of 0 means the default."""
-    interval = parse_duration(check_interval or DEFAULT_DRIFT_CHECK_INTERVAL)
-    interval = interval or parse_duration(DEFAULT_DRIFT_CHECK_INTERVAL)
-    if mode != "Reconcile" or drift_detection not in ("Generation", "Content"):
-        return Drift("None", interval)
-    return Drift("Content" if drift_detection == "Content" else "Generation", interval)
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "None"
 
 
 @dataclass(frozen=True)
@@ -171,15 +136,142 @@ class CheckDrift:
 Plan = Skip | Apply | CheckDrift
 
 
+# --- the strategies --------------------------------------------------------------
+
+
+class Strategy(Protocol):
+    """A compiled mode: its decisions and the settings that go with them."""
+
+    @property
+    def name(self) -> Mode: ...
+
+    @property
+    def apply(self) -> ApplyOptions: ...
+
+    @property
+    def drift(self) -> Drift: ...
+
+    @property
+    def durations(self) -> Durations: ...
+
+    def needs_apply(
+        self, recorded: RecordedResource | None, current_hash: str, now: datetime
+    ) -> bool: ...
+
+    def scope(self, recorded: RecordedResource | None, now: datetime) -> Scope: ...
+
+    def next_due(self, recorded: RecordedResource | None, now: datetime) -> float | None: ...
+
+    def plan(
+        self, recorded: RecordedResource | None, current_hash: str, now: datetime, drift_due: bool
+    ) -> Plan: ...
+
+
+@dataclass(frozen=True)
+class ApplyOnce:
+    """Apply each resource once per cluster; later changes are ignored (CAPI's
+    default), and drift is never checked."""
+
+    durations: Durations = Durations()
+    name: ClassVar[Mode] = "ApplyOnce"
+    # Objects already on the workload cluster are left untouched, so the applier only
+    # creates what is missing instead of taking ownership of existing objects.
+    apply: ClassVar[ApplyOptions] = ApplyOptions(only_missing=True)
+
+    @property
+    def drift(self) -> Drift:
+        return Drift("None", self.durations.drift_check_interval)
+
+    @property
+    def applies_only_missing(self) -> bool:
+        """The former name of ``apply.only_missing``."""
+        return self.apply.only_missing
+
+    def needs_apply(
+        self, recorded: RecordedResource | None, current_hash: str, now: datetime
+    ) -> bool:
+        return recorded is None or not recorded.applied
+
+    def scope(self, recorded: RecordedResource | None, now: datetime) -> Scope:
+        return "All"  # only what is missing is created anyway
+
+    def next_due(self, recorded: RecordedResource | None, now: datetime) -> float | None:
+        return None
+
+    def plan(
+        self, recorded: RecordedResource | None, current_hash: str, now: datetime, drift_due: bool
+    ) -> Plan:
+        return plan(self, recorded, current_hash, now, "None")
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    """Reapply when the content changed, every ``reapply_interval`` seconds if set,
+    and when a drift check finds the objects changed on the cluster."""
+
+    durations: Durations = Durations()
+    drift_mode: DriftMode = "None"
+    name: ClassVar[Mode] = "Reconcile"
+    apply: ClassVar[ApplyOptions] = ApplyOptions(only_missing=False)
+
+    @property
+    def drift(self) -> Drift:
+        return Drift(self.drift_mode, self.durations.drift_check_interval)
+
+    @property
+    def reapply_interval(self) -> float | None:
+        return self.durations.reapply_interval
+
+    @property
+    def applies_only_missing(self) -> bool:
+        """The former name of ``apply.only_missing``."""
+        return self.apply.only_missing
+
+    def needs_apply(
+        self, recorded: RecordedResource | None, current_hash: str, now: datetime
+    ) -> bool:
+        return (
+            recorded is None
+            or not recorded.applied
+            or recorded.hash != current_hash
+            or self.next_due(recorded, now) == 0
+        )
+
+    def scope(self, recorded: RecordedResource | None, now: datetime) -> Scope:
+        """An interval reapply sends everything; a change or a retry only what changed
+        (a failed object kept its old hash, so it is sent again)."""
+        if recorded is None or self.next_due(recorded, now) == 0:
+            return "All"
+        return "Changed"
+
+    def next_due(self, recorded: RecordedResource | None, now: datetime) -> float | None:
+        """Seconds until the interval reapply is due: 0 if due now, None without interval."""
+        interval = self.durations.reapply_interval
+        if interval is None:
+            return None
+        if recorded is None or recorded.last_applied_time is None:
+            return 0.0  # never applied, or the time was lost: due now
+        elapsed = (now - recorded.last_applied_time).total_seconds()
+        return max(0.0, interval - elapsed)
+
+    def plan(
+        self, recorded: RecordedResource | None, current_hash: str, now: datetime, drift_due: bool
+    ) -> Plan:
+        """``drift_due``: this pair's drift check is due in this pass (the schedule's
+        answer); it matters only when the strategy checks drift."""
+        return plan(self, recorded, current_hash, now, self.drift_mode if drift_due else "None")
+
+
 def plan(
-    strategy: ApplyOnce | Reconcile,
+    strategy: Strategy,
     recorded: RecordedResource | None,
     current_hash: str,
     now: datetime,
     drift_due: DriftMode,
 ) -> Plan:
-    """What to do with one resource on one cluster in this pass. ``drift_due`` is the
-    drift mode when a check is due in this pass, "None" otherwise."""
+    """What to do with one resource on one cluster in this pass; ``drift_due`` is the
+    drift mode to check with in this pass, "None" for no check. A change to apply
+    comes first: it rewrites the objects anyway."""
     if strategy.needs_apply(recorded, current_hash, now):
         return Apply(strategy.scope(recorded, now))
     if drift_due != "None":
@@ -187,12 +279,80 @@ def plan(
     return Skip()
 
 
-PairKey = tuple[str, str, str]  # namespace, CRS name, cluster name
+# --- compiling a spec ------------------------------------------------------------
+
+
+def compile_strategy(spec: ClusterResourceSetSpec) -> ApplyOnce | Reconcile:
+    """The strategy of a spec the model accepted. Raises InvalidSpec for what the API
+    server refuses too (``reapplyInterval`` outside Reconcile) and for a duration Go's
+    int64 nanoseconds cannot hold."""
+    rollout_steps = spec.rollout.steps if spec.rollout is not None else []
+    health = spec.health_check or HealthCheck()
+    durations = Durations(
+        reapply_interval=_reapply_interval(spec.mode, spec.reapply_interval),
+        drift_check_interval=_drift_interval(spec.drift_check_interval),
+        health_timeout=parse_duration(health.timeout),
+        pause_after=tuple(parse_duration(s.pause_after or "0") for s in rollout_steps),
+    )
+    return _strategy(spec.mode, durations, spec.drift_detection)
+
+
+_MODES: dict[str, Mode] = {"ApplyOnce": "ApplyOnce", "Reconcile": "Reconcile"}
+_DRIFT_MODES: dict[str, DriftMode] = {"Generation": "Generation", "Content": "Content"}
+
+
+def _mode(mode: str) -> Mode:
+    if mode not in _MODES:
+        raise InvalidSpec(f"invalid mode {mode!r} (expected ApplyOnce or Reconcile)")
+    return _MODES[mode]
+
+
+def _strategy(mode: Mode, durations: Durations, drift_detection: str) -> ApplyOnce | Reconcile:
+    if mode == "ApplyOnce":
+        return ApplyOnce(durations)
+    return Reconcile(durations, _DRIFT_MODES.get(drift_detection, "None"))
+
+
+def _reapply_interval(mode: str, text: str | None) -> float | None:
+    """``reapplyInterval: 0`` disables interval reapplies, like ``0`` periods elsewhere
+    in Kubernetes."""
+    if text is None:
+        return None
+    if mode == "ApplyOnce":
+        # Refused rather than ignored: the user expects reapplies that would never come.
+        raise InvalidSpec("reapplyInterval only applies to mode Reconcile")
+    return parse_duration(text) or None
+
+
+def _drift_interval(text: str | None) -> float:
+    """An interval of 0 (or none) means the default."""
+    return parse_duration(text or DEFAULT_DRIFT_CHECK_INTERVAL) or DEFAULT_DRIFT_SECONDS
+
+
+# --- the former entry points, kept until their callers read ``CRS.strategy`` ------
+
+
+def strategy_for(mode: str, reapply_interval: str | None) -> ApplyOnce | Reconcile:
+    """The strategy of a mode and interval, with the other settings at their
+    defaults; raises InvalidSpec for an unknown mode or a bad interval."""
+    known = _mode(mode)
+    return _strategy(known, Durations(_reapply_interval(known, reapply_interval)), "None")
+
+
+def drift_for(mode: str, drift_detection: str, check_interval: str | None) -> Drift:
+    """The drift settings of a compiled strategy: only Reconcile checks drift."""
+    durations = Durations(drift_check_interval=_drift_interval(check_interval))
+    if mode not in _MODES:
+        return Drift("None", durations.drift_check_interval)
+    return _strategy(_MODES[mode], durations, drift_detection).drift
 
 
 class DriftSchedule:
     """When each (CRS, cluster) pair is next due for a drift check, in the seconds of
-    an injected clock. Asking never changes it; ``checked`` does."""
+    an injected clock. Asking never changes it; ``checked`` does.
+
+    Process state, not a pure decision: its home is ``engine.memory.drift``; this copy
+    goes once ``engine.reconcile.context`` imports it from there."""
 
     def __init__(self) -> None:
         self._due: dict[PairKey, float] = {}

@@ -25,7 +25,7 @@ from crs_controller.core.models import (
     ObjectMeta,
     to_api,
 )
-from crs_controller.core.modes import strategy_for
+from crs_controller.core.modes import ApplyOnce, Reconcile, Strategy, compile_strategy
 from crs_controller.core.selectors import matches_validated, validate_selector
 
 
@@ -53,6 +53,8 @@ class CRS:
     status: ClusterResourceSetStatus = field(default_factory=ClusterResourceSetStatus)
     # The selector in API form, checked once: matching runs per cluster and event.
     _selector: Mapping[str, Any] | None = None
+    # The mode compiled once (with its durations): every pass reads it.
+    _strategy: ApplyOnce | Reconcile | None = None
 
     @property
     def name(self) -> str:
@@ -92,6 +94,14 @@ class CRS:
             raise self.problem or InvalidSpec("invalid spec")
         return self.model
 
+    @property
+    def strategy(self) -> Strategy:
+        """How it applies, checks drift and waits; raises the problem for a CRS the
+        model refuses."""
+        if self._strategy is None:
+            raise self.problem or InvalidSpec("invalid spec")
+        return self._strategy
+
     def selects(self, cluster: Cluster) -> bool:
         """Its selector matches the Cluster (same namespace only)."""
         if self._selector is None or cluster.namespace != self.namespace:
@@ -110,12 +120,13 @@ def parse_crs(raw: Mapping[str, Any]) -> CRS:
         model = ClusterResourceSet.model_validate(raw)
         selector = (raw.get("spec") or {}).get("clusterSelector")
         validate_selector(selector)
-        strategy_for(model.spec.mode, model.spec.reapply_interval)
+        strategy = compile_strategy(model.spec)
     except ValidationError as exc:
         return CRS(meta, None, InvalidSpec(describe_validation(exc)), status)
-    except InvalidSpec as exc:  # a selector or a mode the API server would refuse too
+    except InvalidSpec as exc:  # a selector or mode the API server refuses too, a huge duration
         return CRS(meta, None, exc, status)
-    return CRS(meta, model, None, model.status, to_api(model.spec.cluster_selector))
+    selector_api = to_api(model.spec.cluster_selector)
+    return CRS(meta, model, None, model.status, selector_api, strategy)
 
 
 @dataclass(frozen=True)

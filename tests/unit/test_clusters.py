@@ -1,6 +1,6 @@
 """Facts read from Cluster API ``Cluster`` objects: paused (``spec.paused`` or the
-``cluster.x-k8s.io/paused`` annotation, also on a CRS), being deleted, control plane
-initialized in the v1beta1 and v1beta2 shapes, labels."""
+``cluster.x-k8s.io/paused`` annotation, also on a CRS) and control plane
+initialized in the v1beta1 and v1beta2 shapes."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ import pytest
 from crs_controller.core.clusters import (
     PAUSED_ANNOTATION,
     control_plane_initialized,
-    is_deleting,
     is_paused,
-    labels_of,
 )
 
 
@@ -72,19 +70,6 @@ def test_the_paused_annotation_name_is_cluster_apis() -> None:
     assert PAUSED_ANNOTATION == "cluster.x-k8s.io/paused"
 
 
-@pytest.mark.parametrize(
-    ("metadata", "deleting"),
-    [
-        ({}, False),
-        ({"deletionTimestamp": None}, False),
-        ({"deletionTimestamp": "2026-11-22T10:00:00Z"}, True),
-        ({"deletionTimestamp": "2026-11-22T10:00:00Z", "finalizers": ["x"]}, True),
-    ],
-)
-def test_is_deleting(metadata: dict[str, Any], deleting: bool) -> None:
-    assert is_deleting(cluster(metadata=metadata)) is deleting
-
-
 V1B1 = "cluster.x-k8s.io/v1beta1"
 V1B2 = "cluster.x-k8s.io/v1beta2"
 
@@ -136,20 +121,3 @@ def test_control_plane_status_null() -> None:
     obj = cluster()
     obj["status"] = None
     assert control_plane_initialized(obj) is False
-
-
-@pytest.mark.parametrize(
-    ("metadata", "labels"),
-    [
-        ({}, {}),
-        ({"labels": None}, {}),
-        ({"labels": {"cni": "calico", "env": "prod"}}, {"cni": "calico", "env": "prod"}),
-    ],
-)
-def test_labels_of(metadata: dict[str, Any], labels: dict[str, str]) -> None:
-    obj = cluster(metadata=metadata)
-    got = labels_of(obj)
-    assert got == labels
-    # A copy: the caller may change it without touching the cached object.
-    got["new"] = "x"
-    assert "new" not in (obj["metadata"].get("labels") or {})

@@ -1,5 +1,6 @@
 """Drift decisions: the generation sum and its drift rule, and Content drift from the
-fields our field manager owns (managedFields), hashed independently of key order."""
+fields our field manager owns (managedFields), hashed independently of key order; and
+the schedule of drift checks per CRS and cluster."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from crs_controller.core.drift import (
     resource_drift,
 )
 from crs_controller.core.models import ObjectRef
+from crs_controller.core.modes import DriftSchedule as FormerDriftSchedule
+from crs_controller.engine.memory.drift import DriftSchedule
 
 
 @pytest.mark.parametrize(
@@ -171,3 +174,26 @@ def test_an_inventory_without_object_records_falls_back_to_the_resource_sum(
         resource_drift("Content", [A, B], live, recorded_sum=recorded_sum, recorded_fields=legacy)
         is drift
     )
+
+
+# --- the drift schedule (engine.memory.drift), driven by explicit times -------------
+
+
+@pytest.mark.parametrize("schedule_type", [DriftSchedule, FormerDriftSchedule])
+def test_the_drift_schedule_is_due_at_first_then_after_each_interval(
+    schedule_type: type[DriftSchedule],
+) -> None:
+    schedule = schedule_type()
+    pair = ("ns", "crs", "c1")
+    assert schedule.wait(pair, 100.0) == 0.0  # never checked: due now
+    assert schedule.wait(pair, 100.0) == 0.0  # asking changes nothing
+    schedule.checked(pair, 100.0, 60.0)
+    assert schedule.wait(pair, 130.0) == 30.0
+    assert schedule.wait(pair, 160.0) == 0.0
+    assert schedule.wait(pair, 500.0) == 0.0  # overdue is due, never negative
+    schedule.checked(("ns", "crs", "c2"), 100.0, 60.0)
+    schedule.checked(("other", "crs", "c1"), 100.0, 60.0)
+    schedule.forget_cluster("ns", "c1")
+    assert schedule.wait(pair, 130.0) == 0.0
+    assert schedule.wait(("ns", "crs", "c2"), 130.0) == 30.0
+    assert schedule.wait(("other", "crs", "c1"), 130.0) == 30.0  # same name, other namespace

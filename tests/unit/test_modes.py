@@ -1,25 +1,36 @@
-"""Modes as strategies: when ApplyOnce and Reconcile (with or without reapplyInterval)
-apply a resource, when the next interval reapply is due, and how specs map to them;
-the per-resource ``plan`` (Skip / Apply / CheckDrift), drift settings per mode, and the
-drift schedule driven by explicit times (no clock is read)."""
+"""Modes as strategies compiled once from a spec: when ApplyOnce and Reconcile (with or
+without reapplyInterval) apply a resource, when the next interval reapply is due, the
+per-resource plan (Skip / Apply / CheckDrift), how objects are sent, the drift
+settings and the parsed durations. A property checks that the compiled strategy
+decides exactly as the string-driven functions it replaced did, for any inputs."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.models import ClusterResourceSetSpec
 from crs_controller.core.modes import (
     Apply,
     ApplyOnce,
+    ApplyOptions,
     CheckDrift,
     Drift,
-    DriftSchedule,
+    Durations,
+    Plan,
     Reconcile,
     RecordedResource,
     Skip,
+    Strategy,
+    compile_strategy,
     drift_for,
     plan,
     strategy_for,
@@ -41,9 +52,22 @@ def ago(minutes: float) -> Recorded:
     return Recorded(last_applied_time=NOW - timedelta(minutes=minutes))
 
 
-def test_recorded_satisfies_the_protocol() -> None:
+def every(seconds: float | None) -> Reconcile:
+    return Reconcile(Durations(reapply_interval=seconds))
+
+
+def spec(**fields: Any) -> ClusterResourceSetSpec:
+    body = {"clusterSelector": {}, "resources": [{"kind": "ConfigMap", "name": "x"}], **fields}
+    return ClusterResourceSetSpec.model_validate(body)
+
+
+def test_recorded_and_the_strategies_satisfy_their_protocols() -> None:
     recorded: RecordedResource = Recorded()
-    assert recorded.applied
+    strategies: list[Strategy] = [ApplyOnce(), Reconcile()]
+    assert recorded.applied and len(strategies) == 2
+
+
+# --- the decisions -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -60,7 +84,8 @@ def test_apply_once(recorded: Recorded | None, current: str, needs: bool) -> Non
     strategy = ApplyOnce()
     assert strategy.needs_apply(recorded, current, NOW) is needs
     assert strategy.next_due(recorded, NOW) is None
-    assert strategy.applies_only_missing is True
+    assert strategy.apply == ApplyOptions(only_missing=True)
+    assert strategy.drift.enabled is False
 
 
 @pytest.mark.parametrize(
@@ -84,9 +109,9 @@ def test_apply_once(recorded: Recorded | None, current: str, needs: bool) -> Non
 def test_reconcile(
     interval: float | None, recorded: Recorded | None, current: str, needs: bool
 ) -> None:
-    strategy = Reconcile(interval)
+    strategy = every(interval)
     assert strategy.needs_apply(recorded, current, NOW) is needs
-    assert strategy.applies_only_missing is False
+    assert strategy.apply == ApplyOptions(only_missing=False)
 
 
 @pytest.mark.parametrize(
@@ -106,29 +131,102 @@ def test_reconcile(
 def test_reconcile_next_due(
     interval: float | None, recorded: Recorded | None, due: float | None
 ) -> None:
-    assert Reconcile(interval).next_due(recorded, NOW) == due
-
-
-@pytest.mark.parametrize("interval", [0.0, -1.0])
-def test_reconcile_refuses_non_positive_interval(interval: float) -> None:
-    with pytest.raises(ValueError, match="positive"):
-        Reconcile(interval)
+    assert every(interval).next_due(recorded, NOW) == due
 
 
 @pytest.mark.parametrize(
-    ("mode", "interval", "kind", "seconds"),
+    ("durations", "message"),
     [
-        ("ApplyOnce", None, ApplyOnce, None),
-        ("Reconcile", None, Reconcile, None),
-        ("Reconcile", "10m", Reconcile, 600.0),
-        ("Reconcile", "1h30m", Reconcile, 5400.0),
-        ("Reconcile", "0s", Reconcile, None),  # zero disables interval reapplies
+        ({"reapply_interval": 0.0}, "positive"),
+        ({"reapply_interval": -1.0}, "positive"),
+        ({"drift_check_interval": 0.0}, "positive"),
+        ({"health_timeout": -1.0}, "non-negative"),
+        ({"pause_after": (1.0, float("inf"))}, "non-negative"),
     ],
 )
-def test_strategy_for(mode: str, interval: str | None, kind: type, seconds: float | None) -> None:
-    strategy = strategy_for(mode, interval)
-    assert type(strategy) is kind
-    assert getattr(strategy, "reapply_interval", None) == seconds
+def test_durations_refuse_what_no_spec_parses_to(durations: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Durations(**durations)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "recorded", "current", "drift_due", "expected"),
+    [
+        (Reconcile(), None, HASH, False, Apply("All")),
+        (Reconcile(), Recorded(), OTHER, False, Apply("Changed")),  # only what changed
+        (Reconcile(drift_mode="Content"), Recorded(), OTHER, True, Apply("Changed")),
+        (Reconcile(), Recorded(applied=False), HASH, False, Apply("Changed")),  # a retry
+        (every(60), ago(2), OTHER, False, Apply("All")),  # the interval sends all
+        (Reconcile(drift_mode="Generation"), Recorded(), HASH, True, CheckDrift("Generation")),
+        (Reconcile(drift_mode="Content"), Recorded(), HASH, True, CheckDrift("Content")),
+        (Reconcile(drift_mode="Content"), Recorded(), HASH, False, Skip()),  # not due yet
+        (Reconcile(), Recorded(), HASH, True, Skip()),  # no drift detection
+        (every(60), ago(2), HASH, False, Apply("All")),  # the interval reapply is due
+        (every(600), ago(2), HASH, False, Skip()),
+        (ApplyOnce(), Recorded(), OTHER, False, Skip()),  # edits are ignored
+        (ApplyOnce(), Recorded(), HASH, True, Skip()),  # and drift is never checked
+        (ApplyOnce(), None, HASH, False, Apply("All")),
+        (ApplyOnce(), Recorded(applied=False), HASH, False, Apply("All")),
+    ],
+)
+def test_plan_per_resource(
+    strategy: Strategy, recorded: Recorded | None, current: str, drift_due: bool, expected: Plan
+) -> None:
+    assert strategy.plan(recorded, current, NOW, drift_due) == expected
+
+
+# --- compiling a spec --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({}, ApplyOnce()),
+        ({"mode": "Reconcile"}, Reconcile()),
+        ({"mode": "Reconcile", "reapplyInterval": "10m"}, every(600.0)),
+        ({"mode": "Reconcile", "reapplyInterval": "1h30m"}, every(5400.0)),
+        ({"mode": "Reconcile", "reapplyInterval": "0s"}, every(None)),  # 0 disables it
+        (
+            {"mode": "Reconcile", "driftDetection": "Content", "driftCheckInterval": "30s"},
+            Reconcile(Durations(drift_check_interval=30.0), "Content"),
+        ),
+        (
+            {"mode": "Reconcile", "driftDetection": "Generation", "driftCheckInterval": "0"},
+            Reconcile(Durations(drift_check_interval=60.0), "Generation"),  # 0: the default
+        ),
+        ({"healthCheck": {"wait": True}}, ApplyOnce(Durations(health_timeout=300.0))),
+        ({"healthCheck": {"timeout": "90s"}}, ApplyOnce(Durations(health_timeout=90.0))),
+        (
+            {
+                "mode": "Reconcile",
+                "rollout": {
+                    "steps": [
+                        {"clusterSelector": {}, "pauseAfter": "10m"},
+                        {"clusterSelector": {}},
+                        {"clusterSelector": {}, "pauseAfter": "1.5s"},
+                    ]
+                },
+            },
+            Reconcile(Durations(pause_after=(600.0, 0.0, 1.5))),
+        ),
+    ],
+)
+def test_compile_strategy(fields: dict[str, Any], expected: Strategy) -> None:
+    assert compile_strategy(spec(**fields)) == expected
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"reapplyInterval": "10m"}, "reapplyInterval only applies to mode Reconcile"),
+        ({"mode": "Reconcile", "reapplyInterval": "9999999999h"}, "too large"),
+        ({"driftCheckInterval": "9999999999h"}, "too large"),
+        ({"healthCheck": {"timeout": "9999999999h"}}, "too large"),
+    ],
+)
+def test_compile_strategy_refuses(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidSpec, match=message):
+        compile_strategy(spec(**fields))
 
 
 @pytest.mark.parametrize(
@@ -136,7 +234,7 @@ def test_strategy_for(mode: str, interval: str | None, kind: type, seconds: floa
     [
         ("Sometimes", None, "invalid mode 'Sometimes'"),
         ("reconcile", None, "invalid mode"),
-        ("", None, "invalid mode"),
+        ("", "bad", "invalid mode"),
         ("ApplyOnce", "10m", "reapplyInterval only applies to mode Reconcile"),
         ("Reconcile", "10 minutes", "invalid duration"),
         ("Reconcile", "-1m", "negative"),
@@ -148,34 +246,6 @@ def test_strategy_for_refuses(mode: str, interval: str | None, message: str) -> 
 
 
 @pytest.mark.parametrize(
-    ("strategy", "recorded", "current", "drift_due", "expected"),
-    [
-        (Reconcile(), None, HASH, "None", Apply("All")),
-        (Reconcile(), Recorded(), OTHER, "None", Apply("Changed")),  # only what changed
-        (Reconcile(), Recorded(), OTHER, "Content", Apply("Changed")),  # a change beats a check
-        (Reconcile(), Recorded(applied=False), HASH, "None", Apply("Changed")),  # a retry
-        (Reconcile(60), ago(2), OTHER, "None", Apply("All")),  # the interval sends all
-        (Reconcile(), Recorded(), HASH, "Generation", CheckDrift("Generation")),
-        (Reconcile(), Recorded(), HASH, "Content", CheckDrift("Content")),
-        (Reconcile(), Recorded(), HASH, "None", Skip()),
-        (Reconcile(60), ago(2), HASH, "None", Apply("All")),  # the interval reapply is due
-        (Reconcile(600), ago(2), HASH, "None", Skip()),
-        (ApplyOnce(), Recorded(), OTHER, "None", Skip()),  # edits are ignored
-        (ApplyOnce(), None, HASH, "None", Apply("All")),
-        (ApplyOnce(), Recorded(applied=False), HASH, "None", Apply("All")),
-    ],
-)
-def test_plan_per_resource(
-    strategy: ApplyOnce | Reconcile,
-    recorded: Recorded | None,
-    current: str,
-    drift_due: str,
-    expected: object,
-) -> None:
-    assert plan(strategy, recorded, current, NOW, drift_due) == expected  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
     ("mode", "detection", "interval", "expected"),
     [
         ("Reconcile", "Generation", "30s", Drift("Generation", 30.0)),
@@ -183,23 +253,177 @@ def test_plan_per_resource(
         ("Reconcile", "Content", "0s", Drift("Content", 60.0)),  # 0: the default
         ("Reconcile", "None", "30s", Drift("None", 30.0)),
         ("ApplyOnce", "Content", "30s", Drift("None", 30.0)),  # Reconcile only
+        ("Sometimes", "Content", "30s", Drift("None", 30.0)),
     ],
 )
-def test_drift_settings_per_mode(
-    mode: str, detection: str, interval: str | None, expected: Drift
-) -> None:
+def test_drift_for(mode: str, detection: str, interval: str | None, expected: Drift) -> None:
     assert drift_for(mode, detection, interval) == expected
 
 
-def test_the_drift_schedule_is_due_at_first_then_after_each_interval() -> None:
-    schedule = DriftSchedule()
-    pair = ("ns", "crs", "c1")
-    assert schedule.wait(pair, 100.0) == 0.0  # never checked: due now
-    assert schedule.wait(pair, 100.0) == 0.0  # asking changes nothing
-    schedule.checked(pair, 100.0, 60.0)
-    assert schedule.wait(pair, 130.0) == 30.0
-    assert schedule.wait(pair, 160.0) == 0.0
-    schedule.checked(("ns", "crs", "c2"), 100.0, 60.0)
-    schedule.forget_cluster("ns", "c1")
-    assert schedule.wait(pair, 130.0) == 0.0
-    assert schedule.wait(("ns", "crs", "c2"), 130.0) == 30.0
+# --- the compiled strategy decides as the string-driven functions did ----------------
+# What follows is the mode logic as it was before strategies were compiled (commit
+# b1892fa), kept here verbatim as the reference the property compares against.
+
+OldDrift = Literal["None", "Generation", "Content"]
+
+
+class _OldApplyOnce:
+    applies_only_missing = True
+
+    def needs_apply(self, recorded: Recorded | None, current_hash: str, now: datetime) -> bool:
+        return recorded is None or not recorded.applied
+
+    def scope(self, recorded: Recorded | None, now: datetime) -> str:
+        return "All"
+
+    def next_due(self, recorded: Recorded | None, now: datetime) -> float | None:
+        return None
+
+
+class _OldReconcile:
+    applies_only_missing = False
+
+    def __init__(self, reapply_interval: float | None = None) -> None:
+        self.reapply_interval = reapply_interval
+
+    def needs_apply(self, recorded: Recorded | None, current_hash: str, now: datetime) -> bool:
+        return (
+            recorded is None
+            or not recorded.applied
+            or recorded.hash != current_hash
+            or self.next_due(recorded, now) == 0
+        )
+
+    def scope(self, recorded: Recorded | None, now: datetime) -> str:
+        if recorded is None or self.next_due(recorded, now) == 0:
+            return "All"
+        return "Changed"
+
+    def next_due(self, recorded: Recorded | None, now: datetime) -> float | None:
+        if self.reapply_interval is None:
+            return None
+        if recorded is None or recorded.last_applied_time is None:
+            return 0.0
+        elapsed = (now - recorded.last_applied_time).total_seconds()
+        return max(0.0, self.reapply_interval - elapsed)
+
+
+def _old_strategy_for(mode: str, reapply_interval: str | None) -> _OldApplyOnce | _OldReconcile:
+    if mode == "ApplyOnce":
+        if reapply_interval is not None:
+            raise InvalidSpec("reapplyInterval only applies to mode Reconcile")
+        return _OldApplyOnce()
+    if mode == "Reconcile":
+        seconds = None if reapply_interval is None else parse_duration(reapply_interval)
+        return _OldReconcile(seconds or None)
+    raise InvalidSpec(f"invalid mode {mode!r} (expected ApplyOnce or Reconcile)")
+
+
+def _old_drift_for(mode: str, drift_detection: str, check_interval: str | None) -> Drift:
+    interval = parse_duration(check_interval or "1m")
+    interval = interval or parse_duration("1m")
+    if mode != "Reconcile" or drift_detection not in ("Generation", "Content"):
+        return Drift("None", interval)
+    return Drift("Content" if drift_detection == "Content" else "Generation", interval)
+
+
+def _old_plan(
+    strategy: _OldApplyOnce | _OldReconcile,
+    recorded: Recorded | None,
+    current_hash: str,
+    now: datetime,
+    drift_due: OldDrift,
+) -> Plan:
+    if strategy.needs_apply(recorded, current_hash, now):
+        return Apply(strategy.scope(recorded, now))  # type: ignore[arg-type]
+    if drift_due != "None":
+        return CheckDrift(drift_due)
+    return Skip()
+
+
+def _old_pass(
+    fields: dict[str, Any], recorded: Recorded | None, current: str, now: datetime, due: bool
+) -> tuple[Plan, float | None, bool, Drift]:
+    """One resource's decisions as the pass took them before: from the spec's strings."""
+    old = _old_strategy_for(fields["mode"], fields.get("reapplyInterval"))
+    drift = _old_drift_for(fields["mode"], fields["driftDetection"], fields["driftCheckInterval"])
+    decision = _old_plan(old, recorded, current, now, drift.mode if due else "None")
+    return decision, old.next_due(recorded, now), old.applies_only_missing, drift
+
+
+DURATIONS = st.sampled_from(["0", "0s", "1ms", "30s", "1m", "90s", "10m", "1h30m", "2.5h"])
+MOMENTS = st.integers(min_value=-7_200, max_value=7_200).map(lambda s: NOW + timedelta(seconds=s))
+RECORDS = st.none() | st.builds(
+    Recorded,
+    hash=st.sampled_from([HASH, OTHER]),
+    applied=st.booleans(),
+    last_applied_time=st.none() | MOMENTS,
+)
+SPECS = st.fixed_dictionaries(
+    {
+        "mode": st.sampled_from(["ApplyOnce", "Reconcile"]),
+        "driftDetection": st.sampled_from(["None", "Generation", "Content"]),
+        "driftCheckInterval": DURATIONS,
+    },
+    optional={"reapplyInterval": DURATIONS},
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(SPECS, RECORDS, st.sampled_from([HASH, OTHER]), MOMENTS, st.booleans())
+def test_the_compiled_strategy_decides_as_before(
+    fields: dict[str, Any], recorded: Recorded | None, current: str, now: datetime, due: bool
+) -> None:
+    try:
+        before = _old_pass(fields, recorded, current, now, due)
+    except InvalidSpec as refused:
+        with pytest.raises(InvalidSpec, match=re.escape(str(refused))):
+            compile_strategy(spec(**fields))
+        return
+    strategy = compile_strategy(spec(**fields))
+    after = (
+        strategy.plan(recorded, current, now, due),
+        strategy.next_due(recorded, now),
+        strategy.apply.only_missing,
+        strategy.drift,
+    )
+    assert after == before
+
+
+TEXT = st.text(alphabet="ApplyOnceRecoil0123456789smh.- ", max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["ApplyOnce", "Reconcile"]) | TEXT,
+    st.none() | DURATIONS | TEXT,
+    st.sampled_from(["None", "Generation", "Content"]) | TEXT,
+    st.none() | DURATIONS,
+    RECORDS,
+    st.sampled_from([HASH, OTHER]),
+    st.sampled_from(["None", "Generation", "Content"]),
+)
+def test_the_former_entry_points_answer_as_before(
+    mode: str,
+    interval: str | None,
+    detection: str,
+    check_interval: str | None,
+    recorded: Recorded | None,
+    current: str,
+    drift_due: OldDrift,
+) -> None:
+    assert drift_for(mode, detection, check_interval) == _old_drift_for(
+        mode, detection, check_interval
+    )
+    try:
+        old = _old_strategy_for(mode, interval)
+    except InvalidSpec as refused:
+        with pytest.raises(InvalidSpec, match=re.escape(str(refused))):
+            strategy_for(mode, interval)
+        return
+    new = strategy_for(mode, interval)
+    assert new.applies_only_missing == old.applies_only_missing
+    assert new.next_due(recorded, NOW) == old.next_due(recorded, NOW)
+    assert plan(new, recorded, current, NOW, drift_due) == _old_plan(
+        old, recorded, current, NOW, drift_due
+    )

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.modes import ApplyOnce, ApplyOptions, Drift, Durations, Reconcile
 from crs_controller.core.objects import (
     CRS,
     parse_binding_object,
@@ -64,6 +65,8 @@ def test_a_refused_spec_names_the_field_never_the_value(spec: dict[str, Any], fi
     assert MARKER not in str(refused.problem)
     with pytest.raises(InvalidSpec):
         _ = refused.valid
+    with pytest.raises(InvalidSpec):
+        _ = refused.strategy
 
 
 def test_a_valid_spec_is_active_and_selects_by_label() -> None:
@@ -84,6 +87,30 @@ def test_an_invalid_spec_is_left_alone_and_selects_nothing() -> None:
 def test_a_reapply_interval_outside_reconcile_mode_is_invalid() -> None:
     refused = crs(mode="ApplyOnce", reapplyInterval="5m")
     assert refused.problem is not None and "reapplyInterval" in str(refused.problem)
+
+
+def test_a_duration_too_large_to_hold_is_invalid() -> None:
+    # The CRD's pattern lets it through; Go's int64 nanoseconds could not hold it.
+    refused = crs(mode="Reconcile", driftCheckInterval="9999999999h")
+    assert refused.problem is not None and "too large" in str(refused.problem)
+
+
+def test_the_mode_is_compiled_once_when_parsed() -> None:
+    parsed = crs(
+        mode="Reconcile",
+        reapplyInterval="10m",
+        driftDetection="Content",
+        driftCheckInterval="30s",
+        healthCheck={"wait": True, "timeout": "2m"},
+        rollout={"steps": [{"clusterSelector": {}, "pauseAfter": "1h"}]},
+    )
+    strategy = parsed.strategy
+    assert isinstance(strategy, Reconcile)
+    assert strategy.apply == ApplyOptions(only_missing=False)
+    assert strategy.drift == Drift("Content", 30.0)
+    assert strategy.durations == Durations(600.0, 30.0, 120.0, (3600.0,))
+    assert parsed.strategy is strategy  # held, not rebuilt on each read
+    assert crs().strategy == ApplyOnce()
 
 
 def test_a_paused_crs_is_left_alone_not_active() -> None:
