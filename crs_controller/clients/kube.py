@@ -28,11 +28,11 @@ import ssl
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlencode, urlsplit
 
 import httpcore
@@ -55,9 +55,12 @@ __all__ = [
     "USER_AGENT",
     "WORKLOAD_LIMITS",
     "AnswerLimits",
+    "Connect",
     "KubeClient",
     "Obj",  # from clients.api, for the modules that read payloads
     "ResourceInfo",
+    "Transport",
+    "connection_pool",
     "json_nodes",
     "ssl_context",
 ]
@@ -127,10 +130,13 @@ class KubeClient:
         timeout: float = 30.0,
         user_agent: str = USER_AGENT,
         limits: AnswerLimits = WORKLOAD_LIMITS,
+        transport: Connect | None = None,
     ) -> None:
         """``timeout``: seconds for each whole request, from connecting to the answer's
         last byte (one page of a LIST each); watches have their own. ``limits``: the
-        workload's unless the server is the operator's own."""
+        workload's unless the server is the operator's own. ``transport``: how to
+        reach the server (default: ``connection_pool``, the network); a test passes
+        one that answers from memory."""
         self.name = name
         self.limits = limits
         self._deadline = timeout
@@ -145,9 +151,10 @@ class KubeClient:
         )
         self._timeout = _timeouts(timeout, connect=min(timeout, 5.0))
         self._target = _Target.of(endpoint.server)
-        self._pool = _pool(endpoint, ssl_context(endpoint, name))
+        self._connect = transport or connection_pool
+        self._pool = self._connect(endpoint, ssl_context(endpoint, name))
         self._pool_pair = (endpoint.cert_pem, endpoint.key_pem)
-        self._retired: list[tuple[float, httpcore.AsyncConnectionPool]] = []
+        self._retired: list[tuple[float, Transport]] = []
         self._discovery: dict[str, dict[str, ResourceInfo]] = {}
         self._unserved: set[str] = set()
 
@@ -182,7 +189,7 @@ class KubeClient:
         now = time.monotonic()
         # Swapped before the first await: a concurrent request sees the new pool.
         self._retired.append((now, self._pool))
-        self._pool = _pool(endpoint, context)
+        self._pool = self._connect(endpoint, context)
         self._pool_pair = (credential.cert_pem, credential.key_pem)
         for retired in [r for r in self._retired if now - r[0] > RETIRED_POOL_SECONDS]:
             self._retired.remove(retired)
@@ -220,13 +227,14 @@ class KubeClient:
         extensions = {**self._extensions, "timeout": timeout or self._timeout}
         where = f"{self.name}: {method} {path}"
         try:
-            async with self._pool.stream(
+            request = httpcore.Request(
                 method,
                 url,
                 headers=list(all_headers.items()),
                 content=content,
                 extensions=extensions,
-            ) as raw:
+            )
+            async with _answer(self._pool, request) as raw:
                 response = _Response(raw)
                 if response.status_code == 401 and auth.credential and self._exec:
                     self._exec.refused(auth.credential)
@@ -603,7 +611,36 @@ class _Target:
         return cls(parts.scheme.encode(), host.encode(), port, parts.path.rstrip("/"), parts.netloc)
 
 
-def _pool(endpoint: Endpoint, context: ssl.SSLContext) -> httpcore.AsyncConnectionPool:
+class Transport(Protocol):
+    """What carries the client's requests: httpcore's interface under its connection
+    pools (as httpx's transports), so a test can swap the network for an in-memory
+    server without mocking functions."""
+
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        """Send ``request``; the answer's body is streamed (``aiter_stream``)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+# Builds the transport of an endpoint with its TLS context; called again for a new
+# client certificate (an exec plugin's).
+Connect = Callable[[Endpoint, ssl.SSLContext], Transport]
+
+
+@asynccontextmanager
+async def _answer(
+    transport: Transport, request: httpcore.Request
+) -> AsyncIterator[httpcore.Response]:
+    """The answer to ``request``, closed (its connection given back) on leaving."""
+    response = await transport.handle_async_request(request)
+    try:
+        yield response
+    finally:
+        await response.aclose()
+
+
+def connection_pool(endpoint: Endpoint, context: ssl.SSLContext) -> Transport:
     """Connections to one server. Idle ones are kept as long as client-go keeps them
     (90 s), not 5 s: a TLS handshake costs more CPU than the request it carries."""
     limits: dict[str, Any] = {
