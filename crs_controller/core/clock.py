@@ -1,10 +1,10 @@
-"""Time as a dependency: the clock that delayed work waits on.
+"""Time as a dependency: the clock that decisions read.
 
-Code that schedules (the work queue's ``add_after`` and backoff) takes a ``Clock``
-instead of calling ``time.monotonic`` so that tests can drive time by hand, as
-controller-runtime's queue takes ``now``/``tick`` "configurable for testing". The
-production code only ever uses ``MonotonicClock``; the test double lives with the
-tests.
+Code that schedules (the work queue's ``add_after`` and backoff, Lease expiry) takes
+a ``Clock`` instead of calling ``time.monotonic`` so that tests can drive time by
+hand, as controller-runtime's queue takes ``now``/``tick`` "configurable for
+testing". Waiting for a time is the runtime's business
+(``engine.runtime.waiting.WaitingClock``); the test double lives with the tests.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ["Clock", "MonotonicClock"]
 
 
 class Clock(Protocol):
-    """Monotonic seconds, and a wait for a deadline that an event can cut short."""
+    """Monotonic seconds, and the time of day."""
 
     def now(self) -> float:
         """Seconds on a clock that never goes back; only differences mean anything."""
@@ -27,15 +27,8 @@ class Clock(Protocol):
 
     def wall(self) -> datetime:
         """The time of day in UTC, for what is written down (lastAppliedTime,
-        conditions) and for deadlines that the API states as timestamps."""
-        ...
-
-    async def sleep_until(self, deadline: float | None, wake: asyncio.Event) -> None:
-        """Return once ``wake`` is set or ``deadline`` (``None``: never) has come.
-
-        Like a condition variable, this may return early: callers re-read ``now()``
-        and decide again rather than trusting why it returned.
-        """
+        conditions, Lease renewals) and for deadlines that the API states as
+        timestamps."""
         ...
 
 
@@ -49,7 +42,8 @@ class MonotonicClock:
         return datetime.now(UTC)
 
     async def sleep_until(self, deadline: float | None, wake: asyncio.Event) -> None:
+        """Deprecated here: ``engine.runtime.waiting.LoopClock`` waits. Kept only until
+        the controller builds a LoopClock; then this goes, and core never sleeps."""
         timeout = None if deadline is None else max(deadline - self.now(), 0.0)
-        # Reaching the deadline is an ordinary way to return, not an error.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout)

@@ -26,7 +26,8 @@ class _Sleeper:
 
 
 class FakeClock:
-    """Satisfies ``crs_controller.core.clock.Clock``; starts at an arbitrary time."""
+    """Satisfies ``crs_controller.engine.runtime.waiting.WaitingClock`` (and so
+    ``core.clock.Clock``); starts at an arbitrary time."""
 
     def __init__(
         self, start: float = 1000.0, wall: datetime = datetime(2026, 11, 22, 10, tzinfo=UTC)

@@ -33,7 +33,6 @@ from collections.abc import Callable
 import structlog
 
 from crs_controller.clients.kube import KubeClient, Obj
-from crs_controller.core.clock import Clock
 from crs_controller.core.errors import CRSError
 from crs_controller.core.lease import (
     LEASE_API,
@@ -47,6 +46,7 @@ from crs_controller.core.lease import (
 from crs_controller.core.shard import Members, lease_name, owner
 from crs_controller.engine.io.informer import Informer, WatchSpec
 from crs_controller.engine.runtime.tasks import supervised
+from crs_controller.engine.runtime.waiting import WaitingClock, sleep_for
 
 log = structlog.get_logger(__name__)
 
@@ -87,11 +87,6 @@ class Leases:
         return WatchSpec(LEASE_API, LEASE_KIND, self.namespace, label_selector=MEMBER_LABEL)
 
 
-async def _sleep(clock: Clock, seconds: float) -> None:
-    """Wait ``seconds`` on ``clock`` (a test's clock moves only when told to)."""
-    await clock.sleep_until(clock.now() + seconds, asyncio.Event())
-
-
 def leader_identity() -> str:
     """This process's name as a leader candidate: the host name and a random suffix,
     so two processes on one host are two candidates."""
@@ -105,7 +100,7 @@ class LeaderElector:
         self,
         leases: Leases,
         *,
-        clock: Clock,
+        clock: WaitingClock,
         name: str = LEADER_LEASE,
         identity: str | None = None,
         lease_seconds: float = 15,
@@ -121,7 +116,7 @@ class LeaderElector:
     async def acquire(self) -> None:
         """Return once this process holds the lease."""
         while not await self._try():
-            await _sleep(self._clock, self._retry)
+            await sleep_for(self._clock, self._retry)
         where = f"{self._leases.namespace}/{self._name}"
         log.info("became leader", lease=where, identity=self.identity)
 
@@ -129,7 +124,7 @@ class LeaderElector:
         """Renew until cancelled; raise if the lease is lost."""
         last_renewed = self._clock.now()
         while True:
-            await _sleep(self._clock, self._retry)
+            await sleep_for(self._clock, self._retry)
             if await self._try():
                 last_renewed = self._clock.now()
             elif self._clock.now() - last_renewed > self._lease_seconds * RENEW_DEADLINE:
@@ -187,7 +182,7 @@ class ShardMembership:
         identity: str,
         *,
         lease_seconds: float,
-        clock: Clock,
+        clock: WaitingClock,
         on_change: Changed,
     ) -> None:
         self.identity = identity
@@ -251,7 +246,7 @@ class ShardMembership:
             except CRSError as exc:
                 log.warning("shard lease not renewed", error=str(exc))
             self._wake.set()
-            await _sleep(self._clock, period)
+            await sleep_for(self._clock, period)
 
     async def _expiry_loop(self) -> None:
         while True:

@@ -13,8 +13,9 @@ holds more than ``ceiling`` workers, so a tenant whose clusters answer slowly ca
 take every worker: a quarter of them (at least one) stays free for the others. One
 namespace alone uses every worker.
 
-Every time read goes through an injected ``Clock``, and the timer step (``fire_due``)
-is synchronous, so tests drive time by hand and look at what is ready without waiting.
+Every time read and every wait goes through an injected ``WaitingClock``, and the
+timer step (``fire_due``) is synchronous, so tests drive time by hand and look at
+what is ready without waiting.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
-from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.engine.io import metrics
+from crs_controller.engine.runtime.waiting import LoopClock, WaitingClock
 
 __all__ = ["WorkQueue", "ceiling", "namespace_of"]
 
@@ -93,14 +94,14 @@ class WorkQueue:
         *,
         base_delay: float = 0.5,
         max_delay: float = 300.0,
-        clock: Clock | None = None,
+        clock: WaitingClock | None = None,
         concurrency: int | None = None,
         tenants: Callable[[], int] = lambda: 0,
     ) -> None:
         """``concurrency``: the workers that share the queue (None: no ceiling, only
         turns). ``tenants``: how many namespaces have objects, idle ones included, so
         the reserve is kept before a second tenant's first key arrives."""
-        self._clock: Clock = clock if clock is not None else MonotonicClock()
+        self._clock: WaitingClock = clock if clock is not None else LoopClock()
         self._concurrency = concurrency
         self._tenants = tenants
         # Exactly the flows with ready or in-flight keys.
