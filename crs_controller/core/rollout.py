@@ -3,7 +3,9 @@
 A pure function of what each cluster is on, the ``spec.rollout`` policy and the
 clock, so the CRS reconcile can call it on every pass, a restart cannot change its
 answer, and tables can test it without sleeping. Nothing is remembered between
-calls except what the caller passes back in (``halted``, from the CRS status).
+calls except what the caller passes back in (``halted``: the revision whose
+rollout last halted, remembered by the caller or found from the clusters' states by
+``halted_revision``).
 
 Where the SPEC is silent, decided here:
 
@@ -12,10 +14,10 @@ Where the SPEC is silent, decided here:
 - Phase precedence: Complete, then Halted, then Paused, then Progressing. Complete
   wins over ``paused`` because nothing is held back (reporting Paused would keep
   ``Ready`` False on a fleet that is fully up to date). Halted wins over Paused
-  because it is a fact only the cluster states tell (the status records the halted
-  revision from this phase, so that the next revision goes to those clusters
-  first), while ``paused`` is in the spec for everyone to read; the message then
-  says both.
+  because it is a fact only the cluster states tell (the caller remembers the
+  halted revision from this phase, so that the next revision goes to those
+  clusters first), while ``paused`` is in the spec for everyone to read; the message
+  then says both.
 - Halted is recomputed on every call, never remembered: a halted revision resumes
   by itself if its failed clusters recover (an Unhealthy cluster turning Ready, a
   failed cluster leaving), and since revisions are content-addressed the same
@@ -52,6 +54,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -60,8 +63,8 @@ from typing import Any, Literal
 import xxhash
 
 from crs_controller.core.durations import parse_duration
-from crs_controller.core.models import ClusterResourceSetStatus, to_api
 from crs_controller.core.models import Rollout as RolloutSpec
+from crs_controller.core.models import to_api
 from crs_controller.core.selectors import selector_matches, validate_selector
 
 __all__ = [
@@ -71,6 +74,7 @@ __all__ = [
     "Policy",
     "Step",
     "count",
+    "halted_revision",
     "plan",
     "policy_of",
     "revision",
@@ -133,16 +137,23 @@ class Plan:
     step: int
     updated: int
     message: str
-    wake_after: float | None
+    wake_after: float | None  # when time alone changes the answer (a soak's end)
+    soaking: bool = False  # Progressing, waiting out the soak after ``step``
 
 
-def halted_revision(status: ClusterResourceSetStatus) -> str | None:
-    """The revision whose rollout the written status says halted, or None: a new
-    leader, or this process after a restart, still sends a revert to that revision's
-    clusters first."""
-    if status.rollout is None or status.rollout.phase != "Halted":
-        return None
-    return status.revision or None
+def halted_revision(
+    target: str, clusters: Sequence[tuple[str | None, bool]], policy: Policy
+) -> str | None:
+    """A revision other than ``target`` whose own rollout the clusters' states halt,
+    from (revision a cluster is on, failed there) pairs: more clusters failed on it
+    than ``maxFailures`` allows. The most failed first, then by name; None if none.
+
+    What a new leader, or this process after a restart, finds from the bindings
+    alone, so that a revert still goes to that revision's clusters first."""
+    failed = Counter(on for on, bad in clusters if bad and on not in (None, target))
+    allowed = count(policy.max_failures, len(clusters), round_up=False)
+    over = [on for on, n in failed.items() if on is not None and n > allowed]
+    return min(over, key=lambda on: (-failed[on], on)) if over else None
 
 
 def count(value: int | str, total: int, *, round_up: bool) -> int:
@@ -215,7 +226,13 @@ def plan(
         return Plan(first_installs, "Paused", position.step, updated, "paused", None)
     admitted, message, wake_after = _progress(target, fleet, groups, policy, now, halted, position)
     return Plan(
-        first_installs | admitted, "Progressing", position.step, updated, message, wake_after
+        first_installs | admitted,
+        "Progressing",
+        position.step,
+        updated,
+        message,
+        wake_after,
+        soaking=wake_after is not None,
     )
 
 

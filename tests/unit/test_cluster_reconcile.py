@@ -7,13 +7,18 @@ The same behaviours are checked end to end on real servers in tests/integration.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import yaml
 
+from crs_controller.core.clusters import PAUSED_ANNOTATION
 from crs_controller.core.models import API_VERSION
+from crs_controller.engine.memory.notes import QUIET_SECONDS, Announcements
+from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
+from crs_controller.engine.reconcile.result import Wake, crs_key
 
 from .fake_clock import FakeClock
 from .memory_kube import CLUSTER_API, MemoryKube, World
@@ -255,3 +260,42 @@ async def test_the_hook_holds_a_deletion_only_for_a_crs_that_will_clean_up(
     mgmt: Any = world.mgmt
     retry_after, message = await hook_status(mgmt, CLUSTER_API, live, world.ctx.clock.wall())
     assert (retry_after > 0) is held, message
+
+
+def restarted(world: World) -> None:
+    """What a restart (or a hand-over to another replica) loses: the memory."""
+    clock = FakeClock()
+    world.ctx = replace(world.ctx, outcomes=Outcomes(), announcements=Announcements(clock))
+
+
+async def test_a_pass_that_applies_wakes_its_crs_once_the_notes_settle() -> None:
+    world = await world_with(crs("a", "src"))
+    result = await reconcile(world)
+    assert result.wake == {Wake(crs_key(NS, "a"), QUIET_SECONDS)}
+    result = await reconcile(world)  # nothing applied, nothing to tell
+    assert result.wake == frozenset()
+
+
+async def test_a_failure_the_binding_records_already_is_not_warned_again() -> None:
+    world = await world_with(crs("a", "missing"))
+    result = await reconcile(world)
+    assert outcome(world, "a")[0] == "ResourceNotFound"
+    assert result.wake == {Wake(crs_key(NS, "a"), QUIET_SECONDS)}
+    restarted(world)
+    result = await reconcile(world)
+    assert outcome(world, "a")[0] == "ResourceNotFound"  # looked, and failed the same
+    assert result.wake == frozenset()
+    assert world.ctx.announcements.wait(NS, "a") is None
+
+
+async def test_a_dependency_is_done_as_the_binding_records_it_not_as_memory_does() -> None:
+    world = await world_with(crs("a", "src"), crs("b", "src", dependsOn=[{"name": "a"}]))
+    await reconcile(world)
+    assert outcome(world, "b")[0] == "Applied"
+    paused = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert paused is not None
+    paused["metadata"]["annotations"] = {PAUSED_ANNOTATION: "true"}
+    await world.update(paused)
+    restarted(world)  # nothing in memory says a is done; its binding entry does
+    await reconcile(world)
+    assert outcome(world, "b")[0] == "Applied"

@@ -16,7 +16,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.models import ClusterResourceSetStatus, RolloutStatus
 from crs_controller.core.rollout import (
     ClusterState,
     Plan,
@@ -613,19 +612,21 @@ def test_the_plan_does_not_depend_on_the_order_of_the_clusters(
 
 
 @pytest.mark.parametrize(
-    ("phase", "revision", "expect"),
+    ("clusters", "max_failures", "expect"),
     [
-        ("Halted", "rev-bad", "rev-bad"),
-        ("Progressing", "rev-bad", None),
-        ("Complete", "rev-bad", None),
-        ("Paused", "rev-bad", None),
-        (None, "rev-bad", None),  # no rollout in the status
-        ("Halted", None, None),  # nothing written yet
+        pytest.param([("rev-bad", True), ("rev-ok", False)], 0, "rev-bad", id="over-the-limit"),
+        pytest.param([("rev-bad", True), ("rev-ok", False)], 1, None, id="tolerated"),
+        pytest.param([(TARGET, True), ("rev-ok", False)], 0, None, id="the-target-itself"),
+        pytest.param([(None, True)], 0, None, id="never-applied"),
+        pytest.param([("rev-bad", False), ("rev-ok", False)], 0, None, id="nothing-failed"),
+        pytest.param(
+            [("rev-b", True), ("rev-a", True), ("rev-b", True)], 0, "rev-b", id="most-failed"
+        ),
+        pytest.param([("rev-b", True), ("rev-a", True)], 0, "rev-a", id="then-by-name"),
     ],
 )
-def test_the_halted_revision_is_read_back_from_the_status(
-    phase: str | None, revision: str | None, expect: str | None
+def test_the_halted_revision_is_found_from_the_clusters(
+    clusters: list[tuple[str | None, bool]], max_failures: int, expect: str | None
 ) -> None:
-    rollout = None if phase is None else RolloutStatus.model_validate({"phase": phase})
-    status = ClusterResourceSetStatus(revision=revision, rollout=rollout)
-    assert halted_revision(status) == expect
+    policy = Policy(max_failures=max_failures)
+    assert halted_revision(TARGET, clusters, policy) == expect

@@ -4,8 +4,9 @@ cluster: an edit that reaches 500 clusters is one Event ("applied ConfigMap/cni 
 
 Cluster reconciles ``note`` what happened; the CRS reconcile ``take``s the notes once
 they have settled (no new note for ``quiet`` seconds, or ``longest`` after the
-first) and emits one Event per type and reason. ``on_note`` tells the runtime that a
-CRS has something to tell, the way outcome changes do; nobody here sees the queue.
+first) and emits one Event per type and reason. ``note`` answers when the notes may
+be told at the earliest, for the cluster reconcile to wake the CRS then (in its
+Result): nobody here sees the queue.
 
 A missing source is often only late: a CRS applied before its ConfigMap in one
 ``kubectl apply`` (Cluster API providers' templates do that) fails its first pass.
@@ -64,27 +65,23 @@ class _Pending:
     graced_until: float | None = None  # not due before, while a graced Warning waits
 
 
-def _ignore(namespace: str, crs: str) -> None:
-    pass
-
-
 class Announcements:
     def __init__(
         self,
         clock: Clock,
-        on_note: Callable[[str, str], None] = _ignore,
         quiet: float = QUIET_SECONDS,
         longest: float = LONGEST_SECONDS,
         grace: float = GRACE_SECONDS,
     ) -> None:
         self._clock = clock
-        self._on_note = on_note
         self._quiet = quiet
         self._longest = longest
         self._grace = grace
         self._pending: dict[CRSKey, _Pending] = {}
 
-    def note(self, namespace: str, crs: str, note: Note) -> None:
+    def note(self, namespace: str, crs: str, note: Note) -> float:
+        """Keep the note; returns the seconds after which the CRS should look (the
+        quiet period)."""
         now = self._clock.now()
         pending = self._pending.setdefault((namespace, crs), _Pending(now, now))
         pending.last = now
@@ -94,7 +91,7 @@ class Announcements:
             # the others back for ever.
             until = min(now + self._grace, pending.first + self._longest + self._grace)
             pending.graced_until = max(pending.graced_until or until, until)
-        self._on_note(namespace, crs)
+        return self._quiet
 
     def wait(self, namespace: str, crs: str) -> float | None:
         """Seconds until the notes for this CRS are due to be told (0: now), or None

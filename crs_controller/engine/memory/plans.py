@@ -1,28 +1,21 @@
 """The current rollout plan of each CRS that has ``spec.rollout``: which clusters may
 take its revision now. The CRS reconcile computes it (``core.rollout.plan``) from
-the bindings and outcomes; cluster reconciles only read it. ``on_admit`` tells the
-runtime which clusters a new plan lets in, the way outcome changes reach CRS keys;
-nobody here sees the queue.
+the bindings and outcomes; cluster reconciles only read it. ``set`` answers which
+clusters a new plan lets in, for the CRS reconcile to wake (in its Result): nobody
+here sees the queue.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from crs_controller.core.rollout import Plan
 
 CRSKey = tuple[str, str]  # namespace, CRS name
 
 
-def _ignore(namespace: str, cluster: str) -> None:
-    pass
-
-
 class Rollouts:
-    def __init__(self, on_admit: Callable[[str, str], None] = _ignore) -> None:
+    def __init__(self) -> None:
         self._plans: dict[CRSKey, tuple[str, Plan]] = {}
         self._halted: dict[CRSKey, str] = {}
-        self._on_admit = on_admit
 
     def halted(self, namespace: str, crs: str) -> str | None:
         """The last revision whose rollout halted (its clusters take the next first);
@@ -38,7 +31,8 @@ class Rollouts:
     def plan(self, namespace: str, crs: str) -> tuple[str, Plan] | None:
         return self._plans.get((namespace, crs))
 
-    def set(self, namespace: str, crs: str, revision: str, plan: Plan) -> None:
+    def set(self, namespace: str, crs: str, revision: str, plan: Plan) -> frozenset[str]:
+        """Keep the plan; returns the clusters it newly admits (to be looked at)."""
         before = self._plans.get((namespace, crs))
         had = before[1].admit if before is not None and before[0] == revision else frozenset()
         self._plans[(namespace, crs)] = (revision, plan)
@@ -46,8 +40,7 @@ class Rollouts:
             self._halted[(namespace, crs)] = revision
         elif plan.phase == "Complete":
             self._halted.pop((namespace, crs), None)
-        for cluster in sorted(plan.admit - had):
-            self._on_admit(namespace, cluster)
+        return plan.admit - had
 
     def drop(self, namespace: str, crs: str) -> None:
         self._plans.pop((namespace, crs), None)

@@ -8,7 +8,6 @@ unreachable cluster that only ever delays itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 import structlog
@@ -16,16 +15,17 @@ import structlog
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import kubeconfig_secret_name
 from crs_controller.core.bindings import entries_by_crs, owner_reference, with_outcome
-from crs_controller.core.dependencies import Gate, Go, Wait, describe, removal_order
+from crs_controller.core.dependencies import removal_order
 from crs_controller.core.errors import Unreachable
 from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.objects import CRS, Cluster
-from crs_controller.core.status import Outcome, State
+from crs_controller.core.status import Outcome
 from crs_controller.engine.memory.notes import Note
+from crs_controller.engine.reconcile.admission import Gate, Held
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.pair import CRSPass, reconcile_pair, wanted_by
 from crs_controller.engine.reconcile.recording import write_binding
-from crs_controller.engine.reconcile.result import Result, earliest
+from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
 from crs_controller.engine.reconcile.workload.pruning import Pruned, prune
 from crs_controller.engine.reconcile.workload.uninstall import targets as uninstall_targets
 from crs_controller.engine.reconcile.workload.uninstall import uninstall
@@ -67,7 +67,8 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
         result = await _apply_all(ctx, client, cluster, crss, entries, new_entries)
     pruned = await _prune(ctx, client, cluster, crss, entries, new_entries)
     new_entries = pruned.entries
-    result.retry = result.retry or bool(pruned.errors)
+    if pruned.errors:
+        result |= RETRY
     await _record(ctx, cluster, binding, new_entries)
     # Pairs whose CRS no longer selects this cluster leave the CRS's status.
     for crs_name in set(entries) - set(new_entries):
@@ -97,16 +98,15 @@ async def _record_blocked(
 ) -> Result:
     """The cluster cannot be contacted (pending or failing): every matching CRS gets
     that outcome, in the entry it had (or a new, empty one)."""
+    # A broken kubeconfig is retried with backoff; a pending cluster waits for its next
+    # event (initialized, kubeconfig created).
+    result = RETRY if blocked.state == "Failed" else NOTHING
     for crs in crss:
         outcome = replace(blocked, generation=crs.generation)
         kept = entries.get(crs.name)
         entry = kept or CRSBinding(cluster_resource_set_name=crs.name)
-        new_entries[crs.name] = _told(ctx, entry, kept, outcome)
-        if _set_outcome(ctx, crs, cluster_name, outcome) and _news(crs, outcome):
-            _warn(ctx, crs, cluster_name, outcome)
-    # A broken kubeconfig is retried with backoff; a pending cluster waits for its next
-    # event (initialized, kubeconfig created).
-    return Result(retry=blocked.state == "Failed")
+        result |= _settle(ctx, crs, cluster_name, CRSPass(entry, outcome), kept, new_entries)
+    return result
 
 
 async def _apply_all(
@@ -118,34 +118,35 @@ async def _apply_all(
     new_entries: dict[str, CRSBinding],
 ) -> Result:
     """Each matching CRS's pass, those depended on first; their entries go into
-    ``new_entries``. A CRS whose dependencies are not done here yet (or missing, or
-    in a cycle) waits and keeps its entry: in dependency order, a dependency that
-    becomes done in this pass lets its dependents go in the same pass."""
-    result = Result()
-    # Built once per change of the namespace's CRSs; each gate is then O(dependencies).
-    graph = ctx.caches.dependencies(cluster.namespace)
-    decide = graph.gates(*_questions(ctx, cluster))
+    ``new_entries``. A CRS the gate holds back (reconcile/admission: dependencies,
+    rollout) keeps its entry: in dependency order, a dependency that becomes done in
+    this pass lets its dependents go in the same pass."""
+    result = NOTHING
+    gate = Gate(ctx, cluster, entries, new_entries)
     by_name = {c.name: c for c in crss}
-    for name in graph.apply_order(by_name):
+    for name in ctx.caches.dependencies(cluster.namespace).apply_order(by_name):
         crs = by_name[name]
-        held = _gated(crs, decide)
-        if held is not None:
-            done = CRSPass(
-                entries.get(crs.name) or CRSBinding(cluster_resource_set_name=crs.name),
-                held,
-                None,
-                False,
-            )
-        else:
-            done = await _pass(ctx, client, cluster, crs, entries.get(crs.name))
-        # Every matching CRS gets an entry, even before anything was applied: the
-        # binding is where every replica reads this pair's outcome from.
-        new_entries[crs.name] = _told(ctx, done.entry, entries.get(crs.name), done.outcome)
-        if _set_outcome(ctx, crs, cluster.name, done.outcome) and _news(crs, done.outcome):
-            _warn(ctx, crs, cluster.name, done.outcome)
-        result.retry = result.retry or done.retry
-        result.requeue_after = earliest(result.requeue_after, done.requeue_after)
+        done = await _pass(ctx, client, cluster, crs, entries.get(crs.name), gate)
+        result |= _settle(ctx, crs, cluster.name, done, entries.get(crs.name), new_entries)
     return result
+
+
+def _settle(
+    ctx: ClusterContext,
+    crs: CRS,
+    cluster: str,
+    done: CRSPass,
+    previous: CRSBinding | None,
+    new_entries: dict[str, CRSBinding],
+) -> Result:
+    """Record a pass's outcome in its entry and in memory, noting a new failure.
+    Every matching CRS gets an entry, even before anything was applied: the binding
+    is where every replica reads this pair's outcome from."""
+    told = new_entries[crs.name] = _told(ctx, done.entry, previous, done.outcome)
+    then = done.then
+    if _set_outcome(ctx, crs, cluster, done.outcome) and _news(previous, told, done.outcome):
+        then |= _warn(ctx, crs, cluster, done.outcome)
+    return then
 
 
 async def _prune(
@@ -187,12 +188,22 @@ async def _prune(
 
 
 async def _pass(
-    ctx: ClusterContext, client: KubeClient, cluster: Cluster, crs: CRS, entry: CRSBinding | None
+    ctx: ClusterContext,
+    client: KubeClient,
+    cluster: Cluster,
+    crs: CRS,
+    entry: CRSBinding | None,
+    gate: Gate,
 ) -> CRSPass:
-    """One CRS's pass; whatever goes wrong in it becomes this pair's outcome, so one
-    odd server or object never leaves the CRS without a status."""
+    """One CRS's pass, if the gate lets it go; whatever goes wrong in it becomes this
+    pair's outcome, so one odd server or object never leaves the CRS without a
+    status."""
     try:
-        return await reconcile_pair(ctx, client, cluster, crs, entry)
+        admitted = await gate.admit(crs, entry)
+        if isinstance(admitted, Held):
+            kept = entry or CRSBinding(cluster_resource_set_name=crs.name)
+            return CRSPass(kept, admitted.outcome)
+        return await reconcile_pair(ctx, client, cluster, crs, entry, admitted.target)
     except Exception as exc:
         log.exception(
             "cluster pass failed",
@@ -202,7 +213,7 @@ async def _pass(
         message = f"unexpected {type(exc).__name__}; see the controller log"
         outcome = Outcome("Failed", "ApplyFailed", message, crs.generation)
         kept = entry or CRSBinding(cluster_resource_set_name=crs.name)
-        return CRSPass(kept, outcome, None, True)
+        return CRSPass(kept, outcome, RETRY)
 
 
 async def _clean_up(
@@ -218,7 +229,7 @@ async def _clean_up(
     client, _ = await _workload_client(ctx, cluster)
     cleanup = await uninstall(ctx, client, cluster, binding, crss)
     await _record(ctx, cluster, binding, cleanup.remaining)
-    return Result(requeue_after=cleanup.requeue_after, retry=cleanup.retry)
+    return cleanup.then
 
 
 async def _workload_client(
@@ -253,42 +264,6 @@ def _set_outcome(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) 
     return ctx.outcomes.record(crs.namespace, crs.name, cluster, outcome)
 
 
-def _questions(
-    ctx: ClusterContext, cluster: Cluster
-) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
-    """What the dependency gates ask about this cluster: does CRS ``name`` select it,
-    and is it done there (applied at its generation, and ready)."""
-
-    def selects(name: str) -> bool:
-        other = ctx.caches.crs(cluster.namespace, name)
-        return other is not None and other.selects(cluster)
-
-    def done(name: str) -> bool:
-        other = ctx.caches.crs(cluster.namespace, name)
-        outcome = ctx.outcomes.get(cluster.namespace, name, cluster.name)
-        return (
-            other is not None
-            and outcome is not None
-            and outcome.state == "Applied"
-            and outcome.ready
-            and outcome.generation == other.generation
-        )
-
-    return selects, done
-
-
-def _gated(crs: CRS, decide: Callable[[str], Gate]) -> Outcome | None:
-    """The outcome of a CRS held back by its dependencies on this cluster, or None."""
-    if not crs.valid.spec.depends_on:
-        return None
-    decided = decide(crs.name)
-    if isinstance(decided, Go):
-        return None
-    reason, message = describe(decided)
-    state: State = "Waiting" if isinstance(decided, Wait) else "Failed"
-    return Outcome(state, reason, message, crs.generation)
-
-
 def _told(
     ctx: ClusterContext, entry: CRSBinding, previous: CRSBinding | None, outcome: Outcome
 ) -> CRSBinding:
@@ -296,17 +271,20 @@ def _told(
     return with_outcome(entry, previous, outcome, ctx.clock.wall())
 
 
-def _warn(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> None:
+def _warn(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> Result:
+    """Note a failure, told with the other clusters' as one event for the CRS, which
+    the Result wakes once they settle."""
     note = Note("Warning", outcome.reason, cluster, message=outcome.message)
-    ctx.announcements.note(crs.namespace, crs.name, note)
+    quiet = ctx.announcements.note(crs.namespace, crs.name, note)
+    return Result.waking(Wake(crs_key(crs.namespace, crs.name), quiet))
 
 
-def _news(crs: CRS, outcome: Outcome) -> bool:
-    """Is a failure worth a Warning event? Not when the CRS's Ready condition already
-    says so (e.g. after a restart, which forgets the outcomes in memory)."""
-    if outcome.state != "Failed":
+def _news(previous: CRSBinding | None, told: CRSBinding, outcome: Outcome) -> bool:
+    """Is a failure worth a Warning event? Not when the binding already recorded it
+    (after a restart, which forgets the outcomes in memory, or a hand-over from
+    another replica): the binding is where every replica reads a pair's outcome."""
+    after = told.outcome
+    if outcome.state != "Failed" or after is None:
         return False
-    ready = next((c for c in crs.status.conditions if c.type == "Ready"), None)
-    if ready is None:
-        return True
-    return not (ready.reason == outcome.reason and outcome.message in ready.message)
+    before = previous.outcome if previous is not None else None
+    return before is None or (before.reason, before.message) != (after.reason, after.message)

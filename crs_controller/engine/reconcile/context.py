@@ -61,11 +61,3 @@ class CRSContext:
     rollouts: Rollouts
     clock: Clock = field(default_factory=MonotonicClock)
     leading: Callable[[], bool] = lambda: True
-
-
-def cluster_key(namespace: str, name: str) -> tuple[str, str, str]:
-    return ("cluster", namespace, name)
-
-
-def crs_key(namespace: str, name: str) -> tuple[str, str, str]:
-    return ("crs", namespace, name)

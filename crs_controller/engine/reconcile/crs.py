@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import structlog
 
+from crs_controller.core.errors import CRSError
 from crs_controller.core.models import (
     FINALIZER,
     ClusterResourceSet,
     ClusterResourceSetStatus,
+    RolloutStatus,
     to_api,
 )
 from crs_controller.core.objects import CRS
+from crs_controller.core.rollout import Plan
 from crs_controller.core.status import Problem, invalid_spec, outcome_of, summarize
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import CRSContext
-from crs_controller.engine.reconcile.result import Result, earliest
+from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 from crs_controller.engine.reconcile.rollout import plan_rollout, rollout_status, target_revision
 
 log = structlog.get_logger(__name__)
@@ -44,33 +47,33 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
         return Result()
     if FINALIZER not in crs.meta.finalizers:
         crs = await ctx.crss.set_finalizers(crs, [*crs.meta.finalizers, FINALIZER])
-    wake = None
+    then = NOTHING
     if crs.model is None:
         await _write_invalid_status(ctx, crs)
     else:
-        wake = await _write_status(ctx, crs, crs.model)
-    return Result(requeue_after=earliest(wake, await _tell(ctx, crs)))
+        then = await _write_status(ctx, crs, crs.model)
+    return then | await _tell(ctx, crs)
 
 
 async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     """A replica that does not write the status: it plans the rollout its own
     clusters follow (the same plan the leader makes, from the same bindings) and
     tells what its own passes did."""
-    wake = None
+    then = NOTHING
     model = crs.model
     rolling = model is not None and model.spec.rollout is not None and not crs.deleting
     if model is not None and rolling and ctx.caches.matching_clusters(crs):
         target = await target_revision(ctx, crs)
-        wake = None if target is None else plan_rollout(ctx, crs, model, target).wake_after
-    return Result(requeue_after=earliest(wake, await _tell(ctx, crs)))
+        then = NOTHING if target is None else plan_rollout(ctx, crs, model, target)[1]
+    return then | await _tell(ctx, crs)
 
 
-async def _tell(ctx: CRSContext, crs: CRS) -> float | None:
+async def _tell(ctx: CRSContext, crs: CRS) -> Result:
     """Emit what the cluster passes did once their notes have settled: one event per
-    type and reason. Returns when to look again while they are still coming in."""
+    type and reason. Asks to look again while they are still coming in."""
     wait = ctx.announcements.wait(crs.namespace, crs.name)
     if wait is None or wait > 0:
-        return wait
+        return Result.after(wait)
 
     def current(cluster: str) -> str | None:
         outcome = ctx.outcomes.get(crs.namespace, crs.name, cluster)
@@ -79,7 +82,7 @@ async def _tell(ctx: CRSContext, crs: CRS) -> float | None:
     # A missing source's Warning is told only if the source is still missing now.
     for told in ctx.announcements.take(crs.namespace, crs.name, current):
         await ctx.events.emit(crs, told.type, told.reason, told.message)
-    return None
+    return NOTHING
 
 
 async def _write_invalid_status(ctx: CRSContext, crs: CRS) -> None:
@@ -97,7 +100,7 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
     if ctx.caches.holders(crs.namespace, crs.name):
         # The deletion's watch event brought those clusters' reconciles (see
         # Controller._on_crs); check back until their bindings let go.
-        return Result(requeue_after=DELETION_POLL)
+        return Result.after(DELETION_POLL)
     await ctx.crss.set_finalizers(crs, [f for f in crs.meta.finalizers if f != FINALIZER])
     ctx.outcomes.drop_crs(crs.namespace, crs.name)
     return Result()
@@ -115,8 +118,9 @@ async def _problems(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> lis
     return problems
 
 
-async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> float | None:
-    """Write the status if it changed; returns when to look again (a rollout's soak)."""
+async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> Result:
+    """Write the status if it changed; the Result wakes the clusters a rollout admits
+    and this CRS again when its soak ends."""
     matching = ctx.caches.matching_clusters(crs)
     problems: list[Problem] = []
     target = None
@@ -127,10 +131,11 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     if matching:
         problems = await _problems(ctx, crs, model)
         target = await target_revision(ctx, crs)
-    made = None
+    made, then = None, NOTHING
+    # The plan before this one, as this process made it (None after a restart).
+    previous = ctx.rollouts.plan(crs.namespace, crs.name)
     if model.spec.rollout is not None and target is not None:
-        made = plan_rollout(ctx, crs, model, target)
-    wake = None if made is None else made.wake_after
+        made, then = plan_rollout(ctx, crs, model, target)
     # From the bindings, not from what this process did: any replica computes the
     # same status, also right after a restart. A cluster with no outcome recorded
     # yet counts as not applied, and holds observedGeneration back.
@@ -147,10 +152,17 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     )
     status.revision = target
     status.rollout = None if made is None else rollout_status(made)
-    await _tell_rollout(ctx, crs, status)
+    if made is not None:
+        await _tell_rollout(ctx, crs, status, made, None if previous is None else previous[1])
     if to_api(status) == to_api(crs.status):
-        return wake
-    await ctx.crss.put_status(crs, status)
+        return then
+    try:
+        await ctx.crss.put_status(crs, status)
+    except CRSError as exc:
+        # The plan is kept already: the clusters it admits are woken with the retry,
+        # not lost with it.
+        log.info("status write failed", crs=f"{crs.namespace}/{crs.name}", error=str(exc))
+        return then | RETRY
     ready = status.conditions[-1]
     log.info(
         "status updated",
@@ -161,11 +173,14 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         applied=status.applied_clusters,
         failed=status.failed_clusters,
     )
-    return wake
+    return then
 
 
-async def _tell_rollout(ctx: CRSContext, crs: CRS, status: ClusterResourceSetStatus) -> None:
-    """Events a person can follow: started, step done, paused, halted, complete."""
+async def _tell_rollout(
+    ctx: CRSContext, crs: CRS, status: ClusterResourceSetStatus, made: Plan, previous: Plan | None
+) -> None:
+    """Events a person can follow: started, step done, soaking, paused, halted,
+    complete; ``previous`` is the plan before ``made``, if this process made one."""
     before, after = crs.status.rollout, status.rollout
     if after is None:
         return
@@ -177,8 +192,16 @@ async def _tell_rollout(ctx: CRSContext, crs: CRS, status: ClusterResourceSetSta
         told = (kind, f"Rollout{after.phase}", after.message)
     elif after.step > before.step:
         told = ("Normal", "RolloutStepDone", f"step {before.step} done; {after.message}")
-    elif "soaking" in after.message and "soaking" not in before.message:
+    elif made.soaking and not _soaked(previous, before, after):
         told = ("Normal", "RolloutSoaking", after.message)
     if told is not None:
         kind, reason, message = told
         await ctx.events.emit(crs, "Warning" if kind == "Warning" else "Normal", reason, message)
+
+
+def _soaked(previous: Plan | None, before: RolloutStatus, after: RolloutStatus) -> bool:
+    """Was this step's soak told already? From the plan before, when this process made
+    one; else (a restart, a new leader) only if the status says the same as now."""
+    if previous is not None:
+        return previous.soaking and previous.step == after.step
+    return before == after

@@ -41,8 +41,7 @@ from crs_controller.engine.io import metrics
 from crs_controller.engine.io.sources import Source
 from crs_controller.engine.memory.notes import Note
 from crs_controller.engine.reconcile.context import ClusterContext
-from crs_controller.engine.reconcile.result import earliest
-from crs_controller.engine.reconcile.rollout import entry_revision, target_revision
+from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
 from crs_controller.engine.reconcile.values import Prepared, prepare
 from crs_controller.engine.reconcile.workload.applying import apply_objects
 from crs_controller.engine.reconcile.workload.observing import Observer, check_health
@@ -50,12 +49,14 @@ from crs_controller.engine.reconcile.workload.observing import Observer, check_h
 log = structlog.get_logger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CRSPass:
+    """How one CRS's pass on one cluster ended: its binding entry and outcome, and
+    what should happen next."""
+
     entry: CRSBinding
     outcome: Outcome
-    requeue_after: float | None
-    retry: bool
+    then: Result = NOTHING
 
 
 @dataclass
@@ -64,8 +65,7 @@ class _Progress:
 
     resources: list[ResourceBinding] = field(default_factory=list)
     failures: list[tuple[str, str]] = field(default_factory=list)
-    requeue: float | None = None
-    retry: bool = False
+    then: Result = NOTHING
     unreachable: bool = False  # stop contacting the cluster for the rest of the pass
     applied: dict[str, list[str]] = field(default_factory=dict)  # event reason -> resources
 
@@ -75,8 +75,7 @@ class _Progress:
         self.failures += [done.failure] if done.failure else []
         if done.applied_as:
             self.applied.setdefault(done.applied_as, []).append(done.name)
-        self.requeue = earliest(self.requeue, done.requeue)
-        self.retry = self.retry or done.retry
+        self.then |= done.then
         self.unreachable = self.unreachable or done.unreachable
 
 
@@ -88,8 +87,7 @@ class _Done:
     record: ResourceBinding | None  # what the binding keeps for it
     failure: tuple[str, str] | None = None  # (reason, message)
     applied_as: str | None = None  # the event reason, when it was applied
-    requeue: float | None = None
-    retry: bool = False
+    then: Result = NOTHING
     unreachable: bool = False  # stop contacting the cluster for the rest of the pass
 
 
@@ -103,21 +101,21 @@ def _failed(
     unreachable: bool = False,
 ) -> _Done:
     """A failed resource keeps its previous record (and inventory)."""
-    return _Done(name, previous, (reason, message), retry=retry, unreachable=unreachable)
+    then = RETRY if retry else NOTHING
+    return _Done(name, previous, (reason, message), then=then, unreachable=unreachable)
 
 
 async def reconcile_pair(
-    ctx: ClusterContext, client: KubeClient, cluster: Cluster, crs: CRS, entry: CRSBinding | None
+    ctx: ClusterContext,
+    client: KubeClient,
+    cluster: Cluster,
+    crs: CRS,
+    entry: CRSBinding | None,
+    target: str | None,
 ) -> CRSPass:
+    """The pass, once the gate let it go (reconcile/admission); ``target`` is the
+    revision its rollout lets this cluster take (None: no rollout)."""
     spec = crs.valid.spec
-    target = None if spec.rollout is None else await target_revision(ctx, crs)
-    if target is not None and _held(ctx, crs, cluster, entry, target):
-        waiting = Outcome(
-            "Progressing", "Progressing", "waiting for its rollout step", crs.generation
-        )
-        return CRSPass(
-            entry or CRSBinding(cluster_resource_set_name=crs.name), waiting, None, False
-        )
     # A spec strategy_for refuses never gets here: it is InvalidSpec (core/objects).
     strategy = strategy_for(spec.mode, spec.reapply_interval)
     now = ctx.clock.wall()
@@ -129,7 +127,7 @@ async def reconcile_pair(
     # One read per kind for the whole pass, shared by its resources' drift checks.
     observer = Observer(client, ctx.settings.field_manager)
     if drift.mode != "None":
-        progress.requeue = wait or drift.interval
+        progress.then = Result.after(wait or drift.interval)
     for ref in spec.resources:
         previous = recorded(entry, ref)
         if progress.unreachable:
@@ -139,7 +137,7 @@ async def reconcile_pair(
         progress.add(await _resource_pass(ctx, client, crs, cluster, step))
     if drift_due != "None":
         ctx.drift.checked(pair, ctx.clock.now(), drift.interval)
-    _announce(ctx, crs, cluster, progress)
+    progress.then |= _announce(ctx, crs, cluster, progress)
     # Which revision this outcome is for: a rollout's soak counts from when a cluster
     # reached the new one, even if its outcome reads the same as on the old one.
     rev = target or ""
@@ -154,19 +152,7 @@ async def reconcile_pair(
         if spec.health_check is not None and spec.health_check.wait:
             outcome = await _health(ctx, observer, crs, cluster, progress, outcome, now)
     new_entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
-    return CRSPass(new_entry, outcome, progress.requeue, progress.retry)
-
-
-def _held(
-    ctx: ClusterContext, crs: CRS, cluster: Cluster, entry: CRSBinding | None, target: str
-) -> bool:
-    """Does the rollout hold this cluster back from the sources' revision? Never a
-    first install, nor a cluster already on the revision (retries, drift and health
-    checks go on there)."""
-    on = entry_revision(crs, entry)
-    if on is None or on == target:
-        return False
-    return not ctx.rollouts.admitted(crs.namespace, crs.name, cluster.name, target)
+    return CRSPass(new_entry, outcome, progress.then)
 
 
 async def _health(
@@ -190,8 +176,7 @@ async def _health(
         sent_now=bool(progress.applied),
         now=now,
     )
-    progress.requeue = earliest(progress.requeue, checked.requeue_after)
-    progress.retry = progress.retry or checked.retry
+    progress.then |= checked.then
     return checked.outcome
 
 
@@ -231,7 +216,8 @@ async def _resource_pass(
             )
         if why is None:
             assert previous is not None
-            return _Done(name, previous, requeue=step.strategy.next_due(previous, step.now))
+            due = step.strategy.next_due(previous, step.now)
+            return _Done(name, previous, then=Result.after(due))
         return await _apply_resource(ctx, client, crs, cluster, source, prepared, step, why)
     except Unreachable as exc:
         return _failed(name, previous, exc.reason, str(exc), retry=True, unreachable=True)
@@ -239,12 +225,15 @@ async def _resource_pass(
         return _failed(name, previous, "ApplyFailed", str(exc), retry=True)
 
 
-def _announce(ctx: ClusterContext, crs: CRS, cluster: Cluster, progress: _Progress) -> None:
+def _announce(ctx: ClusterContext, crs: CRS, cluster: Cluster, progress: _Progress) -> Result:
     """What this pass applied, per reason: told with the other clusters' passes as one
-    event for the CRS (engine/announcements)."""
+    event for the CRS (memory/notes), which the Result wakes once they settle."""
+    then = NOTHING
     for why, resources in progress.applied.items():
         note = Note("Normal", why, cluster.name, resources=tuple(resources))
-        ctx.announcements.note(crs.namespace, crs.name, note)
+        quiet = ctx.announcements.note(crs.namespace, crs.name, note)
+        then |= Result.waking(Wake(crs_key(crs.namespace, crs.name), quiet))
+    return then
 
 
 async def wanted_by(ctx: ClusterContext, namespace: str, crss: list[CRS]) -> set[ObjectKey]:
@@ -329,8 +318,7 @@ async def _apply_resource(
     )
     if not applied.ok:
         failure = ("ApplyFailed", f"{name}: {'; '.join(applied.errors)}")
-        return _Done(name, record, failure, retry=True)
+        return _Done(name, record, failure, then=RETRY)
     announce = why.reason if chosen.send else None
-    return _Done(
-        name, record, applied_as=announce, requeue=step.strategy.next_due(record, step.now)
-    )
+    due = step.strategy.next_due(record, step.now)
+    return _Done(name, record, applied_as=announce, then=Result.after(due))

@@ -22,6 +22,7 @@ from crs_controller.core.rollout import (
 from crs_controller.core.status import outcome_of
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
+from crs_controller.engine.reconcile.result import Result, Wake, cluster_key
 
 
 async def target_revision(ctx: ClusterContext | CRSContext, crs: CRS) -> str | None:
@@ -46,30 +47,42 @@ def entry_revision(crs: CRS, entry: CRSBinding | None) -> str | None:
     return revision([(r.kind, r.name, recorded_.get((r.kind, r.name), "")) for r in spec])
 
 
-def plan_rollout(ctx: CRSContext, crs: CRS, model: ClusterResourceSet, target: str) -> Plan:
+def plan_rollout(
+    ctx: CRSContext, crs: CRS, model: ClusterResourceSet, target: str
+) -> tuple[Plan, Result]:
     """Plan ``target`` over the matching clusters, from their bindings and outcomes;
-    the plan is kept for the cluster reconciles (newly admitted ones are told)."""
+    the plan is kept for the cluster reconciles. The Result wakes the clusters it
+    newly admits, and this CRS when time alone changes the plan (a soak's end)."""
     assert model.spec.rollout is not None
-    states = [
-        _state(ctx, crs, cluster.name, dict(cluster.meta.labels), target)
-        for cluster in ctx.caches.matching_clusters(crs)
-    ]
-    halted = ctx.rollouts.halted(crs.namespace, crs.name) or halted_revision(crs.status)
-    now = ctx.clock.wall()
-    made = plan(
-        target, states, policy_of(model.spec.rollout), now, None if halted == target else halted
+    policy = policy_of(model.spec.rollout)
+    states, failures = [], []
+    for cluster in ctx.caches.matching_clusters(crs):
+        entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)
+        states.append(_state(crs, entry, cluster.name, dict(cluster.meta.labels), target))
+        failures.append(_failed_on(crs, entry))
+    # Remembered since it halted; else (a restart, a new leader) found from the bindings.
+    halted = ctx.rollouts.halted(crs.namespace, crs.name) or halted_revision(
+        target, failures, policy
     )
-    ctx.rollouts.set(crs.namespace, crs.name, target, made)
+    now = ctx.clock.wall()
+    made = plan(target, states, policy, now, None if halted == target else halted)
+    admitted = ctx.rollouts.set(crs.namespace, crs.name, target, made)
     on = Counter(state.revision or "none" for state in states)
     metrics.show_rollout(crs.namespace, crs.name, dict(on), made.phase)
-    return made
+    wake = (Wake(cluster_key(crs.namespace, name)) for name in admitted)
+    return made, Result.after(made.wake_after) | Result.waking(*wake)
+
+
+def _failed_on(crs: CRS, entry: CRSBinding | None) -> tuple[str | None, bool]:
+    """The revision a cluster is on, and whether its outcome there is a failure."""
+    outcome = outcome_of(entry)
+    return entry_revision(crs, entry), outcome is not None and outcome.state == "Failed"
 
 
 def _state(
-    ctx: CRSContext, crs: CRS, cluster: str, labels: dict[str, str], target: str
+    crs: CRS, entry: CRSBinding | None, cluster: str, labels: dict[str, str], target: str
 ) -> ClusterState:
     """From the binding alone, so every replica plans the same rollout."""
-    entry = ctx.caches.entry(crs.namespace, cluster, crs.name)
     on = entry_revision(crs, entry)
     outcome = outcome_of(entry)
     at_target = on == target and outcome is not None

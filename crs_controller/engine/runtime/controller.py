@@ -39,18 +39,13 @@ from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.informer import Informer, WatchSpec
 from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.io.stores import BindingStore, CRSStore
-from crs_controller.engine.memory.notes import QUIET_SECONDS, Announcements
+from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
-from crs_controller.engine.reconcile.context import (
-    ClusterContext,
-    CRSContext,
-    Settings,
-    cluster_key,
-    crs_key,
-)
+from crs_controller.engine.reconcile.context import ClusterContext, CRSContext, Settings
 from crs_controller.engine.reconcile.crs import reconcile_crs
+from crs_controller.engine.reconcile.result import Result, cluster_key, crs_key
 from crs_controller.engine.runtime.membership import ShardMembership
 from crs_controller.engine.runtime.queue import WorkQueue
 from crs_controller.engine.runtime.tasks import supervised
@@ -93,12 +88,9 @@ class Controller:
         )
         sources = Sources(mgmt, configmaps, secrets)
         outcomes = Outcomes()
-        announcements = Announcements(
-            self.clock,
-            on_note=lambda ns, crs: self.queue.add_after(crs_key(ns, crs), QUIET_SECONDS),
-        )
+        announcements = Announcements(self.clock)
         events = EventRecorder(mgmt)
-        rollouts = Rollouts(on_admit=lambda ns, name: self.queue.add(cluster_key(ns, name)))
+        rollouts = Rollouts()
         self.workloads = WorkloadClients(
             timeout=settings.workload_timeout,
             allow_proxy=settings.allow_proxy_url,
@@ -286,12 +278,20 @@ class Controller:
             metrics.RECONCILE_SECONDS.labels(kind=kind).observe(time.monotonic() - started)
         metrics.RECONCILES.labels(kind=kind, result="retry" if result.retry else "ok").inc()
         log.debug("reconciled", kind=kind, key=f"{namespace}/{name}", retry=result.retry)
+        self._follow(key, result)
+
+    def _follow(self, key: Hashable, result: Result) -> None:
+        """What a Result asks for, as queue operations: this key backs off, is
+        forgotten or comes back later; every key it woke is looked at (after its
+        delay)."""
         if result.retry:
             self.queue.add_rate_limited(key)
-            return
-        self.queue.forget(key)
-        if result.requeue_after is not None:
-            self.queue.add_after(key, result.requeue_after)
+        else:
+            self.queue.forget(key)
+            if result.requeue_after is not None:
+                self.queue.add_after(key, result.requeue_after)
+        for wake in sorted(result.wake, key=lambda w: (w.after, w.key)):
+            self.queue.add_after(wake.key, wake.after)  # a delay of 0 adds it now
 
     # -- sharding -----------------------------------------------------------------
 

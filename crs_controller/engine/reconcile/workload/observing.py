@@ -20,6 +20,7 @@ from crs_controller.core.errors import NotFound
 from crs_controller.core.health import describe, first_not_ready
 from crs_controller.core.models import HealthCheck, ObjectRef, ResourceBinding
 from crs_controller.core.status import Outcome
+from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 
 ListKey = tuple[str, str, str | None]  # apiVersion, kind, namespace (None: all)
 HEALTH_POLL_SECONDS = 2.0
@@ -114,9 +115,10 @@ def _kinds(refs: Sequence[ObjectRef]) -> dict[tuple[str, str], str | None]:
 
 @dataclass(frozen=True)
 class Checked:
+    """A health check's outcome, and what should happen next (look again, retry)."""
+
     outcome: Outcome
-    requeue_after: float | None = None
-    retry: bool = False
+    then: Result = NOTHING
 
 
 async def check_health(
@@ -141,13 +143,13 @@ async def check_health(
     label, health = found
     why = describe(label, health)
     if health.state == "Failed":
-        return Checked(_unhealthy(applied, why), retry=True)
+        return Checked(_unhealthy(applied, why), RETRY)
     waited = _waited(resources, now)
     limit = parse_duration(check.timeout)
     if waited is not None and waited >= limit:
-        return Checked(_unhealthy(applied, f"{why} (not Ready after {check.timeout})"), retry=True)
+        return Checked(_unhealthy(applied, f"{why} (not Ready after {check.timeout})"), RETRY)
     waiting = replace(applied, message=f"waiting for {why}", ready=False)
-    return Checked(waiting, requeue_after=HEALTH_POLL_SECONDS)
+    return Checked(waiting, Result.after(HEALTH_POLL_SECONDS))
 
 
 def _was_ready(previous: Outcome | None, applied: Outcome) -> bool:

@@ -27,6 +27,7 @@ from crs_controller.core.pruning import inventory, stale_objects, without
 from crs_controller.core.uninstall import cleanup_due, is_job, job_state
 from crs_controller.engine.index import Caches
 from crs_controller.engine.reconcile.context import ClusterContext
+from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 from crs_controller.engine.reconcile.workload.applying import apply_objects
 from crs_controller.engine.reconcile.workload.pruning import Deletion, delete_objects
 
@@ -40,8 +41,7 @@ class Cleanup:
     """Where the cleanup of one deleting cluster stands."""
 
     remaining: dict[str, CRSBinding]  # entries to keep in the binding
-    retry: bool = False
-    requeue_after: float | None = None
+    then: Result = NOTHING
 
 
 def targets(
@@ -80,7 +80,7 @@ async def uninstall(
             del cleanup.remaining[name]  # nothing was ever applied: no hook, nothing to do
             continue
         if client is None:
-            cleanup.retry = True
+            cleanup.then |= RETRY
             continue
         try:
             hooks = await _run_hooks(ctx, client, crs, cluster)
@@ -88,10 +88,10 @@ async def uninstall(
             await _report(ctx, crs, cluster, str(exc))
             hooks = "Failed"
         if hooks == "Running":
-            cleanup.requeue_after = JOB_POLL
+            cleanup.then |= Result.after(JOB_POLL)
             continue
         if hooks == "Failed":
-            cleanup.retry = True
+            cleanup.then |= RETRY
             continue
         await _delete(ctx, client, cluster, crs, cleanup)
     return cleanup
@@ -115,7 +115,7 @@ async def _delete(
     if done.failed:
         await _report(ctx, crs, cluster, "; ".join(done.failed))
         cleanup.remaining[name] = without(entry, done.refused_refs)
-        cleanup.retry = True
+        cleanup.then |= RETRY
         return
     del cleanup.remaining[name]
     removed = len(stale) - len(done.refused)
