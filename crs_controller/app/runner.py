@@ -10,7 +10,6 @@ import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +95,7 @@ async def _hook_answer(controller: Controller, cluster: dict[str, Any]) -> tuple
     """BeforeClusterDelete: the answer read from the API; while cleanup is pending,
     make sure this replica's reconcile of the Cluster is under way."""
     retry_after, message = await hook_status(
-        controller.mgmt, controller.cluster_api_version, cluster, datetime.now(UTC)
+        controller.mgmt, controller.cluster_api_version, cluster, controller.clock.wall()
     )
     if retry_after:
         controller.nudge(cluster)

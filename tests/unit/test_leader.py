@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.lease import (
@@ -240,3 +242,21 @@ def test_taking_a_lease_keeps_its_metadata_and_counts_the_transition() -> None:
     fresh = leader_lease(None, identity="me", **args)
     assert fresh["metadata"] == {"name": "crs-controller", "namespace": NAMESPACE}
     assert fresh["spec"]["leaseTransitions"] == 0
+
+
+@given(st.datetimes(min_value=datetime(1970, 1, 1), timezones=st.just(UTC)))
+def test_any_renew_time_written_reads_back_the_same(moment: datetime) -> None:
+    assert parse_micro_time(format_micro_time(moment)) == moment
+
+
+@given(
+    ago=st.floats(min_value=-60, max_value=120, allow_nan=False),
+    later=st.floats(min_value=0, max_value=120, allow_nan=False),
+    duration=st.sampled_from([0.0, 1.0, 15.0, 40.0]),
+)
+def test_a_held_lease_once_free_stays_free_as_time_passes(
+    ago: float, later: float, duration: float
+) -> None:
+    held = record("other", ago, duration)
+    if free_for(held, "me", NOW, 15):
+        assert free_for(held, "me", NOW + timedelta(seconds=later), 15)
