@@ -48,12 +48,7 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     if cluster.deleting:
         return await _clean_up(ctx, cluster, binding)
 
-    matching = ctx.caches.matching_crss(cluster)
-    crss = [c for c in matching if c.active]
-    if paused := sorted(c.name for c in matching if c.paused):
-        log.info(
-            "paused ClusterResourceSets left alone", cluster=f"{namespace}/{name}", crss=paused
-        )
+    crss = _active(ctx, cluster)
     entries = entries_by_crs(binding)
     # Paused CRSs are left alone: their entries stay exactly as they are.
     keep = {c.name for c in ctx.caches.crss_in(namespace) if c.left_alone}
@@ -74,6 +69,15 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     for crs_name in set(entries) - set(new_entries):
         ctx.outcomes.drop_pair(namespace, crs_name, name)
     return result
+
+
+def _active(ctx: ClusterContext, cluster: Cluster) -> list[CRS]:
+    """The matching CRSs to apply: not paused, being deleted, or refused."""
+    matching = ctx.caches.matching_crss(cluster)
+    if paused := sorted(c.name for c in matching if c.paused):
+        where = f"{cluster.namespace}/{cluster.name}"
+        log.info("paused ClusterResourceSets left alone", cluster=where, crss=paused)
+    return [c for c in matching if c.active]
 
 
 async def _record(

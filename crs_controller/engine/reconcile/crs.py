@@ -18,7 +18,7 @@ from crs_controller.core.models import (
     RolloutStatus,
     to_api,
 )
-from crs_controller.core.objects import CRS
+from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.rollout import Plan
 from crs_controller.core.status import Problem, invalid_spec, outcome_of, summarize
 from crs_controller.engine.io import metrics
@@ -136,22 +136,8 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     previous = ctx.rollouts.plan(crs.namespace, crs.name)
     if model.spec.rollout is not None and target is not None:
         made, then = plan_rollout(ctx, crs, model, target)
-    # From the bindings, not from what this process did: any replica computes the
-    # same status, also right after a restart. A cluster with no outcome recorded
-    # yet counts as not applied, and holds observedGeneration back.
-    outcomes = [
-        (c.name, outcome_of(ctx.caches.entry(crs.namespace, c.name, crs.name))) for c in matching
-    ]
-    status = summarize(
-        generation=crs.generation,
-        outcomes=sorted(outcomes, key=lambda pair: pair[0]),
-        resource_problems=problems,
-        previous=crs.status,
-        now=ctx.clock.wall(),
-        rollout=None if made is None else (made.phase, made.message),
-    )
+    status = _status(ctx, crs, matching, problems, made)
     status.revision = target
-    status.rollout = None if made is None else rollout_status(made)
     if made is not None:
         await _tell_rollout(ctx, crs, status, made, None if previous is None else previous[1])
     if to_api(status) == to_api(crs.status):
@@ -163,6 +149,11 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         # not lost with it.
         log.info("status write failed", crs=f"{crs.namespace}/{crs.name}", error=str(exc))
         return then | RETRY
+    _log_status(crs, status)
+    return then
+
+
+def _log_status(crs: CRS, status: ClusterResourceSetStatus) -> None:
     ready = status.conditions[-1]
     log.info(
         "status updated",
@@ -173,7 +164,31 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         applied=status.applied_clusters,
         failed=status.failed_clusters,
     )
-    return then
+
+
+def _status(
+    ctx: CRSContext,
+    crs: CRS,
+    matching: list[Cluster],
+    problems: list[Problem],
+    made: Plan | None,
+) -> ClusterResourceSetStatus:
+    """From the bindings, not from what this process did: any replica computes the
+    same status, also right after a restart. A cluster with no outcome recorded yet
+    counts as not applied, and holds observedGeneration back."""
+    outcomes = [
+        (c.name, outcome_of(ctx.caches.entry(crs.namespace, c.name, crs.name))) for c in matching
+    ]
+    status = summarize(
+        generation=crs.generation,
+        outcomes=sorted(outcomes, key=lambda pair: pair[0]),
+        resource_problems=problems,
+        previous=crs.status,
+        now=ctx.clock.wall(),
+        rollout=None if made is None else (made.phase, made.message),
+    )
+    status.rollout = None if made is None else rollout_status(made)
+    return status
 
 
 async def _tell_rollout(

@@ -43,7 +43,7 @@ from crs_controller.engine.memory.notes import Note
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
 from crs_controller.engine.reconcile.values import Prepared, prepare
-from crs_controller.engine.reconcile.workload.applying import apply_objects
+from crs_controller.engine.reconcile.workload.applying import ApplyResult, apply_objects
 from crs_controller.engine.reconcile.workload.observing import Observer, check_health
 
 log = structlog.get_logger(__name__)
@@ -138,21 +138,32 @@ async def reconcile_pair(
     if drift_due != "None":
         ctx.drift.checked(pair, ctx.clock.now(), drift.interval)
     progress.then |= _announce(ctx, crs, cluster, progress)
-    # Which revision this outcome is for: a rollout's soak counts from when a cluster
-    # reached the new one, even if its outcome reads the same as on the old one.
-    rev = target or ""
+    outcome = await _outcome(ctx, observer, crs, cluster, progress, target or "", now)
     # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
-    if progress.failures:
-        message = "; ".join(m for _, m in progress.failures)
-        outcome = Outcome("Failed", progress.failures[0][0], message, crs.generation, revision=rev)
-    else:
-        outcome = Outcome(
-            "Applied", "Applied", "all resources applied", crs.generation, revision=rev
-        )
-        if spec.health_check is not None and spec.health_check.wait:
-            outcome = await _health(ctx, observer, crs, cluster, progress, outcome, now)
     new_entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
     return CRSPass(new_entry, outcome, progress.then)
+
+
+async def _outcome(
+    ctx: ClusterContext,
+    observer: Observer,
+    crs: CRS,
+    cluster: Cluster,
+    progress: _Progress,
+    rev: str,
+    now: datetime,
+) -> Outcome:
+    """The pass's outcome: its first failure, else applied (and Ready, when the CRS
+    waits for it). ``rev`` says which revision it is for: a rollout's soak counts
+    from when a cluster reached the new one, even if its outcome reads the same."""
+    if progress.failures:
+        message = "; ".join(m for _, m in progress.failures)
+        return Outcome("Failed", progress.failures[0][0], message, crs.generation, revision=rev)
+    outcome = Outcome("Applied", "Applied", "all resources applied", crs.generation, revision=rev)
+    check = crs.valid.spec.health_check
+    if check is not None and check.wait:
+        outcome = await _health(ctx, observer, crs, cluster, progress, outcome, now)
+    return outcome
 
 
 async def _health(
@@ -191,11 +202,16 @@ class _Step:
     drift_due: DriftMode
     observer: Observer
 
+    @property
+    def name(self) -> str:
+        """Kind/name, for events and messages."""
+        return f"{self.ref.kind}/{self.ref.name}"
+
 
 async def _resource_pass(
     ctx: ClusterContext, client: KubeClient, crs: CRS, cluster: Cluster, step: _Step
 ) -> _Done:
-    previous, name = step.previous, f"{step.ref.kind}/{step.ref.name}"
+    previous, name = step.previous, step.name
     source = await ctx.sources.load(cluster.namespace, step.ref)
     if source.error is not None:
         return _failed(name, previous, source.error.reason, str(source.error))
@@ -279,8 +295,7 @@ async def _apply_resource(
     step: _Step,
     why: _Why,
 ) -> _Done:
-    ref, previous = source.ref, step.previous
-    name = f"{ref.kind}/{ref.name}"
+    ref, previous, name = source.ref, step.previous, step.name
     try:
         manifest = await prepared.manifest(ctx.sources, source)
     except ResourceError as exc:
@@ -294,10 +309,7 @@ async def _apply_resource(
         confidential=ref.kind == "Secret",
         hashes=[manifest.hashes[i] for i in chosen.send],
     )
-    metrics.OBJECTS_APPLIED.inc(len(applied.applied))
-    metrics.APPLY_ERRORS.inc(len(applied.errors))
-    sent = {chosen.send[i]: done for i, done in applied.applied.items()}
-    current = {**chosen.kept, **sent}
+    current = {**chosen.kept, **{chosen.send[i]: d for i, d in applied.applied.items()}}
     record = record_apply(
         ref,
         previous,
@@ -307,18 +319,26 @@ async def _apply_resource(
         skipped=applied.skipped,
         now=step.now,
     )
+    _tell_apply(crs, cluster, name, applied, unchanged=len(chosen.kept))
+    if not applied.ok:
+        failure = ("ApplyFailed", f"{name}: {'; '.join(applied.errors)}")
+        return _Done(name, record, failure, then=RETRY)
+    then = Result.after(step.strategy.next_due(record, step.now))
+    return _Done(name, record, applied_as=why.reason if chosen.send else None, then=then)
+
+
+def _tell_apply(
+    crs: CRS, cluster: Cluster, name: str, applied: ApplyResult, *, unchanged: int
+) -> None:
+    """One resource's apply, in the metrics and the log."""
+    metrics.OBJECTS_APPLIED.inc(len(applied.applied))
+    metrics.APPLY_ERRORS.inc(len(applied.errors))
     log.info(
         "resource applied" if applied.ok else "resource apply failed",
         crs=f"{crs.namespace}/{crs.name}",
         cluster=cluster.name,
         resource=name,
         objects=len(applied.applied),
-        unchanged=len(chosen.kept),
+        unchanged=unchanged,
         errors=len(applied.errors),
     )
-    if not applied.ok:
-        failure = ("ApplyFailed", f"{name}: {'; '.join(applied.errors)}")
-        return _Done(name, record, failure, then=RETRY)
-    announce = why.reason if chosen.send else None
-    due = step.strategy.next_due(record, step.now)
-    return _Done(name, record, applied_as=announce, then=Result.after(due))

@@ -86,39 +86,12 @@ class Controller:
             concurrency=settings.concurrency,
             tenants=self.index.namespace_count,
         )
-        sources = Sources(mgmt, configmaps, secrets)
-        outcomes = Outcomes()
-        announcements = Announcements(self.clock)
-        events = EventRecorder(mgmt)
-        rollouts = Rollouts()
         self.workloads = WorkloadClients(
             timeout=settings.workload_timeout,
             allow_proxy=settings.allow_proxy_url,
             user_agent=user_agent,
         )
-        self.cluster_ctx = ClusterContext(
-            settings=settings,
-            caches=self.index,
-            sources=sources,
-            workloads=self.workloads,
-            bindings=BindingStore(mgmt, bindings),
-            events=events,
-            announcements=announcements,
-            outcomes=outcomes,
-            rollouts=rollouts,
-            clock=self.clock,
-        )
-        self.crs_ctx = CRSContext(
-            caches=self.index,
-            sources=sources,
-            crss=CRSStore(mgmt, crss),
-            outcomes=outcomes,
-            events=events,
-            announcements=announcements,
-            rollouts=rollouts,
-            clock=self.clock,
-            leading=lambda: self.leading,
-        )
+        self.cluster_ctx, self.crs_ctx = self._contexts(crss, bindings, configmaps, secrets)
         self.informers: list[Informer[Any]] = [crss, clusters, bindings, configmaps, secrets]
         self.ready = asyncio.Event()
         self.standing_by = False  # waiting for the leader lease
@@ -127,6 +100,44 @@ class Controller:
         self.shard: ShardMembership | None = None
         self.leading = True
         self._served: set[tuple[str, str]] = set()  # clusters this replica has reconciled
+
+    def _contexts(
+        self,
+        crss: Informer[CRS],
+        bindings: Informer[Binding],
+        configmaps: Informer[ObjectMeta],
+        secrets: Informer[ObjectMeta],
+    ) -> tuple[ClusterContext, CRSContext]:
+        """What the two reconcilers share: the caches, the sources, the events, and
+        the process's memory (outcomes, rollout plans, notes)."""
+        mgmt, clock = self.mgmt, self.clock
+        sources = Sources(mgmt, configmaps, secrets)
+        outcomes, rollouts = Outcomes(), Rollouts()
+        announcements, events = Announcements(clock), EventRecorder(mgmt)
+        cluster_ctx = ClusterContext(
+            settings=self.settings,
+            caches=self.index,
+            sources=sources,
+            workloads=self.workloads,
+            bindings=BindingStore(mgmt, bindings),
+            events=events,
+            announcements=announcements,
+            outcomes=outcomes,
+            rollouts=rollouts,
+            clock=clock,
+        )
+        crs_ctx = CRSContext(
+            caches=self.index,
+            sources=sources,
+            crss=CRSStore(mgmt, crss),
+            outcomes=outcomes,
+            events=events,
+            announcements=announcements,
+            rollouts=rollouts,
+            clock=clock,
+            leading=lambda: self.leading,
+        )
+        return cluster_ctx, crs_ctx
 
     def _object_informers(self) -> tuple[Informer[CRS], Informer[Cluster], Informer[Binding]]:
         mgmt, ns = self.mgmt, self.settings.namespace
