@@ -1,9 +1,11 @@
 """Per (CRS, cluster) outcomes of this process's last reconcile, kept in memory.
 
-They decide when a Warning event is new, whether a dependency is done within one
-cluster pass, and what a health check saw last. The CRS status is not read from here
-but from the bindings, which record every pair's outcome for every replica to read.
-A restart loses these on purpose: the first reconcile of every pair rebuilds them.
+They spare a Warning for an outcome this process has noted already (the binding
+spares it across a restart), tell whether a missing source's Warning still holds,
+and say what a health check saw last. Neither the CRS status nor the admission gate
+reads them: both read the bindings, which record every pair's outcome for every
+replica. A restart loses these on purpose: the first reconcile of every pair
+rebuilds them.
 """
 
 from __future__ import annotations
