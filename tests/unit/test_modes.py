@@ -194,6 +194,7 @@ def test_plan_per_resource(
             {"mode": "Reconcile", "driftDetection": "Generation", "driftCheckInterval": "0"},
             Reconcile(Durations(drift_check_interval=60.0), "Generation"),  # 0: the default
         ),
+        ({"driftDetection": "Content"}, ApplyOnce()),  # only Reconcile checks drift
         ({"healthCheck": {"wait": True}}, ApplyOnce(Durations(health_timeout=300.0))),
         ({"healthCheck": {"timeout": "90s"}}, ApplyOnce(Durations(health_timeout=90.0))),
         (
