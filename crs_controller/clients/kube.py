@@ -212,6 +212,33 @@ class KubeClient:
         """A streamed response with a 2xx status; errors mapped onto ours. ``auth``:
         the credentials to send (default: the current ones)."""
         auth = auth or await self._authorize()
+        where = f"{self.name}: {method} {path}"
+        try:
+            request = self._request_for(method, path, params, content, headers, timeout, auth)
+            async with _answer(self._pool, request) as raw:
+                response = _Response(raw)
+                if response.status_code == 401 and auth.credential and self._exec:
+                    self._exec.refused(auth.credential)
+                if response.status_code >= 300:
+                    body = await _read(response, where, self.limits.bytes)
+                    raise _api_error(where, response, body, _Budget(self.limits.values))
+                yield response
+        except TRANSPORT_ERRORS as exc:
+            # Every transport failure, whatever its type, means "cannot talk to it".
+            raise Unreachable(f"{where}: {type(exc).__name__}") from exc
+
+    def _request_for(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        content: bytes | None,
+        headers: Mapping[str, str] | None,
+        timeout: Mapping[str, float] | None,
+        auth: _Auth,
+    ) -> httpcore.Request:
+        """The request as the transport takes it: our headers and credentials, the
+        server's URL, the deadlines. Raises ValueError for what cannot be sent."""
         all_headers = {**self._headers, "Host": self._target.host_header, **(headers or {})}
         if auth.token:
             all_headers["Authorization"] = f"Bearer {auth.token}"
@@ -225,26 +252,10 @@ class KubeClient:
             target=target,
         )
         extensions = {**self._extensions, "timeout": timeout or self._timeout}
-        where = f"{self.name}: {method} {path}"
-        try:
-            request = httpcore.Request(
-                method,
-                url,
-                headers=list(all_headers.items()),
-                content=content,
-                extensions=extensions,
-            )
-            async with _answer(self._pool, request) as raw:
-                response = _Response(raw)
-                if response.status_code == 401 and auth.credential and self._exec:
-                    self._exec.refused(auth.credential)
-                if response.status_code >= 300:
-                    body = await _read(response, where, self.limits.bytes)
-                    raise _api_error(where, response, body, _Budget(self.limits.values))
-                yield response
-        except TRANSPORT_ERRORS as exc:
-            # Every transport failure, whatever its type, means "cannot talk to it".
-            raise Unreachable(f"{where}: {type(exc).__name__}") from exc
+        headers_list = list(all_headers.items())
+        return httpcore.Request(
+            method, url, headers=headers_list, content=content, extensions=extensions
+        )
 
     async def _request(
         self, method: str, path: str, *, budget: _Budget | None = None, **kwargs: Any
