@@ -147,7 +147,7 @@ def with_outcome(
     before = previous.outcome if previous is not None else None
     same_content = previous is not None and _content(previous) == _content(entry)
     if before is not None and same_content and (before.reason, before.ready) == (reason, ready):
-        if reason == "Progressing":
+        if ready is False:
             # Waiting for objects to be Ready: the counts in the message move with
             # every look; the binding keeps when the wait began.
             message = safe(before.message, MESSAGE_LIMIT)  # a binding is tenant-writable

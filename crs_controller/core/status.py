@@ -48,12 +48,13 @@ class Outcome:
 
 def recorded_reason(outcome: Outcome) -> tuple[str, bool | None]:
     """How the binding records an outcome: (reason, ready). Pending until the cluster
-    can be contacted; Progressing while held by the rollout, or (ready False) while
-    everything is applied and its objects are not Ready yet; else its own reason."""
+    can be contacted; Applied with ready False while everything is applied and its
+    objects are not Ready yet; else its own reason (Progressing: held by the rollout,
+    only that)."""
     if outcome.state == "Pending":
         return "Pending", None
     if outcome.state == "Applied" and not outcome.ready:
-        return "Progressing", False
+        return "Applied", False
     return outcome.reason, None
 
 
@@ -71,8 +72,11 @@ def _from_record(recorded: BindingOutcome) -> Outcome:
     generation = recorded.observed_generation or 0
     match reason:
         case "Applied":
-            return Outcome("Applied", reason, message, generation)
+            return Outcome(
+                "Applied", reason, message, generation, ready=recorded.ready is not False
+            )
         case "Progressing" if recorded.ready is False:
+            # As earlier releases recorded applied-but-not-Ready.
             return Outcome("Applied", "Applied", message, generation, ready=False)
         case "Progressing":
             return Outcome("Progressing", reason, message, generation)

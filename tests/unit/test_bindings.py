@@ -619,14 +619,14 @@ def test_a_new_generation_is_recorded_without_moving_the_time() -> None:
     assert (later.outcome.observed_generation, later.outcome.time) == (4, EARLIER)
 
 
-def test_a_progressing_outcome_is_not_rewritten_as_its_counts_move() -> None:
+def test_an_outcome_waiting_for_ready_is_not_rewritten_as_its_counts_move() -> None:
     waiting = Outcome("Applied", "Applied", "waiting for x: 0/3 available", 1, ready=False)
     first = with_outcome(entry("cni"), None, waiting, EARLIER)
     moved = Outcome("Applied", "Applied", "waiting for x: 2/3 available", 1, ready=False)
     later = with_outcome(entry("cni"), first, moved, NOW)
     assert later.outcome == first.outcome
     assert first.outcome is not None and (first.outcome.reason, first.outcome.ready) == (
-        "Progressing",
+        "Applied",
         False,
     )
     done = with_outcome(entry("cni"), later, APPLIED, NOW)

@@ -11,13 +11,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crs_controller.core.models import ClusterResourceSetStatus, Condition, to_api
+from crs_controller.core.models import (
+    BindingOutcome,
+    ClusterResourceSetStatus,
+    Condition,
+    CRSBinding,
+    to_api,
+)
 from crs_controller.core.status import (
     READY,
     RESOURCES_APPLIED,
     Outcome,
     Problem,
     invalid_spec,
+    outcome_of,
     summarize,
 )
 
@@ -397,3 +404,23 @@ def test_messages_reach_the_conditions_without_control_characters() -> None:
     assert message == "key \\x1b]0;title\\x07 bad"
     spec = invalid_spec(ClusterResourceSetStatus(), GEN, "spec.x: \x9b2J", NOW)
     assert condition(spec).message == "spec.x: \\x9b2J"
+
+
+@pytest.mark.parametrize(
+    ("reason", "ready", "state", "is_ready"),
+    [
+        ("Applied", None, "Applied", True),
+        ("Applied", False, "Applied", False),  # applied, objects not Ready yet
+        ("Progressing", False, "Applied", False),  # the same, as earlier releases wrote it
+        ("Progressing", None, "Progressing", True),  # held by the rollout
+    ],
+)
+def test_a_recorded_outcome_reads_back_whatever_release_wrote_it(
+    reason: str, ready: bool | None, state: str, is_ready: bool
+) -> None:
+    recorded = CRSBinding(
+        cluster_resource_set_name="cni",
+        outcome=BindingOutcome(reason=reason, message="m", observed_generation=GEN, ready=ready),
+    )
+    outcome = outcome_of(recorded)
+    assert outcome is not None and (outcome.state, outcome.ready) == (state, is_ready)
