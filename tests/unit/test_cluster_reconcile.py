@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from crs_controller.core.clusters import PAUSED_ANNOTATION
+from crs_controller.core.errors import AnswerTooLarge
 from crs_controller.core.models import API_VERSION
 from crs_controller.engine.memory.notes import QUIET_SECONDS, Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
@@ -299,3 +300,40 @@ async def test_a_dependency_is_done_as_the_binding_records_it_not_as_memory_does
     restarted(world)  # nothing in memory says a is done; its binding entry does
     await reconcile(world)
     assert outcome(world, "b")[0] == "Applied"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"driftDetection": "Generation", "driftCheckInterval": "1m"},
+        {"mode": "Reconcile", "healthCheck": {"wait": True, "timeout": "5m"}},
+    ],
+    ids=["drift-read", "health-read"],
+)
+async def test_an_answer_too_large_mid_pass_is_the_clusters_outcome_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch, spec: dict[str, Any]
+) -> None:
+    """A LIST that a server answers with more than the client reads (a drift or a
+    health read): the cluster is ClusterUnreachable, saying why, never "unexpected …;
+    see the controller log"."""
+    world = await world_with(
+        crs("a", "src", **spec), mode_source=configmap_source("src", payload("one"))
+    )
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+
+    async def endless(*args: Any, **kwargs: Any) -> Any:
+        raise AnswerTooLarge(
+            "cluster c1: GET /api/v1/configmaps: more than 200 pages", limit="pages"
+        )
+
+    if "healthCheck" not in spec:
+        await reconcile(world)
+        assert outcome(world, "a")[0] == "Applied"
+    monkeypatch.setattr(workload, "list", endless)
+    clock = world.ctx.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(61)
+    result = await reconcile(world)
+    reason, message = outcome(world, "a")
+    assert (reason, result.retry) == ("ClusterUnreachable", True), message
+    assert "more than 200 pages" in message

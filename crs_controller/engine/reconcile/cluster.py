@@ -208,6 +208,12 @@ async def _pass(
             kept = entry or CRSBinding(cluster_resource_set_name=crs.name)
             return CRSPass(kept, admitted.outcome)
         return await reconcile_pair(ctx, client, cluster, crs, entry, admitted.target)
+    except Unreachable as exc:
+        # The cluster stopped answering, or answered more than we read, mid-pass (a
+        # health or drift LIST): that is this cluster's outcome, said as such.
+        outcome = Outcome("Failed", exc.reason, str(exc), crs.generation)
+        kept = entry or CRSBinding(cluster_resource_set_name=crs.name)
+        return CRSPass(kept, outcome, RETRY)
     except Exception as exc:
         log.exception(
             "cluster pass failed",
