@@ -25,7 +25,6 @@ from crs_controller.core.models import (
     ClusterResourceSetSpec,
     HealthCheck,
     Mode,
-    PairKey,
 )
 
 __all__ = [
@@ -34,7 +33,6 @@ __all__ = [
     "ApplyOptions",
     "CheckDrift",
     "Drift",
-    "DriftSchedule",
     "Durations",
     "Plan",
     "Reconcile",
@@ -43,9 +41,6 @@ __all__ = [
     "Skip",
     "Strategy",
     "compile_strategy",
-    "drift_for",
-    "plan",
-    "strategy_for",
 ]
 
 DriftMode = Literal["None", "Generation", "Content"]
@@ -182,11 +177,6 @@ class ApplyOnce:
     def drift(self) -> Drift:
         return Drift("None", self.durations.drift_check_interval)
 
-    @property
-    def applies_only_missing(self) -> bool:
-        """The former name of ``apply.only_missing``."""
-        return self.apply.only_missing
-
     def needs_apply(
         self, recorded: RecordedResource | None, current_hash: str, now: datetime
     ) -> bool:
@@ -201,7 +191,7 @@ class ApplyOnce:
     def plan(
         self, recorded: RecordedResource | None, current_hash: str, now: datetime, drift_due: bool
     ) -> Plan:
-        return plan(self, recorded, current_hash, now, "None")
+        return _plan(self, recorded, current_hash, now, "None")
 
 
 @dataclass(frozen=True)
@@ -221,11 +211,6 @@ class Reconcile:
     @property
     def reapply_interval(self) -> float | None:
         return self.durations.reapply_interval
-
-    @property
-    def applies_only_missing(self) -> bool:
-        """The former name of ``apply.only_missing``."""
-        return self.apply.only_missing
 
     def needs_apply(
         self, recorded: RecordedResource | None, current_hash: str, now: datetime
@@ -259,10 +244,10 @@ class Reconcile:
     ) -> Plan:
         """``drift_due``: this pair's drift check is due in this pass (the schedule's
         answer); it matters only when the strategy checks drift."""
-        return plan(self, recorded, current_hash, now, self.drift_mode if drift_due else "None")
+        return _plan(self, recorded, current_hash, now, self.drift_mode if drift_due else "None")
 
 
-def plan(
+def _plan(
     strategy: Strategy,
     recorded: RecordedResource | None,
     current_hash: str,
@@ -294,26 +279,12 @@ def compile_strategy(spec: ClusterResourceSetSpec) -> ApplyOnce | Reconcile:
         health_timeout=parse_duration(health.timeout),
         pause_after=tuple(parse_duration(s.pause_after or "0") for s in rollout_steps),
     )
-    return _strategy(spec.mode, durations, spec.drift_detection)
-
-
-_MODES: dict[str, Mode] = {"ApplyOnce": "ApplyOnce", "Reconcile": "Reconcile"}
-_DRIFT_MODES: dict[str, DriftMode] = {"Generation": "Generation", "Content": "Content"}
-
-
-def _mode(mode: str) -> Mode:
-    if mode not in _MODES:
-        raise InvalidSpec(f"invalid mode {mode!r} (expected ApplyOnce or Reconcile)")
-    return _MODES[mode]
-
-
-def _strategy(mode: Mode, durations: Durations, drift_detection: str) -> ApplyOnce | Reconcile:
-    if mode == "ApplyOnce":
+    if spec.mode == "ApplyOnce":
         return ApplyOnce(durations)
-    return Reconcile(durations, _DRIFT_MODES.get(drift_detection, "None"))
+    return Reconcile(durations, spec.drift_detection)
 
 
-def _reapply_interval(mode: str, text: str | None) -> float | None:
+def _reapply_interval(mode: Mode, text: str | None) -> float | None:
     """``reapplyInterval: 0`` disables interval reapplies, like ``0`` periods elsewhere
     in Kubernetes."""
     if text is None:
@@ -327,43 +298,3 @@ def _reapply_interval(mode: str, text: str | None) -> float | None:
 def _drift_interval(text: str | None) -> float:
     """An interval of 0 (or none) means the default."""
     return parse_duration(text or DEFAULT_DRIFT_CHECK_INTERVAL) or DEFAULT_DRIFT_SECONDS
-
-
-# --- the former entry points, kept until their callers read ``CRS.strategy`` ------
-
-
-def strategy_for(mode: str, reapply_interval: str | None) -> ApplyOnce | Reconcile:
-    """The strategy of a mode and interval, with the other settings at their
-    defaults; raises InvalidSpec for an unknown mode or a bad interval."""
-    known = _mode(mode)
-    return _strategy(known, Durations(_reapply_interval(known, reapply_interval)), "None")
-
-
-def drift_for(mode: str, drift_detection: str, check_interval: str | None) -> Drift:
-    """The drift settings of a compiled strategy: only Reconcile checks drift."""
-    durations = Durations(drift_check_interval=_drift_interval(check_interval))
-    if mode not in _MODES:
-        return Drift("None", durations.drift_check_interval)
-    return _strategy(_MODES[mode], durations, drift_detection).drift
-
-
-class DriftSchedule:
-    """When each (CRS, cluster) pair is next due for a drift check, in the seconds of
-    an injected clock. Asking never changes it; ``checked`` does.
-
-    Process state, not a pure decision: its home is ``engine.memory.drift``; this copy
-    goes once ``engine.reconcile.context`` imports it from there."""
-
-    def __init__(self) -> None:
-        self._due: dict[PairKey, float] = {}
-
-    def wait(self, key: PairKey, now: float) -> float:
-        """Seconds until the next check is due; 0 when due now (or never checked)."""
-        return max(self._due.get(key, now) - now, 0.0)
-
-    def checked(self, key: PairKey, now: float, interval: float) -> None:
-        self._due[key] = now + interval
-
-    def forget_cluster(self, namespace: str, cluster: str) -> None:
-        for key in [k for k in self._due if k[0] == namespace and k[2] == cluster]:
-            del self._due[key]

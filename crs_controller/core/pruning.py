@@ -16,15 +16,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from crs_controller.core.manifests import object_ref
-from crs_controller.core.models import CRSBinding, ObjectRef, ResourceBinding
+from crs_controller.core.models import CRSBinding, ObjectKey, ObjectRef, ResourceBinding
 from crs_controller.core.ordering import delete_order
 
 
 def inventory(entries: Iterable[CRSBinding]) -> set[ObjectRef]:
     return {o for entry in entries for resource in entry.resources for o in resource.objects}
-
-
-ObjectKey = tuple[str, str, str, str]  # ObjectRef.key: group, kind, namespace, name
 
 
 def wanted_keys(objects: Iterable[Mapping[str, Any]]) -> set[ObjectKey]:

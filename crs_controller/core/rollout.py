@@ -62,7 +62,6 @@ from typing import Any, Literal
 
 import xxhash
 
-from crs_controller.core.durations import parse_duration
 from crs_controller.core.models import Rollout as RolloutSpec
 from crs_controller.core.models import to_api
 from crs_controller.core.selectors import selector_matches, validate_selector
@@ -350,10 +349,10 @@ def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def policy_of(spec: RolloutSpec) -> Policy:
-    """The planner's policy for ``spec.rollout`` (durations in seconds, selectors in
-    API form)."""
+def policy_of(spec: RolloutSpec, pauses: Sequence[float]) -> Policy:
+    """The planner's policy for ``spec.rollout``: ``pauses`` are its steps'
+    pauseAfter in seconds (parsed with the CRS's strategy), selectors in API form."""
     steps = tuple(
-        Step(to_api(s.cluster_selector), parse_duration(s.pause_after or "0")) for s in spec.steps
+        Step(to_api(s.cluster_selector), pause) for s, pause in zip(spec.steps, pauses, strict=True)
     )
     return Policy(spec.max_concurrent, steps, spec.max_failures, spec.paused)

@@ -11,11 +11,10 @@ from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
 from crs_controller.core.dependencies import Dependencies
-from crs_controller.core.models import CRSBinding
+from crs_controller.core.models import CRSBinding, SourceKey
 from crs_controller.core.objects import CRS, Binding, Cluster, depends_on
 from crs_controller.engine.io.informer import Informer
 
-SourceKey = tuple[str, str, str]  # namespace, kind, name
 K = TypeVar("K")
 
 

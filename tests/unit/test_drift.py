@@ -21,7 +21,6 @@ from crs_controller.core.drift import (
     resource_drift,
 )
 from crs_controller.core.models import ObjectRef
-from crs_controller.core.modes import DriftSchedule as FormerDriftSchedule
 from crs_controller.engine.memory.drift import DriftSchedule
 
 
@@ -179,11 +178,8 @@ def test_an_inventory_without_object_records_falls_back_to_the_resource_sum(
 # --- the drift schedule (engine.memory.drift), driven by explicit times -------------
 
 
-@pytest.mark.parametrize("schedule_type", [DriftSchedule, FormerDriftSchedule])
-def test_the_drift_schedule_is_due_at_first_then_after_each_interval(
-    schedule_type: type[DriftSchedule],
-) -> None:
-    schedule = schedule_type()
+def test_the_drift_schedule_is_due_at_first_then_after_each_interval() -> None:
+    schedule = DriftSchedule()
     pair = ("ns", "crs", "c1")
     assert schedule.wait(pair, 100.0) == 0.0  # never checked: due now
     assert schedule.wait(pair, 100.0) == 0.0  # asking changes nothing

@@ -31,9 +31,6 @@ from crs_controller.core.modes import (
     Skip,
     Strategy,
     compile_strategy,
-    drift_for,
-    plan,
-    strategy_for,
 )
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -230,37 +227,6 @@ def test_compile_strategy_refuses(fields: dict[str, Any], message: str) -> None:
         compile_strategy(spec(**fields))
 
 
-@pytest.mark.parametrize(
-    ("mode", "interval", "message"),
-    [
-        ("Sometimes", None, "invalid mode 'Sometimes'"),
-        ("reconcile", None, "invalid mode"),
-        ("", "bad", "invalid mode"),
-        ("ApplyOnce", "10m", "reapplyInterval only applies to mode Reconcile"),
-        ("Reconcile", "10 minutes", "invalid duration"),
-        ("Reconcile", "-1m", "negative"),
-    ],
-)
-def test_strategy_for_refuses(mode: str, interval: str | None, message: str) -> None:
-    with pytest.raises(InvalidSpec, match=message):
-        strategy_for(mode, interval)
-
-
-@pytest.mark.parametrize(
-    ("mode", "detection", "interval", "expected"),
-    [
-        ("Reconcile", "Generation", "30s", Drift("Generation", 30.0)),
-        ("Reconcile", "Content", None, Drift("Content", 60.0)),
-        ("Reconcile", "Content", "0s", Drift("Content", 60.0)),  # 0: the default
-        ("Reconcile", "None", "30s", Drift("None", 30.0)),
-        ("ApplyOnce", "Content", "30s", Drift("None", 30.0)),  # Reconcile only
-        ("Sometimes", "Content", "30s", Drift("None", 30.0)),
-    ],
-)
-def test_drift_for(mode: str, detection: str, interval: str | None, expected: Drift) -> None:
-    assert drift_for(mode, detection, interval) == expected
-
-
 # --- the compiled strategy decides as the string-driven functions did ----------------
 # What follows is the mode logic as it was before strategies were compiled (commit
 # b1892fa), kept here verbatim as the reference the property compares against.
@@ -389,42 +355,3 @@ def test_the_compiled_strategy_decides_as_before(
         strategy.drift,
     )
     assert after == before
-
-
-TEXT = st.text(alphabet="ApplyOnceRecoil0123456789smh.- ", max_size=12)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    st.sampled_from(["ApplyOnce", "Reconcile"]) | TEXT,
-    st.none() | DURATIONS | TEXT,
-    st.sampled_from(["None", "Generation", "Content"]) | TEXT,
-    st.none() | DURATIONS,
-    RECORDS,
-    st.sampled_from([HASH, OTHER]),
-    st.sampled_from(["None", "Generation", "Content"]),
-)
-def test_the_former_entry_points_answer_as_before(
-    mode: str,
-    interval: str | None,
-    detection: str,
-    check_interval: str | None,
-    recorded: Recorded | None,
-    current: str,
-    drift_due: OldDrift,
-) -> None:
-    assert drift_for(mode, detection, check_interval) == _old_drift_for(
-        mode, detection, check_interval
-    )
-    try:
-        old = _old_strategy_for(mode, interval)
-    except InvalidSpec as refused:
-        with pytest.raises(InvalidSpec, match=re.escape(str(refused))):
-            strategy_for(mode, interval)
-        return
-    new = strategy_for(mode, interval)
-    assert new.applies_only_missing == old.applies_only_missing
-    assert new.next_due(recorded, NOW) == old.next_due(recorded, NOW)
-    assert plan(new, recorded, current, NOW, drift_due) == _old_plan(
-        old, recorded, current, NOW, drift_due
-    )

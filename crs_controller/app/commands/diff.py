@@ -195,7 +195,7 @@ async def _resource(
     client: KubeClient, target: _Target, resource: RenderedResource, manager: str, report: Report
 ) -> None:
     """Each object's diff, or, under ApplyOnce, why it would not be applied."""
-    once = target.crs.valid.spec.mode == "ApplyOnce"
+    once = target.crs.strategy.apply.only_missing
     recorded = _recorded(target.entry, resource)
     done = once and recorded is not None and recorded.applied
     for obj in resource.objects:

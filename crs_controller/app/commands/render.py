@@ -32,7 +32,7 @@ from crs_controller.app.commands.common import (
 )
 from crs_controller.core.convert import CAPI_GROUP
 from crs_controller.core.manifests import object_ref
-from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, ObjectMeta
+from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, ObjectMeta, SourceKey
 from crs_controller.core.objects import CRS, Cluster, parse_crs
 from crs_controller.core.render import ClusterValues, Lookup, RenderedCRS, crs_order, render_crs
 
@@ -156,8 +156,6 @@ def _at(crs: CRS, labels: dict[str, str]) -> Cluster:
 
 
 # --- the inputs: CRSs and their sources, each given once ----------------------------
-
-SourceKey = tuple[str, str, str]  # namespace ("": none given), kind, name
 
 
 @dataclass(frozen=True)

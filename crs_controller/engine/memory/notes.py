@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from crs_controller.core.clock import Clock
+from crs_controller.core.models import CRSKey
 from crs_controller.core.text import safe
 
 EventType = Literal["Normal", "Warning"]
-CRSKey = tuple[str, str]  # namespace, CRS name
 
 QUIET_SECONDS = 2.0
 LONGEST_SECONDS = 10.0

@@ -10,9 +10,8 @@ rebuilds them.
 
 from __future__ import annotations
 
+from crs_controller.core.models import PairKey
 from crs_controller.core.status import Outcome
-
-PairKey = tuple[str, str, str]  # namespace, CRS name, cluster name
 
 
 class Outcomes:

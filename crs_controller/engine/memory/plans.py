@@ -7,9 +7,8 @@ here sees the queue.
 
 from __future__ import annotations
 
+from crs_controller.core.models import CRSKey
 from crs_controller.core.rollout import Plan
-
-CRSKey = tuple[str, str]  # namespace, CRS name
 
 
 class Rollouts:

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 from crs_controller.clients.workload import WorkloadClients
 from crs_controller.core.clock import Clock, MonotonicClock
-from crs_controller.core.modes import DriftSchedule
 from crs_controller.engine.index import Caches
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.io.stores import BindingStore, CRSStore
+from crs_controller.engine.memory.drift import DriftSchedule
 from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts

@@ -19,23 +19,13 @@ from crs_controller.core.bindings import record_apply, recorded, select_objects
 from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreachable
 from crs_controller.core.models import (
     CRSBinding,
+    ObjectKey,
     ResourceBinding,
     ResourceRef,
 )
-from crs_controller.core.modes import (
-    Apply,
-    ApplyOnce,
-    CheckDrift,
-    DriftMode,
-    Plan,
-    Reconcile,
-    Scope,
-    drift_for,
-    plan,
-    strategy_for,
-)
+from crs_controller.core.modes import Apply, CheckDrift, Plan, Scope, Strategy
 from crs_controller.core.objects import CRS, Cluster
-from crs_controller.core.pruning import ObjectKey, wanted_keys
+from crs_controller.core.pruning import wanted_keys
 from crs_controller.core.status import Outcome
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.sources import Source
@@ -116,17 +106,17 @@ async def reconcile_pair(
     """The pass, once the gate let it go (reconcile/admission); ``target`` is the
     revision its rollout lets this cluster take (None: no rollout)."""
     spec = crs.valid.spec
-    # A spec strategy_for refuses never gets here: it is InvalidSpec (core/objects).
-    strategy = strategy_for(spec.mode, spec.reapply_interval)
+    # Compiled when the CRS was parsed (core/objects): nothing is parsed here.
+    strategy = crs.strategy
     now = ctx.clock.wall()
     progress = _Progress()
-    drift = drift_for(spec.mode, spec.drift_detection, spec.drift_check_interval)
+    drift = strategy.drift
     pair = (cluster.namespace, crs.name, cluster.name)
     wait = ctx.drift.wait(pair, ctx.clock.now())
-    drift_due: DriftMode = drift.mode if wait == 0 else "None"
+    drift_due = drift.enabled and wait == 0
     # One read per kind for the whole pass, shared by its resources' drift checks.
     observer = Observer(client, ctx.settings.field_manager)
-    if drift.mode != "None":
+    if drift.enabled:
         progress.then = Result.after(wait or drift.interval)
     for ref in spec.resources:
         previous = recorded(entry, ref)
@@ -135,7 +125,7 @@ async def reconcile_pair(
             continue
         step = _Step(ref, previous, strategy, now, drift_due, observer)
         progress.add(await _resource_pass(ctx, client, crs, cluster, step))
-    if drift_due != "None":
+    if drift_due:
         ctx.drift.checked(pair, ctx.clock.now(), drift.interval)
     progress.then |= _announce(ctx, crs, cluster, progress)
     outcome = await _outcome(ctx, observer, crs, cluster, progress, target or "", now)
@@ -182,6 +172,7 @@ async def _health(
         observer,
         crs.valid.spec.health_check,
         progress.resources,
+        limit=crs.strategy.durations.health_timeout,
         applied=applied,
         previous=ctx.outcomes.get(cluster.namespace, crs.name, cluster.name),
         sent_now=bool(progress.applied),
@@ -197,9 +188,9 @@ class _Step:
 
     ref: ResourceRef
     previous: ResourceBinding | None
-    strategy: ApplyOnce | Reconcile
+    strategy: Strategy
     now: datetime
-    drift_due: DriftMode
+    drift_due: bool  # this pair's drift check is due in this pass
     observer: Observer
 
     @property
@@ -220,7 +211,7 @@ async def _resource_pass(
     except CRSError as exc:  # UnresolvedVariable, InvalidManifest: this cluster alone
         return _failed(name, previous, exc.reason, str(exc))
     try:
-        decision = plan(step.strategy, previous, prepared.digest, step.now, step.drift_due)
+        decision = step.strategy.plan(previous, prepared.digest, step.now, step.drift_due)
         why = await _why_apply(step.observer, decision, previous)
         if isinstance(decision, CheckDrift):
             log.debug(
@@ -305,7 +296,7 @@ async def _apply_resource(
         client,
         [manifest.objects[i] for i in chosen.send],
         field_manager=ctx.settings.field_manager,
-        only_missing=step.strategy.applies_only_missing,
+        only_missing=step.strategy.apply.only_missing,
         confidential=ref.kind == "Secret",
         hashes=[manifest.hashes[i] for i in chosen.send],
     )

@@ -54,7 +54,7 @@ def plan_rollout(
     the plan is kept for the cluster reconciles. The Result wakes the clusters it
     newly admits, and this CRS when time alone changes the plan (a soak's end)."""
     assert model.spec.rollout is not None
-    policy = policy_of(model.spec.rollout)
+    policy = policy_of(model.spec.rollout, crs.strategy.durations.pause_after)
     states, failures = [], []
     for cluster in ctx.caches.matching_clusters(crs):
         entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)

@@ -15,7 +15,6 @@ from datetime import datetime
 
 from crs_controller.clients.kube import KubeClient, Obj
 from crs_controller.core.drift import Live, owned_fields, resource_drift
-from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import NotFound
 from crs_controller.core.health import describe, first_not_ready
 from crs_controller.core.models import HealthCheck, ObjectRef, ResourceBinding
@@ -127,6 +126,7 @@ async def check_health(
     resources: Sequence[ResourceBinding],
     *,
     applied: Outcome,
+    limit: float,
     previous: Outcome | None,
     sent_now: bool,
     now: datetime,
@@ -145,7 +145,6 @@ async def check_health(
     if health.state == "Failed":
         return Checked(_unhealthy(applied, why), RETRY)
     waited = _waited(resources, now)
-    limit = parse_duration(check.timeout)
     if waited is not None and waited >= limit:
         return Checked(_unhealthy(applied, f"{why} (not Ready after {check.timeout})"), RETRY)
     waiting = replace(applied, message=f"waiting for {why}", ready=False)

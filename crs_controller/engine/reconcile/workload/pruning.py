@@ -17,9 +17,8 @@ import structlog
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.errors import CRSError, NotFound, Unreachable
 from crs_controller.core.manifests import ObjectRef
-from crs_controller.core.models import CRSBinding
+from crs_controller.core.models import CRSBinding, ObjectKey
 from crs_controller.core.pruning import (
-    ObjectKey,
     inventory,
     keep_pending,
     refusal,
