@@ -17,7 +17,7 @@ import yaml
 
 from crs_controller.testbed import KubeClient, Server, wait_for
 from crs_controller.testbed.clusters import register_cluster
-from crs_controller.testbed.controller import ControllerProcess
+from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
 CRS_API = "addons.crs.dev/v1alpha1"
 CLUSTER_API = "cluster.x-k8s.io/v1beta1"
@@ -277,3 +277,17 @@ def hook(controller: ControllerProcess, cluster: dict) -> dict:
     response = httpx.post(url, json=request, verify=context, timeout=10)
     response.raise_for_status()
     return response.json()
+
+
+# An annotation tests put on Clusters to keep them from going away while they look.
+HOLD = "test.crs.dev/hold"
+
+
+def clear_leases(mgmt: KubeClient) -> None:
+    """Remove every leader and shard Lease, so replicas started next begin alone."""
+    for lease in mgmt.list("coordination.k8s.io/v1", "Lease", SYSTEM_NAMESPACE):
+        mgmt.delete("coordination.k8s.io/v1", "Lease", lease["metadata"]["name"], SYSTEM_NAMESPACE)
+
+
+def shard_metric(process: ControllerProcess, name: str) -> float:
+    return metric(httpx.get(process.url("/metrics"), timeout=5).text, name)

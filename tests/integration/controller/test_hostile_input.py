@@ -29,6 +29,7 @@ from .hostile import add_cluster_with_kubeconfig, hostile_server, kubeconfig, pe
 from .support import (
     CLUSTER_API,
     CRS_API,
+    HOLD,
     TIMEOUT,
     add_cluster,
     binding,
@@ -36,6 +37,8 @@ from .support import (
     condition,
     configmap_obj,
     crs_obj,
+    hook,
+    job,
     manifests,
     source_configmap,
     source_secret,
@@ -43,7 +46,6 @@ from .support import (
     wait_condition,
     wait_object,
 )
-from .test_uninstall import HOLD, hook, job
 
 Obj = dict[str, Any]
 

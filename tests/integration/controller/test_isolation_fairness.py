@@ -36,14 +36,15 @@ from .support import (
     CRS_API,
     TIMEOUT,
     add_cluster,
+    clear_leases,
     configmap_obj,
     crs_obj,
     manifests,
     metric,
+    shard_metric,
     source_configmap,
     unique,
 )
-from .test_sharding import clear_leases, shard_metric
 
 CONCURRENCY = 4
 SHARE = CONCURRENCY - 1  # the reserve at four workers: one

@@ -28,6 +28,7 @@ from crs_controller.testbed.controller import SA_GROUPS, SA_USER, ControllerProc
 from .support import (
     CLUSTER_API,
     CRS_API,
+    HOLD,
     TIMEOUT,
     add_cluster,
     binding,
@@ -41,8 +42,6 @@ from .support import (
     wait_condition,
     wait_object,
 )
-
-HOLD = "test.crs.dev/hold"
 
 
 def foreign_objects(wl: KubeClient) -> list[dict[str, str]]:

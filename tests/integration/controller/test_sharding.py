@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import httpx
 import pytest
 
 from crs_controller.core.hashing import resource_hash
@@ -39,15 +38,17 @@ from crs_controller.testbed.controller import (
 from .support import (
     CLUSTER_API,
     CRS_API,
+    HOLD,
     TIMEOUT,
     add_cluster,
     binding_entry,
+    clear_leases,
     configmap_obj,
     crs_obj,
     hook,
     job,
     manifests,
-    metric,
+    shard_metric,
     source_configmap,
     unique,
     wait_condition,
@@ -57,7 +58,6 @@ NAMESPACE = "shard-fleet"  # fixed: the split over replica-a/b/c is then known (
 CLUSTERS = [f"c{i:02d}" for i in range(60)]
 LEASE_SECONDS = 6
 REPLICAS = ["replica-a", "replica-b", "replica-c", "replica-d"]
-HOLD = "test.crs.dev/hold"
 
 
 def user_of(replica: str) -> str:
@@ -104,10 +104,6 @@ class Fleet:
     def close(self) -> None:
         for process in self.replicas.values():
             process.close()
-
-
-def shard_metric(process: ControllerProcess, name: str) -> float:
-    return metric(httpx.get(process.url("/metrics"), timeout=5).text, name)
 
 
 def applies_by_cluster(plane: ControlPlane, since: float, marker: str) -> dict[str, list[str]]:
@@ -174,11 +170,6 @@ def expected_split(members: list[str]) -> dict[str, set[str]]:
     for cluster in CLUSTERS:
         split[str(owner(members, f"{NAMESPACE}/{cluster}"))].add(cluster)
     return split
-
-
-def clear_leases(mgmt: KubeClient) -> None:
-    for lease in mgmt.list("coordination.k8s.io/v1", "Lease", SYSTEM_NAMESPACE):
-        mgmt.delete("coordination.k8s.io/v1", "Lease", lease["metadata"]["name"], SYSTEM_NAMESPACE)
 
 
 @pytest.fixture(scope="module")

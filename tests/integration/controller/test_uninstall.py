@@ -17,6 +17,7 @@ from crs_controller.testbed.controller import ControllerProcess
 from .support import (
     CLUSTER_API,
     CRS_API,
+    HOLD,
     HOOKS,
     TIMEOUT,
     add_cluster,
@@ -31,8 +32,6 @@ from .support import (
     wait_condition,
     wait_object,
 )
-
-HOLD = "test.crs.dev/hold"
 
 
 def finish_job(client: KubeClient, name: str, *, failed: bool = False) -> None:
