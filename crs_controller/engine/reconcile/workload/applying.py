@@ -70,18 +70,27 @@ async def apply_objects(
         if live is None:
             result.skipped.append(ref)
             continue
-        result.applied[position] = ref.model_copy(
-            update={
-                "hash": hashes[position] if hashes is not None else None,
-                "generation": live.get("metadata", {}).get("generation"),
-                "fields": owned_hash(owned_fields(live, field_manager)),
-            }
-        )
+        content_hash = hashes[position] if hashes is not None else None
+        result.applied[position] = _record(ref, live, content_hash, field_manager)
         if is_crd(obj):
             pending_crds.append(ref.name)
     if pending_crds:
         await _await_established(client, pending_crds, result)
     return result
+
+
+def _record(
+    ref: ObjectRef, live: dict[str, Any], content_hash: str | None, manager: str
+) -> ObjectRef:
+    """What the inventory keeps of an applied object: its content hash, its generation
+    and the hash of the fields our manager owns, from the apply's answer."""
+    return ref.model_copy(
+        update={
+            "hash": content_hash,
+            "generation": live.get("metadata", {}).get("generation"),
+            "fields": owned_hash(owned_fields(live, manager)),
+        }
+    )
 
 
 async def _apply_one(

@@ -96,18 +96,31 @@ async def prune(
         if client is None:  # not contactable now: remember, delete later
             new_entries[name] = keep_pending(new_entries.get(name), old)
             continue
-        try:
-            done = await delete_objects(client, stale, field_manager)
-        except Unreachable as exc:
-            done = Deletion(failed=[str(exc)])
-        if done.refused:
-            pruned.refused[name] = done.refusals()
-        if done.failed:
-            # Stale objects are in no new entry: a refused one is only in ``old``.
-            pending = without(old, done.refused_refs)
-            new_entries[name] = keep_pending(new_entries.get(name), pending)
-            pruned.errors[name] = done.failed
+        await _prune_one(client, name, old, stale, field_manager, pruned)
     return pruned
+
+
+async def _prune_one(
+    client: KubeClient,
+    name: str,
+    old: CRSBinding,
+    stale: Sequence[ObjectRef],
+    field_manager: str,
+    pruned: Pruned,
+) -> None:
+    """Delete one CRS's stale objects; what failed stays pending in its entry, what
+    was refused is reported once and forgotten."""
+    try:
+        done = await delete_objects(client, stale, field_manager)
+    except Unreachable as exc:
+        done = Deletion(failed=[str(exc)])
+    if done.refused:
+        pruned.refused[name] = done.refusals()
+    if done.failed:
+        # Stale objects are in no new entry: a refused one is only in ``old``.
+        pending = without(old, done.refused_refs)
+        pruned.entries[name] = keep_pending(pruned.entries.get(name), pending)
+        pruned.errors[name] = done.failed
 
 
 async def delete_objects(
