@@ -241,7 +241,7 @@ class World:
 
     def __init__(self, workloads: dict[str, MemoryKube]) -> None:
         self.mgmt = MemoryKube("management")
-        mgmt: Any = self.mgmt  # stands in for a KubeClient
+        mgmt = self.mgmt
 
         def informer(api_version: str, kind: str, parse: Callable[[Obj], T]) -> Informer[T]:
             return Informer(mgmt, WatchSpec(api_version, kind), parse, lambda old, new: None)

@@ -9,7 +9,7 @@ from typing import Literal
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.api import KubeAPI
 from crs_controller.core.errors import CRSError
 from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, rfc3339
 from crs_controller.core.objects import CRS
@@ -26,7 +26,7 @@ REASON_LIMIT = 128
 
 
 class EventRecorder:
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeAPI) -> None:
         self._client = client
 
     async def emit(

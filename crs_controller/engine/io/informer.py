@@ -16,7 +16,7 @@ from typing import Generic, TypeVar
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.errors import CRSError
 
 log = structlog.get_logger(__name__)
@@ -45,7 +45,7 @@ class WatchSpec:
 class Informer(Generic[T]):
     def __init__(
         self,
-        client: KubeClient,
+        client: KubeAPI,
         spec: WatchSpec,
         parse: Callable[[Obj], T],
         handler: Callable[[T | None, T | None], None],

@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.errors import InvalidManifest, ResourceError, ResourceNotFound
 from crs_controller.core.hashing import object_hash, resource_hash
 from crs_controller.core.manifest_limits import count_nodes
@@ -134,7 +134,7 @@ class Source:
 class Sources:
     def __init__(
         self,
-        client: KubeClient,
+        client: KubeAPI,
         configmaps: Informer[ObjectMeta],
         secrets: Informer[ObjectMeta],
     ) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.api import KubeAPI
 from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
@@ -21,7 +21,7 @@ from crs_controller.engine.io.informer import Informer
 
 
 class BindingStore:
-    def __init__(self, mgmt: KubeClient, cache: Informer[Binding]) -> None:
+    def __init__(self, mgmt: KubeAPI, cache: Informer[Binding]) -> None:
         self._mgmt = mgmt
         self._cache = cache
 
@@ -41,7 +41,7 @@ class BindingStore:
 
 
 class CRSStore:
-    def __init__(self, mgmt: KubeClient, cache: Informer[CRS]) -> None:
+    def __init__(self, mgmt: KubeAPI, cache: Informer[CRS]) -> None:
         self._mgmt = mgmt
         self._cache = cache
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.api import KubeAPI
 from crs_controller.clients.workload import kubeconfig_secret_name
 from crs_controller.core.bindings import entries_by_crs, owner_reference, with_outcome
 from crs_controller.core.dependencies import removal_order
@@ -115,7 +115,7 @@ async def _record_blocked(
 
 async def _apply_all(
     ctx: ClusterContext,
-    client: KubeClient,
+    client: KubeAPI,
     cluster: Cluster,
     crss: list[CRS],
     entries: dict[str, CRSBinding],
@@ -155,7 +155,7 @@ def _settle(
 
 async def _prune(
     ctx: ClusterContext,
-    client: KubeClient | None,
+    client: KubeAPI | None,
     cluster: Cluster,
     crss: list[CRS],
     entries: dict[str, CRSBinding],
@@ -193,7 +193,7 @@ async def _prune(
 
 async def _pass(
     ctx: ClusterContext,
-    client: KubeClient,
+    client: KubeAPI,
     cluster: Cluster,
     crs: CRS,
     entry: CRSBinding | None,
@@ -244,7 +244,7 @@ async def _clean_up(
 
 async def _workload_client(
     ctx: ClusterContext, cluster: Cluster
-) -> tuple[KubeClient | None, Outcome | None]:
+) -> tuple[KubeAPI | None, Outcome | None]:
     """The cluster's client, or None and the outcome that says why not."""
     namespace, name = cluster.namespace, cluster.name
     secret_name = kubeconfig_secret_name(name)

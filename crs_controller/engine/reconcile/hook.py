@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.api import KubeAPI
 from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
@@ -27,7 +27,7 @@ NOTHING_TO_DO = "crs-controller: nothing (more) to clean up"
 
 
 async def hook_status(
-    mgmt: KubeClient, cluster_api_version: str, cluster: Mapping[str, Any], now: datetime
+    mgmt: KubeAPI, cluster_api_version: str, cluster: Mapping[str, Any], now: datetime
 ) -> tuple[int, str]:
     """(retryAfterSeconds, message) for ``cluster`` as Cluster API sent it: positive
     while cleanup is still to be done. A failed read raises (the extension then asks

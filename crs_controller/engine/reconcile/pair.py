@@ -14,7 +14,7 @@ from typing import Literal
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.api import KubeAPI
 from crs_controller.core.bindings import record_apply, recorded, select_objects
 from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreachable
 from crs_controller.core.models import (
@@ -97,7 +97,7 @@ def _failed(
 
 async def reconcile_pair(
     ctx: ClusterContext,
-    client: KubeClient,
+    client: KubeAPI,
     cluster: Cluster,
     crs: CRS,
     entry: CRSBinding | None,
@@ -200,7 +200,7 @@ class _Step:
 
 
 async def _resource_pass(
-    ctx: ClusterContext, client: KubeClient, crs: CRS, cluster: Cluster, step: _Step
+    ctx: ClusterContext, client: KubeAPI, crs: CRS, cluster: Cluster, step: _Step
 ) -> _Done:
     previous, name = step.previous, step.name
     source = await ctx.sources.load(cluster.namespace, step.ref)
@@ -278,7 +278,7 @@ async def _why_apply(
 
 async def _apply_resource(
     ctx: ClusterContext,
-    client: KubeClient,
+    client: KubeAPI,
     crs: CRS,
     cluster: Cluster,
     source: Source,

@@ -13,7 +13,8 @@ from typing import Any, cast
 
 import structlog
 
-from crs_controller.clients.kube import USER_AGENT, KubeClient, Obj
+from crs_controller.clients.api import KubeAPI, Obj
+from crs_controller.clients.kube import USER_AGENT
 from crs_controller.clients.workload import WorkloadClients, cluster_of_kubeconfig_secret
 from crs_controller.core.clock import MonotonicClock
 from crs_controller.core.clusters import CLUSTER_GROUP
@@ -55,7 +56,7 @@ log = structlog.get_logger(__name__)
 STATUS_SETTLE_SECONDS = 1.0
 
 
-async def cluster_api_version(client: KubeClient) -> str:
+async def cluster_api_version(client: KubeAPI) -> str:
     """cluster.x-k8s.io in whichever version (v1beta2 / v1beta1) the server prefers."""
     preferred = await client.preferred_version(CLUSTER_GROUP)
     return preferred or f"{CLUSTER_GROUP}/v1beta1"
@@ -64,7 +65,7 @@ async def cluster_api_version(client: KubeClient) -> str:
 class Controller:
     def __init__(
         self,
-        mgmt: KubeClient,
+        mgmt: KubeAPI,
         settings: Settings,
         cluster_version: str,
         *,

@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.errors import CRSError
 from crs_controller.core.lease import (
     LEASE_API,
@@ -62,7 +62,7 @@ Changed = Callable[[frozenset[str], frozenset[str]], None]  # members before, af
 class Leases:
     """The Leases of one namespace: every read and write of either kind goes here."""
 
-    def __init__(self, client: KubeClient, namespace: str) -> None:
+    def __init__(self, client: KubeAPI, namespace: str) -> None:
         self.client = client
         self.namespace = namespace
 
@@ -177,7 +177,7 @@ class ShardMembership:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: KubeAPI,
         namespace: str,
         identity: str,
         *,

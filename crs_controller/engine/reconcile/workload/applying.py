@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.api import KubeAPI
 from crs_controller.core.drift import owned_fields, owned_hash
 from crs_controller.core.errors import APIError, CRSError, Unreachable
 from crs_controller.core.manifests import ObjectRef, apply_body, object_ref
@@ -37,7 +37,7 @@ class ApplyResult:
 
 
 async def apply_objects(
-    client: KubeClient,
+    client: KubeAPI,
     objects: Sequence[dict[str, Any]],
     *,
     field_manager: str,
@@ -94,7 +94,7 @@ def _record(
 
 
 async def _apply_one(
-    client: KubeClient, obj: dict[str, Any], field_manager: str, only_missing: bool
+    client: KubeAPI, obj: dict[str, Any], field_manager: str, only_missing: bool
 ) -> tuple[ObjectRef, dict[str, Any] | None]:
     body = apply_body(obj)
     meta = body["metadata"]
@@ -114,7 +114,7 @@ async def _apply_one(
     return ref, live
 
 
-async def _await_established(client: KubeClient, names: list[str], result: ApplyResult) -> None:
+async def _await_established(client: KubeAPI, names: list[str], result: ApplyResult) -> None:
     deadline = time.monotonic() + CRD_ESTABLISH_TIMEOUT
     waiting = set(names)
     while waiting and time.monotonic() < deadline:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from crs_controller.clients.kube import KubeClient, Obj
+from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.drift import Live, owned_fields, resource_drift
 from crs_controller.core.errors import NotFound
 from crs_controller.core.health import describe, first_not_ready
@@ -28,7 +28,7 @@ HEALTH_POLL_SECONDS = 2.0
 class Observer:
     """What one pass has read from one workload cluster, per LIST."""
 
-    def __init__(self, client: KubeClient, field_manager: str) -> None:
+    def __init__(self, client: KubeAPI, field_manager: str) -> None:
         self._client = client
         self._manager = field_manager
         self._lists: dict[ListKey, dict[tuple[str, str], Live]] = {}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.api import KubeAPI
 from crs_controller.core.errors import CRSError, NotFound, Unreachable
 from crs_controller.core.manifests import ObjectRef
 from crs_controller.core.models import CRSBinding, ObjectKey
@@ -62,7 +62,7 @@ class Deletion:
 
 
 async def prune(
-    client: KubeClient | None,
+    client: KubeAPI | None,
     old_entries: Mapping[str, CRSBinding],
     new_entries: Mapping[str, CRSBinding],
     policies: Mapping[str, str],
@@ -101,7 +101,7 @@ async def prune(
 
 
 async def _prune_one(
-    client: KubeClient,
+    client: KubeAPI,
     name: str,
     old: CRSBinding,
     stale: Sequence[ObjectRef],
@@ -124,7 +124,7 @@ async def _prune_one(
 
 
 async def delete_objects(
-    client: KubeClient, refs: Sequence[ObjectRef], field_manager: str
+    client: KubeAPI, refs: Sequence[ObjectRef], field_manager: str
 ) -> Deletion:
     """Delete in the given order what ``field_manager`` provably applied; refuse the
     rest. Raises Unreachable as soon as the cluster stops answering."""

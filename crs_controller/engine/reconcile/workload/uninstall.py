@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import structlog
 
-from crs_controller.clients.kube import KubeClient
+from crs_controller.clients.api import KubeAPI
 from crs_controller.core.bindings import entries_by_crs
 from crs_controller.core.dependencies import removal_order
 from crs_controller.core.errors import CRSError, ResourceError, Unreachable
@@ -65,7 +65,7 @@ def holds_deletion(crs: CRS | None, cluster: Cluster, now: datetime) -> bool:
 
 async def uninstall(
     ctx: ClusterContext,
-    client: KubeClient | None,
+    client: KubeAPI | None,
     cluster: Cluster,
     binding: ClusterResourceSetBinding,
     crss: list[CRS],
@@ -98,7 +98,7 @@ async def uninstall(
 
 
 async def _delete(
-    ctx: ClusterContext, client: KubeClient, cluster: Cluster, crs: CRS, cleanup: Cleanup
+    ctx: ClusterContext, client: KubeAPI, cluster: Cluster, crs: CRS, cleanup: Cleanup
 ) -> None:
     """Delete what ``crs`` applied and no other entry records; its entry leaves
     ``cleanup.remaining`` once done (refused objects never hold it)."""
@@ -126,9 +126,7 @@ async def _delete(
 HookState = Literal["Done", "Running", "Failed"]
 
 
-async def _run_hooks(
-    ctx: ClusterContext, client: KubeClient, crs: CRS, cluster: Cluster
-) -> HookState:
+async def _run_hooks(ctx: ClusterContext, client: KubeAPI, crs: CRS, cluster: Cluster) -> HookState:
     """Apply the beforeDelete objects: Done when every Job among them completed,
     Running while one still runs, Failed (with an event) when one failed."""
     objects: list[dict[str, Any]] = []
