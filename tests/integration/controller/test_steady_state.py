@@ -4,6 +4,7 @@ nothing changed, none after a restart, and each ConfigMap hashed once per change
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import httpx
@@ -52,12 +53,19 @@ def _setup(mgmt: KubeClient, workloads, workload_clients, namespace: str) -> str
     for wl in workload_clients:
         wait_object(wl, "v1", "ConfigMap", name + "-s", "default")
     wait_condition(mgmt, namespace, "steady", "Ready", "True", "Applied")
-    # The first apply ends with its event (told once the clusters' notes settle).
-    wait_for(
-        lambda: [e for e in mgmt.list("v1", "Event", namespace) if e["type"] == "Normal"],
-        TIMEOUT,
-    )
+    # The first apply ends with its events (told once the clusters' notes settle; a
+    # busy machine may split them in two): wait until they have named every cluster.
+    clusters = {f"s{i}" for i in range(len(workloads))}
+    wait_for(lambda: _told_clusters(mgmt, namespace) >= clusters, TIMEOUT)
     return name
+
+
+def _told_clusters(mgmt: KubeClient, namespace: str) -> set[str]:
+    """The clusters the namespace's Normal Events have named so far."""
+    text = " ".join(
+        e["message"] for e in mgmt.list("v1", "Event", namespace) if e["type"] == "Normal"
+    )
+    return set(re.findall(r"\bs[0-9]+\b", text))
 
 
 def reconciled_clusters(controller: ControllerProcess) -> float:
