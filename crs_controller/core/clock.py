@@ -9,8 +9,6 @@ testing". Waiting for a time is the runtime's business
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from datetime import UTC, datetime
 from typing import Protocol
@@ -40,10 +38,3 @@ class MonotonicClock:
 
     def wall(self) -> datetime:
         return datetime.now(UTC)
-
-    async def sleep_until(self, deadline: float | None, wake: asyncio.Event) -> None:
-        """Deprecated here: ``engine.runtime.waiting.LoopClock`` waits. Kept only until
-        the controller builds a LoopClock; then this goes, and core never sleeps."""
-        timeout = None if deadline is None else max(deadline - self.now(), 0.0)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), timeout)

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crs_controller.core.clock import MonotonicClock
 from crs_controller.engine.runtime.queue import WorkQueue
+from crs_controller.engine.runtime.waiting import LoopClock
 from tests.unit.fake_clock import FakeClock
 
 T = TypeVar("T")
@@ -355,7 +355,7 @@ def test_the_fake_clock_only_goes_forward() -> None:
 
 
 async def test_the_real_clock_returns_at_once_when_woken_or_past_the_deadline() -> None:
-    clock = MonotonicClock()
+    clock = LoopClock()
     await within(clock.sleep_until(clock.now() - 1, asyncio.Event()))
     woken = asyncio.Event()
     woken.set()

@@ -260,12 +260,18 @@ async def _workload_client(
         return None, Outcome("Failed", exc.reason, str(exc), 0)
 
 
-async def _forget_cluster(
-    ctx: ClusterContext, namespace: str, name: str, binding: ClusterResourceSetBinding | None
-) -> None:
+async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> None:
+    """Forget what this process kept for a Cluster: its outcomes, its drift timers
+    and its client (a Cluster gone, or now another replica's)."""
     ctx.outcomes.drop_cluster(namespace, name)
     ctx.drift.forget_cluster(namespace, name)
     await ctx.workloads.forget(namespace, name)
+
+
+async def _forget_cluster(
+    ctx: ClusterContext, namespace: str, name: str, binding: ClusterResourceSetBinding | None
+) -> None:
+    await forget_cluster(ctx, namespace, name)
     if binding is not None:
         await ctx.bindings.delete(namespace, name)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from crs_controller.clients.workload import WorkloadClients
+from crs_controller.clients.api import WorkloadAPIs
 from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.engine.index import Caches
 from crs_controller.engine.io.events import EventRecorder
@@ -36,7 +36,7 @@ class ClusterContext:
     settings: Settings
     caches: Caches
     sources: Sources
-    workloads: WorkloadClients
+    workloads: WorkloadAPIs
     bindings: BindingStore
     events: EventRecorder  # for what happens once per cluster (deletion, cleanup)
     announcements: Announcements  # for what a pass did: told once per CRS

@@ -16,7 +16,6 @@ import structlog
 from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.clients.kube import USER_AGENT
 from crs_controller.clients.workload import WorkloadClients, cluster_of_kubeconfig_secret
-from crs_controller.core.clock import MonotonicClock
 from crs_controller.core.clusters import CLUSTER_GROUP
 from crs_controller.core.errors import Conflict, CRSError
 from crs_controller.core.models import (
@@ -43,13 +42,14 @@ from crs_controller.engine.io.stores import BindingStore, CRSStore
 from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
-from crs_controller.engine.reconcile.cluster import reconcile_cluster
+from crs_controller.engine.reconcile.cluster import forget_cluster, reconcile_cluster
 from crs_controller.engine.reconcile.context import ClusterContext, CRSContext, Settings
 from crs_controller.engine.reconcile.crs import reconcile_crs
 from crs_controller.engine.reconcile.result import Result, cluster_key, crs_key
 from crs_controller.engine.runtime.membership import ShardMembership
 from crs_controller.engine.runtime.queue import WorkQueue
 from crs_controller.engine.runtime.tasks import supervised
+from crs_controller.engine.runtime.waiting import LoopClock
 
 log = structlog.get_logger(__name__)
 
@@ -74,7 +74,7 @@ class Controller:
         self.mgmt = mgmt
         self.settings = settings
         self.cluster_api_version = cluster_version
-        self.clock = MonotonicClock()
+        self.clock = LoopClock()
         # Handlers only run once the informers do, after everything below exists.
         crss, clusters, bindings = self._object_informers()
         # Content is fetched on demand for referenced objects only (engine/sources).
@@ -353,9 +353,7 @@ class Controller:
     async def _let_go(self, namespace: str, name: str) -> None:
         """Forget what this replica kept for a Cluster another replica now owns."""
         self._served.discard((namespace, name))
-        self.cluster_ctx.outcomes.drop_cluster(namespace, name)
-        self.cluster_ctx.drift.forget_cluster(namespace, name)
-        await self.workloads.forget(namespace, name)
+        await forget_cluster(self.cluster_ctx, namespace, name)
 
     def nudge(self, cluster: Mapping[str, Any]) -> None:
         """Reconcile this Cluster soon (Cluster API says it is being deleted: the watch
