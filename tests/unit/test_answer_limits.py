@@ -39,7 +39,7 @@ from crs_controller.core.errors import (
     UnsupportedKubeconfig,
 )
 
-from .test_kube_client import CA, CLIENT, serving_context
+from .tls import CA, CLIENT, serving_context
 
 Handler = Callable[[str, str, asyncio.StreamWriter], Awaitable[None]]
 LIMITS = AnswerLimits(bytes=20_000, values=1_000, items=50, pages=8)

@@ -24,9 +24,7 @@ from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.core.errors import APIError, Conflict, NotFound, Unreachable
 from crs_controller.testbed.certs import CertificateAuthority
 
-CA = CertificateAuthority.generate("client-test-ca")
-SERVING = CA.issue_serving()
-CLIENT = CA.issue_client("tenant-admin")
+from .tls import CA, CLIENT, serving_context
 
 Reply = Callable[[str, str], tuple[int, str, bytes]]  # (method, path) -> status, type, body
 
@@ -35,14 +33,6 @@ def status_body(code: int, reason: str, message: str, causes: list[dict] | None 
     status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code}
     status.update(reason=reason, message=message, details={"causes": causes or []})
     return json.dumps(status).encode()
-
-
-def serving_context() -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    with tempfile.TemporaryDirectory() as directory:
-        Path(directory, "tls.pem").write_bytes(SERVING.cert_pem + SERVING.key_pem)
-        context.load_cert_chain(Path(directory, "tls.pem"))
-    return context
 
 
 def key_files() -> set[Path]:

@@ -33,8 +33,8 @@ from crs_controller.engine.memory.plans import Rollouts
 from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.crs import reconcile_crs
 
+from .builders import NS, cluster, crs, kubeconfig_secret
 from .memory_kube import World
-from .test_cluster_reconcile import NS, cluster, crs, kubeconfig_secret
 
 Obj = dict[str, Any]
 
