@@ -3,7 +3,7 @@
     sources (ConfigMap/Secret) -> parse, apply order -> per-cluster values -> apply bodies
 
 The controller runs these steps one at a time, each behind its own cache and
-limits: ``engine/io/sources`` parses with ``parse_source``, ``engine/reconcile/values``
+limits: ``engine/io/sources`` parses with ``parse_source``, ``engine/reconcile/substitute``
 substitutes with ``substitute_resource`` and hashes with ``cluster_hash``,
 ``engine/reconcile/workload/applying`` sends ``apply_body``. ``render`` and ``diff`` run them
 whole with ``render_crs``, so what they show is what the controller sends, with the

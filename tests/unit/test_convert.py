@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
+from crs_controller.app.capi_convert import convert_documents
 from crs_controller.app.commands.convert import register, yaml_stream
-from crs_controller.core.convert import convert_documents
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.manifests import load_documents
 from crs_controller.core.objects import parse_crs

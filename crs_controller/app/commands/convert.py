@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from crs_controller.app.capi_convert import convert_documents
 from crs_controller.app.commands.common import (
     OK,
     add_output,
@@ -21,7 +22,6 @@ from crs_controller.app.commands.common import (
     read_documents,
     warn,
 )
-from crs_controller.core.convert import convert_documents
 
 DESCRIPTION = """\
 Convert Cluster API ClusterResourceSets (addons.cluster.x-k8s.io v1beta1 and v1beta2)

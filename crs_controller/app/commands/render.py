@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from crs_controller.app.capi_convert import CAPI_GROUP
 from crs_controller.app.commands.common import (
     ERROR,
     OK,
@@ -30,7 +31,6 @@ from crs_controller.app.commands.common import (
     printable,
     read_documents,
 )
-from crs_controller.core.convert import CAPI_GROUP
 from crs_controller.core.manifests import object_ref
 from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, ObjectMeta, SourceKey
 from crs_controller.core.objects import CRS, Cluster, parse_crs

@@ -32,7 +32,7 @@ from crs_controller.engine.io.sources import Source
 from crs_controller.engine.memory.notes import Note
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
-from crs_controller.engine.reconcile.values import Prepared, prepare
+from crs_controller.engine.reconcile.substitute import Prepared, prepare
 from crs_controller.engine.reconcile.workload.applying import ApplyResult, apply_objects
 from crs_controller.engine.reconcile.workload.observing import Observer, check_health
 

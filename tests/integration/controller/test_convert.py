@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 
-from crs_controller.core.convert import convert_documents
+from crs_controller.app.capi_convert import convert_documents
 from crs_controller.testbed import KubeClient
 from crs_controller.testbed.controller import ControllerProcess
 
