@@ -26,10 +26,10 @@ __all__ = [
     "Dependencies",
     "Gate",
     "Go",
-    "NotFound",
+    "Missing",
     "Wait",
-    "apply_order",
     "cycles",
+    "dependency_order",
     "describe",
     "gate",
     "removal_order",
@@ -51,7 +51,7 @@ class Wait:
 
 
 @dataclass(frozen=True)
-class NotFound:
+class Missing:
     """``DependencyNotFound``: the first dependency (spec order) that does not exist."""
 
     missing: str
@@ -64,7 +64,7 @@ class Cycle:
     members: tuple[str, ...]
 
 
-Gate = Go | Wait | NotFound | Cycle
+Gate = Go | Wait | Missing | Cycle
 
 
 class Dependencies:
@@ -113,7 +113,7 @@ class Dependencies:
     ) -> Callable[[str], Gate]:
         """``gate`` for every CRS on one cluster, each worked out once and kept: valid
         while ``selects`` and ``done`` answer as they do now for the dependencies of the
-        CRSs asked about (in ``apply_order``, everything a CRS needs is settled first)."""
+        CRSs asked about (in ``dependency_order``, everything a CRS needs is settled first)."""
         known: dict[str, Gate] = {}
 
         def decide(crs: str) -> Gate:
@@ -133,8 +133,8 @@ class Dependencies:
 
         return decide
 
-    def apply_order(self, names: Iterable[str]) -> list[str]:
-        """See ``apply_order``: Kahn's algorithm over the components, smallest name first
+    def dependency_order(self, names: Iterable[str]) -> list[str]:
+        """See ``dependency_order``: Kahn's algorithm over the components, smallest name first
         among what may go; a component none of ``names`` is in goes unseen at once."""
         wanted = set(names)
         extras = sorted(wanted - self.graph.keys())  # gone CRSs: needed, need nothing
@@ -158,7 +158,7 @@ class Dependencies:
         dependencies = self.graph.get(name, ())
         for dependency in dependencies:
             if dependency not in self.graph:
-                return NotFound(dependency)
+                return Missing(dependency)
         for dependency in dependencies:
             if not selects(dependency):
                 continue
@@ -203,7 +203,7 @@ def gate(
     """Whether ``crs`` may apply on one cluster, and if not, what holds it back.
 
     In order: ``Cycle`` if ``crs`` is on a cycle (nothing in a cycle can ever go first);
-    ``NotFound`` for the first dependency that does not exist; ``Wait`` for the first
+    ``Missing`` for the first dependency that does not exist; ``Wait`` for the first
     dependency that selects this cluster (``selects(name)``) and is not done there;
     else ``Go``. A dependency that does not select the cluster is never waited for.
 
@@ -217,7 +217,7 @@ def gate(
     return _built(graph).gates(selects, done)(crs)
 
 
-def apply_order(names: Iterable[str], graph: Graph | Dependencies) -> list[str]:
+def dependency_order(names: Iterable[str], graph: Graph | Dependencies) -> list[str]:
     """``names`` with every CRS after those it depends on, directly or through CRSs not
     in ``names``; ties (and the members of a cycle among themselves) by name.
 
@@ -225,13 +225,13 @@ def apply_order(names: Iterable[str], graph: Graph | Dependencies) -> list[str]:
     the order ``names`` came in. A name missing from ``graph`` (a CRS already gone
     whose objects are being removed) still counts as what its dependents need.
     """
-    return _built(graph).apply_order(names)
+    return _built(graph).dependency_order(names)
 
 
 def removal_order(names: Iterable[str], graph: Graph | Dependencies) -> list[str]:
-    """The reverse of ``apply_order``: the objects of a dependent CRS are deleted before
+    """The reverse of ``dependency_order``: the objects of a dependent CRS are deleted before
     those of the CRSs it depends on, so nothing is left running on top of what it needs."""
-    return apply_order(names, graph)[::-1]
+    return dependency_order(names, graph)[::-1]
 
 
 def describe(gate: Gate) -> tuple[str, str]:
@@ -239,7 +239,7 @@ def describe(gate: Gate) -> tuple[str, str]:
     match gate:
         case Wait(waiting_for=name):
             return "DependencyNotReady", f"waiting for ClusterResourceSet {name}"
-        case NotFound(missing=name):
+        case Missing(missing=name):
             return "DependencyNotFound", f"ClusterResourceSet {name} does not exist"
         case Cycle(members=members):
             return "DependencyCycle", "dependency cycle: " + " -> ".join((*members, members[0]))

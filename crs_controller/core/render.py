@@ -193,5 +193,5 @@ def crs_order(crss: Iterable[CRS]) -> list[CRS]:
     ordered = []
     for group in by_namespace.values():
         graph = dependency_graph(group.values())
-        ordered += [group[name] for name in dependencies.apply_order(group, graph)]
+        ordered += [group[name] for name in dependencies.dependency_order(group, graph)]
     return ordered

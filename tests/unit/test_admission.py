@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from crs_controller.core.dependencies import Cycle, NotFound, Wait
+from crs_controller.core.dependencies import Cycle, Missing, Wait
 from crs_controller.core.models import API_VERSION
 from crs_controller.core.rollout import Plan
 from crs_controller.core.status import Outcome, State
@@ -57,7 +57,7 @@ async def rolling_world() -> World:
         (RolloutStep(), ("Progressing", "Progressing", "waiting for its rollout step")),
         (Wait("cni"), ("Waiting", "DependencyNotReady", "waiting for ClusterResourceSet cni")),
         (
-            NotFound("cni"),
+            Missing("cni"),
             ("Failed", "DependencyNotFound", "ClusterResourceSet cni does not exist"),
         ),
         (Cycle(("a", "b")), ("Failed", "DependencyCycle", "dependency cycle: a -> b -> a")),

@@ -10,7 +10,7 @@ from typing import Any, cast
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.objects import parse_crs
 from crs_controller.engine.io.events import EventRecorder
-from crs_controller.engine.memory.notes import Announcement, Announcements, Note, summarize
+from crs_controller.engine.memory.notes import Announcement, Announcements, Note, gather
 
 from .fake_clock import FakeClock
 from .memory_kube import MemoryKube
@@ -27,7 +27,7 @@ def failed(cluster: str, message: str = "boom") -> Note:
 
 
 def test_two_hundred_clusters_are_one_event() -> None:
-    told = summarize([applied(f"c{i:03d}") for i in range(200)])
+    told = gather([applied(f"c{i:03d}") for i in range(200)])
     assert told == [
         Announcement(
             "Normal",
@@ -39,21 +39,21 @@ def test_two_hundred_clusters_are_one_event() -> None:
 
 def test_failures_are_counted_in_the_normal_event_and_told_in_one_warning() -> None:
     notes = [applied("a"), applied("b"), failed("c", "x"), failed("d", "y"), failed("c", "z")]
-    normal, warning = summarize(notes)
+    normal, warning = gather(notes)
     assert normal.message == "applied ConfigMap/cni to 2 clusters (a, b); 2 clusters failed"
     assert (warning.type, warning.reason) == ("Warning", "ApplyFailed")
     assert warning.message == "ApplyFailed on 2 clusters: c: z; d: y"
 
 
 def test_one_cluster_reads_naturally_and_resources_are_merged() -> None:
-    (told,) = summarize([applied("a", "Secret/b"), applied("a", "ConfigMap/a", "Secret/b")])
+    (told,) = gather([applied("a", "Secret/b"), applied("a", "ConfigMap/a", "Secret/b")])
     assert told.message == "applied ConfigMap/a, Secret/b to cluster a"
-    (drift,) = summarize([Note("Normal", "DriftCorrected", "a", resources=("ConfigMap/a",))])
+    (drift,) = gather([Note("Normal", "DriftCorrected", "a", resources=("ConfigMap/a",))])
     assert drift.message == "reapplied after drift ConfigMap/a to cluster a"
 
 
 def test_many_warnings_show_the_first_few_messages() -> None:
-    (told,) = summarize([failed(f"c{i}", f"m{i}") for i in range(5)])
+    (told,) = gather([failed(f"c{i}", f"m{i}") for i in range(5)])
     assert told.message == "ApplyFailed on 5 clusters: c0: m0; c1: m1; c2: m2; and 2 more"
 
 
@@ -84,7 +84,7 @@ def test_dropped_notes_are_never_told() -> None:
 
 def test_each_warning_message_is_safe_and_leaves_room_for_the_others() -> None:
     notes = [failed("a", "x\x1b[2J\r\n" + "y" * 2000), failed("b", "m1"), failed("c", "m2")]
-    (told,) = summarize(notes)
+    (told,) = gather(notes)
     assert "\x1b" not in told.message and "\r" not in told.message
     assert told.message.startswith("ApplyFailed on 3 clusters: a: x\\x1b[2J\\r\\nyyy")
     assert told.message.endswith("…; b: m1; c: m2")

@@ -21,10 +21,10 @@ from crs_controller.core.dependencies import (
     Dependencies,
     Gate,
     Go,
-    NotFound,
+    Missing,
     Wait,
-    apply_order,
     cycles,
+    dependency_order,
     describe,
     gate,
     removal_order,
@@ -96,7 +96,7 @@ def decide(
             {"app": ["cni", "ghost"], "cni": []},
             set(),
             EVERYTHING,
-            NotFound("ghost"),
+            Missing("ghost"),
             id="missing-before-waiting",
         ),
         pytest.param(
@@ -104,7 +104,7 @@ def decide(
             {"app": ["ghost-2", "ghost-1"]},
             set(),
             EVERYTHING,
-            NotFound("ghost-2"),
+            Missing("ghost-2"),
             id="first-missing-in-spec-order",
         ),
         pytest.param(
@@ -131,7 +131,7 @@ def decide(
             "app", TWO_CYCLE, set(), {"app"}, Go(), id="non-selecting-cycle-not-waited-for"
         ),
         pytest.param(
-            "app", {"app": ["ghost"]}, set(), set(), NotFound("ghost"), id="missing-never-selects"
+            "app", {"app": ["ghost"]}, set(), set(), Missing("ghost"), id="missing-never-selects"
         ),
         pytest.param(
             "app",
@@ -205,7 +205,7 @@ def test_cycles(graph: Graph, expected: dict[str, tuple[str, ...]]) -> None:
     ],
 )
 def test_apply_and_removal_order(names: list[str], graph: Graph, expected: list[str]) -> None:
-    assert apply_order(names, graph) == expected
+    assert dependency_order(names, graph) == expected
     assert removal_order(names, graph) == expected[::-1]
 
 
@@ -217,7 +217,7 @@ def test_apply_and_removal_order(names: list[str], graph: Graph, expected: list[
             Wait("cni"), ("DependencyNotReady", "waiting for ClusterResourceSet cni"), id="wait"
         ),
         pytest.param(
-            NotFound("cni"),
+            Missing("cni"),
             ("DependencyNotFound", "ClusterResourceSet cni does not exist"),
             id="not-found",
         ),
@@ -293,7 +293,7 @@ def reference_gate(
         return Cycle(cycles(graph)[crs])
     for dependency in graph[crs]:
         if dependency not in graph:
-            return NotFound(dependency)
+            return Missing(dependency)
     for dependency in graph[crs]:
         if selects(dependency) and not (
             done(dependency) and reference_gate(dependency, graph, selects, done) == Go()
@@ -321,7 +321,7 @@ def test_cycles_are_exactly_the_nodes_on_cycles(graph: Graph) -> None:
 @given(graphs, st.sets(st.sampled_from(NODES + MISSING)))
 def test_apply_order_puts_dependencies_first(graph: Graph, names: set[str]) -> None:
     reach = closure(graph)
-    ordered = apply_order(names, graph)
+    ordered = dependency_order(names, graph)
     assert sorted(ordered) == sorted(names)
     position = {name: i for i, name in enumerate(ordered)}
     for name in ordered:
@@ -346,7 +346,7 @@ def test_results_do_not_depend_on_input_order(
     rnd.shuffle(listed)
     assert list(cycles(shuffled)) == list(cycles(graph))
     assert cycles(shuffled) == cycles(graph)
-    assert apply_order(listed, shuffled) == apply_order(sorted(names), graph)
+    assert dependency_order(listed, shuffled) == dependency_order(sorted(names), graph)
     for crs in graph:
         assert decide(crs, reordered, names) == decide(crs, graph, names)
 
@@ -378,7 +378,7 @@ def reference_apply_order(names: set[str], graph: Graph) -> list[str]:
 @FUZZ
 @given(graphs | dags, st.sets(st.sampled_from(NODES + MISSING)))
 def test_apply_order_is_the_smallest_valid_order(graph: Graph, names: set[str]) -> None:
-    assert Dependencies(graph).apply_order(names) == reference_apply_order(names, graph)
+    assert Dependencies(graph).dependency_order(names) == reference_apply_order(names, graph)
 
 
 @FUZZ
@@ -389,7 +389,7 @@ def test_gates_of_one_cluster_follow_the_rules_in_any_order(
     """One ``gates`` per cluster keeps what it worked out; asked in apply order (as the
     cluster reconcile does) or in reverse, every answer is the rules' answer."""
     built = Dependencies(graph)
-    for names in (built.apply_order(graph), built.apply_order(graph)[::-1]):
+    for names in (built.dependency_order(graph), built.dependency_order(graph)[::-1]):
         decide = built.gates(selecting.__contains__, done.__contains__)
         for crs in names:
             expected = reference_gate(crs, graph, selecting.__contains__, done.__contains__)
@@ -413,12 +413,12 @@ def test_figure_800_crss_each_depending_on_the_next_10(wrap: bool) -> None:
     started = time.perf_counter()
     built = Dependencies(graph)
     first_use = built.gates(lambda _: True, lambda _: True)
-    order = built.apply_order(graph)
+    order = built.dependency_order(graph)
     first = [first_use(name) for name in order]  # names every cycle once
     build = time.perf_counter() - started
     started = time.perf_counter()
     decide = built.gates(lambda _: True, lambda _: True)
-    again = [decide(name) for name in built.apply_order(graph)]
+    again = [decide(name) for name in built.dependency_order(graph)]
     per_cluster = time.perf_counter() - started
     started = time.perf_counter()
     sample = [gate(name, graph, lambda _: True, lambda _: True) for name in order[:20]]

@@ -178,4 +178,4 @@ def test_the_cached_graph_is_always_a_fresh_one(
         assert all(c.model is not None for c in index.crss_in(NS))
         assert cached.graph == built.graph
         assert cached.cycles() == built.cycles()
-        assert cached.apply_order(NAMES) == built.apply_order(NAMES)
+        assert cached.dependency_order(NAMES) == built.dependency_order(NAMES)

@@ -114,7 +114,7 @@ class Announcements:
         if pending is None:
             return []
         notes = [n for n in pending.notes if current is None or still_true(n, current)]
-        return summarize(notes)
+        return gather(notes)
 
     def drop(self, namespace: str, crs: str) -> None:
         self._pending.pop((namespace, crs), None)
@@ -128,7 +128,7 @@ def still_true(note: Note, current: Callable[[str], str | None]) -> bool:
     return current(note.cluster) == note.reason
 
 
-def summarize(notes: list[Note]) -> list[Announcement]:
+def gather(notes: list[Note]) -> list[Announcement]:
     """One announcement per type and reason, Normal first; a later note for the same
     cluster and reason replaces an earlier one."""
     grouped: dict[tuple[EventType, str], dict[str, Note]] = {}

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from crs_controller.core.dependencies import Cycle, NotFound, Wait
+from crs_controller.core.dependencies import Cycle, Missing, Wait
 from crs_controller.core.dependencies import Go as DependenciesDone
 from crs_controller.core.dependencies import describe as describe_dependency
 from crs_controller.core.models import CRSBinding
@@ -44,7 +44,7 @@ class RolloutStep:
     come yet; it keeps what it has."""
 
 
-Hold = Wait | NotFound | Cycle | RolloutStep
+Hold = Wait | Missing | Cycle | RolloutStep
 
 
 @dataclass(frozen=True)

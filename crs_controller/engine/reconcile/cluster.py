@@ -128,7 +128,7 @@ async def _apply_all(
     result = NOTHING
     gate = Gate(ctx, cluster, entries, new_entries)
     by_name = {c.name: c for c in crss}
-    for name in ctx.caches.dependencies(cluster.namespace).apply_order(by_name):
+    for name in ctx.caches.dependencies(cluster.namespace).dependency_order(by_name):
         crs = by_name[name]
         done = await _pass(ctx, client, cluster, crs, entries.get(crs.name), gate)
         result |= _settle(ctx, crs, cluster.name, done, entries.get(crs.name), new_entries)
