@@ -32,9 +32,9 @@ __all__ = [
     "ApplyOnce",
     "ApplyOptions",
     "CheckDrift",
+    "Decision",
     "Drift",
     "Durations",
-    "Plan",
     "Reconcile",
     "RecordedResource",
     "Scope",
@@ -128,7 +128,7 @@ class CheckDrift:
     mode: Literal["Generation", "Content"]
 
 
-Plan = Skip | Apply | CheckDrift
+Decision = Skip | Apply | CheckDrift
 
 
 # --- the strategies --------------------------------------------------------------
@@ -157,9 +157,9 @@ class Strategy(Protocol):
 
     def next_due(self, recorded: RecordedResource | None, now: datetime) -> float | None: ...
 
-    def plan(
+    def decide(
         self, recorded: RecordedResource | None, current_hash: str, now: datetime, drift_due: bool
-    ) -> Plan: ...
+    ) -> Decision: ...
 
 
 @dataclass(frozen=True)
@@ -188,10 +188,10 @@ class ApplyOnce:
     def next_due(self, recorded: RecordedResource | None, now: datetime) -> float | None:
         return None
 
-    def plan(
+    def decide(
         self, recorded: RecordedResource | None, current_hash: str, now: datetime, drift_due: bool
-    ) -> Plan:
-        return _plan(self, recorded, current_hash, now, "None")
+    ) -> Decision:
+        return _decide(self, recorded, current_hash, now, "None")
 
 
 @dataclass(frozen=True)
@@ -239,21 +239,21 @@ class Reconcile:
         elapsed = (now - recorded.last_applied_time).total_seconds()
         return max(0.0, interval - elapsed)
 
-    def plan(
+    def decide(
         self, recorded: RecordedResource | None, current_hash: str, now: datetime, drift_due: bool
-    ) -> Plan:
+    ) -> Decision:
         """``drift_due``: this pair's drift check is due in this pass (the schedule's
         answer); it matters only when the strategy checks drift."""
-        return _plan(self, recorded, current_hash, now, self.drift_mode if drift_due else "None")
+        return _decide(self, recorded, current_hash, now, self.drift_mode if drift_due else "None")
 
 
-def _plan(
+def _decide(
     strategy: Strategy,
     recorded: RecordedResource | None,
     current_hash: str,
     now: datetime,
     drift_due: DriftMode,
-) -> Plan:
+) -> Decision:
     """What to do with one resource on one cluster in this pass; ``drift_due`` is the
     drift mode to check with in this pass, "None" for no check. A change to apply
     comes first: it rewrites the objects anyway."""

@@ -23,9 +23,9 @@ from crs_controller.core.modes import (
     ApplyOnce,
     ApplyOptions,
     CheckDrift,
+    Decision,
     Drift,
     Durations,
-    Plan,
     Reconcile,
     RecordedResource,
     Skip,
@@ -167,9 +167,9 @@ def test_durations_refuse_what_no_spec_parses_to(durations: dict[str, Any], mess
     ],
 )
 def test_plan_per_resource(
-    strategy: Strategy, recorded: Recorded | None, current: str, drift_due: bool, expected: Plan
+    strategy: Strategy, recorded: Recorded | None, current: str, drift_due: bool, expected: Decision
 ) -> None:
-    assert strategy.plan(recorded, current, NOW, drift_due) == expected
+    assert strategy.decide(recorded, current, NOW, drift_due) == expected
 
 
 # --- compiling a spec --------------------------------------------------------------
@@ -300,7 +300,7 @@ def _old_plan(
     current_hash: str,
     now: datetime,
     drift_due: OldDrift,
-) -> Plan:
+) -> Decision:
     if strategy.needs_apply(recorded, current_hash, now):
         return Apply(strategy.scope(recorded, now))  # type: ignore[arg-type]
     if drift_due != "None":
@@ -310,7 +310,7 @@ def _old_plan(
 
 def _old_pass(
     fields: dict[str, Any], recorded: Recorded | None, current: str, now: datetime, due: bool
-) -> tuple[Plan, float | None, bool, Drift]:
+) -> tuple[Decision, float | None, bool, Drift]:
     """One resource's decisions as the pass took them before: from the spec's strings."""
     old = _old_strategy_for(fields["mode"], fields.get("reapplyInterval"))
     drift = _old_drift_for(fields["mode"], fields["driftDetection"], fields["driftCheckInterval"])
@@ -349,7 +349,7 @@ def test_the_compiled_strategy_decides_as_before(
         return
     strategy = compile_strategy(spec(**fields))
     after = (
-        strategy.plan(recorded, current, now, due),
+        strategy.decide(recorded, current, now, due),
         strategy.next_due(recorded, now),
         strategy.apply.only_missing,
         strategy.drift,

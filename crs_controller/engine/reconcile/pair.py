@@ -23,7 +23,7 @@ from crs_controller.core.models import (
     ResourceBinding,
     ResourceRef,
 )
-from crs_controller.core.modes import Apply, CheckDrift, Plan, Scope, Strategy
+from crs_controller.core.modes import Apply, CheckDrift, Decision, Scope, Strategy
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.pruning import wanted_keys
 from crs_controller.core.status import Outcome
@@ -211,7 +211,7 @@ async def _resource_pass(
     except CRSError as exc:  # UnresolvedVariable, InvalidManifest: this cluster alone
         return _failed(name, previous, exc.reason, str(exc))
     try:
-        decision = step.strategy.plan(previous, prepared.digest, step.now, step.drift_due)
+        decision = step.strategy.decide(previous, prepared.digest, step.now, step.drift_due)
         why = await _why_apply(step.observer, decision, previous)
         if isinstance(decision, CheckDrift):
             log.debug(
@@ -264,7 +264,7 @@ class _Why:
 
 
 async def _why_apply(
-    observer: Observer, step: Plan, previous: ResourceBinding | None
+    observer: Observer, step: Decision, previous: ResourceBinding | None
 ) -> _Why | None:
     """Why to apply this resource now, or None to leave it."""
     if isinstance(step, Apply):
