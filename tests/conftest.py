@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from crs_controller.testbed import ControlPlane, KubeClient
+from crs_controller.testbed import ControlPlane, TestbedClient
 from crs_controller.testbed.clusters import install_crds
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -33,23 +33,23 @@ def control_plane() -> Iterator[ControlPlane]:
 
 
 @pytest.fixture(scope="session")
-def mgmt(control_plane: ControlPlane) -> Iterator[KubeClient]:
+def mgmt(control_plane: ControlPlane) -> Iterator[TestbedClient]:
     """Admin client for the management server, with the CRDs installed."""
-    with KubeClient(control_plane.management) as client:
+    with TestbedClient(control_plane.management) as client:
         install_crds(client, crd_paths())
         yield client
 
 
 @pytest.fixture(scope="session")
-def workload_clients(control_plane: ControlPlane) -> Iterator[list[KubeClient]]:
-    clients = [KubeClient(server) for server in control_plane.workloads]
+def workload_clients(control_plane: ControlPlane) -> Iterator[list[TestbedClient]]:
+    clients = [TestbedClient(server) for server in control_plane.workloads]
     yield clients
     for client in clients:
         client.close()
 
 
 @pytest.fixture
-def namespace(mgmt: KubeClient) -> Iterator[str]:
+def namespace(mgmt: TestbedClient) -> Iterator[str]:
     """A fresh namespace on the management server.
 
     Deletion only marks it Terminating: no controller manager runs to empty it.

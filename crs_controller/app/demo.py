@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.clusters import install_crds, register_cluster
 from crs_controller.testbed.controller import ControllerProcess, install_rbac
 
@@ -34,12 +34,14 @@ def _docs(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
-def _greeting(client: KubeClient) -> str | None:
+def _greeting(client: TestbedClient) -> str | None:
     settings = client.get("v1", "ConfigMap", "demo-settings", "demo-addon")
     return None if settings is None else str(settings["data"].get("greeting"))
 
 
-def _wait_all(clients: list[KubeClient], check: Callable[[KubeClient], bool], what: str) -> float:
+def _wait_all(
+    clients: list[TestbedClient], check: Callable[[TestbedClient], bool], what: str
+) -> float:
     started = time.monotonic()
     wait_for(lambda: all(check(c) for c in clients), 60, message=what)
     return time.monotonic() - started
@@ -50,7 +52,7 @@ def demo(workloads: int = 3) -> int:
     _say(f"starting etcd, a management kube-apiserver and {workloads} workload ones")
     with ControlPlane.start(workloads=workloads, audit=False) as plane:
         _say(f"control plane up: Kubernetes {plane.version}")
-        mgmt = KubeClient(plane.management)
+        mgmt = TestbedClient(plane.management)
         install_crds(mgmt, sorted((CONFIG / "crd" / "bases").glob("*.yaml")))
         install_crds(mgmt, sorted((CONFIG / "testing").glob("*.yaml")))
         install_rbac(mgmt)
@@ -67,7 +69,7 @@ def demo(workloads: int = 3) -> int:
                 mgmt.apply(doc)
         _say("applied config/samples: ConfigMap demo-addon, Secret demo-secret, CRS demo")
 
-        clients = [KubeClient(s) for s in plane.workloads]
+        clients = [TestbedClient(s) for s in plane.workloads]
         matching, other = clients[:-1], clients[-1]
         started = time.monotonic()
         with ControllerProcess(plane.management, "--log-format", "json") as controller:

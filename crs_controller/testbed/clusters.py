@@ -16,20 +16,20 @@ from typing import Any
 import yaml
 
 from crs_controller.testbed.controlplane import ADMIN, ADMIN_GROUPS, Server
-from crs_controller.testbed.kube import KubeClient, wait_for
+from crs_controller.testbed.kube import TestbedClient, wait_for
 
 CRD_API = "apiextensions.k8s.io/v1"
 V1BETA1 = "cluster.x-k8s.io/v1beta1"
 V1BETA2 = "cluster.x-k8s.io/v1beta2"
 
 
-def _crd_established(client: KubeClient, name: str) -> bool:
+def _crd_established(client: TestbedClient, name: str) -> bool:
     crd = client.get(CRD_API, "CustomResourceDefinition", name) or {}
     conditions = (crd.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
-def install_crds(client: KubeClient, paths: Iterable[Path | str], timeout: float = 30.0) -> None:
+def install_crds(client: TestbedClient, paths: Iterable[Path | str], timeout: float = 30.0) -> None:
     """Apply every document of every file and wait until each CRD is Established."""
     names = []
     for path in paths:
@@ -52,7 +52,7 @@ def _initialized_status(api_version: str, initialized: bool) -> dict[str, Any]:
 
 
 def set_cluster_initialized(
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     *,
     name: str,
     namespace: str,
@@ -94,7 +94,7 @@ def kubeconfig_secret(
 
 
 def register_cluster(
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workload: Server,
     *,
     name: str,

@@ -24,7 +24,7 @@ import yaml
 
 from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.controlplane import Server
-from crs_controller.testbed.kube import KubeClient
+from crs_controller.testbed.kube import TestbedClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RBAC_DIR = REPO_ROOT / "config" / "rbac"
@@ -33,7 +33,7 @@ SA_USER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:crs-controller"
 SA_GROUPS = ("system:serviceaccounts", f"system:serviceaccounts:{SYSTEM_NAMESPACE}")
 
 
-def install_rbac(mgmt: KubeClient, *, users: Iterable[str] = ()) -> None:
+def install_rbac(mgmt: TestbedClient, *, users: Iterable[str] = ()) -> None:
     """The controller's namespace, ServiceAccount and (least) RBAC from config/rbac.
     ``users`` are bound to the same roles beside the ServiceAccount: replicas that
     each have a client certificate of their own, so the audit log tells them apart."""

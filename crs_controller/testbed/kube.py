@@ -87,8 +87,12 @@ def _group_path(api_version: str) -> str:
     return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
 
 
-class KubeClient:
-    """Admin-style CRUD by apiVersion and kind; plurals come from discovery."""
+class TestbedClient:
+    """Admin-style CRUD by apiVersion and kind; plurals come from discovery. The test
+    bed's own synchronous client, for tests, the demo and the benchmarks; the
+    controller talks through ``clients.kube.KubeClient``."""
+
+    __test__ = False  # a helper, not a test class, whatever pytest makes of its name
 
     def __init__(self, source: HasKubeconfig | Obj, timeout: float = 10.0) -> None:
         kubeconfig = source if isinstance(source, dict) else source.kubeconfig()
@@ -98,7 +102,7 @@ class KubeClient:
     def close(self) -> None:
         self.http.close()
 
-    def __enter__(self) -> KubeClient:
+    def __enter__(self) -> TestbedClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -33,7 +33,7 @@ import httpx
 import yaml
 from common import Figures, addon, measure, objects_in, warm_up
 
-from crs_controller.testbed import ControlPlane, KubeClient, Server, wait_for
+from crs_controller.testbed import ControlPlane, Server, TestbedClient, wait_for
 from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.clusters import CRD_API, V1BETA2, install_crds, register_cluster
 from crs_controller.testbed.controller import terminate
@@ -86,7 +86,7 @@ def _crd_names(paths: list[Path]) -> list[str]:
     return [d["metadata"]["name"] for p in paths for d in yaml.safe_load_all(p.read_text()) if d]
 
 
-def _mark_migrated(mgmt: KubeClient, name: str) -> None:
+def _mark_migrated(mgmt: TestbedClient, name: str) -> None:
     """Record this CRD generation as seen by CAPI's CRD migrator.
 
     The migrator runs once per CRD generation (after an install or an upgrade) and
@@ -102,7 +102,7 @@ def _mark_migrated(mgmt: KubeClient, name: str) -> None:
     )
 
 
-def install(mgmt: KubeClient, bases: Path) -> None:
+def install(mgmt: TestbedClient, bases: Path) -> None:
     """Put Cluster API's CRDs in place of the test bed's minimal Cluster CRD.
 
     The test bed's CRD (config/testing) stores v1beta1 objects in a loose schema
@@ -135,7 +135,7 @@ def install(mgmt: KubeClient, bases: Path) -> None:
 # --- objects ----------------------------------------------------------------------
 
 
-def _register(mgmt: KubeClient, workload: Server, name: str) -> None:
+def _register(mgmt: TestbedClient, workload: Server, name: str) -> None:
     """A Cluster as a provider would have left it: no infrastructure or control-plane
     reference (the Cluster controller then has nothing external to wait for), the
     ``<name>-kubeconfig`` Secret, and status saying infrastructure is provisioned
@@ -158,7 +158,7 @@ def _register(mgmt: KubeClient, workload: Server, name: str) -> None:
     )
 
 
-def populate(mgmt: KubeClient, plane: ControlPlane, n: int) -> None:
+def populate(mgmt: TestbedClient, plane: ControlPlane, n: int) -> None:
     mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     mgmt.create(
         {
@@ -184,7 +184,7 @@ def populate(mgmt: KubeClient, plane: ControlPlane, n: int) -> None:
         _register(mgmt, plane.workloads[i % len(plane.workloads)], f"c{i:04d}")
 
 
-def hashes(mgmt: KubeClient) -> list[str]:
+def hashes(mgmt: TestbedClient) -> list[str]:
     """Applied hashes of the add-on ConfigMap, one per binding once applied
     (``spec.bindings[].resources[].hash`` in v1beta2)."""
     out = []
@@ -198,7 +198,7 @@ def hashes(mgmt: KubeClient) -> list[str]:
     return out
 
 
-def edit(mgmt: KubeClient) -> None:
+def edit(mgmt: TestbedClient) -> None:
     live = mgmt.get("v1", "ConfigMap", "addon", NS)
     assert live is not None
     live["data"]["addon.yaml"] = distinct(addon("2"))
@@ -310,14 +310,14 @@ def _flags(concurrency: int) -> tuple[str, ...]:
 
 def run(plane: ControlPlane, binary: Path, crds: Path, n: int, concurrency: int) -> Figures:
     """Install, populate, then measure Cluster API's manager like crs-controller."""
-    with KubeClient(plane.management, timeout=30) as mgmt:
+    with TestbedClient(plane.management, timeout=30) as mgmt:
         install(mgmt, crds)
         populate(mgmt, plane, n)
         return {"manager": str(binary), **_measure(plane, mgmt, binary, n, concurrency)}
 
 
 def _measure(
-    plane: ControlPlane, mgmt: KubeClient, binary: Path, n: int, concurrency: int
+    plane: ControlPlane, mgmt: TestbedClient, binary: Path, n: int, concurrency: int
 ) -> Figures:
     manager = CapiManager(binary, plane.management, *_flags(concurrency))
     try:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import httpx
 import yaml
 
-from crs_controller.testbed import ControlPlane, KubeClient, KubeError, wait_for
+from crs_controller.testbed import ControlPlane, KubeError, TestbedClient, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 ADDONS = REPO.parent / "shared" / "data" / "addons"
@@ -82,11 +82,11 @@ def _crd_paths(files: Iterable[Path]) -> list[str]:
     return out
 
 
-def _serves(mgmt: KubeClient, path: str) -> bool:
+def _serves(mgmt: TestbedClient, path: str) -> bool:
     return mgmt.http.get(path).status_code == 200
 
 
-def warm_up(mgmt: KubeClient, files: Iterable[Path]) -> None:
+def warm_up(mgmt: TestbedClient, files: Iterable[Path]) -> None:
     """List every CRD's resource until the server answers.
 
     The API server builds a resource's watch cache on its first use and answers 429

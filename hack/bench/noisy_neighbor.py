@@ -63,7 +63,7 @@ import yaml
 from common import REPO, Figures, HealthProbe, MemoryProbe, git_state, machine, vm_kib, warm_up
 from cryptography.hazmat.primitives import serialization
 
-from crs_controller.testbed import ControlPlane, KubeClient, KubeError, Server, wait_for
+from crs_controller.testbed import ControlPlane, KubeError, Server, TestbedClient, wait_for
 from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.clusters import install_crds, register_cluster, set_cluster_initialized
 from crs_controller.testbed.controller import ControllerProcess, install_rbac
@@ -320,7 +320,7 @@ def kubeconfig(name: str, cluster: Obj, user: Obj) -> Obj:
     }
 
 
-def cluster_with(mgmt: KubeClient, name: str, finding: str, value: bytes) -> None:
+def cluster_with(mgmt: TestbedClient, name: str, finding: str, value: bytes) -> None:
     """A Cluster in the attacker's namespace whose kubeconfig Secret holds ``value``."""
     labels = {"finding": finding}
     mgmt.create(
@@ -347,7 +347,9 @@ def cluster_with(mgmt: KubeClient, name: str, finding: str, value: bytes) -> Non
     set_cluster_initialized(mgmt, name=name, namespace=ATTACKER)
 
 
-def real_cluster(mgmt: KubeClient, server: Server, namespace: str, name: str, labels: Obj) -> None:
+def real_cluster(
+    mgmt: TestbedClient, server: Server, namespace: str, name: str, labels: Obj
+) -> None:
     user = GOOD_USER if namespace == GOOD else ATTACKER_USER
     register_cluster(
         mgmt,
@@ -412,7 +414,7 @@ def refs(objects: list[Obj]) -> list[Obj]:
     ]
 
 
-def inventory(mgmt: KubeClient, cluster: str, crs_name: str) -> list[str]:
+def inventory(mgmt: TestbedClient, cluster: str, crs_name: str) -> list[str]:
     live = mgmt.get(CRS_API, "ClusterResourceSetBinding", cluster, ATTACKER) or {}
     for entry in (live.get("spec") or {}).get("bindings") or []:
         if entry["clusterResourceSetName"] == crs_name:
@@ -422,7 +424,7 @@ def inventory(mgmt: KubeClient, cluster: str, crs_name: str) -> list[str]:
     return []
 
 
-def forge(mgmt: KubeClient, cluster: str, crs_name: str, objects: list[Obj]) -> bool:
+def forge(mgmt: TestbedClient, cluster: str, crs_name: str, objects: list[Obj]) -> bool:
     """Add ``objects`` to the inventory of ``crs_name``'s first resource in the
     binding (False: the controller wrote it in between; try again)."""
     live = mgmt.get(CRS_API, "ClusterResourceSetBinding", cluster, ATTACKER)
@@ -444,16 +446,16 @@ def forge(mgmt: KubeClient, cluster: str, crs_name: str, objects: list[Obj]) -> 
 
 @dataclass
 class GoodTenant:
-    mgmt: KubeClient
+    mgmt: TestbedClient
     servers: list[Server]
-    clients: list[KubeClient] = field(default_factory=list)
+    clients: list[TestbedClient] = field(default_factory=list)
 
     def populate(self) -> None:
         self.mgmt.create(source(GOOD, "good-addon", configmap("good-addon", version="0")))
         self.mgmt.create(crs(GOOD, "good", ["good-addon"], "good"))
         for i, server in enumerate(self.servers):
             real_cluster(self.mgmt, server, GOOD, f"good-{i}", {"finding": "good"})
-            self.clients.append(KubeClient(server, timeout=5))
+            self.clients.append(TestbedClient(server, timeout=5))
 
     def close(self) -> None:
         for client in self.clients:
@@ -531,7 +533,7 @@ class Attacker:
     """Writes the findings with a client of its own (on a thread of its own)."""
 
     def __init__(self, plane: ControlPlane, load: Load, only: set[str]) -> None:
-        self.mgmt = KubeClient(plane.management, timeout=30)
+        self.mgmt = TestbedClient(plane.management, timeout=30)
         self.server = plane.workloads[0]
         self.load = load
         self.only = set(only)
@@ -552,7 +554,7 @@ class Attacker:
 
     def prepare_workload(self) -> None:
         """The other team's objects, created directly on the workload server."""
-        with KubeClient(self.server) as workload:
+        with TestbedClient(self.server) as workload:
             workload.create(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OTHER_TEAM}}
             )
@@ -745,7 +747,7 @@ def reports(obj: Obj | None, broken: int) -> bool:
     )
 
 
-def warned(mgmt: KubeClient, name: str) -> list[str]:
+def warned(mgmt: TestbedClient, name: str) -> list[str]:
     """Warning Events on the attacker's CRS or binding called ``name``, and any
     Event of a refused deletion."""
     events = mgmt.list("v1", "Event", ATTACKER)
@@ -761,7 +763,7 @@ class Watch:
     """Polls the attacker's CRS statuses from ``began`` until each finding reports
     or ``limit`` seconds have passed."""
 
-    def __init__(self, mgmt: KubeClient, attacker: Attacker, began: float, limit: float) -> None:
+    def __init__(self, mgmt: TestbedClient, attacker: Attacker, began: float, limit: float) -> None:
         self.mgmt = mgmt
         self.attacker = attacker
         self.began = began
@@ -835,7 +837,7 @@ class Watch:
 
 
 def foreign_alive(server: Server) -> dict[str, bool]:
-    with KubeClient(server) as workload:
+    with TestbedClient(server) as workload:
         return {
             f"{o['kind']} {o['metadata']['namespace']}/{o['metadata']['name']}": workload.get(
                 o["apiVersion"], o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]
@@ -866,7 +868,7 @@ def workload_deletes(plane: ControlPlane, since: float) -> list[str]:
     return found
 
 
-def control_characters(mgmt: KubeClient) -> list[str]:
+def control_characters(mgmt: TestbedClient) -> list[str]:
     """Where a control character reached the attacker's CRS statuses, bindings or Events."""
     parts: tuple[tuple[str, str, Callable[[Obj], Any]], ...] = (
         (CRS_API, "ClusterResourceSet", lambda o: o.get("status")),
@@ -894,12 +896,12 @@ def _strings(value: Any) -> Iterator[str]:
 
 def on_workload(server: Server, names: list[str]) -> dict[str, bool]:
     """Which of the ConfigMaps ``names`` (in default) exist on ``server``."""
-    with KubeClient(server) as workload:
+    with TestbedClient(server) as workload:
         return {n: workload.get("v1", "ConfigMap", n, "default") is not None for n in names}
 
 
 def final_checks(
-    mgmt: KubeClient, plane: ControlPlane, attacker: Attacker, began: float
+    mgmt: TestbedClient, plane: ControlPlane, attacker: Attacker, began: float
 ) -> Figures:
     server = plane.workloads[0]
     checks: Figures = {
@@ -1031,7 +1033,7 @@ def forge_looked(result: Figures) -> bool:
 # --- The run ------------------------------------------------------------------------
 
 
-def setup(mgmt: KubeClient, plane: ControlPlane) -> None:
+def setup(mgmt: TestbedClient, plane: ControlPlane) -> None:
     crds = sorted((REPO / "config" / "crd" / "bases").glob("*.yaml"))
     crds += sorted((REPO / "config" / "testing").glob("*.yaml"))
     install_crds(mgmt, crds)
@@ -1059,7 +1061,7 @@ class Run:
     only: set[str]
     result: Figures = field(default_factory=dict)
 
-    def measure(self, plane: ControlPlane, mgmt: KubeClient) -> None:
+    def measure(self, plane: ControlPlane, mgmt: TestbedClient) -> None:
         manager_args, limit = deployment()
         self.result["controller"] = {
             "args": manager_args,
@@ -1089,7 +1091,7 @@ class Run:
     def under_attack(
         self,
         plane: ControlPlane,
-        mgmt: KubeClient,
+        mgmt: TestbedClient,
         controller: ControllerProcess,
         good: GoodTenant,
         attacker: Attacker,
@@ -1132,7 +1134,7 @@ class Run:
         writer = threading.Thread(target=attacker.write, args=(written,), daemon=True)
         writer.start()
         # The watch reads with a client of its own: the edits must not wait behind it.
-        with KubeClient(plane.management, timeout=30) as reader:
+        with TestbedClient(plane.management, timeout=30) as reader:
             watch = Watch(reader, attacker, began, OBJECTIVES["report_seconds"] + 10)
             watcher = threading.Thread(target=watch.run, args=(written,), daemon=True)
             watcher.start()
@@ -1242,7 +1244,7 @@ def main() -> None:
     try:
         with ControlPlane.start(workloads=args.good_clusters) as plane:
             run.result["kubernetes"] = plane.version
-            with KubeClient(plane.management, timeout=30) as mgmt:
+            with TestbedClient(plane.management, timeout=30) as mgmt:
                 run.measure(plane, mgmt)
     except (RuntimeError, TimeoutError, KubeError, OSError) as exc:
         log(f"failed: {exc}")

@@ -46,7 +46,7 @@ import capi
 import shards
 from common import REPO, Figures, addon, measure, objects_in, poll_interval, ratios, warm_up
 
-from crs_controller.testbed import ControlPlane, KubeClient, KubeError
+from crs_controller.testbed import ControlPlane, KubeError, TestbedClient
 from crs_controller.testbed.clusters import install_crds, register_cluster
 from crs_controller.testbed.controller import SA_USER, ControllerProcess, install_rbac
 
@@ -56,7 +56,7 @@ USER = "bench-workload-admin"
 CAPI_CRDS = Path("/tmp/capi-src/core/config/crd/bases")
 
 
-def hashes(mgmt: KubeClient) -> list[str]:
+def hashes(mgmt: TestbedClient) -> list[str]:
     out = []
     for b in mgmt.list(CRS_API, "ClusterResourceSetBinding", NS):
         for entry in b["spec"].get("bindings", []):
@@ -64,14 +64,14 @@ def hashes(mgmt: KubeClient) -> list[str]:
     return out
 
 
-def edit(mgmt: KubeClient) -> None:
+def edit(mgmt: TestbedClient) -> None:
     live = mgmt.get("v1", "ConfigMap", "addon", NS)
     assert live is not None
     live["data"]["addon.yaml"] = addon("2")
     mgmt.update(live)
 
 
-def populate(mgmt: KubeClient, plane: ControlPlane, n: int, replicas: int) -> None:
+def populate(mgmt: TestbedClient, plane: ControlPlane, n: int, replicas: int) -> None:
     crds = sorted((REPO / "config" / "crd" / "bases").glob("*.yaml"))
     crds += sorted((REPO / "config" / "testing").glob("*.yaml"))
     install_crds(mgmt, crds)
@@ -114,7 +114,7 @@ def populate(mgmt: KubeClient, plane: ControlPlane, n: int, replicas: int) -> No
 
 
 def shard_phase(
-    plane: ControlPlane, mgmt: KubeClient, n: int, args: tuple[str, ...], replicas: int
+    plane: ControlPlane, mgmt: TestbedClient, n: int, args: tuple[str, ...], replicas: int
 ) -> Figures:
     shard_set = shards.ShardSet(plane.management, replicas, *args)
     return shards.measure(  # starts the replicas, to time start-up as well; stops them
@@ -128,7 +128,7 @@ def shard_phase(
 
 
 def crs_phase(plane: ControlPlane, n: int, concurrency: int, replicas: int) -> Figures:
-    with KubeClient(plane.management, timeout=30) as mgmt:
+    with TestbedClient(plane.management, timeout=30) as mgmt:
         populate(mgmt, plane, n, replicas)
         args = ("--concurrency", str(concurrency), "--log-level", "warning")
         if replicas > 1:

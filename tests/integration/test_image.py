@@ -36,7 +36,7 @@ import httpx
 import pytest
 import yaml
 
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.clusters import install_crds, register_cluster
 from crs_controller.testbed.controller import SA_GROUPS, SA_USER, install_rbac
 
@@ -120,11 +120,11 @@ def container(image: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def test_bed() -> Iterator[tuple[ControlPlane, KubeClient]]:
+def test_bed() -> Iterator[tuple[ControlPlane, TestbedClient]]:
     """A management and a workload server of the module's own, with the CRDs and the
     controller's RBAC: the session's test bed may have a controller of its own running
     (the controller tests'), which would apply the sample before the image's could."""
-    with ControlPlane.start(workloads=1) as plane, KubeClient(plane.management) as mgmt:
+    with ControlPlane.start(workloads=1) as plane, TestbedClient(plane.management) as mgmt:
         install_crds(mgmt, CRDS)
         install_rbac(mgmt)
         yield plane, mgmt
@@ -243,7 +243,7 @@ def _samples() -> list[dict[str, Any]]:
     ]
 
 
-def _ready(mgmt: KubeClient) -> bool:
+def _ready(mgmt: TestbedClient) -> bool:
     crs = mgmt.get("addons.crs.dev/v1alpha1", "ClusterResourceSet", "demo", "default") or {}
     for cond in crs.get("status", {}).get("conditions", []):
         if cond["type"] == "Ready":
@@ -251,7 +251,7 @@ def _ready(mgmt: KubeClient) -> bool:
     return False
 
 
-def _managed_by(client: KubeClient, ref: tuple[str, str, str, str | None], manager: str) -> bool:
+def _managed_by(client: TestbedClient, ref: tuple[str, str, str, str | None], manager: str) -> bool:
     api_version, kind, name, namespace = ref
     obj = client.get(api_version, kind, name, namespace) or {}
     fields = obj.get("metadata", {}).get("managedFields") or []
@@ -279,7 +279,7 @@ def test_the_image_runs_as_nonroot_without_build_tools(image: str, container: st
 
 
 def test_the_controller_in_the_image_applies_the_sample(
-    container: str, test_bed: tuple[ControlPlane, KubeClient]
+    container: str, test_bed: tuple[ControlPlane, TestbedClient]
 ) -> None:
     plane, mgmt = test_bed
     # Only the process in the image is given this field manager: an object it names
@@ -294,7 +294,7 @@ def test_the_controller_in_the_image_applies_the_sample(
     args = ("--field-manager", manager)
     with (
         ImageController(container, kubeconfig, *args) as controller,
-        KubeClient(plane.workloads[0]) as workload,
+        TestbedClient(plane.workloads[0]) as workload,
     ):
         for ref in SAMPLE_OBJECTS:
             wait_for(

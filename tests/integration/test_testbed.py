@@ -17,7 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
-from crs_controller.testbed import ControlPlane, ControlPlaneError, KubeClient, KubeError, wait_for
+from crs_controller.testbed import (
+    ControlPlane,
+    ControlPlaneError,
+    KubeError,
+    TestbedClient,
+    wait_for,
+)
 from crs_controller.testbed.binaries import Binaries, locate
 from crs_controller.testbed.clusters import register_cluster
 
@@ -47,14 +53,14 @@ def crs(namespace: str, **spec: Any) -> dict[str, Any]:
 
 
 def test_every_server_reports_the_real_version(
-    control_plane: ControlPlane, workload_clients: list[KubeClient]
+    control_plane: ControlPlane, workload_clients: list[TestbedClient]
 ) -> None:
     assert control_plane.version.startswith("v1.34.")
     for client in workload_clients:
         assert client.http.get("/version").json()["gitVersion"] == control_plane.version
 
 
-def test_a_valid_cluster_resource_set_is_accepted(mgmt: KubeClient, namespace: str) -> None:
+def test_a_valid_cluster_resource_set_is_accepted(mgmt: TestbedClient, namespace: str) -> None:
     created = mgmt.create(crs(namespace, resources=[{"kind": "ConfigMap", "name": "calico"}]))
     # The schema's defaults are filled in: applied verbatim, ApplyOnce.
     assert created["spec"]["resources"] == [
@@ -63,7 +69,7 @@ def test_a_valid_cluster_resource_set_is_accepted(mgmt: KubeClient, namespace: s
     assert created["spec"]["mode"] == "ApplyOnce"
 
 
-def test_a_bad_mode_is_refused_with_the_schema_message(mgmt: KubeClient, namespace: str) -> None:
+def test_a_bad_mode_is_refused_with_the_schema_message(mgmt: TestbedClient, namespace: str) -> None:
     bad = crs(namespace, resources=[{"kind": "ConfigMap", "name": "x"}], mode="Sometimes")
     with pytest.raises(KubeError) as refused:
         mgmt.create(bad)
@@ -83,7 +89,7 @@ def test_a_bad_mode_is_refused_with_the_schema_message(mgmt: KubeClient, namespa
     ids=["uid", "bad-index", "bad-name", "no-value"],
 )
 def test_a_bad_variable_is_refused_with_the_schema_message(
-    mgmt: KubeClient, namespace: str, variable: dict[str, Any], field: str
+    mgmt: TestbedClient, namespace: str, variable: dict[str, Any], field: str
 ) -> None:
     bad = crs(namespace, resources=[{"kind": "ConfigMap", "name": "x"}], mode="Reconcile")
     bad["spec"]["variables"] = [variable]
@@ -94,7 +100,7 @@ def test_a_bad_variable_is_refused_with_the_schema_message(
 
 
 def test_empty_resources_are_refused_with_the_schema_message(
-    mgmt: KubeClient, namespace: str
+    mgmt: TestbedClient, namespace: str
 ) -> None:
     with pytest.raises(KubeError) as refused:
         mgmt.create(crs(namespace, resources=[]))
@@ -103,7 +109,7 @@ def test_empty_resources_are_refused_with_the_schema_message(
     assert "should have at least 1 items" in refused.value.message
 
 
-def test_server_side_apply_records_the_field_manager(workload_clients: list[KubeClient]) -> None:
+def test_server_side_apply_records_the_field_manager(workload_clients: list[TestbedClient]) -> None:
     applied = workload_clients[0].apply(
         configmap(unique("applied"), color="blue"), field_manager="crs-controller"
     )
@@ -112,7 +118,7 @@ def test_server_side_apply_records_the_field_manager(workload_clients: list[Kube
 
 
 def test_workload_servers_are_isolated(
-    mgmt: KubeClient, workload_clients: list[KubeClient]
+    mgmt: TestbedClient, workload_clients: list[TestbedClient]
 ) -> None:
     name = unique("only-on-0")
     workload_clients[0].create(configmap(name))
@@ -122,7 +128,7 @@ def test_workload_servers_are_isolated(
 
 
 def test_rbac_applies_to_a_service_account_identity(control_plane: ControlPlane) -> None:
-    identity = KubeClient(
+    identity = TestbedClient(
         control_plane.workloads[2].kubeconfig(
             "system:serviceaccount:crs-system:crs-controller",
             ("system:serviceaccounts", "system:serviceaccounts:crs-system"),
@@ -135,7 +141,7 @@ def test_rbac_applies_to_a_service_account_identity(control_plane: ControlPlane)
 
 
 def test_the_audit_log_records_a_write(
-    control_plane: ControlPlane, workload_clients: list[KubeClient]
+    control_plane: ControlPlane, workload_clients: list[TestbedClient]
 ) -> None:
     name = unique("audited")
     workload_clients[1].create(configmap(name))
@@ -157,7 +163,7 @@ def test_the_audit_log_records_a_write(
 
 
 def test_a_registered_cluster_has_a_working_kubeconfig(
-    control_plane: ControlPlane, mgmt: KubeClient, namespace: str
+    control_plane: ControlPlane, mgmt: TestbedClient, namespace: str
 ) -> None:
     cluster = register_cluster(
         mgmt, control_plane.workloads[2], name="w2", namespace=namespace, labels={"cni": "calico"}
@@ -168,13 +174,13 @@ def test_a_registered_cluster_has_a_working_kubeconfig(
     assert secret["type"] == "cluster.x-k8s.io/secret"
     assert secret["metadata"]["labels"] == {"cluster.x-k8s.io/cluster-name": "w2"}
     kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["value"]))
-    with KubeClient(kubeconfig) as client:
+    with TestbedClient(kubeconfig) as client:
         assert client.get("v1", "Namespace", "default") is not None
         assert kubeconfig["clusters"][0]["cluster"]["server"] == control_plane.workloads[2].url
 
 
 def test_a_v1beta2_cluster_reports_initialization(
-    control_plane: ControlPlane, mgmt: KubeClient, namespace: str
+    control_plane: ControlPlane, mgmt: TestbedClient, namespace: str
 ) -> None:
     cluster = register_cluster(
         mgmt,

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from crs_controller.testbed import ControlPlane, KubeClient
+from crs_controller.testbed import ControlPlane, TestbedClient
 from crs_controller.testbed.controller import ControllerProcess, install_rbac
 
 
 @pytest.fixture(scope="session")
-def controller(control_plane: ControlPlane, mgmt: KubeClient) -> Iterator[ControllerProcess]:
+def controller(control_plane: ControlPlane, mgmt: TestbedClient) -> Iterator[ControllerProcess]:
     install_rbac(mgmt)
     # Debug level: each reconcile is logged, the positive sign tests wait for before
     # asserting that something did not happen.

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from crs_controller.testbed import KubeClient
+from crs_controller.testbed import TestbedClient
 from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.clusters import set_cluster_initialized
 
@@ -45,7 +45,7 @@ def kubeconfig(cluster: Obj, user: Obj) -> Obj:
 
 
 def add_cluster_with_kubeconfig(
-    mgmt: KubeClient, namespace: str, name: str, labels: dict[str, str], config: Obj | str
+    mgmt: TestbedClient, namespace: str, name: str, labels: dict[str, str], config: Obj | str
 ) -> None:
     """An initialized Cluster whose kubeconfig Secret holds ``config`` as written by a
     tenant (a dict is written as YAML, text as it is)."""

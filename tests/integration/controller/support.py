@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import yaml
 
-from crs_controller.testbed import KubeClient, Server, wait_for
+from crs_controller.testbed import Server, TestbedClient, wait_for
 from crs_controller.testbed.clusters import register_cluster
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
@@ -90,7 +90,7 @@ def crs_obj(
 
 
 def add_cluster(
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workload: Server,
     namespace: str,
     name: str,
@@ -111,11 +111,11 @@ def add_cluster(
     )
 
 
-def binding(mgmt: KubeClient, namespace: str, cluster: str) -> Obj | None:
+def binding(mgmt: TestbedClient, namespace: str, cluster: str) -> Obj | None:
     return mgmt.get(CRS_API, "ClusterResourceSetBinding", cluster, namespace)
 
 
-def binding_entry(mgmt: KubeClient, namespace: str, cluster: str, crs: str) -> Obj | None:
+def binding_entry(mgmt: TestbedClient, namespace: str, cluster: str, crs: str) -> Obj | None:
     found = binding(mgmt, namespace, cluster)
     for entry in (found or {}).get("spec", {}).get("bindings", []):
         if entry["clusterResourceSetName"] == crs:
@@ -131,7 +131,7 @@ def condition(obj: Obj | None, kind: str) -> Obj | None:
 
 
 def wait_condition(
-    mgmt: KubeClient, namespace: str, crs: str, kind: str, status: str, reason: str | None = None
+    mgmt: TestbedClient, namespace: str, crs: str, kind: str, status: str, reason: str | None = None
 ) -> Obj:
     def check() -> Obj | None:
         cond = condition(mgmt.get(CRS_API, "ClusterResourceSet", crs, namespace), kind)
@@ -143,7 +143,7 @@ def wait_condition(
 
 
 def wait_object(
-    client: KubeClient,
+    client: TestbedClient,
     api_version: str,
     kind: str,
     name: str,
@@ -283,7 +283,7 @@ def hook(controller: ControllerProcess, cluster: dict) -> dict:
 HOLD = "test.crs.dev/hold"
 
 
-def clear_leases(mgmt: KubeClient) -> None:
+def clear_leases(mgmt: TestbedClient) -> None:
     """Remove every leader and shard Lease, so replicas started next begin alone."""
     for lease in mgmt.list("coordination.k8s.io/v1", "Lease", SYSTEM_NAMESPACE):
         mgmt.delete("coordination.k8s.io/v1", "Lease", lease["metadata"]["name"], SYSTEM_NAMESPACE)

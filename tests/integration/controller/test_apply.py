@@ -11,7 +11,7 @@ import time
 
 import yaml
 
-from crs_controller.testbed import KubeClient, KubeError, wait_for
+from crs_controller.testbed import KubeError, TestbedClient, wait_for
 from crs_controller.testbed.clusters import register_cluster, set_cluster_initialized
 from crs_controller.testbed.controller import ControllerProcess
 
@@ -35,7 +35,7 @@ from .support import (
 
 
 def test_several_resources_reach_a_matching_cluster(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     ns_name = unique("addon")
     cm_source = manifests(
@@ -97,7 +97,7 @@ def test_several_resources_reach_a_matching_cluster(
 
 
 def test_cluster_relabelled_to_match_gets_the_resources(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("late")
     mgmt.create(source_configmap(namespace, "late", {"a": manifests(configmap_obj(name))}))
@@ -113,7 +113,7 @@ def test_cluster_relabelled_to_match_gets_the_resources(
 
 
 def test_resource_created_after_the_crs_is_picked_up(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("after")
     mgmt.create(crs_obj(namespace, "after", [("ConfigMap", "later")], {"x": "y"}))
@@ -127,7 +127,7 @@ def test_resource_created_after_the_crs_is_picked_up(
 
 
 def test_reconcile_mode_updates_every_cluster_and_apply_once_does_not(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     rec, once = unique("rec"), unique("once")
     mgmt.create(source_configmap(namespace, "rec", {"a": manifests(configmap_obj(rec, v="1"))}))
@@ -161,7 +161,7 @@ def test_reconcile_mode_updates_every_cluster_and_apply_once_does_not(
 
 
 def test_apply_once_leaves_a_pre_existing_object_untouched(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name, fresh = unique("pre"), unique("fresh")
     wl = workload_clients[0]
@@ -179,7 +179,7 @@ def test_apply_once_leaves_a_pre_existing_object_untouched(
 
 
 def test_object_in_a_missing_namespace_fails_alone_then_succeeds(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     missing, ok = unique("missing"), unique("ok")
     source = manifests(configmap_obj("in-missing", missing), configmap_obj(ok))
@@ -202,7 +202,7 @@ def test_object_in_a_missing_namespace_fails_alone_then_succeeds(
 
 
 def test_ten_crss_on_one_cluster_all_end_in_the_binding(
-    controller: ControllerProcess, control_plane, mgmt: KubeClient, workloads, namespace: str
+    controller: ControllerProcess, control_plane, mgmt: TestbedClient, workloads, namespace: str
 ) -> None:
     add_cluster(mgmt, workloads[2], namespace, "busy", {"busy": "yes"})
     names = [f"crs-{i}" for i in range(10)]
@@ -212,7 +212,7 @@ def test_ten_crss_on_one_cluster_all_end_in_the_binding(
     stop = threading.Event()
 
     def other_writer() -> None:
-        with KubeClient(control_plane.management) as client:
+        with TestbedClient(control_plane.management) as client:
             n = 0
             while not stop.is_set():
                 n += 1
@@ -248,7 +248,7 @@ def test_ten_crss_on_one_cluster_all_end_in_the_binding(
 
 
 def test_secret_of_the_wrong_type_is_refused(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, namespace: str
 ) -> None:
     mgmt.create(
         source_secret(namespace, "opaque", {"a": manifests(configmap_obj("x"))}, type_="Opaque")
@@ -260,7 +260,7 @@ def test_secret_of_the_wrong_type_is_refused(
 
 
 def test_deleting_a_crs_removes_its_binding_entries(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     keep, drop = unique("keep"), unique("drop")
     mgmt.create(source_configmap(namespace, "keep", {"a": manifests(configmap_obj(keep))}))
@@ -284,7 +284,7 @@ def test_deleting_a_crs_removes_its_binding_entries(
 
 
 def test_deleting_a_cluster_removes_its_binding(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, namespace: str
 ) -> None:
     mgmt.create(source_configmap(namespace, "gone", {"a": manifests(configmap_obj(unique("g")))}))
     mgmt.create(crs_obj(namespace, "gone", [("ConfigMap", "gone")], {"g": "h"}))
@@ -297,7 +297,7 @@ def test_deleting_a_cluster_removes_its_binding(
 
 
 def test_secret_contents_never_reach_status_or_logs(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, namespace: str
 ) -> None:
     marker = "s3cr3t-" + unique("v")
     broken = f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: [{marker}\n"
@@ -314,7 +314,7 @@ def test_secret_contents_never_reach_status_or_logs(
 
 
 def test_unreachable_cluster_fails_alone_and_recovers_when_its_kubeconfig_changes(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("reach")
     mgmt.create(source_configmap(namespace, "reach", {"a": manifests(configmap_obj(name))}))
@@ -363,7 +363,7 @@ def test_unreachable_cluster_fails_alone_and_recovers_when_its_kubeconfig_change
 
 
 def test_reapply_interval_restores_a_deleted_object_without_a_change(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("interval")
     mgmt.create(source_configmap(namespace, "iv", {"a": manifests(configmap_obj(name))}))

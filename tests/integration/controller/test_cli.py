@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from crs_controller.app.cli import main
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.clusters import register_cluster
 from crs_controller.testbed.controller import ControllerProcess
 
@@ -63,7 +63,7 @@ def sample_documents(namespace: str) -> list[dict]:
 def test_render_and_status_agree_with_the_controller(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workloads,
     namespace: str,
     tmp_path: Path,
@@ -116,7 +116,7 @@ def changed_lines(out: str) -> list[str]:
 def test_diff_shows_what_the_controller_would_change_and_exits_1(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workloads,
     workload_clients,
     namespace: str,
@@ -178,7 +178,7 @@ def test_diff_shows_what_the_controller_would_change_and_exits_1(
 def test_diff_of_a_cluster_the_crs_does_not_select_is_no_change(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workloads,
     namespace: str,
     tmp_path: Path,
@@ -210,7 +210,7 @@ def test_diff_of_a_cluster_the_crs_does_not_select_is_no_change(
 
 def test_diff_under_apply_once_shows_only_what_would_be_created(
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workloads,
     workload_clients,
     namespace: str,
@@ -253,7 +253,7 @@ def test_diff_under_apply_once_shows_only_what_would_be_created(
 def test_render_manifests_is_what_the_controller_applied(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workloads,
     namespace: str,
     tmp_path: Path,

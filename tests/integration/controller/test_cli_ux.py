@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from crs_controller.app.cli import main
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -32,7 +32,7 @@ from .support import (
 )
 
 
-def events_with(mgmt: KubeClient, namespace: str, reason: str) -> list[dict]:
+def events_with(mgmt: TestbedClient, namespace: str, reason: str) -> list[dict]:
     return [e for e in mgmt.list("v1", "Event", namespace) if e["reason"] == reason]
 
 
@@ -44,7 +44,7 @@ def admin_kubeconfig(control_plane: ControlPlane, tmp_path: Path) -> str:
 
 
 def test_crs_applied_before_its_configmap_leaves_no_resource_not_found_warning(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, namespace: str
 ) -> None:
     add_cluster(mgmt, workloads[0], namespace, "early", {"order": "crs-first"})
     # One `kubectl apply -f` of CAPV's template: the CRS first, its ConfigMap next.
@@ -58,7 +58,7 @@ def test_crs_applied_before_its_configmap_leaves_no_resource_not_found_warning(
 
 
 def test_a_source_that_stays_missing_still_gets_its_warning(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, namespace: str
 ) -> None:
     add_cluster(mgmt, workloads[1], namespace, "waiting", {"order": "missing"})
     mgmt.create(crs_obj(namespace, "missing", [("ConfigMap", "absent")], {"order": "missing"}))
@@ -69,7 +69,7 @@ def test_a_source_that_stays_missing_still_gets_its_warning(
 
 def test_status_says_no_resources_found_and_prints_names(
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     namespace: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -111,7 +111,7 @@ class Lines:
 def test_status_watch_prints_the_table_then_each_change_until_interrupted(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workloads,
     namespace: str,
     tmp_path: Path,
@@ -144,7 +144,7 @@ def test_status_watch_prints_the_table_then_each_change_until_interrupted(
 
 
 def test_status_watch_stops_at_its_timeout(
-    control_plane: ControlPlane, mgmt: KubeClient, namespace: str, tmp_path: Path
+    control_plane: ControlPlane, mgmt: TestbedClient, namespace: str, tmp_path: Path
 ) -> None:
     mgmt.create(crs_obj(namespace, "quiet", [("ConfigMap", "x")], {"no": "match"}))
     command = [sys.executable, "-m", "crs_controller.app.cli", "status", "-w", "-n", namespace]

@@ -10,7 +10,7 @@ import sys
 
 import yaml
 
-from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.clusters import V1BETA2, register_cluster, set_cluster_initialized
 from crs_controller.testbed.controller import ControllerProcess
 
@@ -42,7 +42,7 @@ def looked_at(controller: ControllerProcess, event: str, key: str) -> int:
 
 
 def test_paused_cluster_is_left_alone_until_unpaused(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("paused")
     mgmt.create(source_configmap(namespace, "p", {"a": manifests(configmap_obj(name))}))
@@ -64,7 +64,7 @@ def test_paused_cluster_is_left_alone_until_unpaused(
 
 
 def test_paused_crs_is_left_alone_until_unpaused(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("pcrs")
     mgmt.create(source_configmap(namespace, "pc", {"a": manifests(configmap_obj(name))}))
@@ -85,7 +85,7 @@ def test_paused_crs_is_left_alone_until_unpaused(
 
 
 def test_uninitialized_v1beta2_cluster_is_pending_then_served(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("v2")
     mgmt.create(source_configmap(namespace, "v2", {"a": manifests(configmap_obj(name))}))
@@ -106,7 +106,7 @@ def test_uninitialized_v1beta2_cluster_is_pending_then_served(
 
 
 def test_objects_without_namespace_go_to_default_and_cli_hash_matches_the_binding(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("nons")
     doc = manifests(configmap_obj(name, namespace=""))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 from crs_controller.app.capi_convert import convert_documents
-from crs_controller.testbed import KubeClient
+from crs_controller.testbed import TestbedClient
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -35,7 +35,7 @@ def capi_owner(name: str) -> dict[str, str]:
 
 
 def test_converted_v1beta2_crs_converges_and_takes_over_what_cluster_api_applied(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     taken, fresh, from_secret = unique("capi-applied"), unique("fresh"), unique("from-secret")
     wl = workload_clients[2]
@@ -119,7 +119,7 @@ def test_converted_v1beta2_crs_converges_and_takes_over_what_cluster_api_applied
 
 
 def test_converted_v1beta1_crs_without_strategy_leaves_existing_objects_alone(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     existing, fresh = unique("capi-applied"), unique("fresh")
     wl = workload_clients[1]

@@ -5,7 +5,7 @@ Namespace) — except objects another CRS still wants."""
 
 from __future__ import annotations
 
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -25,7 +25,7 @@ from .support import (
 )
 
 
-def gone(client: KubeClient, api_version: str, kind: str, name: str, ns: str | None = None):
+def gone(client: TestbedClient, api_version: str, kind: str, name: str, ns: str | None = None):
     """Deleted, or (a Namespace, with no controller manager to finish) terminating."""
 
     def check() -> bool:
@@ -44,7 +44,7 @@ def _crs(namespace: str, name: str, resources: list[str], selector: dict[str, st
 
 
 def test_objects_leaving_the_desired_set_are_deleted(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     keep, drop, other = unique("keep"), unique("drop"), unique("other")
     mgmt.create(
@@ -90,7 +90,7 @@ def test_objects_leaving_the_desired_set_are_deleted(
 def test_deleting_a_crs_deletes_in_reverse_order_but_spares_shared_objects(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workload_clients,
     workloads,
     namespace: str,

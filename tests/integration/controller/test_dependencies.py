@@ -9,7 +9,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 
 from .support import (
     CLUSTER_API,
@@ -32,7 +32,7 @@ Obj = dict[str, Any]
 
 
 def add(
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     plane: ControlPlane,
     namespace: str,
     index: int,
@@ -58,7 +58,11 @@ def object_writes(
 
 
 def test_an_app_waits_for_its_cni_to_be_ready(
-    controller: Any, control_plane: ControlPlane, mgmt: KubeClient, workload_clients, namespace: str
+    controller: Any,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    namespace: str,
 ) -> None:
     cni, app = unique("cni"), unique("app")
     mgmt.create(source_configmap(namespace, "cni", {"a": manifests(deployment(cni))}))
@@ -91,7 +95,11 @@ def test_an_app_waits_for_its_cni_to_be_ready(
 
 
 def test_a_cycle_and_a_missing_dependency_apply_nothing(
-    controller: Any, control_plane: ControlPlane, mgmt: KubeClient, workload_clients, namespace: str
+    controller: Any,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    namespace: str,
 ) -> None:
     names = {n: unique(n) for n in ("a", "b", "lonely")}
     for crs_name, object_name in names.items():
@@ -115,7 +123,11 @@ def test_a_cycle_and_a_missing_dependency_apply_nothing(
 
 
 def test_leaving_both_deletes_the_app_before_the_cni(
-    controller: Any, control_plane: ControlPlane, mgmt: KubeClient, workload_clients, namespace: str
+    controller: Any,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    namespace: str,
 ) -> None:
     cni, app = unique("net"), unique("web")
     mgmt.create(source_configmap(namespace, "net", {"a": manifests(configmap_obj(cni))}))

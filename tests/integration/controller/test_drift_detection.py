@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import SA_USER, ControllerProcess
 
 from .support import (
@@ -28,7 +28,7 @@ from .support import (
 )
 
 
-def _drift_crs(mgmt: KubeClient, namespace: str, name: str, mode: str, doc: str) -> None:
+def _drift_crs(mgmt: TestbedClient, namespace: str, name: str, mode: str, doc: str) -> None:
     mgmt.create(source_configmap(namespace, name, {"a": doc}))
     crs = crs_obj(namespace, name, [("ConfigMap", name)], {"drift": name}, mode="Reconcile")
     crs["spec"].update(driftDetection=mode, driftCheckInterval="1s")
@@ -36,7 +36,7 @@ def _drift_crs(mgmt: KubeClient, namespace: str, name: str, mode: str, doc: str)
 
 
 def test_generation_drift_restores_an_edited_and_a_deleted_object(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("gen")
     _drift_crs(mgmt, namespace, "gen", "Generation", manifests(deployment(name)))
@@ -54,7 +54,7 @@ def test_generation_drift_restores_an_edited_and_a_deleted_object(
     wait_for(lambda: events_with(mgmt, namespace, "DriftCorrected"), TIMEOUT)
 
 
-def events_with(mgmt: KubeClient, namespace: str, reason: str) -> list[dict]:
+def events_with(mgmt: TestbedClient, namespace: str, reason: str) -> list[dict]:
     return [e for e in mgmt.list("v1", "Event", namespace) if e["reason"] == reason]
 
 
@@ -79,7 +79,7 @@ def reads(control_plane: ControlPlane, index: int, verb: str, resource: str, sin
 def test_content_drift_catches_data_edits_that_generation_misses(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workload_clients,
     workloads,
     namespace: str,
@@ -110,7 +110,7 @@ def test_content_drift_catches_data_edits_that_generation_misses(
 def test_content_drift_has_no_false_positives_from_server_defaults(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workload_clients,
     workloads,
     namespace: str,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -70,7 +70,7 @@ def crd(group: str) -> Obj:
     }
 
 
-def _health_crs(mgmt: KubeClient, namespace: str, name: str, doc: str, timeout: str) -> None:
+def _health_crs(mgmt: TestbedClient, namespace: str, name: str, doc: str, timeout: str) -> None:
     mgmt.create(source_configmap(namespace, name, {"a": doc}))
     crs = crs_obj(namespace, name, [("ConfigMap", name)], {"health": name}, mode="Reconcile")
     crs["spec"]["healthCheck"] = {"wait": True, "timeout": timeout}
@@ -78,7 +78,7 @@ def _health_crs(mgmt: KubeClient, namespace: str, name: str, doc: str, timeout: 
 
 
 def test_ready_only_once_the_objects_are_ready(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("web")
     group = f"{unique('g')}.example.com"
@@ -99,7 +99,7 @@ def test_ready_only_once_the_objects_are_ready(
 
 
 def test_a_failed_job_is_unhealthy_naming_it(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("migrate")
     _health_crs(mgmt, namespace, "jobs", manifests(job(name)), "5m")
@@ -134,7 +134,7 @@ def test_a_failed_job_is_unhealthy_naming_it(
 
 
 def test_not_ready_within_the_timeout_is_unhealthy(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     name = unique("slow")
     _health_crs(mgmt, namespace, "slow", manifests(deployment(name, replicas=1)), "3s")

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
@@ -108,7 +108,7 @@ def refusals(tmp: Path, marker: Path) -> list[tuple[str, Obj, str]]:
 
 
 def test_kubeconfigs_that_ask_for_too_much_are_refused_naming_the_field(
-    controller: ControllerProcess, mgmt: KubeClient, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, namespace: str
 ) -> None:
     tmp = controller.tmpdir
     victim = tmp / "victim.pem"
@@ -157,7 +157,7 @@ def rss_mib(pid: int) -> float:
 
 
 def test_an_alias_bomb_is_invalid_and_nobody_else_waits(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, workload_clients, namespace: str
 ) -> None:
     assert controller.pid is not None
     before = rss_mib(controller.pid)
@@ -195,7 +195,7 @@ def html(handler: http.server.BaseHTTPRequestHandler, done: threading.Event) -> 
 
 
 def test_a_server_that_is_not_kubernetes_fails_alone_and_status_is_written(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, workload_clients, namespace: str
 ) -> None:
     name = unique("html")
     mgmt.create(source_configmap(namespace, "h", {"a": manifests(configmap_obj(name))}))
@@ -226,7 +226,7 @@ def test_a_server_that_is_not_kubernetes_fails_alone_and_status_is_written(
 
 
 def test_server_messages_about_objects_from_a_secret_are_reduced_to_field_and_reason(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, namespace: str
 ) -> None:
     bad = configmap_obj(unique("labelled"))
     bad["metadata"]["labels"] = {"tier": f"{VALUE_MARKER}!!not-a-label"}
@@ -252,7 +252,7 @@ def test_server_messages_about_objects_from_a_secret_are_reduced_to_field_and_re
 
 
 def test_a_lost_apply_once_inventory_is_readopted_and_delete_still_deletes(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, workload_clients, namespace: str
 ) -> None:
     name = unique("adopt")
     mgmt.create(source_configmap(namespace, "o", {"a": manifests(configmap_obj(name))}))
@@ -288,7 +288,7 @@ def test_a_lost_apply_once_inventory_is_readopted_and_delete_still_deletes(
 
 
 @pytest.fixture
-def foreign_lease(mgmt: KubeClient) -> Iterator[None]:
+def foreign_lease(mgmt: TestbedClient) -> Iterator[None]:
     """The leader Lease held by someone else, so a --leader-elect process stands by."""
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     lease = {
@@ -310,7 +310,7 @@ def foreign_lease(mgmt: KubeClient) -> Iterator[None]:
 
 def test_a_standby_replica_never_releases_a_deletion_that_still_needs_cleanup(
     controller: ControllerProcess,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workloads,
     namespace: str,
     foreign_lease: None,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from crs_controller.testbed import KubeClient, KubeError, wait_for
+from crs_controller.testbed import KubeError, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -31,7 +31,7 @@ CRD_API = "apiextensions.k8s.io/v1"
 
 
 @pytest.fixture
-def loose_mode(mgmt: KubeClient) -> Iterator[None]:
+def loose_mode(mgmt: TestbedClient) -> Iterator[None]:
     """The CRS CRD without the enum on spec.mode, restored afterwards."""
     original = mgmt.get(CRD_API, "CustomResourceDefinition", CRD)
     assert original is not None
@@ -49,7 +49,7 @@ def loose_mode(mgmt: KubeClient) -> Iterator[None]:
 
 def test_a_crs_the_model_refuses_is_invalid_alone(
     controller: ControllerProcess,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workloads,
     workload_clients,
     namespace: str,

@@ -22,7 +22,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.controller import ControllerProcess
 
@@ -51,7 +51,7 @@ def token_kubeconfig(port: int, ca_pem: bytes) -> Obj:
     return kubeconfig(server, {"token": "t"})
 
 
-def failure(mgmt: KubeClient, namespace: str, crs: str, cluster: str) -> Obj | None:
+def failure(mgmt: TestbedClient, namespace: str, crs: str, cluster: str) -> Obj | None:
     """The failed outcome recorded for ``cluster`` in its binding, once there is one."""
     entry = binding_entry(mgmt, namespace, cluster, crs)
     if entry is None or entry.get("outcome", {}).get("reason") in (None, "Applied"):
@@ -70,7 +70,7 @@ def vm_kib(pid: int, field: str) -> int:
 
 
 def test_a_kind_whose_crd_is_not_installed_fails_alone(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, workload_clients, namespace: str
 ) -> None:
     beside, other = unique("beside"), unique("other")
     custom = {
@@ -114,7 +114,7 @@ def drip(handler: http.server.BaseHTTPRequestHandler, done: threading.Event) -> 
 
 
 def test_a_server_dripping_its_answer_fails_its_cluster_within_one_request_deadline(
-    controller: ControllerProcess, mgmt: KubeClient, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, namespace: str
 ) -> None:
     mgmt.create(source_configmap(namespace, "d", {"a": manifests(configmap_obj(unique("d")))}))
     with hostile_server(drip) as (port, ca_pem):
@@ -162,7 +162,7 @@ def answer_with(body: bytes) -> Respond:
 
 
 def test_answers_that_decode_to_gigabytes_are_refused_and_memory_stays_flat(
-    controller: ControllerProcess, mgmt: KubeClient, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, namespace: str
 ) -> None:
     pid = controller.pid
     assert pid is not None
@@ -203,7 +203,7 @@ def test_answers_that_decode_to_gigabytes_are_refused_and_memory_stays_flat(
 
 
 def test_an_encrypted_client_key_is_refused_without_a_prompt(
-    controller: ControllerProcess, mgmt: KubeClient, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, namespace: str
 ) -> None:
     ca = CertificateAuthority.generate("encrypted-key-ca")
     client = ca.issue_client("tenant")

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
@@ -140,7 +140,11 @@ def four_workers(controller: ControllerProcess) -> Iterator[ControllerProcess]:
 
 
 def test_a_tenant_with_slow_clusters_leaves_a_worker_for_the_others(
-    four_workers: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+    four_workers: ControllerProcess,
+    mgmt: TestbedClient,
+    workloads,
+    workload_clients,
+    namespace: str,
 ) -> None:
     tenant_b, tenant_a = namespace, unique("slow-tenant")
     mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant_a}})
@@ -187,13 +191,13 @@ def test_a_tenant_with_slow_clusters_leaves_a_worker_for_the_others(
         mgmt.delete("v1", "Namespace", tenant_a)
 
 
-def _version(client: KubeClient, name: str) -> str | None:
+def _version(client: TestbedClient, name: str) -> str | None:
     found = client.get("v1", "ConfigMap", name, "default")
     return None if found is None else (found.get("data") or {}).get("v")
 
 
 @pytest.fixture
-def session_stopped(controller: ControllerProcess, mgmt: KubeClient) -> Iterator[None]:
+def session_stopped(controller: ControllerProcess, mgmt: TestbedClient) -> Iterator[None]:
     controller.stop()
     clear_leases(mgmt)
     try:
@@ -204,7 +208,7 @@ def session_stopped(controller: ControllerProcess, mgmt: KubeClient) -> Iterator
 
 
 def test_two_replicas_on_one_host_without_a_pod_name_are_two_members(
-    controller: ControllerProcess, session_stopped: None, mgmt: KubeClient, namespace: str
+    controller: ControllerProcess, session_stopped: None, mgmt: TestbedClient, namespace: str
 ) -> None:
     args = ("--shard", "--lease-duration", "6s", "--namespace", namespace)
     no_pod_name = {"POD_NAME": ""}

@@ -11,7 +11,7 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
-from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -70,7 +70,7 @@ def log_lines_with_raw_characters(text: str) -> list[str]:
 
 
 def test_control_characters_in_object_names_fail_those_objects_alone_and_are_escaped(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, workload_clients, namespace: str
 ) -> None:
     log_start = len(controller.log_text())
     marker = unique("names")

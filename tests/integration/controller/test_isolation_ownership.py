@@ -22,7 +22,7 @@ import yaml
 from crs_controller.clients.kube import KubeClient as ProductClient
 from crs_controller.clients.kubeconfig import workload_endpoint
 from crs_controller.core.errors import Conflict
-from crs_controller.testbed import ControlPlane, KubeClient, KubeError, Server, wait_for
+from crs_controller.testbed import ControlPlane, KubeError, Server, TestbedClient, wait_for
 from crs_controller.testbed.controller import SA_GROUPS, SA_USER, ControllerProcess
 
 from .support import (
@@ -44,7 +44,7 @@ from .support import (
 )
 
 
-def foreign_objects(wl: KubeClient) -> list[dict[str, str]]:
+def foreign_objects(wl: TestbedClient) -> list[dict[str, str]]:
     """Objects created on the workload cluster directly, never through the controller:
     another team's ConfigMap in its own namespace and a Deployment in kube-system.
     Returned as the inventory entries a forger would write."""
@@ -60,7 +60,7 @@ def foreign_objects(wl: KubeClient) -> list[dict[str, str]]:
     ]
 
 
-def still_there(wl: KubeClient, refs: list[dict[str, str]]) -> list[str]:
+def still_there(wl: TestbedClient, refs: list[dict[str, str]]) -> list[str]:
     return [
         r["name"]
         for r in refs
@@ -69,7 +69,7 @@ def still_there(wl: KubeClient, refs: list[dict[str, str]]) -> list[str]:
     ]
 
 
-def forge(mgmt: KubeClient, namespace: str, cluster: str, crs: str, refs: list[Any]) -> None:
+def forge(mgmt: TestbedClient, namespace: str, cluster: str, crs: str, refs: list[Any]) -> None:
     """Add ``refs`` to the first resource of ``crs``'s entry, as the tenant (an admin
     here) would; retried when the controller wrote the binding in between."""
 
@@ -90,7 +90,7 @@ def forge(mgmt: KubeClient, namespace: str, cluster: str, crs: str, refs: list[A
     wait_for(attempt, TIMEOUT)
 
 
-def inventory_names(mgmt: KubeClient, namespace: str, cluster: str, crs: str) -> list[str]:
+def inventory_names(mgmt: TestbedClient, namespace: str, cluster: str, crs: str) -> list[str]:
     entry = binding_entry(mgmt, namespace, cluster, crs) or {}
     return sorted(o["name"] for r in entry.get("resources", []) for o in r.get("objects", []))
 
@@ -106,13 +106,13 @@ def refused_in_log(controller: ControllerProcess, name: str) -> bool:
     return False
 
 
-def refusal_events(mgmt: KubeClient, namespace: str) -> str:
+def refusal_events(mgmt: TestbedClient, namespace: str) -> str:
     events = mgmt.list("v1", "Event", namespace)
     return "\n".join(e["message"] for e in events if e["reason"] == "DeletionRefused")
 
 
 def test_pruning_refuses_forged_inventory_entries(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     wl = workload_clients[0]
     foreign = foreign_objects(wl)
@@ -144,7 +144,7 @@ def test_pruning_refuses_forged_inventory_entries(
 
 
 def test_uninstall_refuses_forged_inventory_entries(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     wl = workload_clients[2]
     foreign = foreign_objects(wl)
@@ -195,13 +195,13 @@ def binding_obj(namespace: str, name: str) -> dict[str, Any]:
     }
 
 
-def try_create(client: KubeClient, obj: dict[str, Any], *, dry_run: bool) -> httpx.Response:
+def try_create(client: TestbedClient, obj: dict[str, Any], *, dry_run: bool) -> httpx.Response:
     path = client.path(obj["apiVersion"], obj["kind"], namespace=obj["metadata"]["namespace"])
     params = {"dryRun": "All"} if dry_run else {}
     return client.http.post(path, params=params, json=obj)
 
 
-def tenant_rbac(mgmt: KubeClient) -> list[dict[str, Any]]:
+def tenant_rbac(mgmt: TestbedClient) -> list[dict[str, Any]]:
     """A tenant allowed by RBAC to write bindings (everywhere, for brevity): what
     stops it must be the policy."""
     rbac = "rbac.authorization.k8s.io"
@@ -230,16 +230,16 @@ def tenant_rbac(mgmt: KubeClient) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def tenant(mgmt: KubeClient, control_plane: ControlPlane) -> Iterator[KubeClient]:
+def tenant(mgmt: TestbedClient, control_plane: ControlPlane) -> Iterator[TestbedClient]:
     rbac = tenant_rbac(mgmt)
-    with KubeClient(control_plane.management.kubeconfig(TENANT, ())) as client:
+    with TestbedClient(control_plane.management.kubeconfig(TENANT, ())) as client:
         yield client
     for obj in rbac:
         mgmt.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
 
 
 @pytest.fixture
-def binding_policy(mgmt: KubeClient, tenant: KubeClient) -> Iterator[None]:
+def binding_policy(mgmt: TestbedClient, tenant: TestbedClient) -> Iterator[None]:
     """The shipped policy, for this test only: installed, and removed after. Policies
     take a moment to load and to go, so each step waits until a tenant's dry-run
     create shows it. (Other tests write forged bindings as admin, in system:masters,
@@ -261,8 +261,8 @@ def test_only_the_controller_writes_bindings_under_the_shipped_policy(
     binding_policy: None,
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
-    tenant: KubeClient,
+    mgmt: TestbedClient,
+    tenant: TestbedClient,
     workload_clients,
     workloads,
     namespace: str,
@@ -291,7 +291,7 @@ def test_only_the_controller_writes_bindings_under_the_shipped_policy(
     assert inventory_names(mgmt, namespace, "pol1", "pol") == [addon]
 
     # The controller's identity may create one directly; deleting stays open to all.
-    with KubeClient(control_plane.management.kubeconfig(SA_USER, SA_GROUPS)) as sa:
+    with TestbedClient(control_plane.management.kubeconfig(SA_USER, SA_GROUPS)) as sa:
         created = sa.create(binding_obj(namespace, "by-controller"))
     assert created["metadata"]["name"] == "by-controller"
     tenant.delete(CRS_API, "ClusterResourceSetBinding", "by-controller", namespace)
@@ -308,7 +308,7 @@ async def _delete_with_uid(workload: Server, namespace: str, name: str, uid: str
 
 
 def test_a_delete_removes_only_the_object_that_was_proven_ours(
-    control_plane: ControlPlane, workload_clients: list[KubeClient]
+    control_plane: ControlPlane, workload_clients: list[TestbedClient]
 ) -> None:
     """The delete after the ownership check carries the object's uid: one recreated
     under the same name in between is not deleted."""

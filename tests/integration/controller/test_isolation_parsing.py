@@ -16,7 +16,7 @@ from typing import Any, Self
 import httpx
 import yaml
 
-from crs_controller.testbed import KubeClient, Server, wait_for
+from crs_controller.testbed import Server, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .hostile import add_cluster_with_kubeconfig
@@ -87,7 +87,7 @@ def status_mib(path: Path, field: str) -> float:
     raise AssertionError(f"no {field}")
 
 
-def new_namespace(mgmt: KubeClient) -> str:
+def new_namespace(mgmt: TestbedClient) -> str:
     name = unique("other")
     mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     return name
@@ -114,9 +114,9 @@ def huge_kubeconfig() -> str:
 
 def test_a_1_mib_kubeconfig_is_refused_by_size_and_healthz_keeps_answering(
     controller: ControllerProcess,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workloads: list[Server],
-    workload_clients: list[KubeClient],
+    workload_clients: list[TestbedClient],
     namespace: str,
 ) -> None:
     other_ns = new_namespace(mgmt)
@@ -187,7 +187,7 @@ def parses(controller: ControllerProcess) -> float:
 
 
 def test_16_configmaps_of_1_mib_are_not_parsed_without_a_cluster_and_memory_stays_bounded(
-    controller: ControllerProcess, mgmt: KubeClient, workloads: list[Server], namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads: list[Server], namespace: str
 ) -> None:
     names = {f"fill-{i}" for i in range(16)}
     with Watch(controller) as watch:

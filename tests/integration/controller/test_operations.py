@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
 from .support import (
@@ -39,7 +39,7 @@ def test_health_and_metrics_endpoints(controller: ControllerProcess) -> None:
 def test_leader_election_standby_takes_over_after_sigterm(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workload_clients,
     workloads,
     namespace: str,

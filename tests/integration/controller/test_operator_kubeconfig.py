@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from crs_controller.app.cli import main
-from crs_controller.testbed import ControlPlane, KubeClient, Server, wait_for
+from crs_controller.testbed import ControlPlane, Server, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -153,7 +153,7 @@ def plugin(tmp_path: Path) -> Iterator[Plugin]:
 
 @pytest.fixture
 def crs(
-    controller: ControllerProcess, mgmt: KubeClient, workloads: list[Server], namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads: list[Server], namespace: str
 ) -> str:
     """A CRS applied to a cluster by the session's controller: something for `status`
     to show and `diff` to compare."""
@@ -254,7 +254,7 @@ def test_a_refused_credential_is_fetched_again_and_the_request_sent_once_more(
 def test_a_service_account_token_from_the_plugin_is_used(
     control_plane: ControlPlane,
     crs: str,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     namespace: str,
     plugin: Plugin,
     tmp_path: Path,
@@ -380,7 +380,7 @@ def test_kubeconfig_files_are_merged_and_context_names_one_in_the_second(
 
 
 def test_run_reads_the_management_cluster_through_an_exec_plugin(
-    control_plane: ControlPlane, mgmt: KubeClient, namespace: str, plugin: Plugin
+    control_plane: ControlPlane, mgmt: TestbedClient, namespace: str, plugin: Plugin
 ) -> None:
     server = control_plane.management
     # Short-lived: the Lease renewals (every second) go on past its expiry only with

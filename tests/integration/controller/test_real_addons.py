@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from crs_controller.core.manifests import parse_objects
-from crs_controller.testbed import KubeClient, wait_for
+from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -34,7 +34,7 @@ IPPOOL = {
 
 @pytest.mark.skipif(not ADDONS.is_dir(), reason=f"shared add-on data not found at {ADDONS}")
 def test_calico_and_kindnet_are_applied_crds_first(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     calico = (ADDONS / "calico.yaml").read_text()
     # "0-..." sorts before "calico.yaml": the custom resource comes first in the

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -41,7 +41,7 @@ def cluster_user(name: str) -> str:
 
 
 def add(
-    mgmt: KubeClient, plane: ControlPlane, namespace: str, index: int, name: str, **labels: str
+    mgmt: TestbedClient, plane: ControlPlane, namespace: str, index: int, name: str, **labels: str
 ) -> None:
     workload = plane.workloads[index % len(plane.workloads)]
     labels = {"roll": namespace[-6:], **labels}
@@ -68,25 +68,25 @@ def applies(
     return sorted(found)
 
 
-def rollout(mgmt: KubeClient, namespace: str, name: str) -> Obj:
+def rollout(mgmt: TestbedClient, namespace: str, name: str) -> Obj:
     crs = mgmt.get(CRS_API, "ClusterResourceSet", name, namespace)
     return (crs or {}).get("status", {}).get("rollout") or {}
 
 
-def edit(mgmt: KubeClient, namespace: str, name: str, *objects: Obj) -> None:
+def edit(mgmt: TestbedClient, namespace: str, name: str, *objects: Obj) -> None:
     source = mgmt.get("v1", "ConfigMap", name, namespace)
     source["data"] = {"a": manifests(*objects)}
     mgmt.update(source)
 
 
-def on_hash(mgmt: KubeClient, namespace: str, cluster: str, crs: str) -> str | None:
+def on_hash(mgmt: TestbedClient, namespace: str, cluster: str, crs: str) -> str | None:
     # An entry exists from the first look (Pending), before anything is applied.
     resources = (binding_entry(mgmt, namespace, cluster, crs) or {}).get("resources") or [{}]
     return resources[0]["hash"] if resources[0].get("applied") else None
 
 
 def test_steps_go_in_order_one_cluster_at_a_time_with_a_soak(
-    controller: ControllerProcess, control_plane: ControlPlane, mgmt: KubeClient, namespace: str
+    controller: ControllerProcess, control_plane: ControlPlane, mgmt: TestbedClient, namespace: str
 ) -> None:
     marker = unique("wave")
     mgmt.create(source_configmap(namespace, "wave", {"a": manifests(configmap_obj(marker, v="1"))}))
@@ -138,7 +138,7 @@ def test_steps_go_in_order_one_cluster_at_a_time_with_a_soak(
 
 
 def test_an_unhealthy_canary_halts_and_a_revert_goes_to_it_first(
-    controller: ControllerProcess, control_plane: ControlPlane, mgmt: KubeClient, namespace: str
+    controller: ControllerProcess, control_plane: ControlPlane, mgmt: TestbedClient, namespace: str
 ) -> None:
     marker, bad = unique("halt"), unique("never")
     good = configmap_obj(marker, v="1")
@@ -185,7 +185,7 @@ def test_an_unhealthy_canary_halts_and_a_revert_goes_to_it_first(
 def test_paused_freezes_first_installs_still_go_out_and_unpausing_resumes(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workload_clients,
     namespace: str,
 ) -> None:
@@ -226,7 +226,7 @@ class Kubelet:
     """Stands in for the workload clusters' controllers: a Deployment whose generation
     is not observed yet is made available a moment later, and when is recorded."""
 
-    def __init__(self, clients: list[KubeClient], name: str, delay: float = 1.0) -> None:
+    def __init__(self, clients: list[TestbedClient], name: str, delay: float = 1.0) -> None:
         self._clients, self._name, self._delay = clients, name, delay
         self.ready_at: dict[int, list[float]] = {i: [] for i in range(len(clients))}
         self._stop = threading.Event()
@@ -259,7 +259,7 @@ class Kubelet:
 def test_a_step_starts_only_once_the_clusters_before_are_ready(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workload_clients,
     namespace: str,
 ) -> None:

@@ -28,7 +28,7 @@ import pytest
 
 from crs_controller.core.hashing import resource_hash
 from crs_controller.core.shard import owner
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import (
     SYSTEM_NAMESPACE,
     ControllerProcess,
@@ -67,7 +67,7 @@ def user_of(replica: str) -> str:
 @dataclass
 class Fleet:
     plane: ControlPlane
-    mgmt: KubeClient
+    mgmt: TestbedClient
     marker: str
     replicas: dict[str, ControllerProcess] = field(default_factory=dict)
     version: int = 1
@@ -144,7 +144,7 @@ def workload_writes(plane: ControlPlane, since: float) -> list[str]:
     return writes
 
 
-def entry_hash(mgmt: KubeClient, cluster: str, crs: str = "fleet") -> str | None:
+def entry_hash(mgmt: TestbedClient, cluster: str, crs: str = "fleet") -> str | None:
     entry = binding_entry(mgmt, NAMESPACE, cluster, crs) or {}
     resources = entry.get("resources") or [{}]
     return resources[0].get("hash") if resources[0].get("applied") else None
@@ -174,7 +174,7 @@ def expected_split(members: list[str]) -> dict[str, set[str]]:
 
 @pytest.fixture(scope="module")
 def fleet(
-    controller: ControllerProcess, control_plane: ControlPlane, mgmt: KubeClient
+    controller: ControllerProcess, control_plane: ControlPlane, mgmt: TestbedClient
 ) -> Iterator[Fleet]:
     controller.stop()
     install_rbac(mgmt, users=[user_of(r) for r in REPLICAS])
@@ -196,7 +196,7 @@ def fleet(
         controller.start()
 
 
-def test_every_cluster_is_applied_by_exactly_one_replica(fleet: Fleet, mgmt: KubeClient) -> None:
+def test_every_cluster_is_applied_by_exactly_one_replica(fleet: Fleet, mgmt: TestbedClient) -> None:
     started = time.time() - 1
     for name in REPLICAS[:3]:
         fleet.start(name)
@@ -219,7 +219,7 @@ def test_every_cluster_is_applied_by_exactly_one_replica(fleet: Fleet, mgmt: Kub
 
 
 def test_a_killed_replica_loses_its_clusters_within_the_lease_duration(
-    fleet: Fleet, mgmt: KubeClient
+    fleet: Fleet, mgmt: TestbedClient
 ) -> None:
     fleet.replicas.pop("replica-b").kill()
     killed = time.time()
@@ -249,7 +249,7 @@ def test_a_killed_replica_loses_its_clusters_within_the_lease_duration(
 
 
 def test_a_fourth_replica_takes_only_the_clusters_that_now_hash_to_it(
-    fleet: Fleet, mgmt: KubeClient
+    fleet: Fleet, mgmt: TestbedClient
 ) -> None:
     before = ["replica-a", "replica-c"]
     after = ["replica-a", "replica-c", "replica-d"]
@@ -280,7 +280,7 @@ def test_a_fourth_replica_takes_only_the_clusters_that_now_hash_to_it(
 
 
 def test_restarting_every_replica_at_once_writes_nothing_to_workload_clusters(
-    fleet: Fleet, mgmt: KubeClient
+    fleet: Fleet, mgmt: TestbedClient
 ) -> None:
     source = mgmt.get("v1", "ConfigMap", "fleet", NAMESPACE)
     current = resource_hash(source)
@@ -312,7 +312,7 @@ def test_restarting_every_replica_at_once_writes_nothing_to_workload_clusters(
 
 
 def test_a_replica_whose_lease_is_deleted_stops_acting_at_once_then_rejoins(
-    fleet: Fleet, mgmt: KubeClient
+    fleet: Fleet, mgmt: TestbedClient
 ) -> None:
     members = sorted(fleet.replicas)
     victim = fleet.replicas[members[0]]
@@ -328,7 +328,7 @@ def test_a_replica_whose_lease_is_deleted_stops_acting_at_once_then_rejoins(
 
 
 def test_every_replica_answers_the_before_cluster_delete_hook_alike(
-    fleet: Fleet, mgmt: KubeClient
+    fleet: Fleet, mgmt: TestbedClient
 ) -> None:
     held = unique("held")
     mgmt.create(source_configmap(NAMESPACE, "held", {"a": manifests(configmap_obj(held))}))

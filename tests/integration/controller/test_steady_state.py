@@ -9,7 +9,7 @@ import time
 
 import httpx
 
-from crs_controller.testbed import ControlPlane, KubeClient, wait_for
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import SA_USER, ControllerProcess
 
 from .support import (
@@ -41,7 +41,7 @@ def _ours(writes: list[str]) -> list[str]:
     return [w for w in writes if "events/" not in w or "events/steady." in w]
 
 
-def _setup(mgmt: KubeClient, workloads, workload_clients, namespace: str) -> str:
+def _setup(mgmt: TestbedClient, workloads, workload_clients, namespace: str) -> str:
     name = unique("steady")
     doc = manifests(configmap_obj(name, v="1"))
     mgmt.create(source_configmap(namespace, "steady", {"a": doc}))
@@ -60,7 +60,7 @@ def _setup(mgmt: KubeClient, workloads, workload_clients, namespace: str) -> str
     return name
 
 
-def _told_clusters(mgmt: KubeClient, namespace: str) -> set[str]:
+def _told_clusters(mgmt: TestbedClient, namespace: str) -> set[str]:
     """The clusters the namespace's Normal Events have named so far."""
     text = " ".join(
         e["message"] for e in mgmt.list("v1", "Event", namespace) if e["type"] == "Normal"
@@ -76,7 +76,7 @@ def reconciled_clusters(controller: ControllerProcess) -> float:
 def test_no_writes_in_steady_state_nor_after_restart(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workloads,
     workload_clients,
     namespace: str,
@@ -113,7 +113,7 @@ def test_no_writes_in_steady_state_nor_after_restart(
 
 
 def test_a_change_is_hashed_once_for_all_clusters(
-    controller: ControllerProcess, mgmt: KubeClient, workloads, workload_clients, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workloads, workload_clients, namespace: str
 ) -> None:
     name = _setup(mgmt, workloads, workload_clients, namespace)
     settle(2)
@@ -159,7 +159,7 @@ def _hashed(controller: ControllerProcess, source: str) -> int:
 def test_a_one_object_edit_costs_one_workload_write_per_cluster(
     controller: ControllerProcess,
     control_plane: ControlPlane,
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     workloads,
     workload_clients,
     namespace: str,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from crs_controller.testbed import KubeClient, KubeError, wait_for
+from crs_controller.testbed import KubeError, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -34,7 +34,7 @@ from .support import (
 )
 
 
-def finish_job(client: KubeClient, name: str, *, failed: bool = False) -> None:
+def finish_job(client: TestbedClient, name: str, *, failed: bool = False) -> None:
     """Play the Job controller (none runs on the test servers). The controller may
     re-apply the hook Job meanwhile: retry on a Conflict, as a controller would."""
 
@@ -50,7 +50,7 @@ def finish_job(client: KubeClient, name: str, *, failed: bool = False) -> None:
     wait_for(attempt, TIMEOUT)
 
 
-def _finish_job(client: KubeClient, name: str, *, failed: bool) -> None:
+def _finish_job(client: TestbedClient, name: str, *, failed: bool) -> None:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     live = client.get("batch/v1", "Job", name, "default")
     if failed:
@@ -70,7 +70,7 @@ def _finish_job(client: KubeClient, name: str, *, failed: bool) -> None:
 
 
 def _setup(
-    mgmt: KubeClient, workloads, namespace: str, cluster: str, *, timeout: str = "5m", index=0
+    mgmt: TestbedClient, workloads, namespace: str, cluster: str, *, timeout: str = "5m", index=0
 ) -> tuple[str, str]:
     addon, drain = unique("addon"), unique("drain")
     mgmt.create(source_configmap(namespace, "addon", {"a": manifests(configmap_obj(addon))}))
@@ -89,13 +89,13 @@ def _setup(
     return addon, drain
 
 
-def _release(mgmt: KubeClient, namespace: str, cluster: str) -> None:
+def _release(mgmt: TestbedClient, namespace: str, cluster: str) -> None:
     patch = {"metadata": {"finalizers": None}}
     mgmt.patch_merge(CLUSTER_API, "Cluster", cluster, patch, namespace=namespace)
 
 
 def test_hook_holds_deletion_until_the_job_completed_and_addons_are_gone(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     addon, drain = _setup(mgmt, workloads, namespace, "u1")
     wl = workload_clients[0]
@@ -124,7 +124,7 @@ def test_hook_holds_deletion_until_the_job_completed_and_addons_are_gone(
 
 
 def test_a_failed_hook_job_aborts_and_the_timeout_lets_deletion_go_on(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     addon, drain = _setup(mgmt, workloads, namespace, "u2", timeout="8s", index=1)
     wl = workload_clients[1]
@@ -146,7 +146,7 @@ def test_a_failed_hook_job_aborts_and_the_timeout_lets_deletion_go_on(
 
 
 def test_a_plain_cluster_is_cleaned_up_once_it_is_being_deleted(
-    controller: ControllerProcess, mgmt: KubeClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
     addon = unique("plain")
     mgmt.create(source_configmap(namespace, "plain", {"a": manifests(configmap_obj(addon))}))

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from crs_controller.testbed import ControlPlane, KubeClient
+from crs_controller.testbed import ControlPlane, TestbedClient
 from crs_controller.testbed.clusters import register_cluster, set_cluster_initialized
 
 from .support import (
@@ -29,7 +29,7 @@ Obj = dict[str, Any]
 
 
 def add(
-    mgmt: KubeClient,
+    mgmt: TestbedClient,
     plane: ControlPlane,
     namespace: str,
     index: int,
@@ -63,7 +63,11 @@ def settings(name: str, data: Obj) -> str:
 
 
 def test_each_cluster_gets_its_own_values_and_a_label_edit_reapplies_it_alone(
-    controller: Any, control_plane: ControlPlane, mgmt: KubeClient, workload_clients, namespace: str
+    controller: Any,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    namespace: str,
 ) -> None:
     name = unique("cidr")
     text = settings(name, {"podCIDR": "${POD_CIDR}", "region": "${REGION}", "home": "$${HOME}"})
@@ -118,7 +122,11 @@ def test_each_cluster_gets_its_own_values_and_a_label_edit_reapplies_it_alone(
 
 
 def test_a_hostile_annotation_lands_as_one_string(
-    controller: Any, control_plane: ControlPlane, mgmt: KubeClient, workload_clients, namespace: str
+    controller: Any,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    namespace: str,
 ) -> None:
     name, intruder = unique("note"), unique("intruder")
     hostile = (
@@ -149,7 +157,11 @@ def test_a_hostile_annotation_lands_as_one_string(
 
 
 def test_an_unresolved_variable_fails_that_cluster_alone_until_the_label_appears(
-    controller: Any, control_plane: ControlPlane, mgmt: KubeClient, workload_clients, namespace: str
+    controller: Any,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    namespace: str,
 ) -> None:
     name, verbatim = unique("tier"), unique("verbatim")
     mgmt.create(source_configmap(namespace, "tier", {"a": settings(name, {"tier": "${TIER}"})}))
