@@ -42,8 +42,22 @@ def describe_validation(exc: ValidationError, what: str = "spec") -> str:
     return f"invalid {what}: " + "; ".join(parts) + more
 
 
+class _Named:
+    """Name and namespace read from an object's metadata (its ``meta``)."""
+
+    meta: ObjectMeta
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def namespace(self) -> str:
+        return self.meta.namespace or ""
+
+
 @dataclass(frozen=True)
-class CRS:
+class CRS(_Named):
     """A ClusterResourceSet as cached: ``model`` when the model accepts it, else
     ``problem`` says why not (and the CRS selects no cluster)."""
 
@@ -55,14 +69,6 @@ class CRS:
     _selector: Mapping[str, Any] | None = None
     # The mode compiled once (with its durations): every pass reads it.
     _strategy: ApplyOnce | Reconcile | None = None
-
-    @property
-    def name(self) -> str:
-        return self.meta.name
-
-    @property
-    def namespace(self) -> str:
-        return self.meta.namespace or ""
 
     @property
     def generation(self) -> int:
@@ -130,7 +136,7 @@ def parse_crs(raw: Mapping[str, Any]) -> CRS:
 
 
 @dataclass(frozen=True)
-class Cluster:
+class Cluster(_Named):
     """A Cluster API Cluster (v1beta1 or v1beta2): what the engine decides on."""
 
     meta: ObjectMeta
@@ -139,14 +145,6 @@ class Cluster:
     # The object as the API server sent it: per-cluster values (spec.variables and
     # the built-ins) are read from its fields.
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def name(self) -> str:
-        return self.meta.name
-
-    @property
-    def namespace(self) -> str:
-        return self.meta.namespace or ""
 
     @property
     def deleting(self) -> bool:

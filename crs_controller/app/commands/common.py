@@ -32,6 +32,19 @@ class UsageError(CRSError):
     reason = "UsageError"
 
 
+def add_files(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """``-f/--filename`` as kubectl takes it: repeatable; a file, a directory, or '-'."""
+    parser.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=required,
+        default=None if required else [],
+        metavar="FILE",
+        help="a manifest file, a directory of them, or '-' for stdin (repeatable)",
+    )
+
+
 def add_output(parser: argparse.ArgumentParser, *choices: str) -> None:
     parser.add_argument(
         "-o",

@@ -15,6 +15,7 @@ from typing import Any
 from crs_controller.app.capi_convert import convert_documents
 from crs_controller.app.commands.common import (
     OK,
+    add_files,
     add_output,
     dump_manifests,
     emit,
@@ -56,14 +57,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        required=True,
-        metavar="FILE",
-        help="a manifest file, a directory of them, or '-' for stdin (repeatable)",
-    )
+    add_files(parser)
     add_output(parser, "yaml", "json")
     parser.set_defaults(func=guarded("convert", run))
 

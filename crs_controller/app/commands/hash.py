@@ -18,6 +18,7 @@ from crs_controller.app.commands.common import (
     OK,
     Obj,
     UsageError,
+    add_files,
     add_output,
     emit,
     guarded,
@@ -50,14 +51,7 @@ def register(sub: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a manifest file, a directory of them, or '-' for stdin (repeatable)",
-    )
+    add_files(parser, required=False)
     parser.add_argument("file", nargs="*", metavar="FILE", help=argparse.SUPPRESS)
     add_output(parser, "table", "json", "yaml", "name")
     parser.set_defaults(func=guarded("hash", run))

@@ -23,6 +23,7 @@ from crs_controller.app.commands.common import (
     SHORT_REVISION,
     Obj,
     UsageError,
+    add_files,
     add_output,
     dump_manifest,
     emit,
@@ -54,13 +55,7 @@ def register(sub: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        required=True,
-        help="a manifest file, a directory of them, or '-' for stdin (repeatable)",
-    )
+    add_files(parser)
     parser.add_argument(
         "--cluster",
         help="a Cluster manifest: its labels select, and its fields give the variables of "
