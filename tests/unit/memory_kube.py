@@ -9,7 +9,7 @@ import builtins
 import copy
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from crs_controller.clients.api import KubeAPI, Obj, ResourceInfo, WorkloadAPIs
 from crs_controller.core.errors import Conflict, NotFound, Unreachable
@@ -24,11 +24,11 @@ from crs_controller.engine.index import Index
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.informer import Informer, WatchSpec
 from crs_controller.engine.io.sources import Sources
-from crs_controller.engine.io.stores import BindingStore
+from crs_controller.engine.io.stores import BindingStore, CRSStore
 from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
-from crs_controller.engine.reconcile.context import ClusterContext, Settings
+from crs_controller.engine.reconcile.context import ClusterContext, CRSContext, Settings
 
 from .fake_clock import FakeClock
 
@@ -260,13 +260,29 @@ class World:
             settings=Settings(),
             caches=self.index,
             sources=Sources(mgmt, self.configmaps, self.secrets),
-            workloads=cast(Any, Workloads(workloads)),
+            workloads=Workloads(workloads),
             bindings=BindingStore(mgmt, self.bindings),
             events=EventRecorder(mgmt),
             announcements=Announcements(clock),
             outcomes=Outcomes(),
             rollouts=Rollouts(),
             clock=clock,
+        )
+
+    def crs_context(self, *, leading: bool = True) -> CRSContext:
+        """A CRS reconcile sharing the caches with the cluster reconcile and nothing of
+        its memory: as another replica, or this one after a restart, would be."""
+        ctx = self.ctx
+        return CRSContext(
+            caches=ctx.caches,
+            sources=ctx.sources,
+            crss=CRSStore(self.mgmt, self.crss),
+            outcomes=Outcomes(),
+            events=ctx.events,
+            announcements=ctx.announcements,
+            rollouts=Rollouts(),
+            clock=ctx.clock,
+            leading=lambda: leading,
         )
 
     async def add(self, obj: Obj) -> Obj:

@@ -9,30 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from crs_controller.core.models import API_VERSION
-from crs_controller.engine.io.stores import CRSStore
-from crs_controller.engine.memory.outcomes import Outcomes
-from crs_controller.engine.memory.plans import Rollouts
-from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.crs import reconcile_crs
 
 from .builders import NS, cluster, crs, reconcile, world_with
 from .memory_kube import World
-
-
-def fresh_replica(world: World, *, leading: bool = True) -> CRSContext:
-    """A CRS reconcile with nothing in memory: only the caches are shared."""
-    ctx = world.ctx
-    return CRSContext(
-        caches=ctx.caches,
-        sources=ctx.sources,
-        crss=CRSStore(world.mgmt, world.crss),  # type: ignore[arg-type]
-        outcomes=Outcomes(),
-        events=ctx.events,
-        announcements=ctx.announcements,
-        rollouts=Rollouts(),
-        clock=ctx.clock,
-        leading=lambda: leading,
-    )
 
 
 def status(world: World) -> dict[str, Any]:
@@ -43,7 +23,7 @@ def status(world: World) -> dict[str, Any]:
 async def test_a_replica_that_applied_nothing_writes_the_status_from_the_bindings() -> None:
     world = await world_with(crs("a", "src"))
     await reconcile(world)  # "another replica" applies and records the binding
-    await reconcile_crs(fresh_replica(world), NS, "a")
+    await reconcile_crs(world.crs_context(), NS, "a")
     written = status(world)
     assert (written["matchingClusters"], written["appliedClusters"]) == (1, 1)
     assert written["observedGeneration"] == 1
@@ -55,7 +35,7 @@ async def test_a_cluster_without_a_recorded_outcome_counts_as_not_applied() -> N
     world = await world_with(crs("a", "src"))
     await reconcile(world)
     await world.add(cluster("c2"))  # matches, never reconciled
-    await reconcile_crs(fresh_replica(world), NS, "a")
+    await reconcile_crs(world.crs_context(), NS, "a")
     written = status(world)
     assert (written["matchingClusters"], written["appliedClusters"]) == (2, 1)
     assert "observedGeneration" not in written
@@ -70,7 +50,7 @@ async def test_a_replica_without_the_leader_lease_writes_no_status_nor_finalizer
     world = await world_with(crs("a", "src"))
     await reconcile(world)
     world.mgmt.requests.clear()
-    await reconcile_crs(fresh_replica(world, leading=False), NS, "a")
+    await reconcile_crs(world.crs_context(leading=False), NS, "a")
     assert [w for w in world.mgmt.writes() if "ClusterResourceSet/" in w[1]] == []
     assert status(world) == {}
 
@@ -98,7 +78,7 @@ async def test_a_forged_outcome_in_a_binding_cannot_break_the_status() -> None:
     }
     await world.mgmt.create(forged)
     world.sync_bindings()
-    await reconcile_crs(fresh_replica(world), NS, "a")
+    await reconcile_crs(world.crs_context(), NS, "a")
     written = status(world)
     assert (written["matchingClusters"], written["appliedClusters"]) == (2, 1)
     reasons = {c["reason"] for c in written["conditions"]}

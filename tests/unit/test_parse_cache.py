@@ -27,10 +27,6 @@ from crs_controller.engine.io.sources import (
     Sources,
     parsed_cost,
 )
-from crs_controller.engine.io.stores import CRSStore
-from crs_controller.engine.memory.outcomes import Outcomes
-from crs_controller.engine.memory.plans import Rollouts
-from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.crs import reconcile_crs
 
 from .builders import NS, cluster, crs, kubeconfig_secret
@@ -240,20 +236,6 @@ async def test_fetched_contents_are_bounded_by_bytes_and_fetched_again_on_a_miss
 # --- a CRS that selects no Cluster -------------------------------------------------
 
 
-def crs_context(world: World) -> CRSContext:
-    ctx = world.ctx
-    return CRSContext(
-        caches=ctx.caches,
-        sources=ctx.sources,
-        crss=CRSStore(world.mgmt, world.crss),  # type: ignore[arg-type]
-        outcomes=Outcomes(),
-        events=ctx.events,
-        announcements=ctx.announcements,
-        rollouts=Rollouts(),
-        clock=ctx.clock,
-    )
-
-
 @pytest.mark.parametrize("source", ["big", "missing", "broken"])
 async def test_nothing_is_fetched_or_parsed_for_a_crs_that_selects_no_cluster(
     monkeypatch: pytest.MonkeyPatch, source: str
@@ -263,7 +245,7 @@ async def test_nothing_is_fetched_or_parsed_for_a_crs_that_selects_no_cluster(
         configmap("big", objects_text(200)), configmap("broken", "a: [unclosed\n")
     )
     await world.add(crs("a", source))
-    ctx = crs_context(world)
+    ctx = world.crs_context()
     await reconcile_crs(ctx, NS, "a")
     stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
     ready = next(c for c in stored["status"]["conditions"] if c["type"] == "Ready")
