@@ -226,13 +226,19 @@ def parse_credential(raw: bytes, config: ExecConfig) -> ExecCredential:
     )
 
 
-def _credential_text(status: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = status.get(key)
+def optional_text(entry: Mapping[str, Any], key: str, field: str) -> str | None:
+    """``entry[key]`` when it is a non-empty string, None when absent or empty;
+    anything else is refused, naming ``field`` (never the value)."""
+    value = entry.get(key)
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise Unreachable(f"{where}: status.{key} must be a string")
+        raise Unreachable(f"{field} must be a string")
     return value
+
+
+def _credential_text(status: Mapping[str, Any], key: str, where: str) -> str | None:
+    return optional_text(status, key, f"{where}: status.{key}")
 
 
 def _expiry(value: Any, where: str) -> datetime | None:

@@ -30,7 +30,12 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from crs_controller.clients.exec_credentials import ExecConfig, cluster_info, exec_config
+from crs_controller.clients.exec_credentials import (
+    ExecConfig,
+    cluster_info,
+    exec_config,
+    optional_text,
+)
 from crs_controller.core.errors import Unreachable, UnsupportedKubeconfig
 
 # Refused in any workload kubeconfig: each makes the controller run a command, read a
@@ -362,12 +367,7 @@ def _find(
 
 
 def _text(entry: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = entry.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise Unreachable(f"invalid kubeconfig: {where}.{key} must be a string")
-    return value
+    return optional_text(entry, key, f"invalid kubeconfig: {where}.{key}")
 
 
 def _server(cluster: Mapping[str, Any], where: str) -> str:
