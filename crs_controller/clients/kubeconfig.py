@@ -378,7 +378,8 @@ def _server(cluster: Mapping[str, Any], where: str) -> str:
     try:
         parts = urlsplit(server)
         host = parts.hostname
-    except ValueError:  # e.g. an unbalanced "[" in the host
+        _ = parts.port  # a port that is not a number from 0 to 65535 raises here
+    except ValueError:  # e.g. an unbalanced "[" in the host, or port 99999
         host = None
     if host is None or parts.scheme != "https":
         raise UnsupportedKubeconfig(f"{where}.server must be an https:// URL")

@@ -90,6 +90,8 @@ REFUSED_CLUSTER = [
     ({"server": f"https://user:{MARKER}@10.0.0.1"}, "server"),
     ({"server": f"file:///{MARKER}"}, "server"),
     ({"server": f"https://[{MARKER}"}, "server"),
+    ({"server": f"https://10.0.0.1:{MARKER}"}, "server"),
+    ({"server": "https://10.0.0.1:99999"}, "server"),
     ({"proxy-url": f"http://{MARKER}:3128"}, "proxy-url"),
 ]
 
