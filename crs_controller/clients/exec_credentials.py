@@ -144,13 +144,9 @@ def cluster_info(
 def _string(
     entry: Mapping[str, Any], key: str, where: str, *, required: bool = False
 ) -> str | None:
-    value = entry.get(key)
-    if value is None or value == "":
-        if required:
-            raise Unreachable(f"invalid kubeconfig: {where}.{key} is required")
-        return None
-    if not isinstance(value, str):
-        raise Unreachable(f"invalid kubeconfig: {where}.{key} must be a string")
+    value = optional_text(entry, key, f"invalid kubeconfig: {where}.{key}")
+    if value is None and required:
+        raise Unreachable(f"invalid kubeconfig: {where}.{key} is required")
     return value
 
 
