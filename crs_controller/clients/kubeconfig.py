@@ -390,7 +390,9 @@ def _server(cluster: Mapping[str, Any], where: str) -> str:
 
 def _proxy(proxy: str, where: str) -> str:
     try:
-        scheme = urlsplit(proxy).scheme
+        parts = urlsplit(proxy)
+        scheme = parts.scheme
+        _ = parts.port  # a port that is not a number from 0 to 65535 raises here
     except ValueError:
         scheme = ""
     if scheme not in _PROXY_SCHEMES:

@@ -118,6 +118,9 @@ def test_proxy_url_is_used_only_when_the_operator_allows_it() -> None:
     socks = config({**SERVER, "proxy-url": "socks5://proxy.local:1080"}, {"token": "t"})
     with pytest.raises(UnsupportedKubeconfig, match="proxy-url must be an http"):
         workload_endpoint(socks, allow_proxy=True)
+    bad_port = config({**SERVER, "proxy-url": "http://proxy.local:99999"}, {"token": "t"})
+    with pytest.raises(UnsupportedKubeconfig, match="proxy-url must be an http"):
+        workload_endpoint(bad_port, allow_proxy=True)
 
 
 @pytest.mark.parametrize(
