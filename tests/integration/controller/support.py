@@ -97,6 +97,7 @@ def add_cluster(
     labels: dict[str, str],
     *,
     user: str = WORKLOAD_USER,
+    initialized: bool = True,
 ) -> Obj:
     """A Cluster on ``workload`` whose kubeconfig is cluster-admin as ``user``: a user
     of its own per Cluster lets the audit log tell which Cluster a request was for."""
@@ -106,6 +107,7 @@ def add_cluster(
         name=name,
         namespace=namespace,
         labels=labels,
+        initialized=initialized,
         kubeconfig_user=user,
         kubeconfig_groups=("system:masters",),
     )

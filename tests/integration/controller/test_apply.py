@@ -12,14 +12,13 @@ import time
 import yaml
 
 from crs_controller.testbed import KubeError, TestbedClient, wait_for
-from crs_controller.testbed.clusters import register_cluster, set_cluster_initialized
+from crs_controller.testbed.clusters import set_cluster_initialized
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
     CLUSTER_API,
     CRS_API,
     TIMEOUT,
-    WORKLOAD_USER,
     add_cluster,
     binding,
     binding_entry,
@@ -321,16 +320,7 @@ def test_unreachable_cluster_fails_alone_and_recovers_when_its_kubeconfig_change
     mgmt.create(crs_obj(namespace, "reach", [("ConfigMap", "reach")], {"r": "s"}))
     # Registered uninitialized (not contacted yet), so the broken kubeconfig is in
     # place before the controller first talks to it.
-    register_cluster(
-        mgmt,
-        workloads[0],
-        name="dead",
-        namespace=namespace,
-        labels={"r": "s"},
-        kubeconfig_user=WORKLOAD_USER,
-        kubeconfig_groups=("system:masters",),
-        initialized=False,
-    )
+    add_cluster(mgmt, workloads[0], namespace, "dead", {"r": "s"}, initialized=False)
     secret = mgmt.get("v1", "Secret", "dead-kubeconfig", namespace)
     good_value = secret["data"]["value"]
     config = yaml.safe_load(base64.b64decode(good_value))

@@ -17,13 +17,11 @@ import yaml
 
 from crs_controller.app.cli import main
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
-from crs_controller.testbed.clusters import register_cluster
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
     CRS_API,
     TIMEOUT,
-    WORKLOAD_USER,
     add_cluster,
     binding_entry,
     configmap_obj,
@@ -223,16 +221,7 @@ def test_diff_under_apply_once_shows_only_what_would_be_created(
     mgmt.create(source_configmap(namespace, "once", {"a": content}))
     mgmt.create(crs_obj(namespace, "once", [("ConfigMap", "once")], {"once": "1"}))
     # Not initialized: no controller applies anything there yet, whichever runs.
-    register_cluster(
-        mgmt,
-        workloads[2],
-        name="fresh",
-        namespace=namespace,
-        labels={"once": "1"},
-        initialized=False,
-        kubeconfig_user=WORKLOAD_USER,
-        kubeconfig_groups=("system:masters",),
-    )
+    add_cluster(mgmt, workloads[2], namespace, "fresh", {"once": "1"}, initialized=False)
     kubeconfig = control_plane.management.write_kubeconfig(
         tmp_path / "admin.kubeconfig", user="cli-admin", groups=("system:masters",)
     )
