@@ -421,12 +421,14 @@ class KubeClient:
                 params["limit"] = max(1, params["limit"] // 10)
                 continue
             found = page.get("items") or []
-            if not isinstance(found, list):
-                raise Unreachable(f"{where}: items is not a list")
+            meta = page.get("metadata") or {}
+            if not isinstance(found, list) or not all(isinstance(i, dict) for i in found):
+                raise Unreachable(f"{where}: items is not a list of objects")
+            if not isinstance(meta, dict):
+                raise Unreachable(f"{where}: metadata is not an object")
             items.extend(found)
             if len(items) > limits.items:
                 raise AnswerTooLarge(f"{where}: more than {limits.items} items", limit="items")
-            meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 return items, str(meta.get("resourceVersion", ""))
             params["continue"] = meta["continue"]

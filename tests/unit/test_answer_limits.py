@@ -244,6 +244,25 @@ def item(n: int) -> dict[str, Any]:
     return {"metadata": {"name": f"cm-{n}"}}
 
 
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ({"items": {"a": 1}}, "items is not a list of objects"),
+        ({"items": [{}, 1]}, "items is not a list of objects"),
+        ({"items": [], "metadata": ["continue"]}, "metadata is not an object"),
+    ],
+)
+async def test_a_list_answer_of_the_wrong_shape_is_the_clusters_unreachable(
+    answer: dict[str, Any], message: str
+) -> None:
+    async def malformed(method: str, target: str, writer: asyncio.StreamWriter) -> None:
+        await reply(writer, 200, json.dumps(answer).encode())
+
+    async with client_of(with_discovery(malformed)) as (client, _):
+        with pytest.raises(Unreachable, match=message):
+            await client.list("v1", "ConfigMap", "default")
+
+
 async def test_endless_continue_pages_stop_at_the_page_limit() -> None:
     async def endless(method: str, target: str, writer: asyncio.StreamWriter) -> None:
         n = int(query(target).get("continue", "0"))
