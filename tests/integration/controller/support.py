@@ -10,12 +10,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
 
-from crs_controller.testbed import Server, TestbedClient, wait_for
+from crs_controller.testbed import ControlPlane, Server, TestbedClient, wait_for
 from crs_controller.testbed.clusters import register_cluster
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
@@ -111,6 +112,14 @@ def add_cluster(
         kubeconfig_user=user,
         kubeconfig_groups=("system:masters",),
     )
+
+
+def admin_kubeconfig(control_plane: ControlPlane, tmp_path: Path) -> str:
+    """A cluster-admin kubeconfig for the management cluster, as an operator's CLI has."""
+    path = control_plane.management.write_kubeconfig(
+        tmp_path / "admin.kubeconfig", user="cli-admin", groups=("system:masters",)
+    )
+    return str(path)
 
 
 def binding(mgmt: TestbedClient, namespace: str, cluster: str) -> Obj | None:

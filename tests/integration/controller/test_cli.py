@@ -23,6 +23,7 @@ from .support import (
     CRS_API,
     TIMEOUT,
     add_cluster,
+    admin_kubeconfig,
     binding_entry,
     configmap_obj,
     crs_obj,
@@ -87,10 +88,8 @@ def test_render_and_status_agree_with_the_controller(
         names = [o["name"] for r in recorded for o in r["objects"]]
         assert names == [o["metadata"]["name"] for r in rendered for o in r["objects"]]
 
-    kubeconfig = control_plane.management.write_kubeconfig(
-        tmp_path / "admin.kubeconfig", user="cli-admin", groups=("system:masters",)
-    )
-    args = ["status", "demo", "-n", namespace, "--kubeconfig", str(kubeconfig)]
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    args = ["status", "demo", "-n", namespace, "--kubeconfig", kubeconfig]
     assert main([*args, "-o", "json"]) == 0
     (crs,) = json.loads(capsys.readouterr().out)["clusterResourceSets"]
     revision = mgmt.get(CRS_API, "ClusterResourceSet", "demo", namespace)["status"]["revision"]
@@ -102,7 +101,7 @@ def test_render_and_status_agree_with_the_controller(
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:3] == ["CRS", "CLUSTER", "REVISION"]
     assert len(table) == 3 and all("Applied" in line for line in table[1:])
-    assert main(["status", "absent", "-n", namespace, "--kubeconfig", str(kubeconfig)]) == 2
+    assert main(["status", "absent", "-n", namespace, "--kubeconfig", kubeconfig]) == 2
 
 
 def changed_lines(out: str) -> list[str]:
@@ -126,10 +125,8 @@ def test_diff_shows_what_the_controller_would_change_and_exits_1(
     mgmt.create(crs_obj(namespace, "diffed", [("ConfigMap", "diffed")], {"diff": "1"}))
     add_cluster(mgmt, workloads[1], namespace, "d1", {"diff": "1"})
     wait_condition(mgmt, namespace, "diffed", "Ready", "True", "Applied")
-    kubeconfig = control_plane.management.write_kubeconfig(
-        tmp_path / "admin.kubeconfig", user="cli-admin", groups=("system:masters",)
-    )
-    args = ["diff", "diffed", "--cluster", "d1", "-n", namespace, "--kubeconfig", str(kubeconfig)]
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    args = ["diff", "diffed", "--cluster", "d1", "-n", namespace, "--kubeconfig", kubeconfig]
     assert main(args) == 0, capsys.readouterr()
     assert capsys.readouterr().out == ""
 
@@ -186,9 +183,7 @@ def test_diff_of_a_cluster_the_crs_does_not_select_is_no_change(
     mgmt.create(source_configmap(namespace, "s", {"a": manifests(configmap_obj(name))}))
     mgmt.create(crs_obj(namespace, "picky", [("ConfigMap", "s")], {"tier": "gold"}))
     add_cluster(mgmt, workloads[1], namespace, "bronze", {"tier": "bronze"})
-    kubeconfig = control_plane.management.write_kubeconfig(
-        tmp_path / "admin.kubeconfig", user="cli-admin", groups=("system:masters",)
-    )
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
     args = [
         "diff",
         "picky",
@@ -197,7 +192,7 @@ def test_diff_of_a_cluster_the_crs_does_not_select_is_no_change(
         "-n",
         namespace,
         "--kubeconfig",
-        str(kubeconfig),
+        kubeconfig,
     ]
     assert main(args) == 0
     out, err = capsys.readouterr()
@@ -222,10 +217,8 @@ def test_diff_under_apply_once_shows_only_what_would_be_created(
     mgmt.create(crs_obj(namespace, "once", [("ConfigMap", "once")], {"once": "1"}))
     # Not initialized: no controller applies anything there yet, whichever runs.
     add_cluster(mgmt, workloads[2], namespace, "fresh", {"once": "1"}, initialized=False)
-    kubeconfig = control_plane.management.write_kubeconfig(
-        tmp_path / "admin.kubeconfig", user="cli-admin", groups=("system:masters",)
-    )
-    args = ["diff", "once", "--cluster", "fresh", "-n", namespace, "--kubeconfig", str(kubeconfig)]
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    args = ["diff", "once", "--cluster", "fresh", "-n", namespace, "--kubeconfig", kubeconfig]
     assert main(args) == 1
     out, err = capsys.readouterr()
     assert f"--- live/v1.ConfigMap.default.{missing}" in out and there not in out

@@ -23,6 +23,7 @@ from crs_controller.testbed.controller import ControllerProcess
 from .support import (
     TIMEOUT,
     add_cluster,
+    admin_kubeconfig,
     configmap_obj,
     crs_obj,
     manifests,
@@ -34,13 +35,6 @@ from .support import (
 
 def events_with(mgmt: TestbedClient, namespace: str, reason: str) -> list[dict]:
     return [e for e in mgmt.list("v1", "Event", namespace) if e["reason"] == reason]
-
-
-def admin_kubeconfig(control_plane: ControlPlane, tmp_path: Path) -> str:
-    path = control_plane.management.write_kubeconfig(
-        tmp_path / "admin.kubeconfig", user="cli-admin", groups=("system:masters",)
-    )
-    return str(path)
 
 
 def test_crs_applied_before_its_configmap_leaves_no_resource_not_found_warning(
