@@ -182,6 +182,26 @@ def test_warnings_and_errors_share_one_prefix(
     assert capsys.readouterr().err.startswith("crs-controller convert: ")
 
 
+def test_ctrl_c_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Interrupted:
+        def read(self) -> str:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("sys.stdin", Interrupted())
+    assert main(["render", "-f", "-"]) == 130
+    assert capsys.readouterr().err == ""
+
+
+def test_a_file_name_is_printed_without_control_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["hash", "-f", str(tmp_path / "a\x1b[31m.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "No such file or directory" in err
+
+
 def test_status_timeout_is_for_watch(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--timeout", "5s"]) == 2
     assert capsys.readouterr().err == "crs-controller status: --timeout is for --watch\n"

@@ -21,6 +21,7 @@ from crs_controller.core.manifests import load_documents
 from crs_controller.core.text import safe
 
 OK, FINDING, ERROR = 0, 1, 2
+INTERRUPTED = 130  # as a shell reports Ctrl-C
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 Obj = dict[str, Any]
@@ -103,7 +104,8 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def guarded(
     command: str, run: Callable[[argparse.Namespace], int]
 ) -> Callable[[argparse.Namespace], int]:
-    """Errors become one line on stderr and exit code 2, never a traceback."""
+    """Errors become one line on stderr and exit code 2, Ctrl-C exit code 130, never a
+    traceback."""
 
     def call(args: argparse.Namespace) -> int:
         try:
@@ -113,9 +115,12 @@ def guarded(
             return ERROR
         except OSError as exc:
             print(
-                f"crs-controller {command}: {exc.filename or ''}: {exc.strerror}", file=sys.stderr
+                printable(f"crs-controller {command}: {exc.filename or ''}: {exc.strerror}"),
+                file=sys.stderr,
             )
             return ERROR
+        except KeyboardInterrupt:
+            return INTERRUPTED
 
     return call
 

@@ -52,7 +52,6 @@ EXAMPLES = """examples:
 """
 OUTPUTS = ("table", "wide", "json", "yaml", "name")
 CRS_KIND, BINDING_KIND = CLUSTER_RESOURCE_SET_KIND, CLUSTER_RESOURCE_SET_BINDING_KIND
-INTERRUPTED = 130  # as a shell reports Ctrl-C
 
 
 def register(sub: Any) -> None:
@@ -94,10 +93,7 @@ def _duration(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.watch:
         raise UsageError("--timeout is for --watch")
-    try:
-        return asyncio.run(_status(args))
-    except KeyboardInterrupt:
-        return INTERRUPTED
+    return asyncio.run(_status(args))
 
 
 async def _status(args: argparse.Namespace) -> int:
