@@ -11,19 +11,28 @@ from crs_controller.core.models import PairKey
 
 
 class DriftSchedule:
-    """Asking never changes the schedule; ``checked`` does."""
+    """Asking never changes the schedule; ``checked`` does. Kept per namespace, so
+    forgetting a cluster only looks through its own namespace's pairs."""
 
     def __init__(self) -> None:
-        self._due: dict[PairKey, float] = {}
+        # namespace -> (CRS, cluster) -> when the next check is due
+        self._due: dict[str, dict[tuple[str, str], float]] = {}
 
     def wait(self, key: PairKey, now: float) -> float:
         """Seconds until the next check is due; 0 when due now (or never checked)."""
-        return max(self._due.get(key, now) - now, 0.0)
+        namespace, crs, cluster = key
+        return max(self._due.get(namespace, {}).get((crs, cluster), now) - now, 0.0)
 
     def checked(self, key: PairKey, now: float, interval: float) -> None:
-        self._due[key] = now + interval
+        namespace, crs, cluster = key
+        self._due.setdefault(namespace, {})[(crs, cluster)] = now + interval
 
     def forget_cluster(self, namespace: str, cluster: str) -> None:
         """Forget a cluster (deleted, or handed to another replica)."""
-        for key in [k for k in self._due if k[0] == namespace and k[2] == cluster]:
-            del self._due[key]
+        due = self._due.get(namespace)
+        if due is None:
+            return
+        for pair in [p for p in due if p[1] == cluster]:
+            del due[pair]
+        if not due:
+            del self._due[namespace]

@@ -10,32 +10,48 @@ rebuilds them.
 
 from __future__ import annotations
 
-from crs_controller.core.models import PairKey
+from collections.abc import Callable
+
 from crs_controller.core.status import Outcome
 
 
 class Outcomes:
+    """Kept per namespace, so forgetting a cluster or a CRS only looks through its own
+    namespace's pairs, never every tenant's."""
+
     def __init__(self) -> None:
-        self._by_pair: dict[PairKey, Outcome] = {}
+        # namespace -> (CRS, cluster) -> outcome
+        self._by_pair: dict[str, dict[tuple[str, str], Outcome]] = {}
 
     def get(self, namespace: str, crs: str, cluster: str) -> Outcome | None:
-        return self._by_pair.get((namespace, crs, cluster))
+        return self._by_pair.get(namespace, {}).get((crs, cluster))
 
     def record(self, namespace: str, crs: str, cluster: str, outcome: Outcome) -> bool:
         """Record; True when it differs from what was there."""
-        key = (namespace, crs, cluster)
-        changed = self._by_pair.get(key) != outcome
-        self._by_pair[key] = outcome
+        pairs = self._by_pair.setdefault(namespace, {})
+        changed = pairs.get((crs, cluster)) != outcome
+        pairs[(crs, cluster)] = outcome
         return changed
 
     def drop_cluster(self, namespace: str, cluster: str) -> None:
         """Forget a cluster (deleted, or handed to another replica)."""
-        for key in [k for k in self._by_pair if k[0] == namespace and k[2] == cluster]:
-            del self._by_pair[key]
+        self._drop(namespace, lambda pair: pair[1] == cluster)
 
     def drop_pair(self, namespace: str, crs: str, cluster: str) -> None:
-        self._by_pair.pop((namespace, crs, cluster), None)
+        pairs = self._by_pair.get(namespace)
+        if pairs is not None:
+            pairs.pop((crs, cluster), None)
+            if not pairs:
+                del self._by_pair[namespace]
 
     def drop_crs(self, namespace: str, crs: str) -> None:
-        for key in [k for k in self._by_pair if k[0] == namespace and k[1] == crs]:
-            del self._by_pair[key]
+        self._drop(namespace, lambda pair: pair[0] == crs)
+
+    def _drop(self, namespace: str, which: Callable[[tuple[str, str]], bool]) -> None:
+        pairs = self._by_pair.get(namespace)
+        if pairs is None:
+            return
+        for pair in [p for p in pairs if which(p)]:
+            del pairs[pair]
+        if not pairs:
+            del self._by_pair[namespace]
