@@ -199,17 +199,24 @@ def metric(text: str, name: str) -> float:
     return 0.0
 
 
+def log_records(controller: ControllerProcess, event: str) -> list[Obj]:
+    """The controller's JSON log records of ``event`` so far, oldest first."""
+    found = []
+    for line in controller.log_text().splitlines():
+        if f'"{event}"' not in line:
+            continue
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("event") == event:
+                found.append(record)
+    return found
+
+
 def reconciles(controller: ControllerProcess, kind: str, key: str) -> int:
     """How many reconciles of ``kind`` ("cluster" or "crs") ``key`` ("ns/name") the
     controller has finished, from its debug log."""
-    count = 0
-    for line in controller.log_text().splitlines():
-        if '"reconciled"' not in line or key not in line:
-            continue
-        with contextlib.suppress(ValueError):
-            entry = json.loads(line)
-            count += entry.get("kind") == kind and entry.get("key") == key
-    return count
+    records = log_records(controller, "reconciled")
+    return sum(r.get("kind") == kind and r.get("key") == key for r in records)
 
 
 def settle(seconds: float = 3.0) -> float:

@@ -4,7 +4,6 @@ server defaulting is never mistaken for drift (no writes in a steady state)."""
 
 from __future__ import annotations
 
-import json
 import time
 
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
@@ -18,6 +17,7 @@ from .support import (
     configmap_obj,
     crs_obj,
     deployment,
+    log_records,
     manifests,
     requests_by,
     source_configmap,
@@ -61,12 +61,8 @@ def events_with(mgmt: TestbedClient, namespace: str, reason: str) -> list[dict]:
 def drift_checks(controller: ControllerProcess, crs: str, cluster: str) -> int:
     """Drift checks of ``crs`` ("ns/name") on ``cluster`` that found nothing to
     correct, from the controller's debug log: the positive sign that it looked."""
-    count = 0
-    for line in controller.log_text().splitlines():
-        if '"drift checked"' in line and crs in line:
-            entry = json.loads(line)
-            count += entry["crs"] == crs and entry["cluster"] == cluster and not entry["drifted"]
-    return count
+    records = log_records(controller, "drift checked")
+    return sum(r["crs"] == crs and r["cluster"] == cluster and not r["drifted"] for r in records)
 
 
 def reads(control_plane: ControlPlane, index: int, verb: str, resource: str, since: float) -> int:

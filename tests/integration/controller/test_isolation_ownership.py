@@ -10,7 +10,6 @@ writes bindings."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from .support import (
     configmap_obj,
     crs_obj,
     deployment,
+    log_records,
     manifests,
     source_configmap,
     unique,
@@ -96,14 +96,8 @@ def inventory_names(mgmt: TestbedClient, namespace: str, cluster: str, crs: str)
 
 
 def refused_in_log(controller: ControllerProcess, name: str) -> bool:
-    for line in controller.log_text().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("event") == "deletion refused" and name in str(record.get("object")):
-            return True
-    return False
+    records = log_records(controller, "deletion refused")
+    return any(name in str(r.get("object")) for r in records)
 
 
 def refusal_events(mgmt: TestbedClient, namespace: str) -> str:

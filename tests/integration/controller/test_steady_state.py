@@ -3,7 +3,6 @@ nothing changed, none after a restart, and each ConfigMap hashed once per change
 
 from __future__ import annotations
 
-import json
 import re
 import time
 
@@ -20,6 +19,7 @@ from .support import (
     binding_entry,
     configmap_obj,
     crs_obj,
+    log_records,
     manifests,
     metric,
     reconciles,
@@ -146,14 +146,7 @@ def test_a_change_is_hashed_once_for_all_clusters(
 
 def _hashed(controller: ControllerProcess, source: str) -> int:
     """How often the controller has logged hashing ``source``."""
-    count = 0
-    for line in controller.log_text().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        count += record.get("event") == "source hashed" and record.get("source") == source
-    return count
+    return sum(r.get("source") == source for r in log_records(controller, "source hashed"))
 
 
 def test_a_one_object_edit_costs_one_workload_write_per_cluster(
