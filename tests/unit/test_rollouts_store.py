@@ -1,11 +1,13 @@
 """The rollout plans the CRS reconcile keeps for the cluster reconciles
-(``engine.rollouts``): a cluster is admitted only for the planned revision, each
+(``engine.memory.plans``): a cluster is admitted only for the planned revision, each
 newly admitted cluster is told once, and a halted revision is remembered until a
-rollout completes."""
+rollout completes. And the pairs' outcomes kept beside them (``memory.outcomes``)."""
 
 from __future__ import annotations
 
 from crs_controller.core.rollout import Plan
+from crs_controller.core.status import Outcome
+from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
 
 
@@ -34,3 +36,17 @@ def test_a_halted_revision_is_remembered_until_a_rollout_completes() -> None:
     rollouts.set("n", "cni", "bad", made(phase="Halted"))
     rollouts.drop("n", "cni")
     assert rollouts.halted("n", "cni") is None and rollouts.plan("n", "cni") is None
+
+
+def test_outcomes_are_forgotten_by_cluster_crs_and_pair_within_their_namespace() -> None:
+    outcomes = Outcomes()
+    applied = Outcome("Applied", "Applied", "", 1)
+    pairs = [("n", "cni", "a"), ("n", "cni", "b"), ("n", "csi", "a"), ("m", "cni", "a")]
+    for pair in pairs:
+        assert outcomes.record(*pair, applied)
+    assert not outcomes.record("n", "cni", "a", applied)  # the same: no change
+    outcomes.drop_cluster("n", "a")
+    assert [outcomes.get(*p) for p in pairs] == [None, applied, None, applied]
+    outcomes.drop_crs("n", "cni")
+    outcomes.drop_pair("m", "cni", "a")
+    assert [outcomes.get(*p) for p in pairs] == [None, None, None, None]
