@@ -202,6 +202,21 @@ def test_a_file_name_is_printed_without_control_characters(
     assert "\x1b" not in err and "No such file or directory" in err
 
 
+@pytest.mark.parametrize("metadata", [[1], {"labels": ["a"]}, {"labels": {"a": [1]}}])
+def test_a_malformed_cluster_or_source_is_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], metadata: Any
+) -> None:
+    crs = Path(__file__).parents[2] / "config/samples/addons_v1alpha1_clusterresourceset.yaml"
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({"kind": "Cluster", "metadata": metadata}))
+    assert main(["render", "-f", str(crs), "--cluster", str(cluster)]) == 2
+    assert capsys.readouterr().err.startswith(f"crs-controller render: {cluster}: Cluster: ")
+    source = tmp_path / "cm.yaml"
+    source.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": [1]}))
+    assert main(["render", "-f", str(crs), "-f", str(source)]) == 2
+    assert main(["hash", "-f", str(source)]) == 0
+
+
 def test_status_timeout_is_for_watch(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--timeout", "5s"]) == 2
     assert capsys.readouterr().err == "crs-controller status: --timeout is for --watch\n"

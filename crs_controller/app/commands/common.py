@@ -146,6 +146,12 @@ def read_documents(paths: Sequence[str]) -> list[tuple[str, Obj]]:
     return found
 
 
+def metadata(doc: Obj) -> Obj:
+    """A read document's metadata; {} when it is missing or not a mapping."""
+    meta = doc.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
 def _texts(paths: Sequence[str]) -> Iterator[tuple[str, str]]:
     for path in paths:
         if path == "-":

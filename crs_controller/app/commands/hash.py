@@ -22,6 +22,7 @@ from crs_controller.app.commands.common import (
     add_output,
     emit,
     guarded,
+    metadata,
     object_name,
     printable,
     read_documents,
@@ -76,8 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _entry(where: str, source: Obj) -> Obj:
-    raw = source.get("metadata")
-    meta: Obj = raw if isinstance(raw, dict) else {}
+    meta = metadata(source)
     name = str(meta.get("name") or "")
     try:
         digest = resource_hash(source)

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from crs_controller.app.capi_convert import CAPI_GROUP
 from crs_controller.app.commands.common import (
     ERROR,
@@ -29,12 +31,13 @@ from crs_controller.app.commands.common import (
     emit,
     format_table,
     guarded,
+    metadata,
     printable,
     read_documents,
 )
 from crs_controller.core.manifests import object_ref
 from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, ObjectMeta, SourceKey
-from crs_controller.core.objects import CRS, Cluster, parse_crs
+from crs_controller.core.objects import CRS, Cluster, describe_validation, parse_cluster, parse_crs
 from crs_controller.core.render import ClusterValues, Lookup, RenderedCRS, crs_order, render_crs
 
 EXAMPLES = """examples:
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     cluster = _cluster_manifest(args.cluster) if args.cluster else None
     labels = parse_labels(args.cluster_labels) if args.cluster_labels else None
     if labels is None and cluster is not None:
-        labels = dict((cluster.get("metadata") or {}).get("labels") or {})
+        labels = dict(_cluster_labels(args.cluster, cluster))
     overrides = parse_pairs(args.set, "--set")
     values = ClusterValues(cluster or {}, overrides) if cluster or overrides else None
     if values is None and args.output == "manifests":
@@ -145,6 +148,13 @@ def _cluster_manifest(path: str) -> Obj:
     raise UsageError(f"{path}: no Cluster in it")
 
 
+def _cluster_labels(path: str, cluster: Obj) -> dict[str, str]:
+    try:
+        return parse_cluster(cluster).meta.labels
+    except ValidationError as exc:
+        raise UsageError(f"{path}: Cluster: {describe_validation(exc, 'metadata')}") from None
+
+
 def _at(crs: CRS, labels: dict[str, str]) -> Cluster:
     """A cluster with ``labels`` in the CRS's namespace (a CRS selects only there)."""
     return Cluster(ObjectMeta(name="(given labels)", namespace=crs.namespace, labels=labels))
@@ -178,7 +188,7 @@ def read_inputs(documents: list[tuple[str, Obj]]) -> Inputs:
     sources: dict[SourceKey, tuple[str, Obj]] = {}
     capi: list[str] = []
     for where, doc in documents:
-        kind, meta = str(doc.get("kind")), doc.get("metadata") or {}
+        kind, meta = str(doc.get("kind")), metadata(doc)
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         if kind == CLUSTER_RESOURCE_SET_KIND and doc.get("apiVersion") == API_VERSION:
             crs = _parsed_crs(where, doc)
