@@ -14,7 +14,7 @@ from importlib import metadata
 from crs_controller.app import logs
 from crs_controller.app.commands import convert, diff, render, status
 from crs_controller.app.commands import hash as hash_command
-from crs_controller.app.commands.common import ERROR
+from crs_controller.app.commands.common import ERROR, printable
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import CRSError
 from crs_controller.engine.reconcile.context import Settings
@@ -246,7 +246,7 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     except CRSError as exc:
-        print(f"crs-controller run: {exc}", file=sys.stderr)
+        print(printable(f"crs-controller run: {exc}"), file=sys.stderr)
         return ERROR
     return 0
 
