@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import yaml
 
-from crs_controller.testbed import ControlPlane, Server, TestbedClient, wait_for
+from crs_controller.testbed import ControlPlane, KubeError, Server, TestbedClient, wait_for
 from crs_controller.testbed.clusters import register_cluster
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
@@ -217,6 +217,22 @@ def reconciles(controller: ControllerProcess, kind: str, key: str) -> int:
     controller has finished, from its debug log."""
     records = log_records(controller, "reconciled")
     return sum(r.get("kind") == kind and r.get("key") == key for r in records)
+
+
+def until_no_conflict(change: Callable[[], object]) -> None:
+    """Run ``change`` (a read-modify-write) again while it meets a 409 Conflict: the
+    controller may write the same object in between."""
+
+    def attempt() -> bool:
+        try:
+            change()
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            return False
+        return True
+
+    wait_for(attempt, TIMEOUT)
 
 
 def settle(seconds: float = 3.0) -> float:

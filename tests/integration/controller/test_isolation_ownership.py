@@ -39,6 +39,7 @@ from .support import (
     manifests,
     source_configmap,
     unique,
+    until_no_conflict,
     wait_condition,
     wait_object,
 )
@@ -73,21 +74,15 @@ def forge(mgmt: TestbedClient, namespace: str, cluster: str, crs: str, refs: lis
     """Add ``refs`` to the first resource of ``crs``'s entry, as the tenant (an admin
     here) would; retried when the controller wrote the binding in between."""
 
-    def attempt() -> bool:
+    def change() -> None:
         live = binding(mgmt, namespace, cluster)
         assert live is not None
         for entry in live["spec"]["bindings"]:
             if entry["clusterResourceSetName"] == crs:
                 entry["resources"][0]["objects"] += refs
-        try:
-            mgmt.update(live)
-        except KubeError as exc:
-            if exc.status != 409:
-                raise
-            return False
-        return True
+        mgmt.update(live)
 
-    wait_for(attempt, TIMEOUT)
+    until_no_conflict(change)
 
 
 def inventory_names(mgmt: TestbedClient, namespace: str, cluster: str, crs: str) -> list[str]:

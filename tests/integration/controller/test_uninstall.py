@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from crs_controller.testbed import KubeError, TestbedClient, wait_for
+from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -29,6 +29,7 @@ from .support import (
     manifests,
     source_configmap,
     unique,
+    until_no_conflict,
     wait_condition,
     wait_object,
 )
@@ -37,17 +38,7 @@ from .support import (
 def finish_job(client: TestbedClient, name: str, *, failed: bool = False) -> None:
     """Play the Job controller (none runs on the test servers). The controller may
     re-apply the hook Job meanwhile: retry on a Conflict, as a controller would."""
-
-    def attempt() -> bool:
-        try:
-            _finish_job(client, name, failed=failed)
-        except KubeError as exc:
-            if exc.status != 409:
-                raise
-            return False
-        return True
-
-    wait_for(attempt, TIMEOUT)
+    until_no_conflict(lambda: _finish_job(client, name, failed=failed))
 
 
 def _finish_job(client: TestbedClient, name: str, *, failed: bool) -> None:
