@@ -37,7 +37,11 @@ def _meta(raw: Mapping[str, Any]) -> ObjectMeta:
 def describe_validation(exc: ValidationError, what: str = "spec") -> str:
     """Field paths and what is wrong, never the values (they are the tenant's)."""
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
-    parts = [".".join(str(p) for p in e["loc"]) + ": " + e["msg"] for e in errors[:5]]
+    # An error of the whole value (not a mapping, say) has no field path.
+    parts = [
+        ".".join(str(p) for p in e["loc"]) + ": " + e["msg"] if e["loc"] else e["msg"]
+        for e in errors[:5]
+    ]
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
     return f"invalid {what}: " + "; ".join(parts) + more
 

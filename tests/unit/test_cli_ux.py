@@ -210,7 +210,9 @@ def test_a_malformed_cluster_or_source_is_an_error_not_a_traceback(
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(yaml.safe_dump({"kind": "Cluster", "metadata": metadata}))
     assert main(["render", "-f", str(crs), "--cluster", str(cluster)]) == 2
-    assert capsys.readouterr().err.startswith(f"crs-controller render: {cluster}: Cluster: ")
+    err = capsys.readouterr().err
+    assert err.startswith(f"crs-controller render: {cluster}: Cluster: invalid metadata: ")
+    assert ": :" not in err
     source = tmp_path / "cm.yaml"
     source.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": [1]}))
     assert main(["render", "-f", str(crs), "-f", str(source)]) == 2
