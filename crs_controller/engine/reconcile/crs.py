@@ -62,9 +62,10 @@ async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     then = NOTHING
     model = crs.model
     rolling = model is not None and model.spec.rollout is not None and not crs.deleting
-    if model is not None and rolling and ctx.caches.matching_clusters(crs):
+    matching = ctx.caches.matching_clusters(crs) if rolling else []
+    if model is not None and matching:
         target = await target_revision(ctx, crs)
-        then = NOTHING if target is None else plan_rollout(ctx, crs, model, target)[1]
+        then = NOTHING if target is None else plan_rollout(ctx, crs, model, target, matching)[1]
     return then | await _tell(ctx, crs)
 
 
@@ -135,7 +136,7 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     # The plan before this one, as this process made it (None after a restart).
     previous = ctx.rollouts.plan(crs.namespace, crs.name)
     if model.spec.rollout is not None and target is not None:
-        made, then = plan_rollout(ctx, crs, model, target)
+        made, then = plan_rollout(ctx, crs, model, target, matching)
     status = _status(ctx, crs, matching, problems, made)
     status.revision = target
     if made is not None:

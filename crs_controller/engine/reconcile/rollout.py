@@ -9,7 +9,7 @@ from collections import Counter
 from datetime import timedelta
 
 from crs_controller.core.models import ClusterResourceSet, CRSBinding, RolloutStatus
-from crs_controller.core.objects import CRS
+from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.render import source_hash
 from crs_controller.core.rollout import (
     ClusterState,
@@ -48,18 +48,19 @@ def entry_revision(crs: CRS, entry: CRSBinding | None) -> str | None:
 
 
 def plan_rollout(
-    ctx: CRSContext, crs: CRS, model: ClusterResourceSet, target: str
+    ctx: CRSContext, crs: CRS, model: ClusterResourceSet, target: str, matching: list[Cluster]
 ) -> tuple[Plan, Result]:
-    """Plan ``target`` over the matching clusters, from their bindings and outcomes;
+    """Plan ``target`` over the ``matching`` clusters, from their bindings and outcomes;
     the plan is kept for the cluster reconciles. The Result wakes the clusters it
     newly admits, and this CRS when time alone changes the plan (a soak's end)."""
     assert model.spec.rollout is not None
     policy = policy_of(model.spec.rollout, crs.strategy.durations.pause_after)
     states, failures = [], []
-    for cluster in ctx.caches.matching_clusters(crs):
+    for cluster in matching:
         entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)
-        states.append(_state(crs, entry, cluster.name, dict(cluster.meta.labels), target))
-        failures.append(_failed_on(crs, entry))
+        state = _state(crs, entry, cluster.name, dict(cluster.meta.labels), target)
+        states.append(state)
+        failures.append((state.revision, _failed(entry)))
     # Remembered since it halted; else (a restart, a new leader) found from the bindings.
     halted = ctx.rollouts.halted(crs.namespace, crs.name) or halted_revision(
         target, failures, policy
@@ -73,10 +74,10 @@ def plan_rollout(
     return made, Result.after(made.wake_after) | Result.waking(*wake)
 
 
-def _failed_on(crs: CRS, entry: CRSBinding | None) -> tuple[str | None, bool]:
-    """The revision a cluster is on, and whether its outcome there is a failure."""
+def _failed(entry: CRSBinding | None) -> bool:
+    """Is a cluster's outcome a failure, whatever revision it is on?"""
     outcome = outcome_of(entry)
-    return entry_revision(crs, entry), outcome is not None and outcome.state == "Failed"
+    return outcome is not None and outcome.state == "Failed"
 
 
 def _state(
