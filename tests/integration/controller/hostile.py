@@ -70,15 +70,25 @@ def add_cluster_with_kubeconfig(
     set_cluster_initialized(mgmt, name=name, namespace=namespace)
 
 
+def serving_context(name: str) -> tuple[ssl.SSLContext, bytes]:
+    """A server's TLS context for loopback, its certificate issued by a new CA called
+    ``name``; returns it and the CA's certificate (the key files are removed again)."""
+    ca = CertificateAuthority.generate(name)
+    pair = ca.issue_serving()
+    with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
+        directory = Path(tmp)
+        (directory / "tls.crt").write_bytes(pair.cert_pem)
+        (directory / "tls.key").write_bytes(pair.key_pem)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
+    return context, ca.cert_pem
+
+
 @contextlib.contextmanager
 def hostile_server(respond: Respond) -> Iterator[tuple[int, bytes]]:
     """A TLS server on loopback answering every request with ``respond``; yields its
     port and CA certificate. Answers in progress end when the test does."""
-    ca = CertificateAuthority.generate("hostile-workload-ca")
-    pair = ca.issue_serving()
-    directory = Path(tempfile.mkdtemp(prefix="hostile-server-"))
-    (directory / "tls.crt").write_bytes(pair.cert_pem)
-    (directory / "tls.key").write_bytes(pair.key_pem)
+    context, ca_pem = serving_context("hostile-workload-ca")
     done = threading.Event()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -92,13 +102,11 @@ def hostile_server(respond: Respond) -> Iterator[tuple[int, bytes]]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield server.server_address[1], ca.cert_pem
+        yield server.server_address[1], ca_pem
     finally:
         done.set()
         server.shutdown()

@@ -17,21 +17,18 @@ from __future__ import annotations
 import socket
 import socketserver
 import ssl
-import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from crs_controller.testbed import TestbedClient, wait_for
-from crs_controller.testbed.certs import CertificateAuthority
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
-from .hostile import add_cluster_with_kubeconfig, kubeconfig, pem_b64
+from .hostile import add_cluster_with_kubeconfig, kubeconfig, pem_b64, serving_context
 from .support import (
     CRS_API,
     TIMEOUT,
@@ -64,14 +61,7 @@ class Drip:
         self.open: Counter[str] = Counter()
         self.peak = 0  # most Clusters with a connection open at once
         self.stopped = threading.Event()
-        ca = CertificateAuthority.generate("drip-ca")
-        pair = ca.issue_serving()
-        directory = Path(tempfile.mkdtemp(prefix="drip-"))
-        (directory / "tls.crt").write_bytes(pair.cert_pem)
-        (directory / "tls.key").write_bytes(pair.key_pem)
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
-        self.ca_pem = ca.cert_pem
+        context, self.ca_pem = serving_context("drip-ca")
         drip = self
 
         class Handler(socketserver.BaseRequestHandler):
