@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from crs_controller.app.cli import main
-from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
+from crs_controller.testbed import ControlPlane, Server, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -59,6 +59,20 @@ def sample_documents(namespace: str) -> list[dict]:
     return docs
 
 
+def samples_applied(mgmt: TestbedClient, namespace: str, clusters: dict[str, Server]) -> list[dict]:
+    """The samples created in ``namespace`` and applied by the controller to a Cluster
+    of each name on its workload server; returns the documents."""
+    docs = sample_documents(namespace)
+    for doc in docs:
+        mgmt.create(doc)
+    for name, workload in clusters.items():
+        add_cluster(mgmt, workload, namespace, name, {"crs-demo": "true"})
+    wait_condition(mgmt, namespace, "demo", "Ready", "True", "Applied")
+    for name in clusters:
+        wait_for(lambda name=name: binding_entry(mgmt, namespace, name, "demo"), TIMEOUT)
+    return docs
+
+
 def test_render_and_status_agree_with_the_controller(
     controller: ControllerProcess,
     control_plane: ControlPlane,
@@ -68,13 +82,7 @@ def test_render_and_status_agree_with_the_controller(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    docs = sample_documents(namespace)
-    for doc in docs:
-        mgmt.create(doc)
-    for index, name in enumerate(["cli-1", "cli-2"]):
-        add_cluster(mgmt, workloads[index], namespace, name, {"crs-demo": "true"})
-    wait_condition(mgmt, namespace, "demo", "Ready", "True", "Applied")
-    wait_for(lambda: binding_entry(mgmt, namespace, "cli-2", "demo"), TIMEOUT)
+    docs = samples_applied(mgmt, namespace, {"cli-1": workloads[0], "cli-2": workloads[1]})
 
     manifests = tmp_path / "manifests.yaml"
     manifests.write_text(yaml.safe_dump_all(docs))
@@ -241,12 +249,7 @@ def test_render_manifests_is_what_the_controller_applied(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    docs = sample_documents(namespace)
-    for doc in docs:
-        mgmt.create(doc)
-    add_cluster(mgmt, workloads[2], namespace, "piped", {"crs-demo": "true"})
-    wait_condition(mgmt, namespace, "demo", "Ready", "True", "Applied")
-    wait_for(lambda: binding_entry(mgmt, namespace, "piped", "demo"), TIMEOUT)
+    docs = samples_applied(mgmt, namespace, {"piped": workloads[2]})
     given = tmp_path / "manifests.yaml"
     given.write_text(yaml.safe_dump_all(docs))
     assert main(["render", "-f", str(given), "-o", "manifests"]) == 0
