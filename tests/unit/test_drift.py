@@ -193,3 +193,19 @@ def test_the_drift_schedule_is_due_at_first_then_after_each_interval() -> None:
     assert schedule.wait(pair, 130.0) == 0.0
     assert schedule.wait(("ns", "crs", "c2"), 130.0) == 30.0
     assert schedule.wait(("other", "crs", "c1"), 130.0) == 30.0  # same name, other namespace
+
+
+def test_a_pair_is_forgotten_alone() -> None:
+    """A CRS that no longer selects a cluster (or is gone) leaves nothing behind for it,
+    and every other pair keeps its time."""
+    schedule = DriftSchedule()
+    for pair in (("ns", "a", "c1"), ("ns", "b", "c1"), ("ns", "a", "c2")):
+        schedule.checked(pair, 100.0, 60.0)
+    schedule.forget_pair(("ns", "a", "c1"))
+    schedule.forget_pair(("ns", "gone", "c9"))  # never there: nothing happens
+    assert schedule.wait(("ns", "a", "c1"), 130.0) == 0.0
+    assert schedule.wait(("ns", "b", "c1"), 130.0) == 30.0
+    assert schedule.wait(("ns", "a", "c2"), 130.0) == 30.0
+    schedule.forget_pair(("ns", "b", "c1"))
+    schedule.forget_pair(("ns", "a", "c2"))
+    assert schedule._due == {}  # the namespace's table goes with its last pair

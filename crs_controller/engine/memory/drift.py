@@ -27,6 +27,15 @@ class DriftSchedule:
         namespace, crs, cluster = key
         self._due.setdefault(namespace, {})[(crs, cluster)] = now + interval
 
+    def forget_pair(self, key: PairKey) -> None:
+        """Forget one CRS on one cluster (it no longer selects it, or it is gone)."""
+        namespace, crs, cluster = key
+        due = self._due.get(namespace)
+        if due is not None:
+            due.pop((crs, cluster), None)
+            if not due:
+                del self._due[namespace]
+
     def forget_cluster(self, namespace: str, cluster: str) -> None:
         """Forget a cluster (deleted, or handed to another replica)."""
         due = self._due.get(namespace)

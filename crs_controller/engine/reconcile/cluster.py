@@ -68,6 +68,7 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     # Pairs whose CRS no longer selects this cluster leave the CRS's status.
     for crs_name in set(entries) - set(new_entries):
         ctx.outcomes.drop_pair(namespace, crs_name, name)
+        ctx.drift.forget_pair((namespace, crs_name, name))
     return result
 
 
