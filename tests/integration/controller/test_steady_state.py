@@ -117,7 +117,6 @@ def test_a_change_is_hashed_once_for_all_clusters(
 ) -> None:
     name = _setup(mgmt, workloads, workload_clients, namespace)
     settle(2)
-    before = metric(httpx.get(controller.url("/metrics")).text, "crs_source_hashes_total")
     hashed_before = _hashed(controller, f"{namespace}/ConfigMap/steady")
 
     source = mgmt.get("v1", "ConfigMap", "steady", namespace)
@@ -138,8 +137,6 @@ def test_a_change_is_hashed_once_for_all_clusters(
         TIMEOUT,
     )
     settle(2)
-    after = metric(httpx.get(controller.url("/metrics")).text, "crs_source_hashes_total")
-    assert after - before >= 1  # the counter is the whole controller's, other tests' too
     # This source's own record: hashed once for the three clusters.
     assert _hashed(controller, f"{namespace}/ConfigMap/steady") - hashed_before == 1
 
