@@ -19,18 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
+from hypercorn.typing import ASGIReceiveCallable, HTTPScope
 
-from crs_controller.app.serving import (
-    KEEP_ALIVE_TIMEOUT,
-    READ_TIMEOUT,
-    Headers,
-    Served,
-    config,
-    launch,
-    lifespan,
-    respond,
-)
+from crs_controller.app import serving
+from crs_controller.app.serving import KEEP_ALIVE_TIMEOUT, READ_TIMEOUT, Answer, Headers, Served
 
 log = structlog.get_logger(__name__)
 
@@ -118,7 +110,7 @@ async def serve(
     body_timeout: float = BODY_TIMEOUT,
 ) -> Served:
     """Serve discovery and the hook over TLS 1.2+ with ``<cert_dir>/tls.crt``, ``tls.key``."""
-    conf = config(keep_alive, read_timeout)
+    conf = serving.config(keep_alive, read_timeout)
     conf.certfile = str(Path(cert_dir) / "tls.crt")
     conf.keyfile = str(Path(cert_dir) / "tls.key")
     conf.ssl_handshake_timeout = handshake_timeout
@@ -127,16 +119,11 @@ async def serve(
     conf.create_ssl_context()
     _quiet_tls_disconnects(asyncio.get_running_loop())
 
-    async def app(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-        elif scope["type"] == "http":
-            code, body, extra = await _handle(scope, receive, status, body_timeout)
-            await respond(send, code, json.dumps(body).encode(), "application/json", extra)
-        else:  # a WebSocket upgrade: refused with 403
-            await send({"type": "websocket.close", "code": 1000, "reason": None})
+    async def handler(scope: HTTPScope, receive: ASGIReceiveCallable) -> Answer:
+        code, body, extra = await _handle(scope, receive, status, body_timeout)
+        return code, json.dumps(body).encode(), "application/json", extra
 
-    return await launch(app, conf, host, port, "runtime-extension")
+    return await serving.launch(serving.http_app(handler), conf, host, port, "runtime-extension")
 
 
 def _quiet_tls_disconnects(loop: asyncio.AbstractEventLoop) -> None:

@@ -5,19 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
+from hypercorn.typing import ASGIReceiveCallable, HTTPScope
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from crs_controller.app.serving import (
-    KEEP_ALIVE_TIMEOUT,
-    READ_TIMEOUT,
-    Headers,
-    Served,
-    config,
-    launch,
-    lifespan,
-    respond,
-)
+from crs_controller.app import serving
+from crs_controller.app.serving import KEEP_ALIVE_TIMEOUT, READ_TIMEOUT, Answer, Served
 
 
 async def serve(
@@ -29,20 +21,16 @@ async def serve(
 ) -> Served:
     """Serve the health and metrics endpoints; ``/readyz`` answers 503 until ``ready()``."""
 
-    async def app(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-        elif scope["type"] == "http":
-            # Probes and scrapes carry no body, so none is read: if some is still to
-            # come when the answer goes out, hypercorn closes the connection.
-            await respond(send, *_route(scope["method"], scope["path"], ready))
-        else:  # a WebSocket upgrade: refused with 403
-            await send({"type": "websocket.close", "code": 1000, "reason": None})
+    async def handler(scope: HTTPScope, _: ASGIReceiveCallable) -> Answer:
+        # Probes and scrapes carry no body, so none is read: if some is still to come
+        # when the answer goes out, hypercorn closes the connection.
+        return _route(scope["method"], scope["path"], ready)
 
-    return await launch(app, config(keep_alive, read_timeout), host, port, "health-http")
+    conf = serving.config(keep_alive, read_timeout)
+    return await serving.launch(serving.http_app(handler), conf, host, port, "health-http")
 
 
-def _route(method: str, path: str, ready: Callable[[], bool]) -> tuple[int, bytes, str, Headers]:
+def _route(method: str, path: str, ready: Callable[[], bool]) -> Answer:
     if path not in ("/healthz", "/readyz", "/metrics"):
         return 404, b"not found", "text/plain", ()
     if method not in ("GET", "HEAD"):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import structlog
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config
-from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +51,9 @@ HTTP_LOG = logging.getLogger("crs_controller.http")
 
 Headers = Iterable[tuple[bytes, bytes]]
 App = Callable[[Scope, ASGIReceiveCallable, ASGISendCallable], Awaitable[None]]
+# An answer: status code, body, content type, extra headers.
+Answer = tuple[int, bytes, str, Headers]
+Handler = Callable[[HTTPScope, ASGIReceiveCallable], Awaitable[Answer]]
 
 
 @dataclass
@@ -115,6 +118,21 @@ def _listen(host: str, port: int) -> socket.socket:
 def _report(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and (error := task.exception()) is not None:
         log.error("HTTP server died", server=task.get_name(), error=type(error).__name__)
+
+
+def http_app(handler: Handler) -> App:
+    """The ASGI app both servers run: ``handler`` answers each HTTP request, lifespan
+    messages are acknowledged, and a WebSocket upgrade is refused (403)."""
+
+    async def app(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+        elif scope["type"] == "http":
+            await respond(send, *await handler(scope, receive))
+        else:
+            await send({"type": "websocket.close", "code": 1000, "reason": None})
+
+    return app
 
 
 async def lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:

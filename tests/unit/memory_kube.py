@@ -9,6 +9,7 @@ import builtins
 import copy
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from crs_controller.clients.api import KubeAPI, Obj, ResourceInfo, WorkloadAPIs
@@ -28,7 +29,7 @@ from crs_controller.engine.io.stores import BindingStore, CRSStore
 from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
-from crs_controller.engine.reconcile.context import ClusterContext, CRSContext, Settings
+from crs_controller.engine.reconcile.context import ClusterContext, CRSContext, Settings, Shared
 
 from .fake_clock import FakeClock
 
@@ -256,33 +257,28 @@ class World:
         self.index = Index(self.crss, self.clusters, self.bindings)
         self._bindings_seen: set[tuple[str, str]] = set()
         clock = FakeClock()
-        self.ctx = ClusterContext(
-            settings=Settings(),
+        self.shared = Shared(
             caches=self.index,
             sources=Sources(mgmt, self.configmaps, self.secrets),
-            workloads=Workloads(workloads),
-            bindings=BindingStore(mgmt, self.bindings),
             events=EventRecorder(mgmt),
             announcements=Announcements(clock),
             outcomes=Outcomes(),
             rollouts=Rollouts(),
             clock=clock,
         )
+        self.ctx = ClusterContext.over(
+            self.shared,
+            settings=Settings(),
+            workloads=Workloads(workloads),
+            bindings=BindingStore(mgmt, self.bindings),
+        )
 
     def crs_context(self, *, leading: bool = True) -> CRSContext:
         """A CRS reconcile sharing the caches with the cluster reconcile and nothing of
         its memory: as another replica, or this one after a restart, would be."""
-        ctx = self.ctx
-        return CRSContext(
-            caches=ctx.caches,
-            sources=ctx.sources,
-            crss=CRSStore(self.mgmt, self.crss),
-            outcomes=Outcomes(),
-            events=ctx.events,
-            announcements=ctx.announcements,
-            rollouts=Rollouts(),
-            clock=ctx.clock,
-            leading=lambda: leading,
+        own_memory = replace(self.shared, outcomes=Outcomes(), rollouts=Rollouts())
+        return CRSContext.over(
+            own_memory, crss=CRSStore(self.mgmt, self.crss), leading=lambda: leading
         )
 
     async def add(self, obj: Obj) -> Obj:

@@ -5,7 +5,8 @@ should happen next, and only the runtime touches the queue."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from crs_controller.clients.api import WorkloadAPIs
 from crs_controller.core.clock import Clock, MonotonicClock
@@ -29,35 +30,49 @@ class Settings:
     reconcile_timeout: float = 300.0
 
 
-@dataclass(frozen=True)
-class ClusterContext:
-    """The cluster reconcile: applies to one workload cluster and writes its binding."""
+@dataclass(frozen=True, kw_only=True)
+class Shared:
+    """What both reconcilers use: the caches, the sources, the events, and the
+    process's memory (outcomes, rollout plans, notes)."""
 
-    settings: Settings
     caches: Caches
     sources: Sources
-    workloads: WorkloadAPIs
-    bindings: BindingStore
-    events: EventRecorder  # for what happens once per cluster (deletion, cleanup)
+    events: EventRecorder
     announcements: Announcements  # for what a pass did: told once per CRS
     outcomes: Outcomes
     rollouts: Rollouts
-    drift: DriftSchedule = field(default_factory=DriftSchedule)
     clock: Clock = field(default_factory=MonotonicClock)
 
+    def _parts(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(Shared)}
 
-@dataclass(frozen=True)
-class CRSContext:
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterContext(Shared):
+    """The cluster reconcile: applies to one workload cluster and writes its binding.
+    ``events`` is for what happens once per cluster (deletion, cleanup)."""
+
+    settings: Settings
+    workloads: WorkloadAPIs
+    bindings: BindingStore
+    drift: DriftSchedule = field(default_factory=DriftSchedule)
+
+    @classmethod
+    def over(
+        cls, shared: Shared, *, settings: Settings, workloads: WorkloadAPIs, bindings: BindingStore
+    ) -> ClusterContext:
+        return cls(**shared._parts(), settings=settings, workloads=workloads, bindings=bindings)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CRSContext(Shared):
     """The CRS reconcile: its finalizer and its status, from the bindings. In a shard
     set only the leader writes them (``leading``); every replica still plans the
     rollouts its clusters follow and tells what its own passes did."""
 
-    caches: Caches
-    sources: Sources
     crss: CRSStore
-    outcomes: Outcomes
-    events: EventRecorder
-    announcements: Announcements
-    rollouts: Rollouts
-    clock: Clock = field(default_factory=MonotonicClock)
     leading: Callable[[], bool] = lambda: True
+
+    @classmethod
+    def over(cls, shared: Shared, *, crss: CRSStore, leading: Callable[[], bool]) -> CRSContext:
+        return cls(**shared._parts(), crss=crss, leading=leading)

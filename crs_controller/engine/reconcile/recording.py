@@ -27,29 +27,22 @@ async def write_binding(
         if current is not None:
             await store.delete(namespace, cluster)
         return
+
+    async def put(base: ClusterResourceSetBinding | None) -> None:
+        desired = desired_binding(
+            base, namespace=namespace, cluster=cluster, entries=entries, owners=owners
+        )
+        if binding_changed(base, desired):
+            await store.write(to_api(desired), create=base is None)
+
     # Optimistic concurrency: PUT with the resourceVersion we read. On a Conflict
     # re-read the binding and put our entries on the fresh copy at once, rather than
     # failing the whole reconcile (which would redo every apply to record them).
     for _ in range(BINDING_WRITE_ATTEMPTS - 1):
         try:
-            await _put_binding(store, namespace, cluster, current, entries, owners)
+            await put(current)
             return
         except Conflict:
             fresh = await store.read(namespace, cluster)
             current = None if fresh is None else fresh.valid
-    await _put_binding(store, namespace, cluster, current, entries, owners)
-
-
-async def _put_binding(
-    store: BindingStore,
-    namespace: str,
-    cluster: str,
-    current: ClusterResourceSetBinding | None,
-    entries: dict[str, CRSBinding],
-    owners: list[dict[str, Any]],
-) -> None:
-    desired = desired_binding(
-        current, namespace=namespace, cluster=cluster, entries=entries, owners=owners
-    )
-    if binding_changed(current, desired):
-        await store.write(to_api(desired), create=current is None)
+    await put(current)

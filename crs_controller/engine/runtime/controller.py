@@ -43,7 +43,7 @@ from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
 from crs_controller.engine.reconcile.cluster import forget_cluster, reconcile_cluster
-from crs_controller.engine.reconcile.context import ClusterContext, CRSContext, Settings
+from crs_controller.engine.reconcile.context import ClusterContext, CRSContext, Settings, Shared
 from crs_controller.engine.reconcile.crs import reconcile_crs
 from crs_controller.engine.reconcile.result import Result, cluster_key, crs_key
 from crs_controller.engine.runtime.membership import ShardMembership
@@ -112,32 +112,22 @@ class Controller:
         """What the two reconcilers share: the caches, the sources, the events, and
         the process's memory (outcomes, rollout plans, notes)."""
         mgmt, clock = self.mgmt, self.clock
-        sources = Sources(mgmt, configmaps, secrets)
-        outcomes, rollouts = Outcomes(), Rollouts()
-        announcements, events = Announcements(clock), EventRecorder(mgmt)
-        cluster_ctx = ClusterContext(
-            settings=self.settings,
+        shared = Shared(
             caches=self.index,
-            sources=sources,
+            sources=Sources(mgmt, configmaps, secrets),
+            events=EventRecorder(mgmt),
+            announcements=Announcements(clock),
+            outcomes=Outcomes(),
+            rollouts=Rollouts(),
+            clock=clock,
+        )
+        cluster_ctx = ClusterContext.over(
+            shared,
+            settings=self.settings,
             workloads=self.workloads,
             bindings=BindingStore(mgmt, bindings),
-            events=events,
-            announcements=announcements,
-            outcomes=outcomes,
-            rollouts=rollouts,
-            clock=clock,
         )
-        crs_ctx = CRSContext(
-            caches=self.index,
-            sources=sources,
-            crss=CRSStore(mgmt, crss),
-            outcomes=outcomes,
-            events=events,
-            announcements=announcements,
-            rollouts=rollouts,
-            clock=clock,
-            leading=lambda: self.leading,
-        )
+        crs_ctx = CRSContext.over(shared, crss=CRSStore(mgmt, crss), leading=lambda: self.leading)
         return cluster_ctx, crs_ctx
 
     def _object_informers(self) -> tuple[Informer[CRS], Informer[Cluster], Informer[Binding]]:
