@@ -171,9 +171,29 @@ class HealthCheck(APIModel):
     timeout: Duration = "5m"
 
 
+class Validation(APIModel):
+    """Resources applied to each cluster of a step once it is done (typically a Job
+    running a smoke test); the step is done when every Job among them is Complete."""
+
+    resources: list[ResourceRef] = Field(min_length=1, max_length=10)
+    timeout: Duration = "10m"
+
+
 class RolloutStep(APIModel):
     cluster_selector: LabelSelector
     pause_after: Duration | None = None
+    approval: Literal["Automatic", "Manual"] | None = None  # None: Automatic
+    validation: Validation | None = None
+
+
+class RolloutWindow(APIModel):
+    """A change window: a new revision starts on an installed cluster only inside an
+    Allow window (when there is one) and never inside a Deny window."""
+
+    kind: Literal["Allow", "Deny"]
+    schedule: str = Field(min_length=1, max_length=100)  # 5-field cron
+    duration: Duration
+    time_zone: str = Field(default="UTC", min_length=1, max_length=64)
 
 
 class Rollout(APIModel):
@@ -181,6 +201,7 @@ class Rollout(APIModel):
     steps: list[RolloutStep] = Field(default_factory=list)
     max_failures: IntOrPercent = 0
     paused: bool = False
+    windows: list[RolloutWindow] | None = Field(default=None, max_length=20)
 
 
 class ClusterResourceSetSpec(APIModel):
@@ -213,7 +234,8 @@ class Condition(APIModel):
     observed_generation: int | None = None
 
 
-RolloutPhase = Literal["Progressing", "Paused", "Halted", "Complete"]
+RolloutPhase = Literal["Progressing", "Paused", "Halted", "Complete", "AwaitingApproval"]
+WaitingFor = Literal["Window", "Approval", "Validation", "Budget"]
 
 
 class RolloutStatus(APIModel):
@@ -221,6 +243,9 @@ class RolloutStatus(APIModel):
     step: int = 1
     updated_clusters: int = 0
     message: str = ""
+    held_clusters: int | None = None  # written only when some cluster holds
+    waiting_for: WaitingFor | None = None
+    next_window: Timestamp | None = None
 
 
 class ClusterResourceSetStatus(APIModel):
@@ -354,10 +379,23 @@ class BindingOutcome(APIModel):
     ready: bool | None = None
 
 
+class ValidationRecord(APIModel):
+    """A rollout step's validation on this cluster, for one revision: running since
+    ``started``, or how it ended (``finished``) and why."""
+
+    revision: str = Field(min_length=1, max_length=100)
+    step: int = Field(ge=1)
+    phase: Literal["Running", "Succeeded", "Failed"]
+    started: Timestamp
+    finished: Timestamp | None = None
+    message: str = Field(default="", max_length=MESSAGE_LIMIT)
+
+
 class CRSBinding(APIModel):
     cluster_resource_set_name: str = Field(min_length=1)
     resources: list[ResourceBinding] = Field(default_factory=list)
     outcome: BindingOutcome | None = None
+    validation: ValidationRecord | None = None
 
 
 class ClusterResourceSetBindingSpec(APIModel):
