@@ -1,5 +1,6 @@
 """crs-controller: run the controller (run), or look at what it does from a terminal
-(render, diff, status, convert, hash), or try it on a local control plane (demo).
+(render, diff, status, convert, hash), let a rollout go on past a step that waits
+for an approval (approve), or try it on a local control plane (demo).
 Exit codes: 0 success, 1 a finding (diff has changes), 2 an error (one line on
 stderr)."""
 
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from crs_controller.app import logs
-from crs_controller.app.commands import convert, diff, render, status
+from crs_controller.app.commands import approve, convert, diff, render, status
 from crs_controller.app.commands import hash as hash_command
 from crs_controller.app.commands.common import ERROR, printable
 from crs_controller.core.durations import parse_duration
@@ -20,7 +21,7 @@ from crs_controller.core.errors import CRSError
 from crs_controller.engine.reconcile.context import Settings
 
 # The commands for people at a terminal (app/commands), each registering itself.
-COMMANDS = [render, diff, status, convert, hash_command]
+COMMANDS = [render, diff, status, approve, convert, hash_command]
 
 RUN_DESCRIPTION = """\
 Run the controller: watch ClusterResourceSets, Clusters and their ConfigMaps and

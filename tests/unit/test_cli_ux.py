@@ -273,6 +273,7 @@ def test_watch_prints_the_table_then_only_changed_rows_in_its_columns(
         "true",
         "Pending",
         "-",
+        *["-"] * 4,  # no rollout: ROLLOUT, STEP, WAITING, HELD
     ]
     assert added.index("prod-22") == first[1].index("prod-1")  # the first table's columns
     shown.changes(doc(record("cni", row("prod-1"), row("prod-22"))))

@@ -1,7 +1,9 @@
 """``crs-controller status``: every ClusterResourceSet and matching cluster, from the
 CRS status and the bindings (where each CRS entry records its outcome on that
 cluster), like ``clusterctl describe``: the revision each cluster is on, whether
-its resources are applied, its outcome, and when it was last applied."""
+its resources are applied, its outcome, and when it was last applied. A CRS with a
+rollout shows its phase and step, what it waits for (a change window, an approval,
+a validation, the update budget) and how many of its clusters hold updates."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import asyncio
 import json
 import sys
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
@@ -37,6 +40,7 @@ from crs_controller.core.models import (
     CLUSTER_RESOURCE_SET_KIND,
     MESSAGE_LIMIT,
     CRSBinding,
+    RolloutStatus,
     rfc3339,
 )
 from crs_controller.core.objects import CRS, Binding, parse_binding_object, parse_cluster, parse_crs
@@ -284,12 +288,26 @@ def _crs(crs: CRS, clusters: list[Any], bindings: dict[tuple[str, str], Binding]
         "namespace": crs.namespace,
         "name": crs.name,
         "revision": crs.status.revision,
-        "rollout": None if crs.status.rollout is None else crs.status.rollout.phase,
+        "rollout": _rollout(crs.status.rollout),
         "ready": None if ready is None else ready.status,
         "reason": crs.problem.reason if crs.problem else (None if ready is None else ready.reason),
         "clusters": [
             _row(crs, name, bindings.get((crs.namespace, name))) for name in sorted(names)
         ],
+    }
+
+
+def _rollout(rollout: RolloutStatus | None) -> Obj | None:
+    if rollout is None:
+        return None
+    return {
+        "phase": rollout.phase,
+        "step": rollout.step,
+        "waitingFor": rollout.waiting_for,
+        "nextWindow": rfc3339(rollout.next_window) if rollout.next_window else None,
+        "heldClusters": rollout.held_clusters,
+        # Names from tenants' objects can be part of it: shown safe, as conditions are.
+        "message": safe(rollout.message, MESSAGE_LIMIT),
     }
 
 
@@ -316,13 +334,49 @@ def _row(crs: CRS, cluster: str, binding: Binding | None) -> Obj:
 
 def table_header(wide: bool) -> list[str]:
     header = ["CRS", "CLUSTER", "REVISION", "APPLIED", "CURRENT", "REASON", "LAST APPLIED"]
+    header += ["ROLLOUT", "STEP", "WAITING", "HELD"]
     return [*header, "MESSAGE"] if wide else header
 
 
-def table_rows(records: list[Obj], wide: bool) -> list[tuple[tuple[str, str], list[str]]]:
-    """Each (CRS, cluster) row, keyed by both: one row per CRS with no cluster."""
+def rollout_cells(rollout: Obj | None, now: datetime) -> list[str]:
+    """ROLLOUT, STEP, WAITING and HELD of a CRS (from its record): '-' without a
+    rollout, or for a field an older controller did not write."""
+    if rollout is None:
+        return ["-", "-", "-", "-"]
+    held = rollout.get("heldClusters")
+    return [
+        rollout.get("phase") or "-",
+        str(rollout.get("step") or "-"),
+        waiting(rollout.get("waitingFor"), rollout.get("nextWindow"), now),
+        "-" if held is None else str(held),
+    ]
+
+
+def waiting(waiting_for: str | None, next_window: str | None, now: datetime) -> str:
+    """What the rollout waits for, in a word: ``window until 22:00Z`` (the time the
+    next change window opens: its clock time alone within a day from ``now``, else
+    the date too), ``approval``, ``validation``, ``budget``; '-' for nothing."""
+    if not waiting_for:
+        return "-"
+    if waiting_for != "Window" or not next_window:
+        return waiting_for.lower()
+    try:
+        opens = datetime.fromisoformat(next_window).astimezone(UTC)
+    except ValueError:
+        return "window"
+    soon = now < opens <= now + timedelta(days=1)
+    return "window until " + opens.strftime("%H:%MZ" if soon else "%Y-%m-%dT%H:%MZ")
+
+
+def table_rows(
+    records: list[Obj], wide: bool, now: datetime | None = None
+) -> list[tuple[tuple[str, str], list[str]]]:
+    """Each (CRS, cluster) row, keyed by both: one row per CRS with no cluster. The
+    rollout columns repeat the CRS's on each of its rows, as the CRS column does."""
+    now = now or datetime.now(UTC)
     rows = []
     for crs in records:
+        rollout = rollout_cells(crs["rollout"], now)
         for row in crs["clusters"] or [{"cluster": "-", "reason": crs["reason"] or "-"}]:
             current = (
                 "-"
@@ -338,6 +392,7 @@ def table_rows(records: list[Obj], wide: bool) -> list[tuple[tuple[str, str], li
                 current,
                 row.get("reason") or "-",
                 row.get("lastApplied") or "-",
+                *rollout,
             ]
             rows.append(
                 ((name, row["cluster"]), [*cells, row.get("message") or ""] if wide else cells)

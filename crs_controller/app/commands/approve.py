@@ -1,0 +1,152 @@
+"""``crs-controller approve CRS``: let a rollout go on past a step with ``approval:
+Manual``. Before such a step starts, the controller sets the CRS's
+``status.rollout.phase`` to AwaitingApproval and ``status.rollout.step`` to the
+step that waits; the approval is the CRS annotation
+``addons.crs.dev/approve: "<revision>/<step>"``, good for that revision and step
+only (a newer revision waits again).
+
+The annotation is written for the revision in ``status.revision`` and the step that
+waits, with the resourceVersion that was read: a CRS that changed in between is not
+approved (run again). Anything else is refused with exit code 2: no such CRS, a
+rollout that does not wait for an approval, ``--step`` naming another step."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from crs_controller.app.commands.common import (
+    OK,
+    UsageError,
+    add_cluster_access,
+    guarded,
+    management,
+    printable,
+)
+from crs_controller.core.errors import Conflict, NotFound
+from crs_controller.core.models import (
+    API_VERSION,
+    CLUSTER_RESOURCE_SET_KIND,
+    ClusterResourceSetStatus,
+)
+from crs_controller.core.objects import parse_crs
+
+# The CRS annotation that approves one step of one revision: "<revision>/<step>".
+APPROVE_ANNOTATION = "addons.crs.dev/approve"
+# The Cluster annotation that keeps new revisions off that cluster ("true").
+HOLD_ANNOTATION = "addons.crs.dev/hold-updates"
+AWAITING_APPROVAL = "AwaitingApproval"
+
+EXAMPLES = """examples:
+  crs-controller approve cni -n fleet              # the step that waits, current revision
+  crs-controller approve cni -n fleet --step 2     # only if step 2 is the one that waits
+
+exit status: 0 approved (or already approved), 2 refused or an error
+"""
+
+
+@dataclass(frozen=True)
+class Approve:
+    """Approve this step of this revision."""
+
+    revision: str
+    step: int
+
+    @property
+    def annotation(self) -> str:
+        return f"{self.revision}/{self.step}"
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Nothing to approve, and why (one line for the user)."""
+
+    reason: str
+
+
+def decide(status: ClusterResourceSetStatus, step: int | None) -> Approve | Refuse:
+    """What ``approve [--step step]`` does for a CRS with this status."""
+    rollout = status.rollout
+    if rollout is None:
+        return Refuse("no rollout in its status: nothing waits for an approval")
+    if rollout.phase != AWAITING_APPROVAL:
+        return Refuse(f"the rollout is {rollout.phase}, not {AWAITING_APPROVAL}")
+    if step is not None and step != rollout.step:
+        return Refuse(f"step {rollout.step} waits for approval, not step {step}")
+    if not status.revision:
+        return Refuse("no revision in its status: the controller has not written one yet")
+    return Approve(status.revision, rollout.step)
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "approve",
+        help="approve the rollout step of a ClusterResourceSet that waits for it",
+        description=(__doc__ or "").replace("``", ""),
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("crs", help="the ClusterResourceSet")
+    parser.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+    parser.add_argument(
+        "--step",
+        type=_step,
+        metavar="N",
+        help="approve only if step N (1-based) is the one that waits (default: whichever waits)",
+    )
+    add_cluster_access(parser)
+    parser.set_defaults(func=guarded("approve", run))
+
+
+def _step(text: str) -> int:
+    try:
+        step = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a step number: {text!r}") from None
+    if step < 1:
+        raise argparse.ArgumentTypeError("steps are numbered from 1")
+    return step
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_approve(args))
+
+
+async def _approve(args: argparse.Namespace) -> int:
+    where = f"ClusterResourceSet {args.namespace}/{args.crs}"
+    client = management(args)
+    try:
+        raw = await client.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, args.crs, args.namespace)
+        if raw is None:
+            raise UsageError(f"{where} not found")
+        crs = parse_crs(raw)
+        decision = decide(crs.status, args.step)
+        if isinstance(decision, Refuse):
+            raise UsageError(f"{where}: {decision.reason}")
+        done = f"step {decision.step} of revision {decision.revision}"
+        done += f" for {crs.namespace}/{crs.name}"
+        if crs.meta.annotations.get(APPROVE_ANNOTATION) == decision.annotation:
+            print(printable(f"already approved: {done}"))
+            return OK
+        patch = {
+            "metadata": {
+                # Written only over what was read: a status that moved on in between
+                # (a new revision, another step) is not approved by mistake.
+                "resourceVersion": crs.meta.resource_version,
+                "annotations": {APPROVE_ANNOTATION: decision.annotation},
+            }
+        }
+        try:
+            await client.merge_patch(
+                API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs.name, crs.namespace, patch
+            )
+        except Conflict as exc:
+            raise UsageError(f"{where} changed meanwhile, run again") from exc
+        except NotFound as exc:
+            raise UsageError(f"{where} not found") from exc
+    finally:
+        await client.close()
+    print(printable(f"approved {done}"))
+    return OK
