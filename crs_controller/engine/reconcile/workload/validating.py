@@ -1,0 +1,301 @@
+"""A rollout step's validation on one workload cluster (``spec.rollout.steps[].
+validation``): apply its resources' objects, wait until every Job among them is
+Complete, then delete them.
+
+One call looks once and returns the record the binding entry keeps, with when to look
+again: nothing here sleeps or loops on the cluster. The record carries the state from
+one pass to the next:
+
+* Running, ``finished`` unset: the objects are applied (again: server-side apply is
+  idempotent, so a Job that exists is neither recreated nor run again, and one
+  deleted meanwhile comes back) and each Job is read.
+* Running, ``finished`` set: every Job was Complete at ``finished``; what is left is
+  deleting the objects, which failed once and is tried again. A deletion error is
+  no failure of the validation.
+* Succeeded / Failed: the end, returned as is without contacting the cluster. A
+  failure keeps the objects, for whoever debugs it.
+
+A new run (another revision or step) first deletes the Jobs an earlier run left
+(kept after its failure): a finished Job would otherwise answer for the new run.
+
+Objects are applied as their sources hold them, for every cluster alike: validation
+resources take no per-cluster values. Only what our field manager provably applied
+is ever deleted (``pruning.delete_objects``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from crs_controller.clients.api import KubeAPI
+from crs_controller.core.errors import APIError, NotFound, ResourceError, Unreachable
+from crs_controller.core.manifests import ObjectRef, object_ref
+from crs_controller.core.models import MESSAGE_LIMIT, Validation, ValidationRecord
+from crs_controller.core.objects import CRS, Cluster
+from crs_controller.core.text import safe
+from crs_controller.core.uninstall import is_job
+from crs_controller.engine.reconcile.context import ClusterContext
+from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
+from crs_controller.engine.reconcile.workload.applying import apply_objects
+from crs_controller.engine.reconcile.workload.pruning import delete_objects
+
+log = structlog.get_logger(__name__)
+
+POLL_SECONDS = 5.0
+DETAIL_LIMIT = 200  # a Job condition's reason or message, as quoted in a failure
+
+
+@dataclass(frozen=True)
+class Validated:
+    """How one look at a validation ended."""
+
+    record: ValidationRecord  # what the binding entry records now
+    failure: str | None  # the ValidationFailed message when it failed (None otherwise)
+    then: Result  # when to look again (while Running)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One validation resource's objects, in apply order, and their content hashes."""
+
+    objects: tuple[dict[str, Any], ...]
+    hashes: tuple[str, ...]
+    confidential: bool  # from a Secret: the server's messages are kept to causes
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What the Jobs say: the first failure, else the first Job still running."""
+
+    failed: str | None = None
+    waiting: ObjectRef | None = None
+
+
+async def validate(
+    ctx: ClusterContext,
+    client: KubeAPI,
+    crs: CRS,
+    cluster: Cluster,
+    *,
+    step: int,
+    spec: Validation,
+    timeout: float,
+    revision: str,
+    previous: ValidationRecord | None,
+) -> Validated:
+    """Look once at step ``step``'s validation of ``revision`` on ``cluster``, from
+    the record of the last look (``previous``). ``timeout`` is ``spec.timeout`` in
+    seconds. Raises Unreachable when the cluster does not answer."""
+    now = ctx.clock.wall()
+    if previous is not None and (previous.revision, previous.step) == (revision, step):
+        if previous.phase == "Succeeded":
+            return Validated(previous, None, NOTHING)
+        if previous.phase == "Failed":
+            return Validated(previous, previous.message, NOTHING)
+        record, fresh = previous, False
+    else:
+        record = ValidationRecord(revision=revision, step=step, phase="Running", started=now)
+        fresh = True
+    run = _Run(ctx, client, crs, cluster, spec, record, now)
+    parts = await _load(ctx, cluster, spec)
+    if isinstance(parts, str):
+        if record.finished is not None:  # passed already: only the cleanup is lost
+            log.info("validation objects not removed", **run.where, problem=parts)
+            return run.succeeded(record.finished)
+        return run.failed(f"validation on cluster {cluster.name}: {parts}")
+    objects = [obj for part in parts for obj in part.objects]
+    if record.finished is not None:
+        return await run.clean_up(objects, record.finished)
+    elapsed = (now - record.started).total_seconds()
+    try:
+        if fresh:
+            await run.clear_leftovers(objects)
+        # Past the deadline only a last look: nothing is sent again as it fails.
+        errors = await run.apply(parts) if elapsed < timeout else []
+        look = await run.look(objects)
+    except Unreachable:
+        raise  # the caller makes it the cluster's outcome
+    except APIError as exc:
+        log.info("validation request failed", **run.where, error=str(exc))
+        if elapsed >= timeout:
+            return run.failed(run.timed_out(str(exc)))
+        return Validated(run.running(f"waiting: {exc}"), None, RETRY)
+    if look.failed is not None:
+        return run.failed(look.failed)
+    if look.waiting is None and not errors:
+        return await run.clean_up(objects, now)
+    if elapsed >= timeout:
+        pending = f"Job {_named(look.waiting)} not Complete" if look.waiting else None
+        return run.failed(run.timed_out(pending or record.message or "objects not applied"))
+    if errors:
+        log.info("validation objects not applied", **run.where, errors=len(errors))
+        return Validated(run.running("; ".join(errors)), None, RETRY)
+    assert look.waiting is not None
+    waiting = f"waiting for Job {_named(look.waiting)} to complete"
+    return Validated(run.running(waiting), None, Result.after(min(POLL_SECONDS, timeout - elapsed)))
+
+
+async def _load(ctx: ClusterContext, cluster: Cluster, spec: Validation) -> list[_Part] | str:
+    """Each validation resource's objects (parsed once per content, shared with the
+    apply path), or why one of them cannot be used."""
+    parts = []
+    for ref in spec.resources:
+        source = await ctx.sources.load(cluster.namespace, ref)
+        try:
+            if source.error is not None:
+                raise source.error
+            manifest = await ctx.sources.manifest(source)
+        except ResourceError as exc:  # messages about sources never quote their data
+            return f"{exc.reason}: {exc}"
+        parts.append(_Part(manifest.objects, manifest.hashes, ref.kind == "Secret"))
+    return parts
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One look at one cluster's validation, with the record it started from."""
+
+    ctx: ClusterContext
+    client: KubeAPI
+    crs: CRS
+    cluster: Cluster
+    spec: Validation
+    record: ValidationRecord
+    now: datetime
+
+    @property
+    def where(self) -> dict[str, Any]:
+        """Who it is about, for the log."""
+        crs = f"{self.crs.namespace}/{self.crs.name}"
+        return {"crs": crs, "cluster": self.cluster.name, "step": self.record.step}
+
+    @property
+    def manager(self) -> str:
+        return self.ctx.settings.field_manager
+
+    async def clear_leftovers(self, objects: Sequence[dict[str, Any]]) -> None:
+        """Delete the Jobs an earlier run left behind (a failed run keeps them), so
+        that this run's Jobs run afresh."""
+        jobs = [_job_ref(obj) for obj in objects if is_job(obj)]
+        done = await delete_objects(self.client, jobs, self.manager)
+        if done.failed:
+            raise APIError(f"removing an earlier run's Jobs: {done.failed[0]}")
+
+    async def apply(self, parts: Sequence[_Part]) -> list[str]:
+        """Apply every resource's objects; the errors of those that failed."""
+        errors: list[str] = []
+        for part in parts:
+            applied = await apply_objects(
+                self.client,
+                part.objects,
+                field_manager=self.manager,
+                only_missing=False,
+                confidential=part.confidential,
+                hashes=part.hashes,
+            )
+            errors += applied.errors
+        return errors
+
+    async def look(self, objects: Sequence[dict[str, Any]]) -> _Look:
+        """Read each Job: the first that failed, else the first not yet Complete."""
+        waiting = None
+        for job in (_job_ref(obj) for obj in objects if is_job(obj)):
+            live = await self.client.get(job.api_version, job.kind, job.name, job.namespace)
+            if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
+                waiting = waiting or job  # gone: applied again on the next look
+                continue
+            condition = _verdict(live)
+            if condition is None:
+                waiting = waiting or job
+            elif condition.get("type") in ("Failed", "FailureTarget"):
+                return _Look(failed=self._job_failed(job, condition))
+        return _Look(waiting=waiting)
+
+    def _job_failed(self, job: ObjectRef, condition: Mapping[str, Any]) -> str:
+        reason = safe(str(condition.get("reason") or "Failed"), DETAIL_LIMIT)
+        detail = safe(str(condition.get("message") or ""), DETAIL_LIMIT)
+        return f"validation on cluster {self.cluster.name}: Job {_named(job)} failed: {reason}" + (
+            f": {detail}" if detail else ""
+        )
+
+    def timed_out(self, pending: str) -> str:
+        timeout = self.spec.timeout
+        return f"validation on cluster {self.cluster.name} timed out after {timeout}: {pending}"
+
+    async def clean_up(self, objects: Sequence[dict[str, Any]], passed: datetime) -> Validated:
+        """Every Job is Complete (at ``passed``): delete the objects, in reverse order.
+        An error leaves the record Running, marked passed, and tries again soon."""
+        try:
+            found = [await self._where(obj) for obj in objects]
+            refs = [ref for ref in reversed(found) if ref is not None]
+            done = await delete_objects(self.client, refs, self.manager)
+        except Unreachable:
+            raise
+        except APIError as exc:
+            failed = [str(exc)]
+        else:
+            failed = done.failed
+        if failed:
+            log.info("validation objects not removed yet", **self.where, errors=len(failed))
+            message = f"passed; removing its objects: {failed[0]}"
+            record = self.running(message).model_copy(update={"finished": passed})
+            return Validated(record, None, Result.after(POLL_SECONDS))
+        return self.succeeded(passed)
+
+    async def _where(self, obj: Mapping[str, Any]) -> ObjectRef | None:
+        """Where ``obj`` lives: the namespace the apply gave it ("default" when it
+        names none). None when the cluster does not serve its kind (nothing to delete)."""
+        ref = object_ref(obj)
+        try:
+            info = await self.client.resource_info(ref.api_version, ref.kind)
+        except NotFound:
+            return None
+        namespace = (ref.namespace or "default") if info.namespaced else ""
+        return ref.model_copy(update={"namespace": namespace})
+
+    def running(self, message: str) -> ValidationRecord:
+        return self.record.model_copy(update={"message": safe(message, MESSAGE_LIMIT)})
+
+    def succeeded(self, passed: datetime) -> Validated:
+        log.info("validation succeeded", **self.where)
+        update = {"phase": "Succeeded", "finished": passed, "message": ""}
+        return Validated(self.record.model_copy(update=update), None, NOTHING)
+
+    def failed(self, message: str) -> Validated:
+        text = safe(message, MESSAGE_LIMIT)
+        log.info("validation failed", **self.where, message=text)
+        update = {"phase": "Failed", "finished": self.now, "message": text}
+        return Validated(self.record.model_copy(update=update), text, NOTHING)
+
+
+def _job_ref(obj: Mapping[str, Any]) -> ObjectRef:
+    """A Job's identity (always namespaced: "default" when it names none)."""
+    ref = object_ref(obj)
+    return ref.model_copy(update={"namespace": ref.namespace or "default"})
+
+
+_FINISHED = frozenset({"Complete", "SuccessCriteriaMet", "Failed", "FailureTarget"})
+
+
+def _verdict(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Job's finishing condition (Complete, Failed and their early targets),
+    or None while it runs."""
+    status = job.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for condition in conditions if isinstance(conditions, list) else []:
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("status") == "True"
+            and condition.get("type")
+            in ("Complete", "SuccessCriteriaMet", "Failed", "FailureTarget")
+        ):
+            return condition
+    return None
+
+
+def _named(ref: ObjectRef) -> str:
+    return f"{ref.namespace}/{ref.name}"

@@ -1,0 +1,382 @@
+"""A rollout step's validation on one workload cluster (``workload/validating``),
+against in-memory API servers and a fake clock: a new run applies its Job and looks
+again within seconds; a Complete Job ends it Succeeded with its objects deleted; a
+failed Job or the timeout ends it Failed, naming the cluster and the Job, with the
+objects kept; objects without a Job pass at once; an unusable source fails it; a
+finished run is returned without contacting the cluster; another revision starts
+anew, clearing the Jobs an earlier run left; a deletion error is retried without
+running anything again; a Secret source's data never reaches a message."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import yaml
+
+from crs_controller.core.errors import APIError
+from crs_controller.core.manifests import RESOURCE_SECRET_TYPE
+from crs_controller.core.models import Validation, ValidationRecord
+from crs_controller.engine.reconcile.result import RETRY
+from crs_controller.engine.reconcile.workload.validating import (
+    POLL_SECONDS,
+    Validated,
+    validate,
+)
+
+from .builders import NS, Obj, cluster, configmap_source, crs, payload
+from .fake_clock import FakeClock
+from .memory_kube import MemoryKube, World
+
+JOB_KEY = ("batch/v1", "Job", "default", "smoke")
+SECRET_VALUE = "hunter2-do-not-show"
+
+
+class JobKube(MemoryKube):
+    """A workload server whose objects keep their status across applies (the status
+    subresource is not the apply's), and whose deletes can be made to fail."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.fail_delete: Exception | None = None
+        self.fail_get: Exception | None = None
+
+    async def apply(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        dry_run: bool = False,
+    ) -> Obj:
+        meta = obj["metadata"]
+        key = self._key(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        status = (self.objects.get(key) or {}).get("status")
+        live = await super().apply(obj, field_manager=field_manager, force=force, dry_run=dry_run)
+        if status is not None and not dry_run:
+            self.objects[key]["status"] = status
+            live["status"] = copy.deepcopy(status)
+        return live
+
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Obj | None:
+        found = await super().get(api_version, kind, name, namespace)
+        if self.fail_get is not None:
+            raise self.fail_get
+        return found
+
+    async def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+    ) -> bool:
+        if self.fail_delete is not None:
+            self.requests.append(("delete", f"{kind}/{name}"))
+            raise self.fail_delete
+        return await super().delete(api_version, kind, name, namespace, uid=uid)
+
+    def finish_job(self, kind: str, reason: str = "", message: str = "") -> None:
+        condition = {"type": kind, "status": "True", "reason": reason, "message": message}
+        self.objects[JOB_KEY]["status"] = {"conditions": [condition]}
+
+
+def job(name: str = "smoke") -> Obj:
+    container = {"name": "t", "image": "busybox", "command": ["true"]}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},  # no namespace: "default", as kubectl would
+        "spec": {"template": {"spec": {"containers": [container], "restartPolicy": "Never"}}},
+    }
+
+
+def secret_source(name: str, *objects: Obj) -> Obj:
+    text = yaml.safe_dump_all(objects).encode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS},
+        "type": RESOURCE_SECRET_TYPE,
+        "data": {"a": base64.b64encode(text).decode()},
+    }
+
+
+class Bed:
+    """One CRS, one Cluster (c1), its workload server and a fake clock."""
+
+    def __init__(self, world: World, workload: JobKube) -> None:
+        self.world = world
+        self.workload = workload
+        clock = world.ctx.clock
+        assert isinstance(clock, FakeClock)
+        self.clock = clock
+
+    async def validate(
+        self,
+        previous: ValidationRecord | None,
+        *,
+        resources: tuple[tuple[str, str], ...] = (("ConfigMap", "smoke-test"),),
+        revision: str = "r2",
+        step: int = 1,
+    ) -> Validated:
+        refs = [{"kind": kind, "name": name} for kind, name in resources]
+        spec = Validation.model_validate({"resources": refs, "timeout": "10m"})
+        the_crs = self.world.index.crs(NS, "a")
+        the_cluster = self.world.index.cluster(NS, "c1")
+        assert the_crs is not None and the_cluster is not None
+        return await validate(
+            self.world.ctx,
+            self.workload,
+            the_crs,
+            the_cluster,
+            step=step,
+            spec=spec,
+            timeout=600.0,
+            revision=revision,
+            previous=previous,
+        )
+
+
+async def bed(*sources: Obj) -> Bed:
+    workload = JobKube("c1")
+    world = World({"c1": workload})
+    await world.add(configmap_source("src", payload("addon")))
+    await world.add(crs("a", "src"))
+    await world.add(cluster("c1"))
+    for source in sources or (configmap_source("smoke-test", payload("smoke-config"), job()),):
+        await world.add(source)
+    return Bed(world, workload)
+
+
+async def test_a_new_run_applies_the_job_and_looks_again_within_seconds() -> None:
+    b = await bed()
+    done = await b.validate(None)
+    assert done.record.phase == "Running"
+    assert done.record.started == b.clock.wall()
+    assert (done.record.revision, done.record.step) == ("r2", 1)
+    assert done.failure is None
+    assert done.then.requeue_after is not None and done.then.requeue_after <= POLL_SECONDS
+    assert ("apply", "Job/smoke") in b.workload.writes()
+    assert "default/smoke" in done.record.message
+
+
+async def test_a_complete_job_ends_it_succeeded_and_its_objects_are_deleted() -> None:
+    b = await bed()
+    running = (await b.validate(None)).record
+    b.clock.advance(30)
+    b.workload.finish_job("Complete")
+    done = await b.validate(running)
+    assert done.record.phase == "Succeeded"
+    assert done.record.finished == b.clock.wall()
+    assert done.failure is None and done.then.requeue_after is None
+    assert b.workload.objects == {}
+
+
+async def test_a_failed_job_ends_it_failed_and_keeps_the_objects() -> None:
+    b = await bed()
+    running = (await b.validate(None)).record
+    b.workload.finish_job("Failed", "BackoffLimitExceeded", "Job has reached the backoff limit")
+    done = await b.validate(running)
+    assert done.record.phase == "Failed" and done.record.finished == b.clock.wall()
+    assert done.failure == done.record.message
+    assert done.failure == (
+        "validation on cluster c1: Job default/smoke failed: "
+        "BackoffLimitExceeded: Job has reached the backoff limit"
+    )
+    assert JOB_KEY in b.workload.objects
+    assert ("v1", "ConfigMap", "default", "smoke-config") in b.workload.objects
+
+
+async def test_a_job_condition_is_made_safe_and_cut_short() -> None:
+    b = await bed()
+    running = (await b.validate(None)).record
+    b.workload.finish_job("Failed", "Bad\x1b[31m", "x" * 5000)
+    done = await b.validate(running)
+    assert done.failure is not None
+    assert "\x1b" not in done.failure and "Bad\\x1b[31m" in done.failure
+    assert len(done.failure) < 500
+
+
+async def test_the_timeout_fails_it_naming_the_job_and_sends_nothing_more() -> None:
+    b = await bed()
+    running = (await b.validate(None)).record
+    b.clock.advance(300)
+    halfway = await b.validate(running)
+    assert halfway.record.phase == "Running"
+    b.clock.advance(300)
+    b.workload.requests.clear()
+    done = await b.validate(halfway.record)
+    assert done.record.phase == "Failed"
+    assert done.failure == (
+        "validation on cluster c1 timed out after 10m: Job default/smoke not Complete"
+    )
+    assert b.workload.writes() == []  # kept as it was, for whoever looks into it
+    assert JOB_KEY in b.workload.objects
+
+
+async def test_the_next_look_never_comes_after_the_deadline() -> None:
+    b = await bed()
+    running = (await b.validate(None)).record
+    b.clock.advance(598)
+    done = await b.validate(running)
+    assert done.then.requeue_after == pytest.approx(2.0)
+
+
+async def test_objects_without_a_job_pass_at_once_and_are_deleted() -> None:
+    b = await bed(configmap_source("smoke-test", payload("probe")))
+    done = await b.validate(None)
+    assert done.record.phase == "Succeeded" and done.failure is None
+    assert ("apply", "ConfigMap/probe") in b.workload.writes()
+    assert b.workload.objects == {}
+
+
+async def test_a_missing_source_fails_it_naming_the_source() -> None:
+    b = await bed()
+    done = await b.validate(None, resources=(("ConfigMap", "smoke-test"), ("Secret", "gone")))
+    assert done.record.phase == "Failed"
+    assert done.failure is not None
+    assert "cluster c1" in done.failure and "Secret default/gone" in done.failure
+    assert "ResourceNotFound" in done.failure
+    assert b.workload.requests == []
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+async def test_a_finished_run_is_returned_as_is_without_contacting_the_cluster(
+    phase: str,
+) -> None:
+    b = await bed()
+    started = b.clock.wall() - timedelta(minutes=3)
+    previous = ValidationRecord(
+        revision="r2",
+        step=1,
+        phase=phase,  # type: ignore[arg-type]
+        started=started,
+        finished=started + timedelta(minutes=1),
+        message="validation on cluster c1: Job default/smoke failed: X"
+        if phase == "Failed"
+        else "",
+    )
+    done = await b.validate(previous)
+    assert done.record == previous
+    assert done.failure == (previous.message if phase == "Failed" else None)
+    assert done.then.requeue_after is None and not done.then.retry
+    assert b.workload.requests == []
+
+
+async def test_another_revision_starts_a_new_run_clearing_what_an_earlier_run_left() -> None:
+    b = await bed()
+    old = (await b.validate(None, revision="r1")).record
+    b.workload.finish_job("Failed", "BackoffLimitExceeded")
+    failed = (await b.validate(old, revision="r1")).record
+    assert failed.phase == "Failed"
+    old_uid = b.workload.objects[JOB_KEY]["metadata"]["uid"]
+
+    b.clock.advance(60)
+    done = await b.validate(failed, revision="r2")
+    assert (done.record.revision, done.record.phase) == ("r2", "Running")
+    assert done.record.started == b.clock.wall() and done.record.finished is None
+    assert done.failure is None
+    job_now = b.workload.objects[JOB_KEY]
+    assert job_now["metadata"]["uid"] != old_uid and "status" not in job_now
+
+
+async def test_a_running_record_of_another_step_starts_a_new_run() -> None:
+    b = await bed()
+    old = (await b.validate(None, step=1)).record
+    b.clock.advance(60)
+    done = await b.validate(old, step=2)
+    assert (done.record.step, done.record.started) == (2, b.clock.wall())
+
+
+async def test_a_job_deleted_meanwhile_is_applied_again() -> None:
+    b = await bed()
+    running = (await b.validate(None)).record
+    del b.workload.objects[JOB_KEY]
+    b.workload.requests.clear()
+    done = await b.validate(running)
+    assert done.record.phase == "Running"
+    assert ("apply", "Job/smoke") in b.workload.writes()
+    assert JOB_KEY in b.workload.objects
+
+
+async def test_a_deletion_error_is_retried_without_running_anything_again() -> None:
+    b = await bed()
+    running = (await b.validate(None)).record
+    b.workload.finish_job("Complete")
+    b.workload.fail_delete = APIError("delete refused", status=500)
+    passed = await b.validate(running)
+    assert passed.record.phase == "Running" and passed.failure is None
+    assert passed.record.finished == b.clock.wall()
+    assert passed.then.requeue_after is not None and passed.then.requeue_after <= POLL_SECONDS
+
+    b.clock.advance(700)  # past the timeout: it passed already, nothing fails now
+    b.workload.fail_delete = None
+    b.workload.requests.clear()
+    done = await b.validate(passed.record)
+    assert done.record.phase == "Succeeded" and done.record.finished == passed.record.finished
+    assert [verb for verb, _ in b.workload.writes()] == ["delete", "delete"]
+    assert b.workload.objects == {}
+    # What the binding entry records reads back the same.
+    stored = passed.record.model_dump(mode="json", by_alias=True)
+    assert ValidationRecord.model_validate(stored) == passed.record
+
+
+async def test_an_api_error_on_a_read_keeps_it_running_with_a_retry() -> None:
+    b = await bed()
+    running = (await b.validate(None)).record
+    b.workload.fail_get = APIError("GET failed", status=500)
+    done = await b.validate(running)
+    assert done.record.phase == "Running" and done.failure is None
+    assert done.then == RETRY
+
+
+async def test_only_what_the_validation_applied_is_deleted() -> None:
+    """Removing the objects of a run that passed spares one of the same name that our
+    field manager never applied (someone else's since)."""
+    b = await bed(configmap_source("smoke-test", payload("probe")))
+    await b.workload.create(payload("probe", "theirs"))
+    started = b.clock.wall()
+    passed = ValidationRecord(revision="r2", step=1, phase="Running", started=started)
+    passed = passed.model_copy(update={"finished": started})
+    done = await b.validate(passed)
+    assert done.record.phase == "Succeeded"
+    assert b.workload.writes() == [("create", "ConfigMap/probe")]
+    assert ("v1", "ConfigMap", "default", "probe") in b.workload.objects
+
+
+async def test_a_secret_sources_data_never_reaches_a_message() -> None:
+    leaking = payload("probe", SECRET_VALUE)
+    b = await bed(secret_source("smoke-secret", leaking, job()))
+    resources = (("Secret", "smoke-secret"),)
+    b.workload.fail_with = APIError(
+        "apply refused",
+        status=422,
+        body=f'{{"message": "data.v: {SECRET_VALUE} is invalid"}}',
+        causes=(("data.v", "Invalid value"),),
+    )
+    running = await b.validate(None, resources=resources)
+    assert running.record.phase == "Running"
+    assert "Invalid value" in running.record.message
+    b.clock.advance(600)
+    done = await b.validate(running.record, resources=resources)
+    assert done.failure is not None and "timed out" in done.failure
+    for text in (running.record.message, done.failure, done.record.message):
+        assert SECRET_VALUE not in text
+
+
+async def test_errors_until_the_deadline_fail_it_once_the_time_is_up() -> None:
+    b = await bed()
+    running = (await b.validate(None)).record
+    b.workload.fail_get = APIError("GET failed: 503", status=503)
+    b.clock.advance(600)
+    done = await b.validate(running)
+    assert done.failure == "validation on cluster c1 timed out after 10m: GET failed: 503"
