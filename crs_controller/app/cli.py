@@ -149,6 +149,15 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "route the controller's requests through a host of its choosing)",
     )
     run.add_argument(
+        "--max-updating-clusters",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="at most N clusters take a new revision at once, across every ClusterResourceSet "
+        "(first installs are not counted); in a shard set each member enforces N / members "
+        "(default: no limit)",
+    )
+    run.add_argument(
         "--log-format",
         choices=["json", "console"],
         default="json",
@@ -209,6 +218,12 @@ def _run_serving_options(run: argparse.ArgumentParser) -> None:
     )
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("must be a whole number of at least 1")
+    return int(text)
+
+
 def _lease_duration(text: str) -> float:
     try:
         seconds = parse_duration(text)
@@ -229,6 +244,7 @@ def _run(args: argparse.Namespace) -> int:
         field_manager=args.field_manager,
         workload_timeout=args.workload_timeout,
         allow_proxy_url=args.allow_proxy_url,
+        max_updating_clusters=args.max_updating_clusters,
     )
     options = RunOptions(
         kubeconfig=args.kubeconfig,

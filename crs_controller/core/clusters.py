@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+# On a Cluster: it takes no new revision of any ClusterResourceSet (first installs go).
+HOLD_UPDATES_ANNOTATION = "addons.crs.dev/hold-updates"
 CLUSTER_GROUP = "cluster.x-k8s.io"
 
 

@@ -76,6 +76,8 @@ class Durations:
     drift_check_interval: float = DEFAULT_DRIFT_SECONDS
     health_timeout: float = DEFAULT_HEALTH_SECONDS  # healthCheck.timeout
     pause_after: tuple[float, ...] = ()  # each rollout step's soak, in spec order
+    # each rollout step's validation timeout, in spec order (None: no validation)
+    validation_timeout: tuple[float | None, ...] = ()
 
     def __post_init__(self) -> None:
         if self.reapply_interval is not None and not self.reapply_interval > 0:
@@ -278,6 +280,10 @@ def compile_strategy(spec: ClusterResourceSetSpec) -> ApplyOnce | Reconcile:
         drift_check_interval=_drift_interval(spec.drift_check_interval),
         health_timeout=parse_duration(health.timeout),
         pause_after=tuple(parse_duration(s.pause_after or "0") for s in rollout_steps),
+        validation_timeout=tuple(
+            None if s.validation is None else parse_duration(s.validation.timeout)
+            for s in rollout_steps
+        ),
     )
     if spec.mode == "ApplyOnce":
         return ApplyOnce(durations)

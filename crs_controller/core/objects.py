@@ -15,7 +15,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from crs_controller.core.clusters import PAUSED_ANNOTATION, control_plane_initialized, is_paused
+from crs_controller.core.clusters import (
+    HOLD_UPDATES_ANNOTATION,
+    PAUSED_ANNOTATION,
+    control_plane_initialized,
+    is_paused,
+)
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.models import (
     ClusterResourceSet,
@@ -25,7 +30,9 @@ from crs_controller.core.models import (
     ObjectMeta,
     to_api,
 )
+from crs_controller.core.models import Rollout as RolloutSpec
 from crs_controller.core.modes import ApplyOnce, Reconcile, Strategy, compile_strategy
+from crs_controller.core.rollout import APPROVE_ANNOTATION, Policy, compile_windows, policy_of
 from crs_controller.core.selectors import matches_validated, validate_selector
 
 
@@ -73,6 +80,8 @@ class CRS(_Named):
     _selector: Mapping[str, Any] | None = None
     # The mode compiled once (with its durations): every pass reads it.
     _strategy: ApplyOnce | Reconcile | None = None
+    # spec.rollout compiled once (steps, windows), None without one.
+    _policy: Policy | None = None
 
     @property
     def generation(self) -> int:
@@ -112,6 +121,20 @@ class CRS(_Named):
             raise self.problem or InvalidSpec("invalid spec")
         return self._strategy
 
+    @property
+    def policy(self) -> Policy | None:
+        """The rollout policy, None without ``spec.rollout``."""
+        return self._policy
+
+    def approved(self, revision: str) -> int | None:
+        """The rollout step an approval names for ``revision`` (annotation
+        ``addons.crs.dev/approve: "<revision>/<step>"``), None without one."""
+        value = self.meta.annotations.get(APPROVE_ANNOTATION, "")
+        named, _, step = value.rpartition("/")
+        if named != revision or not step.isdigit() or len(step) > 3:
+            return None
+        return int(step)
+
     def selects(self, cluster: Cluster) -> bool:
         """Its selector matches the Cluster (same namespace only)."""
         if self._selector is None or cluster.namespace != self.namespace:
@@ -131,12 +154,22 @@ def parse_crs(raw: Mapping[str, Any]) -> CRS:
         selector = (raw.get("spec") or {}).get("clusterSelector")
         validate_selector(selector)
         strategy = compile_strategy(model.spec)
+        policy = _policy(model.spec.rollout, strategy.durations.pause_after)
     except ValidationError as exc:
         return CRS(meta, None, InvalidSpec(describe_validation(exc)), status)
     except InvalidSpec as exc:  # a selector or mode the API server refuses too, a huge duration
         return CRS(meta, None, exc, status)
     selector_api = to_api(model.spec.cluster_selector)
-    return CRS(meta, model, None, model.status, selector_api, strategy)
+    return CRS(meta, model, None, model.status, selector_api, strategy, policy)
+
+
+def _policy(spec: RolloutSpec | None, pauses: tuple[float, ...]) -> Policy | None:
+    if spec is None:
+        return None
+    try:
+        return policy_of(spec, pauses, compile_windows(spec))
+    except ValueError as exc:  # a step's selector
+        raise InvalidSpec(f"spec.rollout: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -153,6 +186,11 @@ class Cluster(_Named):
     @property
     def deleting(self) -> bool:
         return self.meta.deletion_timestamp is not None
+
+    @property
+    def holds_updates(self) -> bool:
+        """It takes no new revision of any CRS (first installs still go)."""
+        return self.meta.annotations.get(HOLD_UPDATES_ANNOTATION) == "true"
 
 
 def parse_cluster(raw: Mapping[str, Any]) -> Cluster:

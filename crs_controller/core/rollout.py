@@ -47,6 +47,19 @@ Where the SPEC is silent, decided here:
   ``len(steps) + 1``.
 - The soak end is shown as a UTC time of day (``10:05:00Z``), or as a full
   timestamp when it falls on another day than ``now``. A naive datetime is UTC.
+- A cluster that holds updates (``held``) belongs to no step: it takes no new
+  revision, does not keep a step from being done, and the rollout is Complete once
+  every other cluster is on the target. A first install on it still goes.
+- Outside the change windows (``Policy.windows``) no cluster starts a new revision,
+  the halted revision's clusters included; validations of clusters that already took
+  it go on. Complete, Halted and Paused are said before the window is.
+- A ``manual`` step waits for approval (phase AwaitingApproval) only before it
+  starts: while none of its clusters is on the target and one of them needs it. An
+  approval names one step of one revision; the clusters of a halted revision taking
+  the next one go first without asking.
+- A step with ``validation`` is done once each of its clusters is done and
+  ``validated``; until then the plan names the clusters to validate (``validate``).
+  Its soak counts from the caller's ``since``, which is the validation's end.
 """
 
 from __future__ import annotations
@@ -56,22 +69,27 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import xxhash
 
+from crs_controller.core.durations import parse_duration
+from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.models import Rollout as RolloutSpec
-from crs_controller.core.models import to_api
+from crs_controller.core.models import WaitingFor, to_api
 from crs_controller.core.selectors import selector_matches, validate_selector
+from crs_controller.core.windows import Window, verdict
 
 __all__ = [
+    "APPROVE_ANNOTATION",
     "ClusterState",
     "Phase",
     "Plan",
     "Policy",
     "Step",
+    "compile_windows",
     "count",
     "halted_revision",
     "plan",
@@ -79,7 +97,10 @@ __all__ = [
     "revision",
 ]
 
-Phase = Literal["Progressing", "Paused", "Halted", "Complete"]
+# On a CRS: "<revision>/<step>" approves that manual step of that revision.
+APPROVE_ANNOTATION = "addons.crs.dev/approve"
+
+Phase = Literal["Progressing", "Paused", "Halted", "Complete", "AwaitingApproval"]
 
 NAMES_SHOWN = 5
 _PERCENT = re.compile(r"(\d+)%")
@@ -92,6 +113,8 @@ class Step:
 
     selector: Mapping[str, Any] | None
     pause_after: float = 0.0
+    manual: bool = False  # approval: Manual
+    validation: bool = False  # its clusters are validated before it is done
 
     def __post_init__(self) -> None:
         # Refused here rather than at plan time, so a bad spec is reported even
@@ -109,6 +132,7 @@ class Policy:
     steps: tuple[Step, ...] = ()
     max_failures: int | str = 0
     paused: bool = False
+    windows: tuple[Window, ...] = ()
 
     def __post_init__(self) -> None:
         count(self.max_concurrent, 0, round_up=True)
@@ -125,6 +149,8 @@ class ClusterState:
     done: bool
     failed: bool
     since: datetime | None
+    held: bool = False  # the cluster holds updates (annotation)
+    validated: bool = False  # its step's validation succeeded on the target
 
 
 @dataclass(frozen=True)
@@ -138,6 +164,10 @@ class Plan:
     message: str
     wake_after: float | None  # when time alone changes the answer (a soak's end)
     soaking: bool = False  # Progressing, waiting out the soak after ``step``
+    held: int = 0  # clusters holding updates
+    waiting_for: WaitingFor | None = None
+    next_window: datetime | None = None  # waiting for a window: when one opens
+    validate: frozenset[str] = frozenset()  # clusters whose validation is to run now
 
 
 def halted_revision(
@@ -197,6 +227,7 @@ class _Position:
 
     step: int
     soak_until: datetime | None = None
+    validating: bool = False  # its clusters are done, their validation is not
 
 
 def plan(
@@ -205,61 +236,102 @@ def plan(
     policy: Policy,
     now: datetime,
     halted: str | None = None,
+    approved: int | None = None,
 ) -> Plan:
     """Which clusters may apply ``target`` now; ``halted`` is a revision whose rollout
-    halted earlier, whose clusters take a newer one first."""
+    halted earlier, whose clusters take a newer one first; ``approved`` the step an
+    approval names for ``target``."""
     fleet = _by_name(clusters)
     first_installs = frozenset(c.name for c in fleet if c.revision is None)
-    groups = _groups(fleet, policy.steps)
+    active = tuple(c for c in fleet if not c.held)
+    groups = _groups(active, policy.steps)
     now = _utc(now)
     position = _position(groups, policy.steps, target, now)
     updated = sum(_is_done(c, target) for c in fleet)
-    if updated == len(fleet):
-        return Plan(first_installs, "Complete", len(groups), updated, "complete", None)
+    base = Plan(first_installs, "Progressing", position.step, updated, "", None)
+    base = replace(base, held=len(fleet) - len(active))
+    if all(_is_done(c, target) for c in active) and not position.validating:
+        return replace(base, phase="Complete", step=len(groups), message="complete")
     failed = [c.name for c in fleet if c.revision == target and c.failed]
     allowed = count(policy.max_failures, len(fleet), round_up=False)
     if len(failed) > allowed:
         message = _halted_message(failed, allowed) + ("; paused" if policy.paused else "")
-        return Plan(first_installs, "Halted", position.step, updated, message, None)
+        return replace(base, phase="Halted", message=message)
     if policy.paused:
-        return Plan(first_installs, "Paused", position.step, updated, "paused", None)
-    admitted, message, wake_after = _progress(target, fleet, groups, policy, now, halted, position)
-    return Plan(
-        first_installs | admitted,
-        "Progressing",
-        position.step,
-        updated,
-        message,
-        wake_after,
-        soaking=wake_after is not None,
+        return replace(base, phase="Paused", message="paused")
+    if position.validating:
+        return _validating(base, groups[position.step - 1], target, len(groups))
+    window = verdict(policy.windows, now)
+    if not window.open:
+        return _outside(base, window.changes_at, now)
+    return _progress(base, target, active, groups, policy, now, halted, approved, position)
+
+
+def _validating(base: Plan, step: tuple[ClusterState, ...], target: str, steps: int) -> Plan:
+    """The step's clusters are done: validate those not validated yet."""
+    todo = frozenset(c.name for c in step if _is_done(c, target) and not c.validated)
+    message = (
+        f"step {base.step}/{steps}: validating on {len(todo)} of {len(step)} {_clusters(len(step))}"
     )
+    return replace(base, message=message, waiting_for="Validation", validate=todo)
+
+
+def _outside(base: Plan, opens: datetime | None, now: datetime) -> Plan:
+    """No new revision starts outside the change windows: waits for the next opening."""
+    if opens is None:
+        # None found within the search's bounds (a year, or a cap on fire times):
+        # look again in an hour rather than never.
+        message = "outside the change windows: no opening found ahead"
+        return replace(base, message=message, wake_after=3600.0, waiting_for="Window")
+    message = f"outside the change windows until {_when(opens, now)}"
+    wake = max(0.0, (opens - now).total_seconds())
+    return replace(base, message=message, wake_after=wake, waiting_for="Window", next_window=opens)
 
 
 def _progress(
+    base: Plan,
     target: str,
     fleet: tuple[ClusterState, ...],
     groups: tuple[tuple[ClusterState, ...], ...],
     policy: Policy,
     now: datetime,
     halted: str | None,
+    approved: int | None,
     position: _Position,
-) -> tuple[frozenset[str], str, float | None]:
-    """Who may update now, the message, and when time alone changes the answer."""
+) -> Plan:
+    """Who may update now, and what the status says."""
     prior = tuple(c for c in fleet if halted not in (None, target) and c.revision == halted)
     if not prior and position.soak_until is not None:
         until = position.soak_until
         message = f"soaking after step {position.step} until {_when(until, now)}"
-        return frozenset(), message, (until - now).total_seconds()
+        wake = (until - now).total_seconds()
+        return replace(base, message=message, wake_after=wake, soaking=True)
     limit = max(1, count(policy.max_concurrent, len(fleet), round_up=True))
     budget = limit - sum(_is_updating(c, target) for c in fleet)
+    where = f"step {position.step}/{len(groups)}"
     if prior:
         admitted = _admit(prior, target, budget)
         message = f"first the {len(prior)} {_clusters(len(prior))} on halted revision {halted}"
-    else:
-        step = groups[position.step - 1]
-        admitted = _admit(step, target, budget)
-        message = _step_message(step, target)
-    return admitted, f"step {position.step}/{len(groups)}: {message}", None
+        return replace(base, admit=base.admit | admitted, message=f"{where}: {message}")
+    step = groups[position.step - 1]
+    if _asks_approval(policy, position.step, step, target) and approved != position.step:
+        message = f"{where} awaits approval"
+        return replace(base, phase="AwaitingApproval", message=message, waiting_for="Approval")
+    admitted = _admit(step, target, budget)
+    return replace(
+        base, admit=base.admit | admitted, message=f"{where}: {_step_message(step, target)}"
+    )
+
+
+def _asks_approval(
+    policy: Policy, number: int, step: tuple[ClusterState, ...], target: str
+) -> bool:
+    """A manual step that has not started: none of its clusters is on the target,
+    and one of them needs it."""
+    if number > len(policy.steps) or not policy.steps[number - 1].manual:
+        return False
+    started = any(c.revision == target for c in step)
+    return not started and any(c.revision not in (None, target) for c in step)
 
 
 def _admit(group: tuple[ClusterState, ...], target: str, budget: int) -> frozenset[str]:
@@ -276,11 +348,14 @@ def _position(
     target: str,
     now: datetime,
 ) -> _Position:
-    """The first step that is not done, or that is done and still soaking."""
+    """The first step that is not done, or whose validation or soak is not."""
     for index, group in enumerate(groups):
         if not all(_is_done(c, target) for c in group):
             return _Position(index + 1)
-        pause = steps[index].pause_after if index < len(steps) else 0.0
+        step = steps[index] if index < len(steps) else None
+        if step is not None and step.validation and not all(c.validated for c in group):
+            return _Position(index + 1, validating=True)
+        pause = step.pause_after if step is not None else 0.0
         times = [_utc(c.since) for c in group if c.since is not None]
         if pause and times:  # a step without clusters (or times) is done at once
             until = max(times) + timedelta(seconds=pause)
@@ -349,10 +424,30 @@ def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def policy_of(spec: RolloutSpec, pauses: Sequence[float]) -> Policy:
+def compile_windows(spec: RolloutSpec) -> tuple[Window, ...]:
+    """``spec.rollout.windows``, checked once; InvalidSpec names the field."""
+    windows = []
+    for index, window in enumerate(spec.windows or ()):
+        where = f"spec.rollout.windows[{index}]"
+        try:
+            duration = parse_duration(window.duration)
+            windows.append(Window(window.kind, window.schedule, duration, window.time_zone))
+        except (ValueError, InvalidSpec) as exc:
+            raise InvalidSpec(f"{where}: {exc}") from None
+    return tuple(windows)
+
+
+def policy_of(spec: RolloutSpec, pauses: Sequence[float], windows: Sequence[Window] = ()) -> Policy:
     """The planner's policy for ``spec.rollout``: ``pauses`` are its steps'
-    pauseAfter in seconds (parsed with the CRS's strategy), selectors in API form."""
+    pauseAfter in seconds and ``windows`` its change windows (both parsed once with
+    the CRS), selectors in API form."""
     steps = tuple(
-        Step(to_api(s.cluster_selector), pause) for s, pause in zip(spec.steps, pauses, strict=True)
+        Step(
+            to_api(s.cluster_selector),
+            pause,
+            manual=s.approval == "Manual",
+            validation=s.validation is not None,
+        )
+        for s, pause in zip(spec.steps, pauses, strict=True)
     )
-    return Policy(spec.max_concurrent, steps, spec.max_failures, spec.paused)
+    return Policy(spec.max_concurrent, steps, spec.max_failures, spec.paused, tuple(windows))

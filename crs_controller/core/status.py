@@ -29,7 +29,15 @@ READY = "Ready"
 # Progressing: held back by the CRS's rollout (its step has not come yet).
 # Waiting: held back by a CRS it depends on, not applied or Ready on the cluster yet.
 State = Literal["Applied", "Failed", "Pending", "Progressing", "Waiting"]
-ROLLOUT_REASONS = {"Paused": "RolloutPaused", "Halted": "RolloutHalted"}
+ROLLOUT_REASONS = {
+    "Paused": "RolloutPaused",
+    "Halted": "RolloutHalted",
+    "AwaitingApproval": "AwaitingApproval",
+}
+# Held back from a new revision (state Progressing, keeping what it has): by the
+# rollout's step, outside its change windows, by the cluster itself, or by the
+# fleet-wide budget of clusters updating at once.
+HELD_REASONS = ("Progressing", "OutsideWindow", "UpdateHeld", "BudgetExhausted")
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,7 @@ def _from_record(recorded: BindingOutcome) -> Outcome:
         case "Progressing" if recorded.ready is False:
             # As earlier releases recorded applied-but-not-Ready.
             return Outcome("Applied", "Applied", message, generation, ready=False)
-        case "Progressing":
+        case "Progressing" | "OutsideWindow" | "UpdateHeld" | "BudgetExhausted":
             return Outcome("Progressing", reason, message, generation)
         case "Pending":
             return Outcome("Pending", "WaitingForCluster", message, generation)
@@ -117,7 +125,7 @@ def summarize(
     pending = len(outcomes) - len(failed) - len(applied) - len(held) - len(waiting)
     reason, message = _reason(outcomes, resource_problems, failed, applied, pending)
     if (held or waiting) and reason in ("WaitingForClusters", "Applied"):
-        reason, message = _held_reason(held, rollout) if held else _waiting_reason(waiting)
+        reason, message = _held_reason(outcomes, rollout) if held else _waiting_reason(waiting)
     ok = reason in ("Applied", "NoMatchingClusters")
     status: Literal["True", "False"] = "True" if ok else "False"
     ready_status, ready_reason, ready_message = _readiness(outcomes, rollout, ok)
@@ -143,11 +151,19 @@ def _waiting_reason(waiting: Sequence[tuple[str, Outcome]]) -> tuple[str, str]:
     return "DependencyNotReady", f"cluster {cluster}: {outcome.message}{more}"
 
 
-def _held_reason(held: Sequence[str], rollout: tuple[str, str] | None) -> tuple[str, str]:
+def _held_reason(
+    outcomes: Sequence[tuple[str, Outcome | None]], rollout: tuple[str, str] | None
+) -> tuple[str, str]:
+    """Clusters held back from the revision: the rollout's phase says why (paused,
+    halted, awaiting approval), else the first held cluster's own reason."""
+    held = [(c, o) for c, o in outcomes if o is not None and o.state == "Progressing"]
     phase, message = rollout or ("Progressing", "")
-    reason = ROLLOUT_REASONS.get(phase, "Progressing")
-    names = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
-    return reason, f"{len(held)} clusters wait for the rollout ({names}): {message}"
+    reason = ROLLOUT_REASONS.get(phase) or held[0][1].reason
+    names = [c for c, _ in held]
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    if reason == "UpdateHeld" and not rollout:
+        return reason, f"{len(names)} clusters hold updates ({shown})"
+    return reason, f"{len(names)} clusters wait for the rollout ({shown}): {message}"
 
 
 def _readiness(

@@ -205,7 +205,7 @@ def test_plan_per_resource(
                     ]
                 },
             },
-            Reconcile(Durations(pause_after=(600.0, 0.0, 1.5))),
+            Reconcile(Durations(pause_after=(600.0, 0.0, 1.5), validation_timeout=(None,) * 3)),
         ),
     ],
 )

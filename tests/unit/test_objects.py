@@ -108,7 +108,7 @@ def test_the_mode_is_compiled_once_when_parsed() -> None:
     assert isinstance(strategy, Reconcile)
     assert strategy.apply == ApplyOptions(only_missing=False)
     assert strategy.drift == Drift("Content", 30.0)
-    assert strategy.durations == Durations(600.0, 30.0, 120.0, (3600.0,))
+    assert strategy.durations == Durations(600.0, 30.0, 120.0, (3600.0,), (None,))
     assert parsed.strategy is strategy  # held, not rebuilt on each read
     assert crs().strategy == ApplyOnce()
 

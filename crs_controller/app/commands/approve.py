@@ -32,11 +32,8 @@ from crs_controller.core.models import (
     ClusterResourceSetStatus,
 )
 from crs_controller.core.objects import parse_crs
+from crs_controller.core.rollout import APPROVE_ANNOTATION
 
-# The CRS annotation that approves one step of one revision: "<revision>/<step>".
-APPROVE_ANNOTATION = "addons.crs.dev/approve"
-# The Cluster annotation that keeps new revisions off that cluster ("true").
-HOLD_ANNOTATION = "addons.crs.dev/hold-updates"
 AWAITING_APPROVAL = "AwaitingApproval"
 
 EXAMPLES = """examples:

@@ -30,6 +30,10 @@ LEADER.set(1)
 SHARD_MEMBERS = Gauge(
     "crs_shard_members", "Live members of the shard set, as this replica sees them"
 )
+UPDATING_CLUSTERS = Gauge(
+    "crs_updating_clusters",
+    "Clusters taking a new revision now under run --max-updating-clusters (this replica's)",
+)
 SHARD_OWNED = Gauge("crs_shard_owned_clusters", "Clusters this replica reconciles")
 SHARD_HANDOVERS = Counter(
     "crs_shard_handovers_total",
@@ -43,7 +47,8 @@ CLUSTERS_BY_REVISION = Gauge(
 )
 ROLLOUT_PHASE = Gauge(
     "crs_rollout_phase",
-    "1 for the phase the CRS's rollout is in (Progressing, Paused, Halted, Complete), else 0",
+    "1 for the phase the CRS's rollout is in (Progressing, Paused, Halted, Complete, "
+    "AwaitingApproval), else 0",
     ["namespace", "crs", "phase"],
 )
 _REVISIONS_SHOWN: dict[tuple[str, str], set[str]] = {}
@@ -57,13 +62,13 @@ def show_rollout(namespace: str, crs: str, revisions: dict[str, int], phase: str
     for revision, count in revisions.items():
         CLUSTERS_BY_REVISION.labels(namespace, crs, revision).set(count)
     _REVISIONS_SHOWN[(namespace, crs)] = set(revisions)
-    for each in ("Progressing", "Paused", "Halted", "Complete"):
+    for each in ("Progressing", "Paused", "Halted", "Complete", "AwaitingApproval"):
         ROLLOUT_PHASE.labels(namespace, crs, each).set(1 if each == phase else 0)
 
 
 def forget_rollout(namespace: str, crs: str) -> None:
     for revision in _REVISIONS_SHOWN.pop((namespace, crs), set()):
         CLUSTERS_BY_REVISION.remove(namespace, crs, revision)
-    for each in ("Progressing", "Paused", "Halted", "Complete"):
+    for each in ("Progressing", "Paused", "Halted", "Complete", "AwaitingApproval"):
         with contextlib.suppress(KeyError):  # never shown for this CRS
             ROLLOUT_PHASE.remove(namespace, crs, each)

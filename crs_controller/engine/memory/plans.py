@@ -27,19 +27,31 @@ class Rollouts:
         current = self._plans.get((namespace, crs))
         return current is not None and current[0] == revision and cluster in current[1].admit
 
+    def validating(self, namespace: str, crs: str, cluster: str, revision: str) -> bool:
+        """Is ``cluster`` to run its step's validation of ``revision`` now?"""
+        current = self._plans.get((namespace, crs))
+        return current is not None and current[0] == revision and cluster in current[1].validate
+
+    def waiting_for(self, namespace: str, crs: str, revision: str) -> str | None:
+        """What the rollout of ``revision`` waits for, as the plan says."""
+        current = self._plans.get((namespace, crs))
+        return current[1].waiting_for if current is not None and current[0] == revision else None
+
     def plan(self, namespace: str, crs: str) -> tuple[str, Plan] | None:
         return self._plans.get((namespace, crs))
 
     def set(self, namespace: str, crs: str, revision: str, plan: Plan) -> frozenset[str]:
-        """Keep the plan; returns the clusters it newly admits (to be looked at)."""
+        """Keep the plan; returns the clusters it newly admits or asks to validate (to
+        be looked at)."""
         before = self._plans.get((namespace, crs))
-        had = before[1].admit if before is not None and before[0] == revision else frozenset()
+        same = before is not None and before[0] == revision
+        had = before[1].admit | before[1].validate if before is not None and same else frozenset()
         self._plans[(namespace, crs)] = (revision, plan)
         if plan.phase == "Halted":
             self._halted[(namespace, crs)] = revision
         elif plan.phase == "Complete":
             self._halted.pop((namespace, crs), None)
-        return plan.admit - had
+        return (plan.admit | plan.validate) - had
 
     def drop(self, namespace: str, crs: str) -> None:
         self._plans.pop((namespace, crs), None)

@@ -1,10 +1,15 @@
 """The one gate of a CRS on a cluster: may its pass run now, or what holds it back.
 
-Two things can hold a CRS back on one cluster, and both are asked here, in this
+Four things can hold a CRS back on one cluster, and all are asked here, in this
 order: its dependencies (``core.dependencies``: a CRS it depends on is not done on
-this cluster yet, missing, or on a cycle), then its rollout (``core.rollout``: the
-sources changed and this cluster's step has not come yet). The answer is a value,
-``Go`` or ``Held``, and ``describe`` is the one place a held CRS's outcome is made.
+this cluster yet, missing, or on a cycle); then, for a new revision on a cluster
+that has the CRS installed, the cluster itself (annotation
+``addons.crs.dev/hold-updates``), the CRS's rollout (``core.rollout``: this
+cluster's step has not come yet, the change windows are closed, the step awaits
+approval), and the fleet-wide budget of clusters updating at once
+(``memory.budget``). A first install is never held by the last three. The answer
+is a value, ``Go`` or ``Held``, and ``describe`` is the one place a held CRS's
+outcome is made.
 
 "Done" is read from one source of truth, the cluster's binding: the entries this
 pass has recorded so far (a dependency applied earlier in the same pass lets its
@@ -27,24 +32,50 @@ from crs_controller.core.status import Outcome, outcome_of
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.rollout import entry_revision, target_revision
 
-__all__ = ["Admission", "Gate", "Go", "Held", "RolloutStep", "describe"]
+__all__ = [
+    "Admission",
+    "BudgetExhausted",
+    "Gate",
+    "Go",
+    "Held",
+    "RolloutStep",
+    "UpdateHeld",
+    "describe",
+]
 
 
 @dataclass(frozen=True)
 class Go:
     """The pass may run; ``target`` is the revision the rollout lets this cluster
-    take (None: the CRS has no rollout, or its revision cannot be read yet)."""
+    take (None: the CRS has no rollout, or its revision cannot be read yet), and
+    ``validate`` says the plan asks this cluster to run its step's validation."""
 
     target: str | None = None
+    validate: bool = False
 
 
 @dataclass(frozen=True)
 class RolloutStep:
-    """``Progressing``: the sources changed and this cluster's rollout step has not
-    come yet; it keeps what it has."""
+    """The sources changed and the rollout does not let this cluster take them yet
+    (``waiting_for``: what the rollout waits for, as the plan says); it keeps what
+    it has."""
+
+    waiting_for: str | None = None
 
 
-Hold = Wait | Missing | Cycle | RolloutStep
+@dataclass(frozen=True)
+class UpdateHeld:
+    """The cluster holds updates (annotation ``addons.crs.dev/hold-updates``)."""
+
+
+@dataclass(frozen=True)
+class BudgetExhausted:
+    """As many clusters as ``run --max-updating-clusters`` allows are updating."""
+
+    limit: int
+
+
+Hold = Wait | Missing | Cycle | RolloutStep | UpdateHeld | BudgetExhausted
 
 
 @dataclass(frozen=True)
@@ -64,10 +95,23 @@ Admission = Go | Held
 
 def describe(held: Held) -> Outcome:
     """The outcome a held CRS records on the cluster."""
+    generation = held.generation
     match held.why:
+        case RolloutStep(waiting_for="Window"):
+            message = "outside the change windows of its rollout"
+            return Outcome("Progressing", "OutsideWindow", message, generation)
+        case RolloutStep(waiting_for="Approval"):
+            message = "waiting for its rollout step to be approved"
+            return Outcome("Progressing", "Progressing", message, generation)
         case RolloutStep():
             message = "waiting for its rollout step"
-            return Outcome("Progressing", "Progressing", message, held.generation)
+            return Outcome("Progressing", "Progressing", message, generation)
+        case UpdateHeld():
+            message = "the cluster holds updates (addons.crs.dev/hold-updates)"
+            return Outcome("Progressing", "UpdateHeld", message, generation)
+        case BudgetExhausted(limit=limit):
+            message = f"waiting for one of the {limit} places of clusters updating at once"
+            return Outcome("Progressing", "BudgetExhausted", message, generation)
         case Wait():
             reason, message = describe_dependency(held.why)
             return Outcome("Waiting", reason, message, held.generation)
@@ -102,21 +146,37 @@ class Gate:
             decided = self._dependencies(crs.name)
             if not isinstance(decided, DependenciesDone):
                 return Held(decided, crs.generation)
-        if crs.valid.spec.rollout is None:
+        ctx, cluster = self._ctx, self._cluster
+        limit = ctx.settings.max_updating_clusters
+        if crs.policy is None and not cluster.holds_updates and limit is None:
             return Go()
-        target = await target_revision(self._ctx, crs)
-        if target is not None and self._rollout_holds(crs, entry, target):
-            return Held(RolloutStep(), crs.generation)
-        return Go(target)
-
-    def _rollout_holds(self, crs: CRS, entry: CRSBinding | None, target: str) -> bool:
-        """Never a first install, nor a cluster already on the revision (retries,
-        drift and health checks go on there); else only once the plan admits it."""
+        target = await target_revision(ctx, crs)
+        if target is None:
+            return Go()
+        rollout_target = target if crs.policy is not None else None
         on = entry_revision(crs, entry)
         if on is None or on == target:
-            return False
-        admitted = self._ctx.rollouts.admitted
-        return not admitted(crs.namespace, crs.name, self._cluster.name, target)
+            # A first install, or a cluster on the revision: retries, drift and
+            # health checks go on there, and its step's validation.
+            validate = ctx.rollouts.validating(crs.namespace, crs.name, cluster.name, target)
+            return Go(rollout_target, validate)
+        why = self._update_held(crs, target, limit)
+        return Go(rollout_target) if why is None else Held(why, crs.generation)
+
+    def _update_held(self, crs: CRS, target: str, limit: int | None) -> Hold | None:
+        """What holds a new revision back on this cluster, which has the CRS."""
+        ctx, cluster, ns = self._ctx, self._cluster, crs.namespace
+        if cluster.holds_updates:
+            return UpdateHeld()
+        step = 1
+        if crs.policy is not None:
+            if not ctx.rollouts.admitted(ns, crs.name, cluster.name, target):
+                return RolloutStep(ctx.rollouts.waiting_for(ns, crs.name, target))
+            made = ctx.rollouts.plan(ns, crs.name)
+            step = made[1].step if made is not None else 1
+        if limit is not None and not ctx.budget.ask((ns, cluster.name), crs.name, step):
+            return BudgetExhausted(limit)
+        return None
 
 
 def _questions(

@@ -20,12 +20,21 @@ from crs_controller.core.errors import Unreachable
 from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.status import Outcome
+from crs_controller.engine.io import metrics
 from crs_controller.engine.memory.notes import Note
 from crs_controller.engine.reconcile.admission import Gate, Held
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.pair import CRSPass, reconcile_pair, wanted_by
 from crs_controller.engine.reconcile.recording import write_binding
-from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
+from crs_controller.engine.reconcile.result import (
+    NOTHING,
+    RETRY,
+    Result,
+    Wake,
+    cluster_key,
+    crs_key,
+)
+from crs_controller.engine.reconcile.validation import validated
 from crs_controller.engine.reconcile.workload.pruning import Pruned, prune
 from crs_controller.engine.reconcile.workload.uninstall import targets as uninstall_targets
 from crs_controller.engine.reconcile.workload.uninstall import uninstall
@@ -148,10 +157,22 @@ def _settle(
     Every matching CRS gets an entry, even before anything was applied: the binding
     is where every replica reads this pair's outcome from."""
     told = new_entries[crs.name] = _told(ctx, done.entry, previous, done.outcome)
-    then = done.then
+    then = done.then | _budget(ctx, crs, cluster, done.outcome)
     if _set_outcome(ctx, crs, cluster, done.outcome) and _news(previous, told, done.outcome):
         then |= _warn(ctx, crs, cluster, done.outcome)
     return then
+
+
+def _budget(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> Result:
+    """A pair that no longer takes a new revision (done, failed, held for another
+    reason) gives its place in the fleet-wide budget back, or leaves the line; the
+    Result wakes the clusters first in line for the places freed. Applied and not
+    Ready yet, it still updates."""
+    if outcome.reason == "BudgetExhausted" or (outcome.state == "Applied" and not outcome.ready):
+        return NOTHING
+    woken = ctx.budget.release((crs.namespace, cluster), crs.name)
+    metrics.UPDATING_CLUSTERS.set(ctx.budget.updating)
+    return Result.waking(*(Wake(cluster_key(*key)) for key in woken))
 
 
 async def _prune(
@@ -208,7 +229,8 @@ async def _pass(
         if isinstance(admitted, Held):
             kept = entry or CRSBinding(cluster_resource_set_name=crs.name)
             return CRSPass(kept, admitted.outcome)
-        return await reconcile_pair(ctx, client, cluster, crs, entry, admitted.target)
+        done = await reconcile_pair(ctx, client, cluster, crs, entry, admitted.target)
+        return await validated(ctx, client, cluster, crs, entry, admitted, done)
     except Unreachable as exc:
         # The cluster stopped answering, or answered more than we read, mid-pass (a
         # health or drift LIST): that is this cluster's outcome, said as such.
@@ -266,6 +288,8 @@ async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> None
     and its client (a Cluster gone, or now another replica's)."""
     ctx.outcomes.drop_cluster(namespace, name)
     ctx.drift.forget_cluster(namespace, name)
+    ctx.budget.forget_cluster((namespace, name))
+    metrics.UPDATING_CLUSTERS.set(ctx.budget.updating)
     await ctx.workloads.forget(namespace, name)
 
 

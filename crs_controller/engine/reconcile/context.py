@@ -14,6 +14,7 @@ from crs_controller.engine.index import Caches
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.io.stores import BindingStore, CRSStore
+from crs_controller.engine.memory.budget import Budget
 from crs_controller.engine.memory.drift import DriftSchedule
 from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
@@ -28,6 +29,9 @@ class Settings:
     workload_timeout: float = 15.0
     allow_proxy_url: bool = False
     reconcile_timeout: float = 300.0
+    # At most this many clusters take a new revision at once, across every CRS (this
+    # replica's share in a shard set); None: no limit.
+    max_updating_clusters: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,12 +60,26 @@ class ClusterContext(Shared):
     workloads: WorkloadAPIs
     bindings: BindingStore
     drift: DriftSchedule = field(default_factory=DriftSchedule)
+    budget: Budget = field(default_factory=lambda: Budget(None, MonotonicClock()))
 
     @classmethod
     def over(
-        cls, shared: Shared, *, settings: Settings, workloads: WorkloadAPIs, bindings: BindingStore
+        cls,
+        shared: Shared,
+        *,
+        settings: Settings,
+        workloads: WorkloadAPIs,
+        bindings: BindingStore,
+        budget: Budget | None = None,
     ) -> ClusterContext:
-        return cls(**shared._parts(), settings=settings, workloads=workloads, bindings=bindings)
+        budget = budget or Budget(settings.max_updating_clusters, shared.clock)
+        return cls(
+            **shared._parts(),
+            settings=settings,
+            workloads=workloads,
+            bindings=bindings,
+            budget=budget,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

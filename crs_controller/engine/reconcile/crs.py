@@ -65,7 +65,7 @@ async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     matching = ctx.caches.matching_clusters(crs) if rolling else []
     if model is not None and matching:
         target = await target_revision(ctx, crs)
-        then = NOTHING if target is None else plan_rollout(ctx, crs, model, target, matching)[1]
+        then = NOTHING if target is None else plan_rollout(ctx, crs, target, matching)[1]
     return then | await _tell(ctx, crs)
 
 
@@ -135,8 +135,8 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     made, then = None, NOTHING
     # The plan before this one, as this process made it (None after a restart).
     previous = ctx.rollouts.plan(crs.namespace, crs.name)
-    if model.spec.rollout is not None and target is not None:
-        made, then = plan_rollout(ctx, crs, model, target, matching)
+    if crs.policy is not None and target is not None:
+        made, then = plan_rollout(ctx, crs, target, matching)
     status = _status(ctx, crs, matching, problems, made)
     status.revision = target
     if made is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
-from crs_controller.core.models import ClusterResourceSet, CRSBinding, RolloutStatus
+from crs_controller.core.models import CRSBinding, RolloutStatus
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.render import source_hash
 from crs_controller.core.rollout import (
@@ -16,7 +16,6 @@ from crs_controller.core.rollout import (
     Plan,
     halted_revision,
     plan,
-    policy_of,
     revision,
 )
 from crs_controller.core.status import outcome_of
@@ -48,17 +47,17 @@ def entry_revision(crs: CRS, entry: CRSBinding | None) -> str | None:
 
 
 def plan_rollout(
-    ctx: CRSContext, crs: CRS, model: ClusterResourceSet, target: str, matching: list[Cluster]
+    ctx: CRSContext, crs: CRS, target: str, matching: list[Cluster]
 ) -> tuple[Plan, Result]:
     """Plan ``target`` over the ``matching`` clusters, from their bindings and outcomes;
     the plan is kept for the cluster reconciles. The Result wakes the clusters it
     newly admits, and this CRS when time alone changes the plan (a soak's end)."""
-    assert model.spec.rollout is not None
-    policy = policy_of(model.spec.rollout, crs.strategy.durations.pause_after)
+    policy = crs.policy
+    assert policy is not None
     states, failures = [], []
     for cluster in matching:
         entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)
-        state = _state(crs, entry, cluster.name, dict(cluster.meta.labels), target)
+        state = _state(crs, entry, cluster, target)
         states.append(state)
         failures.append((state.revision, _failed(entry)))
     # Remembered since it halted; else (a restart, a new leader) found from the bindings.
@@ -66,7 +65,8 @@ def plan_rollout(
         target, failures, policy
     )
     now = ctx.clock.wall()
-    made = plan(target, states, policy, now, None if halted == target else halted)
+    approved = crs.approved(target)
+    made = plan(target, states, policy, now, None if halted == target else halted, approved)
     admitted = ctx.rollouts.set(crs.namespace, crs.name, target, made)
     on = Counter(state.revision or "none" for state in states)
     metrics.show_rollout(crs.namespace, crs.name, dict(on), made.phase)
@@ -80,9 +80,7 @@ def _failed(entry: CRSBinding | None) -> bool:
     return outcome is not None and outcome.state == "Failed"
 
 
-def _state(
-    crs: CRS, entry: CRSBinding | None, cluster: str, labels: dict[str, str], target: str
-) -> ClusterState:
+def _state(crs: CRS, entry: CRSBinding | None, cluster: Cluster, target: str) -> ClusterState:
     """From the binding alone, so every replica plans the same rollout."""
     on = entry_revision(crs, entry)
     outcome = outcome_of(entry)
@@ -90,14 +88,27 @@ def _state(
     done = at_target and outcome is not None and outcome.state == "Applied" and outcome.ready
     failed = at_target and outcome is not None and outcome.state == "Failed"
     since = None if entry is None or entry.outcome is None else entry.outcome.time
+    check = None if entry is None else entry.validation
+    validated = check is not None and check.revision == target and check.phase == "Succeeded"
+    if validated and check is not None and check.finished is not None:
+        since = check.finished  # a validated step soaks from the validation's end
     if since is not None:
         # Recorded to the whole second: count a soak from the next one, so that it
         # never ends early.
         since += timedelta(seconds=1)
-    return ClusterState(cluster, labels, on, done, failed, since)
+    labels = dict(cluster.meta.labels)
+    return ClusterState(
+        cluster.name, labels, on, done, failed, since, cluster.holds_updates, validated
+    )
 
 
 def rollout_status(made: Plan) -> RolloutStatus:
     return RolloutStatus(
-        phase=made.phase, step=made.step, updated_clusters=made.updated, message=made.message
+        phase=made.phase,
+        step=made.step,
+        updated_clusters=made.updated,
+        message=made.message,
+        held_clusters=made.held or None,
+        waiting_for=made.waiting_for,
+        next_window=made.next_window,
     )

@@ -329,6 +329,18 @@ class Controller:
         if lost:
             metrics.SHARD_HANDOVERS.labels(direction="out").inc(lost)
         log.info("shard rebalanced", members=len(after), gained=gained, lost=lost)
+        self._share_budget(len(after))
+
+    def _share_budget(self, members: int) -> None:
+        """Each member of a shard set enforces its share of --max-updating-clusters:
+        the limit divided by the members (rounded down, at least 1), so the set as a
+        whole stays within it unless there are more members than places."""
+        limit = self.settings.max_updating_clusters
+        if limit is None or members < 1:
+            return
+        woken = self.cluster_ctx.budget.set_limit(max(1, limit // members))
+        for namespace, name in woken:
+            self.queue.add(cluster_key(namespace, name))
 
     def lead(self) -> None:
         """This replica now holds the leader Lease: write every CRS's status."""

@@ -1,0 +1,87 @@
+"""A rollout step's validation, seen from one CRS's pass on one cluster: the record
+its binding entry carries, and the run the plan asks for (``workload.validating``).
+
+The record belongs to one revision: a new revision drops it. A validation that failed
+keeps failing the pair (outcome ``ValidationFailed``) until the next revision, so a
+retry of the pass cannot turn it green by applying the same content again; the kept
+Job is there for the person debugging.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from crs_controller.clients.api import KubeAPI
+from crs_controller.core.models import CRSBinding, ValidationRecord
+from crs_controller.core.objects import CRS, Cluster
+from crs_controller.core.status import Outcome
+from crs_controller.engine.reconcile.admission import Go
+from crs_controller.engine.reconcile.context import ClusterContext
+from crs_controller.engine.reconcile.pair import CRSPass
+from crs_controller.engine.reconcile.result import NOTHING, Result
+from crs_controller.engine.reconcile.workload.validating import validate
+
+FAILED = "ValidationFailed"
+
+
+async def validated(
+    ctx: ClusterContext,
+    client: KubeAPI,
+    cluster: Cluster,
+    crs: CRS,
+    entry: CRSBinding | None,
+    admitted: Go,
+    done: CRSPass,
+) -> CRSPass:
+    """The pass with its validation record carried over, and the step's validation
+    run when the plan asks for it and the pair is done (applied, and Ready)."""
+    target = admitted.target
+    before = entry.validation if entry is not None else None
+    record = before if before is not None and before.revision == target else None
+    then, outcome = NOTHING, done.outcome
+    ready = outcome.state == "Applied" and outcome.ready
+    if admitted.validate and ready and target is not None:
+        step = _step(ctx, crs)
+        if step is not None:
+            record, then = await _run(ctx, client, cluster, crs, step, target, record)
+    if record is not None and record.phase == "Failed" and outcome.state != "Failed":
+        outcome = Outcome("Failed", FAILED, record.message, crs.generation, revision=target or "")
+    entry_now = done.entry.model_copy(update={"validation": record})
+    return replace(done, entry=entry_now, outcome=outcome, then=done.then | then)
+
+
+def _step(ctx: ClusterContext, crs: CRS) -> int | None:
+    """The step the plan validates: the one it stands at, if it has a validation."""
+    made = ctx.rollouts.plan(crs.namespace, crs.name)
+    rollout = crs.valid.spec.rollout
+    if made is None or rollout is None or not 1 <= made[1].step <= len(rollout.steps):
+        return None
+    return made[1].step if rollout.steps[made[1].step - 1].validation is not None else None
+
+
+async def _run(
+    ctx: ClusterContext,
+    client: KubeAPI,
+    cluster: Cluster,
+    crs: CRS,
+    step: int,
+    target: str,
+    record: ValidationRecord | None,
+) -> tuple[ValidationRecord, Result]:
+    rollout = crs.valid.spec.rollout
+    assert rollout is not None
+    spec = rollout.steps[step - 1].validation
+    timeout = crs.strategy.durations.validation_timeout[step - 1]
+    assert spec is not None and timeout is not None
+    checked = await validate(
+        ctx,
+        client,
+        crs,
+        cluster,
+        step=step,
+        spec=spec,
+        timeout=timeout,
+        revision=target,
+        previous=record,
+    )
+    return checked.record, checked.then
