@@ -49,7 +49,7 @@ from crs_controller.engine.reconcile.result import Result, cluster_key, crs_key
 from crs_controller.engine.runtime.membership import ShardMembership
 from crs_controller.engine.runtime.queue import WorkQueue
 from crs_controller.engine.runtime.tasks import supervised
-from crs_controller.engine.runtime.waiting import LoopClock
+from crs_controller.engine.runtime.waiting import LoopClock, WaitingClock
 
 log = structlog.get_logger(__name__)
 
@@ -70,11 +70,12 @@ class Controller:
         cluster_version: str,
         *,
         user_agent: str = USER_AGENT,
+        clock: WaitingClock | None = None,
     ) -> None:
         self.mgmt = mgmt
         self.settings = settings
         self.cluster_api_version = cluster_version
-        self.clock = LoopClock()
+        self.clock = clock or LoopClock()
         # Handlers only run once the informers do, after everything below exists.
         crss, clusters, bindings = self._object_informers()
         # Content is fetched on demand for referenced objects only (engine/sources).
