@@ -200,18 +200,19 @@ async def _tell_rollout(
     before, after = crs.status.rollout, status.rollout
     if after is None:
         return
-    told: tuple[str, str, str] | None = None
+    told: list[tuple[str, str, str]] = []
     if crs.status.revision != status.revision and after.phase != "Complete":
-        told = ("Normal", "RolloutStarted", f"rolling out revision {status.revision}")
+        told.append(("Normal", "RolloutStarted", f"rolling out revision {status.revision}"))
+        if after.phase == "AwaitingApproval":  # its first step asks at once
+            told.append(("Normal", "RolloutAwaitingApproval", after.message))
     elif before is None or before.phase != after.phase:
         kind = "Warning" if after.phase == "Halted" else "Normal"
-        told = (kind, f"Rollout{after.phase}", after.message)
+        told.append((kind, f"Rollout{after.phase}", after.message))
     elif after.step > before.step:
-        told = ("Normal", "RolloutStepDone", f"step {before.step} done; {after.message}")
+        told.append(("Normal", "RolloutStepDone", f"step {before.step} done; {after.message}"))
     elif made.soaking and not _soaked(previous, before, after):
-        told = ("Normal", "RolloutSoaking", after.message)
-    if told is not None:
-        kind, reason, message = told
+        told.append(("Normal", "RolloutSoaking", after.message))
+    for kind, reason, message in told:
         await ctx.events.emit(crs, "Warning" if kind == "Warning" else "Normal", reason, message)
 
 
