@@ -4,16 +4,28 @@ install and a cluster already on the revision are never held by the rollout."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import yaml
 
+from crs_controller.core.clusters import HOLD_UPDATES_ANNOTATION
 from crs_controller.core.dependencies import Cycle, Missing, Wait
 from crs_controller.core.models import API_VERSION
 from crs_controller.core.rollout import Plan
 from crs_controller.core.status import Outcome, State
-from crs_controller.engine.reconcile.admission import Gate, Go, Held, Hold, RolloutStep, describe
+from crs_controller.engine.memory.budget import Budget
+from crs_controller.engine.reconcile.admission import (
+    BudgetExhausted,
+    Gate,
+    Go,
+    Held,
+    Hold,
+    RolloutStep,
+    UpdateHeld,
+    describe,
+)
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 from crs_controller.engine.reconcile.rollout import target_revision
 
@@ -85,3 +97,67 @@ async def test_the_rollout_holds_an_update_until_the_plan_admits_the_cluster() -
     assert await gate.admit(the_crs, entry) == Held(RolloutStep(), 1)
     ctx.rollouts.set(NS, "a", target, Plan(frozenset({"c1"}), "Progressing", 1, 0, "", None))
     assert await gate.admit(the_crs, entry) == Go(target)
+
+
+@pytest.mark.parametrize(
+    ("why", "expect"),
+    [
+        (UpdateHeld(), ("UpdateHeld", "the cluster holds updates")),
+        (RolloutStep("Window"), ("OutsideWindow", "outside the change windows")),
+        (RolloutStep("Approval"), ("Progressing", "to be approved")),
+        (BudgetExhausted(2), ("BudgetExhausted", "one of the 2 places")),
+    ],
+)
+def test_a_held_update_says_what_holds_it(why: Hold, expect: tuple[str, str]) -> None:
+    reason, words = expect
+    outcome = describe(Held(why, 1))
+    assert (outcome.state, outcome.reason) == ("Progressing", reason)
+    assert words in outcome.message
+
+
+async def edited_world(*, hold: bool = False, budget: int | None = None) -> World:
+    """The rolling world after an edit of the source, the plan admitting c1."""
+    world = await rolling_world()
+    if budget is not None:
+        world.ctx = replace(
+            world.ctx,
+            settings=replace(world.ctx.settings, max_updating_clusters=budget),
+            budget=Budget(budget, world.ctx.clock),
+        )
+    if hold:
+        cluster = await world.mgmt.get(CLUSTER_API, "Cluster", "c1", NS)
+        assert cluster is not None
+        cluster["metadata"]["annotations"] = {HOLD_UPDATES_ANNOTATION: "true"}
+        await world.update(cluster)
+    live = await world.mgmt.get("v1", "ConfigMap", "src", NS)
+    assert live is not None
+    live["data"] = source("2")["data"]
+    await world.update(live)
+    the_crs = world.index.crs(NS, "a")
+    assert the_crs is not None
+    target = await target_revision(world.ctx, the_crs)
+    assert target is not None
+    admit = Plan(frozenset({"c1"}), "Progressing", 1, 0, "", None)
+    world.ctx.rollouts.set(NS, "a", target, admit)
+    return world
+
+
+async def admit_c1(world: World) -> Go | Held:
+    the_crs, cluster = world.index.crs(NS, "a"), world.index.cluster(NS, "c1")
+    entry = world.index.entry(NS, "c1", "a")
+    assert the_crs is not None and cluster is not None and entry is not None
+    return await Gate(world.ctx, cluster, {"a": entry}, {}).admit(the_crs, entry)
+
+
+async def test_a_cluster_holding_updates_is_held_even_when_the_plan_admits_it() -> None:
+    world = await edited_world(hold=True)
+    assert await admit_c1(world) == Held(UpdateHeld(), 1)
+
+
+async def test_the_budget_holds_an_update_while_its_places_are_taken() -> None:
+    world = await edited_world(budget=1)
+    assert world.ctx.budget.ask((NS, "other"), "x", 1)  # the one place, taken
+    assert await admit_c1(world) == Held(BudgetExhausted(1), 1)
+    assert world.ctx.budget.release((NS, "other"), "x") == ((NS, "c1"),)
+    assert isinstance(await admit_c1(world), Go)
+    assert world.ctx.budget.updating == 1
