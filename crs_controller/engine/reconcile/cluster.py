@@ -168,9 +168,10 @@ def _budget(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> Re
     reason) gives its place in the fleet-wide budget back, or leaves the line; the
     Result wakes the clusters first in line for the places freed. Applied and not
     Ready yet, it still updates."""
-    if outcome.reason == "BudgetExhausted" or (outcome.state == "Applied" and not outcome.ready):
-        return NOTHING
-    woken = ctx.budget.release((crs.namespace, cluster), crs.name)
+    woken: tuple[tuple[str, str], ...] = ()
+    if outcome.reason != "BudgetExhausted" and (outcome.state != "Applied" or outcome.ready):
+        woken = ctx.budget.release((crs.namespace, cluster), crs.name)
+    # Set on every pair, not only on release: the gate may have granted a place just now.
     metrics.UPDATING_CLUSTERS.set(ctx.budget.updating)
     return Result.waking(*(Wake(cluster_key(*key)) for key in woken))
 
