@@ -161,7 +161,7 @@ def _held_reason(
     reason = ROLLOUT_REASONS.get(phase) or held[0][1].reason
     names = [c for c, _ in held]
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    if reason == "UpdateHeld" and not rollout:
+    if reason == "UpdateHeld" or (rollout is not None and rollout[0] == "Complete"):
         return reason, f"{len(names)} clusters hold updates ({shown})"
     return reason, f"{len(names)} clusters wait for the rollout ({shown}): {message}"
 

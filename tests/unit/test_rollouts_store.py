@@ -5,6 +5,8 @@ rollout completes. And the pairs' outcomes kept beside them (``memory.outcomes``
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from crs_controller.core.rollout import Plan
 from crs_controller.core.status import Outcome
 from crs_controller.engine.memory.outcomes import Outcomes
@@ -50,3 +52,13 @@ def test_outcomes_are_forgotten_by_cluster_crs_and_pair_within_their_namespace()
     outcomes.drop_crs("n", "cni")
     outcomes.drop_pair("m", "cni", "a")
     assert [outcomes.get(*p) for p in pairs] == [None, None, None, None]
+
+
+def test_a_cluster_admitted_earlier_and_asked_to_validate_now_is_news() -> None:
+    rollouts = Rollouts()
+    rollouts.set("n", "cni", "r1", made("a"))
+    validating = replace(made(), validate=frozenset({"a"}))
+    assert rollouts.set("n", "cni", "r1", validating) == {"a"}
+    assert rollouts.validating("n", "cni", "a", "r1")
+    assert not rollouts.validating("n", "cni", "a", "r2")
+    assert rollouts.set("n", "cni", "r1", validating) == frozenset()  # told once

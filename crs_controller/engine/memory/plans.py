@@ -44,14 +44,16 @@ class Rollouts:
         """Keep the plan; returns the clusters it newly admits or asks to validate (to
         be looked at)."""
         before = self._plans.get((namespace, crs))
-        same = before is not None and before[0] == revision
-        had = before[1].admit | before[1].validate if before is not None and same else frozenset()
+        was = before[1] if before is not None and before[0] == revision else None
         self._plans[(namespace, crs)] = (revision, plan)
         if plan.phase == "Halted":
             self._halted[(namespace, crs)] = revision
         elif plan.phase == "Complete":
             self._halted.pop((namespace, crs), None)
-        return (plan.admit | plan.validate) - had
+        if was is None:
+            return plan.admit | plan.validate
+        # Admitted earlier and asked to validate now is news: each set on its own.
+        return (plan.admit - was.admit) | (plan.validate - was.validate)
 
     def drop(self, namespace: str, crs: str) -> None:
         self._plans.pop((namespace, crs), None)

@@ -1,12 +1,17 @@
 """Rollout controls on real servers. A cluster annotated hold-updates takes no new
-revision (UpdateHeld, counted in heldClusters, the rollout Complete without it, Ready
-False naming it) yet gets a first install, and takes the revision once the
-annotation goes. A Manual step waits (AwaitingApproval, Ready False, an Event) until
-`crs-controller approve`, and a new revision asks again."""
+revision (UpdateHeld, counted in heldClusters, the rollout Complete without it) yet
+gets a first install, and takes the revision once the annotation goes. A Manual
+step waits (AwaitingApproval, Ready False, an Event) until `crs-controller approve`,
+and a new revision asks again. A step's validation Job gates the next step: once
+Complete it is deleted and the rollout goes on; once Failed the rollout halts
+(ValidationFailed naming the cluster and the Job) and the Job is kept.
+
+The workload servers run no Job controller: the tests write the Jobs' status."""
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +32,13 @@ from .support import (
     binding_entry,
     configmap_obj,
     crs_obj,
+    job,
     manifests,
     source_configmap,
     unique,
+    until_no_conflict,
     wait_condition,
+    wait_object,
 )
 from .test_rollout import add, applies, cluster_user, edit, on_hash, rollout
 
@@ -68,10 +76,31 @@ def hold_updates(mgmt: TestbedClient, namespace: str, cluster: str, hold: bool) 
     mgmt.patch_merge(CLUSTER_API, "Cluster", cluster, patch, namespace=namespace)
 
 
-def awaiting_events(mgmt: TestbedClient, namespace: str) -> int:
-    """How many RolloutAwaitingApproval Events the namespace has."""
-    events = mgmt.list("v1", "Event", namespace)
-    return sum(e["reason"] == "RolloutAwaitingApproval" for e in events)
+def finish_job(client: TestbedClient, name: str, verdict: str) -> None:
+    """Play the Job controller: once the Job exists, mark it Complete or Failed. The API
+    server takes Complete only after SuccessCriteriaMet and with completionTime, Failed
+    only after FailureTarget, and either only with startTime."""
+    wait_object(client, "batch/v1", "Job", name, "default")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if verdict == "Complete":
+        first, reason, message = "SuccessCriteriaMet", "CompletionsReached", "Reached 1 of 1"
+        counts: Obj = {"succeeded": 1, "completionTime": now}
+    else:
+        first, reason, message = "FailureTarget", "BackoffLimitExceeded", "smoke test exited 3"
+        counts = {"failed": 1}
+    conditions = [
+        {"type": kind, "status": "True", "reason": reason, "message": message}
+        | {"lastTransitionTime": now}
+        for kind in (first, verdict)
+    ]
+
+    def write() -> None:
+        live = client.get("batch/v1", "Job", name, "default")
+        assert live is not None
+        live["status"] = {"startTime": now, "conditions": conditions, **counts}
+        client.update_status(live)
+
+    until_no_conflict(write)
 
 
 @pytest.fixture
@@ -135,22 +164,14 @@ def test_a_held_cluster_keeps_its_revision_until_released_and_still_gets_a_first
     set_cluster_initialized(mgmt, name="u4", namespace=namespace)
     updated = on_hash(mgmt, namespace, "u1", "held")
     wait_for(lambda: on_hash(mgmt, namespace, "u4", "held") == updated, TIMEOUT)
-    wait_for(lambda: applies(control_plane, ["u4"], added, f"configmaps/{marker}"), TIMEOUT)
+    assert applies(control_plane, ["u4"], added, f"configmaps/{marker}")
     wait_for(lambda: rollout(mgmt, namespace, "held").get("heldClusters") == 2, TIMEOUT)
 
     hold_updates(mgmt, namespace, "u3", hold=False)
     wait_for(lambda: value(workload_clients[2], marker) == "2", TIMEOUT)
     wait_for(lambda: on_hash(mgmt, namespace, "u3", "held") == updated, TIMEOUT)
-    status = wait_for(
-        lambda: (
-            (r := rollout(mgmt, namespace, "held")).get("phase") == "Complete"
-            and r.get("heldClusters") == 1
-            and r
-        ),
-        TIMEOUT,
-        message="complete, with u4 held",
-    )
-    assert status["updatedClusters"] == 4, status  # u4 counts: it is on the revision
+    wait_for(lambda: rollout(mgmt, namespace, "held").get("heldClusters") == 1, TIMEOUT)
+    assert rollout(mgmt, namespace, "held")["phase"] == "Complete"
 
 
 def test_a_manual_step_waits_for_approve_and_a_new_revision_asks_again(
@@ -171,9 +192,24 @@ def test_a_manual_step_waits_for_approve_and_a_new_revision_asks_again(
     wait_condition(mgmt, namespace, "gate", "Ready", "True", "Applied")
     assert rollout(mgmt, namespace, "gate")["phase"] == "Complete"
 
-    # The approval is for one revision: the next one asks again.
     for v in ("2", "3"):
-        before = awaits_approval(mgmt, workload_clients, namespace, marker, v)
+        before = revision(mgmt, namespace, "gate")
+        edit(mgmt, namespace, "gate", configmap_obj(marker, v=v))
+        status = moved_on(mgmt, namespace, "gate", before, "AwaitingApproval")
+        assert (status["step"], status["waitingFor"]) == (1, "Approval"), status
+        cond = wait_condition(mgmt, namespace, "gate", "Ready", "False", "AwaitingApproval")
+        assert "approval" in cond["message"], cond
+        was = str(int(v) - 1)
+        assert [value(client, marker) for client in workload_clients] == [was] * 3
+        wait_for(
+            lambda: any(
+                e["reason"] == "RolloutAwaitingApproval" and e["involvedObject"]["name"] == "gate"
+                for e in mgmt.list("v1", "Event", namespace)
+            ),
+            TIMEOUT,
+            message="a RolloutAwaitingApproval Event",
+        )
+
         args = ["approve", "gate", "-n", namespace, "--kubeconfig", kubeconfig]
         assert main(args) == 0
         assert capsys.readouterr().out.startswith("approved step 1 of revision")
@@ -182,25 +218,89 @@ def test_a_manual_step_waits_for_approve_and_a_new_revision_asks_again(
         wait_condition(mgmt, namespace, "gate", "Ready", "True", "Applied")
 
 
-def awaits_approval(
-    mgmt: TestbedClient, workload_clients: list[TestbedClient], namespace: str, marker: str, v: str
-) -> str | None:
-    """Edit the source to ``v``: the rollout waits for step 1's approval and nobody
-    takes it. Returns the revision before."""
-    before, told = revision(mgmt, namespace, "gate"), awaiting_events(mgmt, namespace)
-    edit(mgmt, namespace, "gate", configmap_obj(marker, v=v))
-    status = moved_on(mgmt, namespace, "gate", before, "AwaitingApproval")
-    assert (status["step"], status["waitingFor"]) == (1, "Approval"), status
-    cond = wait_condition(mgmt, namespace, "gate", "Ready", "False", "AwaitingApproval")
-    assert "approval" in cond["message"], cond
-    # Each cluster has looked at the new revision, and keeps what it has.
-    for cluster in ("m1", "m2", "m3"):
-        wait_for(
-            lambda c=cluster: outcome(mgmt, namespace, c, "gate").get("reason") == "Progressing",
-            TIMEOUT,
-            message=f"{cluster} held by the rollout",
-        )
-    was = str(int(v) - 1)
-    assert [value(client, marker) for client in workload_clients] == [was] * 3
-    wait_for(lambda: awaiting_events(mgmt, namespace) > told, TIMEOUT, message="an Event")
-    return before
+SMOKE = "smoke"
+
+
+def validated_rollout(
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients: list[TestbedClient],
+    namespace: str,
+    marker: str,
+    smoke: str,
+) -> None:
+    """A CRS whose canary step (cluster v1, on the first workload server) runs Job
+    ``smoke`` before the rest (v2, v3) go, installed and validated once."""
+    mgmt.create(
+        source_configmap(namespace, "check", {"a": manifests(configmap_obj(marker, v="1"))})
+    )
+    mgmt.create(source_configmap(namespace, SMOKE, {"job": manifests(job(smoke))}))
+    validation = {"resources": [{"kind": "ConfigMap", "name": SMOKE}], "timeout": "2m"}
+    mgmt.create(rollout_crs(namespace, "check", [canary(validation=validation), REST]))
+    for index, (name, ring) in enumerate({"v1": "canary", "v2": "rest", "v3": "rest"}.items()):
+        add(mgmt, control_plane, namespace, index, name, ring=ring)
+    # The first installs are validated on the canary too.
+    finish_job(workload_clients[0], smoke, "Complete")
+    wait_for(lambda: rollout(mgmt, namespace, "check").get("phase") == "Complete", TIMEOUT)
+    assert workload_clients[0].get("batch/v1", "Job", smoke, "default") is None
+
+
+def new_revision_on_the_canary(
+    mgmt: TestbedClient, workload_clients: list[TestbedClient], namespace: str, marker: str
+) -> tuple[str | None, dict[str, str | None]]:
+    """Edit the source; once the canary has it and validates, the revision before and
+    what each other cluster was on."""
+    before = revision(mgmt, namespace, "check")
+    kept = {c: on_hash(mgmt, namespace, c, "check") for c in ("v2", "v3")}
+    edit(mgmt, namespace, "check", configmap_obj(marker, v="2"))
+    status = moved_on(mgmt, namespace, "check", before, "Progressing")
+    wait_for(lambda: rollout(mgmt, namespace, "check").get("waitingFor") == "Validation", TIMEOUT)
+    assert rollout(mgmt, namespace, "check")["step"] == 1, status
+    assert value(workload_clients[0], marker) == "2"
+    return before, kept
+
+
+def test_a_validation_job_that_completes_lets_the_rollout_go_on_and_is_removed(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients: list[TestbedClient],
+    namespace: str,
+) -> None:
+    marker, smoke = unique("checked"), unique("smoke")
+    validated_rollout(control_plane, mgmt, workload_clients, namespace, marker, smoke)
+
+    before, kept = new_revision_on_the_canary(mgmt, workload_clients, namespace, marker)
+    wait_object(workload_clients[0], "batch/v1", "Job", smoke, "default")
+    # The rest wait for the validation.
+    assert {c: on_hash(mgmt, namespace, c, "check") for c in kept} == kept
+    assert [value(client, marker) for client in workload_clients[1:]] == ["1", "1"]
+
+    finish_job(workload_clients[0], smoke, "Complete")
+    moved_on(mgmt, namespace, "check", before, "Complete")
+    assert workload_clients[0].get("batch/v1", "Job", smoke, "default") is None
+    assert [value(client, marker) for client in workload_clients] == ["2", "2", "2"]
+    wait_condition(mgmt, namespace, "check", "Ready", "True", "Applied")
+
+
+def test_a_validation_job_that_fails_halts_the_rollout_and_is_kept(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients: list[TestbedClient],
+    namespace: str,
+) -> None:
+    marker, smoke = unique("refused"), unique("smoke")
+    validated_rollout(control_plane, mgmt, workload_clients, namespace, marker, smoke)
+
+    before, kept = new_revision_on_the_canary(mgmt, workload_clients, namespace, marker)
+    finish_job(workload_clients[0], smoke, "Failed")
+    status = moved_on(mgmt, namespace, "check", before, "Halted")
+    assert "v1" in status["message"], status
+    failed = outcome(mgmt, namespace, "v1", "check")
+    assert failed["reason"] == "ValidationFailed", failed
+    assert f"cluster v1: Job default/{smoke} failed: BackoffLimitExceeded" in failed["message"]
+    # Kept for whoever looks into it; the rest never took the revision.
+    assert workload_clients[0].get("batch/v1", "Job", smoke, "default") is not None
+    assert {c: on_hash(mgmt, namespace, c, "check") for c in kept} == kept
+    assert [value(client, marker) for client in workload_clients] == ["2", "1", "1"]
