@@ -184,7 +184,11 @@ class MemoryKube:
             raise NotFound(f"{self.name}: not found", status=404)
         if meta.get("resourceVersion") != current["metadata"]["resourceVersion"]:
             raise Conflict(f"{self.name}: modified", status=409)
-        self.objects[key] = self._stamp(copy.deepcopy(dict(obj)))
+        if subresource == "status":  # the server keeps all but the status as stored
+            stored = {**copy.deepcopy(current), "status": copy.deepcopy(obj.get("status"))}
+        else:
+            stored = copy.deepcopy(dict(obj))
+        self.objects[key] = self._stamp(stored)
         return copy.deepcopy(self.objects[key])
 
     async def merge_patch(

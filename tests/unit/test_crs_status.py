@@ -11,7 +11,7 @@ from typing import Any
 from crs_controller.core.models import API_VERSION
 from crs_controller.engine.reconcile.crs import reconcile_crs
 
-from .builders import NS, cluster, crs, reconcile, world_with
+from .builders import NS, cluster, configmap_source, crs, payload, reconcile, world_with
 from .memory_kube import World
 
 
@@ -83,3 +83,27 @@ async def test_a_forged_outcome_in_a_binding_cannot_break_the_status() -> None:
     assert (written["matchingClusters"], written["appliedClusters"]) == (2, 1)
     reasons = {c["reason"] for c in written["conditions"]}
     assert reasons == {"WaitingForClusters"}, written["conditions"]
+
+
+def rollout_events(world: World) -> list[str]:
+    events = [o for k, o in world.mgmt.objects.items() if k[1] == "Event"]
+    return sorted(e["reason"] for e in events if e["reason"].startswith("Rollout"))
+
+
+async def test_rollout_events_are_told_from_the_plan_before_never_from_the_status() -> None:
+    """A new revision is told once by the process that planned the one before; a
+    replica with no plan of its own yet (a restart, a new leader) tells nothing, even
+    though the stored status shows an older revision."""
+    world = await world_with(crs("a", "src", rollout={"maxConcurrent": 1}))
+    await reconcile(world)
+    ctx = world.crs_context()
+    await reconcile_crs(ctx, NS, "a")  # the first plan: nothing before it to compare
+    assert rollout_events(world) == []
+    source = world.mgmt.objects[("v1", "ConfigMap", NS, "src")]
+    await world.update({**source, "data": configmap_source("src", payload("addon", "2"))["data"]})
+    await reconcile_crs(world.crs_context(), NS, "a")  # a restarted replica: silent
+    assert rollout_events(world) == []
+    await reconcile_crs(ctx, NS, "a")
+    assert rollout_events(world) == ["RolloutStarted"]
+    await reconcile_crs(ctx, NS, "a")  # nothing changed: nothing told again
+    assert rollout_events(world) == ["RolloutStarted"]

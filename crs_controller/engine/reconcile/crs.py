@@ -15,7 +15,6 @@ from crs_controller.core.models import (
     FINALIZER,
     ClusterResourceSet,
     ClusterResourceSetStatus,
-    RolloutStatus,
     to_api,
 )
 from crs_controller.core.objects import CRS, Cluster
@@ -139,8 +138,8 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         made, then = plan_rollout(ctx, crs, target, matching)
     status = _status(ctx, crs, matching, problems, made)
     status.revision = target
-    if made is not None:
-        await _tell_rollout(ctx, crs, status, made, None if previous is None else previous[1])
+    if made is not None and target is not None:
+        await _tell_rollout(ctx, crs, target, made, previous)
     if to_api(status) == to_api(crs.status):
         return then
     try:
@@ -193,32 +192,29 @@ def _status(
 
 
 async def _tell_rollout(
-    ctx: CRSContext, crs: CRS, status: ClusterResourceSetStatus, made: Plan, previous: Plan | None
+    ctx: CRSContext, crs: CRS, target: str, made: Plan, previous: tuple[str, Plan] | None
 ) -> None:
-    """Events a person can follow: started, step done, soaking, paused, halted,
-    complete; ``previous`` is the plan before ``made``, if this process made one."""
-    before, after = crs.status.rollout, status.rollout
-    if after is None:
+    """Events a person can follow: started, step done, soaking, a new phase (awaiting
+    approval, paused, halted, complete). Told from the plan before ``made`` as this
+    process made it, never from the status it wrote: right after a restart (or on a
+    new leader) there is none, and nothing is told until the next change, which the
+    status shows meanwhile."""
+    if previous is None:
         return
-    told: list[tuple[str, str, str]] = []
-    if crs.status.revision != status.revision and after.phase != "Complete":
-        told.append(("Normal", "RolloutStarted", f"rolling out revision {status.revision}"))
-        if after.phase == "AwaitingApproval":  # its first step asks at once
-            told.append(("Normal", "RolloutAwaitingApproval", after.message))
-    elif before is None or before.phase != after.phase:
-        kind = "Warning" if after.phase == "Halted" else "Normal"
-        told.append((kind, f"Rollout{after.phase}", after.message))
-    elif after.step > before.step:
-        told.append(("Normal", "RolloutStepDone", f"step {before.step} done; {after.message}"))
-    elif made.soaking and not _soaked(previous, before, after):
-        told.append(("Normal", "RolloutSoaking", after.message))
-    for kind, reason, message in told:
-        await ctx.events.emit(crs, "Warning" if kind == "Warning" else "Normal", reason, message)
-
-
-def _soaked(previous: Plan | None, before: RolloutStatus, after: RolloutStatus) -> bool:
-    """Was this step's soak told already? From the plan before, when this process made
-    one; else (a restart, a new leader) only if the status says the same as now."""
-    if previous is not None:
-        return previous.soaking and previous.step == after.step
-    return before == after
+    revision, before = previous
+    told: list[tuple[str, str]] = []
+    if revision != target and made.phase != "Complete":
+        told.append(("RolloutStarted", f"rolling out revision {target}"))
+        if made.phase == "AwaitingApproval":  # its first step asks at once
+            told.append(("RolloutAwaitingApproval", made.message))
+    elif before.phase != made.phase:
+        told.append((f"Rollout{made.phase}", made.message))
+    elif made.step > before.step:
+        told.append(("RolloutStepDone", f"step {before.step} done; {made.message}"))
+    elif made.soaking and not (before.soaking and before.step == made.step):
+        told.append(("RolloutSoaking", made.message))
+    for reason, message in told:
+        if reason == "RolloutHalted":
+            await ctx.events.emit(crs, "Warning", reason, message)
+        else:
+            await ctx.events.emit(crs, "Normal", reason, message)
