@@ -16,6 +16,7 @@ import pytest
 
 from crs_controller.app.cli import main
 from crs_controller.clients.kube import KubeClient
+from crs_controller.core.clusters import PAUSED_ANNOTATION
 from crs_controller.core.rollout import APPROVE_ANNOTATION
 from crs_controller.testbed import ControlPlane, TestbedClient
 
@@ -40,6 +41,9 @@ def awaiting_approval(mgmt: TestbedClient, namespace: str, **rollout: Any) -> st
         mode="Reconcile",
         rollout={"steps": steps},
     )
+    # Paused (Cluster API's annotation), so that the session's controller, when it
+    # runs, leaves this CRS and the status the test writes alone.
+    crs["metadata"]["annotations"] = {PAUSED_ANNOTATION: "true"}
     created = mgmt.create(crs)
     set_rollout(mgmt, created, phase="AwaitingApproval", step=2, **rollout)
     return name
