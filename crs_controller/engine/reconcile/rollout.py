@@ -67,7 +67,12 @@ def plan_rollout(
     now = ctx.clock.wall()
     approved = crs.approved(target)
     made = plan(target, states, policy, now, None if halted == target else halted, approved)
+    before = ctx.rollouts.plan(crs.namespace, crs.name)
     admitted = ctx.rollouts.set(crs.namespace, crs.name, target, made)
+    if before is None or before[0] != target or before[1].waiting_for != made.waiting_for:
+        # What the rollout waits for changed (a window, an approval): the clusters it
+        # holds back look again, so their outcomes say why.
+        admitted |= {s.name for s in states if s.revision not in (None, target)}
     on = Counter(state.revision or "none" for state in states)
     metrics.show_rollout(crs.namespace, crs.name, dict(on), made.phase)
     wake = (Wake(cluster_key(crs.namespace, name)) for name in admitted)
