@@ -161,3 +161,14 @@ async def test_the_budget_holds_an_update_while_its_places_are_taken() -> None:
     assert world.ctx.budget.release((NS, "other"), "x") == ((NS, "c1"),)
     assert isinstance(await admit_c1(world), Go)
     assert world.ctx.budget.updating == 1
+
+
+async def test_a_crs_that_stops_selecting_mid_update_gives_its_budget_place_back() -> None:
+    world = await edited_world(budget=1)
+    assert world.ctx.budget.ask((NS, "c1"), "a", 1)  # c1 is updating a
+    live = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert live is not None
+    live["spec"]["clusterSelector"] = {"matchLabels": {"env": "none"}}
+    await world.update(live)
+    await reconcile_cluster(world.ctx, NS, "c1")
+    assert world.ctx.budget.updating == 0

@@ -78,6 +78,8 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     for crs_name in set(entries) - set(new_entries):
         ctx.outcomes.drop_pair(namespace, crs_name, name)
         ctx.drift.forget_pair((namespace, crs_name, name))
+        # Deleted or no longer selecting mid-update: its budget place goes back.
+        result |= _woken(ctx, ctx.budget.release((namespace, name), crs_name))
     return result
 
 
@@ -171,7 +173,12 @@ def _budget(ctx: ClusterContext, crs: CRS, cluster: str, outcome: Outcome) -> Re
     woken: tuple[tuple[str, str], ...] = ()
     if outcome.reason != "BudgetExhausted" and (outcome.state != "Applied" or outcome.ready):
         woken = ctx.budget.release((crs.namespace, cluster), crs.name)
-    # Set on every pair, not only on release: the gate may have granted a place just now.
+    return _woken(ctx, woken)
+
+
+def _woken(ctx: ClusterContext, woken: tuple[tuple[str, str], ...]) -> Result:
+    """Wake the clusters a budget release lets go. The gauge is set on every pair, not
+    only on a release: the gate may have granted a place just now."""
     metrics.UPDATING_CLUSTERS.set(ctx.budget.updating)
     return Result.waking(*(Wake(cluster_key(*key)) for key in woken))
 
