@@ -86,7 +86,7 @@ def _from_record(recorded: BindingOutcome) -> Outcome:
         case "Progressing" if recorded.ready is False:
             # As earlier releases recorded applied-but-not-Ready.
             return Outcome("Applied", "Applied", message, generation, ready=False)
-        case "Progressing" | "OutsideWindow" | "UpdateHeld" | "BudgetExhausted":
+        case _ if reason in HELD_REASONS:
             return Outcome("Progressing", reason, message, generation)
         case "Pending":
             return Outcome("Pending", "WaitingForCluster", message, generation)

@@ -54,8 +54,12 @@ class Validated:
     """How one look at a validation ended."""
 
     record: ValidationRecord  # what the binding entry records now
-    failure: str | None  # the ValidationFailed message when it failed (None otherwise)
     then: Result  # when to look again (while Running)
+
+    @property
+    def failure(self) -> str | None:
+        """The ValidationFailed message when it failed (None otherwise)."""
+        return self.record.message if self.record.phase == "Failed" else None
 
 
 @dataclass(frozen=True)
@@ -92,10 +96,8 @@ async def validate(
     seconds. Raises Unreachable when the cluster does not answer."""
     now = ctx.clock.wall()
     if previous is not None and (previous.revision, previous.step) == (revision, step):
-        if previous.phase == "Succeeded":
-            return Validated(previous, None, NOTHING)
-        if previous.phase == "Failed":
-            return Validated(previous, previous.message, NOTHING)
+        if previous.phase in ("Succeeded", "Failed"):  # decided: nothing to contact
+            return Validated(previous, NOTHING)
         record, fresh = previous, False
     else:
         record = ValidationRecord(revision=revision, step=step, phase="Running", started=now)
@@ -123,7 +125,7 @@ async def validate(
         log.info("validation request failed", **run.where, error=str(exc))
         if elapsed >= timeout:
             return run.failed(run.timed_out(str(exc)))
-        return Validated(run.running(f"waiting: {exc}"), None, RETRY)
+        return Validated(run.running(f"waiting: {exc}"), RETRY)
     if look.failed is not None:
         return run.failed(look.failed)
     if look.waiting is None and not errors:
@@ -133,10 +135,10 @@ async def validate(
         return run.failed(run.timed_out(pending or record.message or "objects not applied"))
     if errors:
         log.info("validation objects not applied", **run.where, errors=len(errors))
-        return Validated(run.running("; ".join(errors)), None, RETRY)
+        return Validated(run.running("; ".join(errors)), RETRY)
     assert look.waiting is not None
     waiting = f"waiting for Job {_named(look.waiting)} to complete"
-    return Validated(run.running(waiting), None, Result.after(min(POLL_SECONDS, timeout - elapsed)))
+    return Validated(run.running(waiting), Result.after(min(POLL_SECONDS, timeout - elapsed)))
 
 
 async def _load(ctx: ClusterContext, cluster: Cluster, spec: Validation) -> list[_Part] | str:
@@ -243,7 +245,7 @@ class _Run:
             log.info("validation objects not removed yet", **self.where, errors=len(failed))
             message = f"passed; removing its objects: {failed[0]}"
             record = self.running(message).model_copy(update={"finished": passed})
-            return Validated(record, None, Result.after(POLL_SECONDS))
+            return Validated(record, Result.after(POLL_SECONDS))
         return self.succeeded(passed)
 
     async def _where(self, obj: Mapping[str, Any]) -> ObjectRef | None:
@@ -263,13 +265,13 @@ class _Run:
     def succeeded(self, passed: datetime) -> Validated:
         log.info("validation succeeded", **self.where)
         update = {"phase": "Succeeded", "finished": passed, "message": ""}
-        return Validated(self.record.model_copy(update=update), None, NOTHING)
+        return Validated(self.record.model_copy(update=update), NOTHING)
 
     def failed(self, message: str) -> Validated:
         text = safe(message, MESSAGE_LIMIT)
         log.info("validation failed", **self.where, message=text)
         update = {"phase": "Failed", "finished": self.now, "message": text}
-        return Validated(self.record.model_copy(update=update), text, NOTHING)
+        return Validated(self.record.model_copy(update=update), NOTHING)
 
 
 def _job_ref(obj: Mapping[str, Any]) -> ObjectRef:
