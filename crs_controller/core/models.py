@@ -131,9 +131,12 @@ class ResourceRef(APIModel):
 
 
 class SourceRef(ResourceRef):
-    """One of ``spec.resources``: a ResourceRef that may opt in to per-cluster values."""
+    """One of ``spec.resources``: a ResourceRef that may opt in to per-cluster values,
+    and may apply only to clusters whose control plane runs a version in a range."""
 
     substitute: bool = False
+    # A semver range (">=1.34.0, <1.35.0"), compiled by core/versions.
+    kubernetes_versions: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 # Names of variables, and of topology variables.
@@ -166,9 +169,20 @@ class Uninstall(APIModel):
 IntOrPercent = int | Annotated[str, StringConstraints(pattern=r"^[0-9]{1,3}%$")]
 
 
+class HealthRule(APIModel):
+    """How to tell whether objects of one kind are Ready: CEL expressions on the live
+    object (``self``), compiled by core/health_rules. It wins over kstatus."""
+
+    api_version: str = Field(min_length=1, max_length=253)
+    kind: str = Field(min_length=1, max_length=63)
+    ready: str = Field(min_length=1, max_length=1024)
+    failed: str | None = Field(default=None, min_length=1, max_length=1024)
+
+
 class HealthCheck(APIModel):
     wait: bool = False
     timeout: Duration = "5m"
+    rules: list[HealthRule] = Field(default_factory=list, max_length=20)
 
 
 class Validation(APIModel):
@@ -204,6 +218,27 @@ class Rollout(APIModel):
     windows: list[RolloutWindow] | None = Field(default=None, max_length=20)
 
 
+class IgnoreTarget(APIModel):
+    """Which applied objects an ignore rule is about: every field given must match
+    (like a selector); none given matches every object."""
+
+    group: str | None = Field(default=None, max_length=253)
+    version: str | None = Field(default=None, max_length=63)
+    kind: str | None = Field(default=None, max_length=63)
+    name: str | None = Field(default=None, max_length=253)
+    namespace: str | None = Field(default=None, max_length=63)
+
+
+class IgnoreRule(APIModel):
+    """Fields left to others (JSON pointers, compiled by core/ignore): sent when the
+    object is created, then left out of applies and drift checks."""
+
+    target: IgnoreTarget = Field(default_factory=IgnoreTarget)
+    paths: list[Annotated[str, StringConstraints(min_length=1, max_length=256)]] = Field(
+        min_length=1, max_length=20
+    )
+
+
 class ClusterResourceSetSpec(APIModel):
     cluster_selector: LabelSelector
     resources: list[SourceRef] = Field(min_length=1, max_length=100)
@@ -217,6 +252,8 @@ class ClusterResourceSetSpec(APIModel):
     rollout: Rollout | None = None
     variables: list[Variable] = Field(default_factory=list, max_length=50)
     depends_on: list[Dependency] = Field(default_factory=list, max_length=10)
+    gate_upgrades: bool = False
+    ignore: list[IgnoreRule] = Field(default_factory=list, max_length=20)
 
 
 CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"  # metav1.Condition

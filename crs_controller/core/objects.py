@@ -34,6 +34,7 @@ from crs_controller.core.models import Rollout as RolloutSpec
 from crs_controller.core.modes import ApplyOnce, Reconcile, Strategy, compile_strategy
 from crs_controller.core.rollout import APPROVE_ANNOTATION, Policy, compile_windows, policy_of
 from crs_controller.core.selectors import matches_validated, validate_selector
+from crs_controller.core.versions import VersionRange, compile_range
 
 
 def _meta(raw: Mapping[str, Any]) -> ObjectMeta:
@@ -82,6 +83,9 @@ class CRS(_Named):
     _strategy: ApplyOnce | Reconcile | None = None
     # spec.rollout compiled once (steps, windows), None without one.
     _policy: Policy | None = None
+    # Each resource's kubernetesVersions range compiled once (None: every version),
+    # in spec.resources order.
+    _versions: tuple[VersionRange | None, ...] = ()
 
     @property
     def generation(self) -> int:
@@ -126,6 +130,16 @@ class CRS(_Named):
         """The rollout policy, None without ``spec.rollout``."""
         return self._policy
 
+    def version_range(self, index: int) -> VersionRange | None:
+        """The compiled ``kubernetesVersions`` of ``spec.resources[index]`` (None:
+        every version)."""
+        return self._versions[index] if index < len(self._versions) else None
+
+    @property
+    def follows_versions(self) -> bool:
+        """Some resource applies only to some Kubernetes versions."""
+        return any(r is not None for r in self._versions)
+
     def approved(self, revision: str) -> int | None:
         """The rollout step an approval names for ``revision`` (annotation
         ``addons.crs.dev/approve: "<revision>/<step>"``), None without one."""
@@ -155,12 +169,25 @@ def parse_crs(raw: Mapping[str, Any]) -> CRS:
         validate_selector(selector)
         strategy = compile_strategy(model.spec)
         policy = _policy(model.spec.rollout, strategy.durations.pause_after)
+        versions = _versions(model)
     except ValidationError as exc:
         return CRS(meta, None, InvalidSpec(describe_validation(exc)), status)
     except InvalidSpec as exc:  # a selector or mode the API server refuses too, a huge duration
         return CRS(meta, None, exc, status)
     selector_api = to_api(model.spec.cluster_selector)
-    return CRS(meta, model, None, model.status, selector_api, strategy, policy)
+    return CRS(meta, model, None, model.status, selector_api, strategy, policy, versions)
+
+
+def _versions(model: ClusterResourceSet) -> tuple[VersionRange | None, ...]:
+    compiled: list[VersionRange | None] = []
+    for n, ref in enumerate(model.spec.resources):
+        try:
+            compiled.append(
+                None if ref.kubernetes_versions is None else compile_range(ref.kubernetes_versions)
+            )
+        except ValueError as exc:
+            raise InvalidSpec(f"spec.resources[{n}].kubernetesVersions: {exc}") from None
+    return tuple(compiled)
 
 
 def _policy(spec: RolloutSpec | None, pauses: tuple[float, ...]) -> Policy | None:

@@ -384,7 +384,12 @@ FULL_CRS: dict[str, Any] = {
         },
         "resources": [
             {"kind": "ConfigMap", "name": "calico-addon", "substitute": True},
-            {"kind": "Secret", "name": "calico-secret", "substitute": False},
+            {
+                "kind": "Secret",
+                "name": "calico-secret",
+                "substitute": False,
+                "kubernetesVersions": ">=1.34.0, <1.35.0",
+            },
         ],
         "mode": "Reconcile",
         "reapplyInterval": "10m",
@@ -396,7 +401,18 @@ FULL_CRS: dict[str, Any] = {
             "timeout": "1h30m",
             "beforeDelete": [{"kind": "ConfigMap", "name": "drain-finalizers"}],
         },
-        "healthCheck": {"wait": True, "timeout": "5m"},
+        "healthCheck": {
+            "wait": True,
+            "timeout": "5m",
+            "rules": [
+                {
+                    "apiVersion": "example.com/v1",
+                    "kind": "Widget",
+                    "ready": "self.status.phase == 'Ready'",
+                    "failed": "self.status.phase == 'Failed'",
+                }
+            ],
+        },
         "variables": [
             {
                 "name": "REGION",
@@ -407,6 +423,13 @@ FULL_CRS: dict[str, Any] = {
             {"name": "TAG", "value": "v3.29.1"},
         ],
         "dependsOn": [{"name": "cni"}],
+        "gateUpgrades": True,
+        "ignore": [
+            {
+                "target": {"group": "apps", "kind": "Deployment", "name": "web"},
+                "paths": ["/spec/replicas"],
+            }
+        ],
         "rollout": {
             "maxConcurrent": "25%",
             "steps": [
@@ -532,9 +555,15 @@ def test_snake_case_names_build_the_same_object() -> None:
             drift_check_interval="30s",
             deletion_policy="Delete",
             uninstall=crs.spec.uninstall,
-            health_check=HealthCheck(wait=True, timeout="5m"),
+            health_check=HealthCheck(
+                wait=True,
+                timeout="5m",
+                rules=crs.spec.health_check.rules if crs.spec.health_check else [],
+            ),
             variables=crs.spec.variables,
             depends_on=[Dependency(name="cni")],
+            gate_upgrades=True,
+            ignore=crs.spec.ignore,
             rollout=Rollout(
                 max_concurrent="25%",
                 steps=crs.spec.rollout.steps if crs.spec.rollout else [],
