@@ -21,6 +21,9 @@ from crs_controller.testbed.kube import TestbedClient, wait_for
 CRD_API = "apiextensions.k8s.io/v1"
 V1BETA1 = "cluster.x-k8s.io/v1beta1"
 V1BETA2 = "cluster.x-k8s.io/v1beta2"
+CONTROL_PLANE_GROUP = "controlplane.cluster.x-k8s.io"
+CONTROL_PLANE_API = f"{CONTROL_PLANE_GROUP}/v1beta2"
+CONTROL_PLANE_KIND = "KubeadmControlPlane"
 
 
 def _crd_established(client: TestbedClient, name: str) -> bool:
@@ -104,15 +107,22 @@ def register_cluster(
     initialized: bool = True,
     kubeconfig_user: str = ADMIN,
     kubeconfig_groups: tuple[str, ...] = ADMIN_GROUPS,
+    version: str | None = None,
 ) -> dict[str, Any]:
-    """Create a Cluster for ``workload`` and its kubeconfig Secret; return the Cluster."""
+    """Create a Cluster for ``workload`` and its kubeconfig Secret; return the Cluster.
+    With ``version``, also a control plane object (``<name>-control-plane``) the
+    Cluster's ``spec.controlPlaneRef`` names, reporting that version as running."""
     host, port = workload.url.removeprefix("https://").rsplit(":", 1)
+    spec: dict[str, Any] = {"controlPlaneEndpoint": {"host": host, "port": int(port)}}
+    if version is not None:
+        spec["controlPlaneRef"] = control_plane_ref(api_version, f"{name}-control-plane")
+        create_control_plane(mgmt, name=name, namespace=namespace, version=version)
     cluster = mgmt.create(
         {
             "apiVersion": api_version,
             "kind": "Cluster",
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
-            "spec": {"controlPlaneEndpoint": {"host": host, "port": int(port)}},
+            "spec": spec,
         }
     )
     mgmt.create(
@@ -125,3 +135,55 @@ def register_cluster(
             mgmt, name=name, namespace=namespace, api_version=api_version
         )
     return cluster
+
+
+def control_plane_ref(cluster_api_version: str, name: str) -> dict[str, str]:
+    """``spec.controlPlaneRef`` as each Cluster version spells it."""
+    if cluster_api_version == V1BETA1:
+        return {"apiVersion": CONTROL_PLANE_API, "kind": CONTROL_PLANE_KIND, "name": name}
+    return {"apiGroup": CONTROL_PLANE_GROUP, "kind": CONTROL_PLANE_KIND, "name": name}
+
+
+def create_control_plane(
+    mgmt: TestbedClient, *, name: str, namespace: str, version: str | None
+) -> dict[str, Any]:
+    """The stand-in control plane object of Cluster ``name``, asked for ``version`` and
+    running it (``status.version``; None: not reported yet)."""
+    mgmt.create(
+        {
+            "apiVersion": CONTROL_PLANE_API,
+            "kind": CONTROL_PLANE_KIND,
+            "metadata": {"name": f"{name}-control-plane", "namespace": namespace},
+            "spec": {"version": version} if version else {},
+        }
+    )
+    return set_control_plane_version(mgmt, name=name, namespace=namespace, version=version)
+
+
+def set_control_plane_version(
+    mgmt: TestbedClient,
+    *,
+    name: str,
+    namespace: str,
+    version: str | None,
+    desired: str | None = None,
+) -> dict[str, Any]:
+    """Report Cluster ``name``'s control plane running ``version`` (None: unknown), as
+    its provider would; ``desired`` also sets ``spec.version`` (an upgrade asked for)."""
+    cp = f"{name}-control-plane"
+    if desired is not None:
+        mgmt.patch_merge(
+            CONTROL_PLANE_API,
+            CONTROL_PLANE_KIND,
+            cp,
+            {"spec": {"version": desired}},
+            namespace=namespace,
+        )
+    return mgmt.patch_merge(
+        CONTROL_PLANE_API,
+        CONTROL_PLANE_KIND,
+        cp,
+        {"status": {"version": version}},
+        namespace=namespace,
+        subresource="status",
+    )
