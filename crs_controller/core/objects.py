@@ -21,6 +21,13 @@ from crs_controller.core.clusters import (
     control_plane_initialized,
     is_paused,
 )
+from crs_controller.core.control_planes import (
+    ControlPlaneRef,
+    RefProblem,
+    control_plane_ref,
+    topology_upgrading,
+    topology_version,
+)
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.models import (
     ClusterResourceSet,
@@ -209,6 +216,10 @@ class Cluster(_Named):
     # The object as the API server sent it: per-cluster values (spec.variables and
     # the built-ins) are read from its fields.
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # spec.controlPlaneRef (core/control_planes), read once.
+    control_plane: ControlPlaneRef | RefProblem | None = None
+    upgrading: bool = False  # its TopologyReconciled condition says it upgrades
+    topology_version: str | None = None
 
     @property
     def deleting(self) -> bool:
@@ -221,7 +232,15 @@ class Cluster(_Named):
 
 
 def parse_cluster(raw: Mapping[str, Any]) -> Cluster:
-    return Cluster(_meta(raw), is_paused(raw), control_plane_initialized(raw), raw)
+    return Cluster(
+        _meta(raw),
+        is_paused(raw),
+        control_plane_initialized(raw),
+        raw,
+        control_plane_ref(raw),
+        topology_upgrading(raw),
+        topology_version(raw),
+    )
 
 
 @dataclass(frozen=True)
