@@ -29,6 +29,7 @@ from crs_controller.core.control_planes import (
     topology_version,
 )
 from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.ignore import NO_IGNORES, Ignores, compile_ignores
 from crs_controller.core.models import (
     ClusterResourceSet,
     ClusterResourceSetBinding,
@@ -93,6 +94,8 @@ class CRS(_Named):
     # Each resource's kubernetesVersions range compiled once (None: every version),
     # in spec.resources order.
     _versions: tuple[VersionRange | None, ...] = ()
+    # spec.ignore compiled once (its JSON pointers parsed).
+    _ignores: Ignores = NO_IGNORES
 
     @property
     def generation(self) -> int:
@@ -143,6 +146,11 @@ class CRS(_Named):
         return self._versions[index] if index < len(self._versions) else None
 
     @property
+    def ignores(self) -> Ignores:
+        """The fields it leaves to others (``spec.ignore``)."""
+        return self._ignores
+
+    @property
     def follows_versions(self) -> bool:
         """Some resource applies only to some Kubernetes versions."""
         return any(r is not None for r in self._versions)
@@ -177,12 +185,13 @@ def parse_crs(raw: Mapping[str, Any]) -> CRS:
         strategy = compile_strategy(model.spec)
         policy = _policy(model.spec.rollout, strategy.durations.pause_after)
         versions = _versions(model)
+        ignores = compile_ignores(model.spec.ignore)
     except ValidationError as exc:
         return CRS(meta, None, InvalidSpec(describe_validation(exc)), status)
     except InvalidSpec as exc:  # a selector or mode the API server refuses too, a huge duration
         return CRS(meta, None, exc, status)
     selector_api = to_api(model.spec.cluster_selector)
-    return CRS(meta, model, None, model.status, selector_api, strategy, policy, versions)
+    return CRS(meta, model, None, model.status, selector_api, strategy, policy, versions, ignores)
 
 
 def _versions(model: ClusterResourceSet) -> tuple[VersionRange | None, ...]:
