@@ -1,9 +1,12 @@
-"""The answer to Cluster API's BeforeClusterDelete hook: hold the Cluster's deletion
-while a ClusterResourceSet still has cleanup to do on it.
+"""The answers to Cluster API's lifecycle hooks: BeforeClusterDelete holds the
+Cluster's deletion while a ClusterResourceSet still has cleanup to do on it;
+AfterControlPlaneUpgrade and BeforeWorkersUpgrade hold an upgrade while a CRS with
+``gateUpgrades`` has not put in place what the new version needs.
 
 Read from the API, not from the caches: Cluster API takes 0 as final, and a standby
 replica, or one whose caches are not synced yet, would otherwise answer 0 from
-ignorance. The rule is the cleanup's own (``workload.uninstall.holds_deletion``).
+ignorance. The rules are pure elsewhere: the cleanup's own
+(``workload.uninstall.holds_deletion``) and ``core.upgrade_gate``.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+
+from semver import Version
 
 from crs_controller.clients.api import KubeAPI
 from crs_controller.core.models import (
@@ -20,10 +25,12 @@ from crs_controller.core.models import (
 )
 from crs_controller.core.objects import parse_binding_object, parse_cluster, parse_crs
 from crs_controller.core.pruning import inventory
+from crs_controller.core.upgrade_gate import Go, describe, gate, gates
 from crs_controller.engine.reconcile.workload.uninstall import holds_deletion
 
 HOOK_RETRY_SECONDS = 5
 NOTHING_TO_DO = "crs-controller: nothing (more) to clean up"
+NO_CLUSTER = "crs-controller: the request names no Cluster"
 
 
 async def hook_status(
@@ -32,10 +39,9 @@ async def hook_status(
     """(retryAfterSeconds, message) for ``cluster`` as Cluster API sent it: positive
     while cleanup is still to be done. A failed read raises (the extension then asks
     for a retry)."""
-    meta = cluster.get("metadata") or {}
-    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    namespace, name = _named(cluster)
     if not namespace or not name:
-        return HOOK_RETRY_SECONDS, "crs-controller: the request names no Cluster"
+        return HOOK_RETRY_SECONDS, NO_CLUSTER
     live = await mgmt.get(cluster_api_version, "Cluster", name, namespace)
     raw = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
     if live is None or raw is None:
@@ -56,3 +62,37 @@ async def hook_status(
     if not pending:
         return 0, NOTHING_TO_DO
     return HOOK_RETRY_SECONDS, f"crs-controller: removing add-ons of {', '.join(pending)}"
+
+
+async def upgrade_status(
+    mgmt: KubeAPI, cluster_api_version: str, cluster: Mapping[str, Any], version: Version
+) -> tuple[int, str]:
+    """(retryAfterSeconds, message) for taking ``cluster`` on to ``version``: positive
+    while a gating CRS has not applied (or, with healthCheck.wait, made Ready) what the
+    version needs. A failed read raises (the extension then asks for a retry)."""
+    namespace, name = _named(cluster)
+    if not namespace or not name:
+        return HOOK_RETRY_SECONDS, NO_CLUSTER
+    live = await mgmt.get(cluster_api_version, "Cluster", name, namespace)
+    if live is None:
+        return 0, "crs-controller: no such Cluster"
+    target = parse_cluster(live)
+    items, _ = await mgmt.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, namespace)
+    crss = [parse_crs(item) for item in items]
+    if not any(gates(crs, target) for crs in crss):
+        return 0, describe(Go(), version)
+    raw = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
+    binding = None if raw is None else parse_binding_object(raw).model
+    # No binding, or one that cannot be read: nothing is known applied, every gating
+    # CRS holds (the cluster's reconcile reports an unreadable binding).
+    entries = (
+        {} if binding is None else {b.cluster_resource_set_name: b for b in binding.spec.bindings}
+    )
+    decision = gate(target, crss, entries, version)
+    return (0 if isinstance(decision, Go) else HOOK_RETRY_SECONDS), describe(decision, version)
+
+
+def _named(cluster: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of the Cluster object in a hook request, "" when missing."""
+    meta = cluster.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")

@@ -1,0 +1,97 @@
+"""``spec.gateUpgrades``: may Cluster API take a cluster's upgrade past the control
+plane (AfterControlPlaneUpgrade, BeforeWorkersUpgrade) to a Kubernetes version?
+
+Not while a gating ClusterResourceSet — active, ``gateUpgrades: true``, selecting the
+cluster — lacks on it a resource the version needs: one whose ``kubernetesVersions``
+contains the version, or one without a range. "Has" means its binding entry records
+the resource with ``applied: true``; with ``healthCheck.wait`` the entry's outcome
+must also be Applied and Ready for the CRS's current generation.
+
+Pure: the caller reads the Cluster, the CRSs and the cluster's binding (from the API,
+so that every replica answers alike), ``gate`` decides and ``describe`` words it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from semver import Version
+
+from crs_controller.core.models import CRSBinding
+from crs_controller.core.objects import CRS, Cluster
+from crs_controller.core.status import outcome_of
+
+__all__ = ["Gate", "Go", "Hold", "describe", "gate", "gates", "has_applied", "required"]
+
+
+@dataclass(frozen=True)
+class Go:
+    """Every gating CRS has what the version needs in place: the upgrade may go on."""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """The gating CRSs still applying (or waiting for Ready) on the cluster, by name."""
+
+    waiting_for: tuple[str, ...]
+
+
+Gate = Go | Hold
+
+
+def gates(crs: CRS, cluster: Cluster) -> bool:
+    """The CRS holds the cluster's upgrades until its resources are in place."""
+    return crs.active and crs.valid.spec.gate_upgrades and crs.selects(cluster)
+
+
+def required(crs: CRS, version: Version) -> frozenset[tuple[str, str]]:
+    """(kind, name) of each resource of the CRS that applies at ``version``."""
+    return frozenset(
+        (ref.kind, ref.name)
+        for n, ref in enumerate(crs.valid.spec.resources)
+        if (versions := crs.version_range(n)) is None or versions.contains(version)
+    )
+
+
+def has_applied(crs: CRS, entry: CRSBinding | None, version: Version) -> bool:
+    """The binding entry shows everything ``version`` needs applied (and Ready, for the
+    CRS's generation, when the CRS waits for health)."""
+    if entry is None:
+        return False
+    applied = {(r.kind, r.name) for r in entry.resources if r.applied}
+    if not required(crs, version) <= applied:
+        return False
+    health = crs.valid.spec.health_check
+    if health is None or not health.wait:
+        return True
+    outcome = outcome_of(entry)
+    return (
+        outcome is not None
+        and outcome.state == "Applied"
+        and outcome.ready
+        and outcome.generation == crs.generation
+    )
+
+
+def gate(
+    cluster: Cluster, crss: Iterable[CRS], entries: Mapping[str, CRSBinding], version: Version
+) -> Gate:
+    """Go, or Hold naming (sorted) every gating CRS without what ``version`` needs.
+    ``entries`` are the cluster's binding entries by CRS name (none when it has no
+    binding, or one that cannot be read: then every gating CRS holds)."""
+    waiting = sorted(
+        crs.name
+        for crs in crss
+        if gates(crs, cluster) and not has_applied(crs, entries.get(crs.name), version)
+    )
+    return Hold(tuple(waiting)) if waiting else Go()
+
+
+def describe(decision: Gate, version: Version) -> str:
+    """The hook's message: CRS names and the version, never object content."""
+    match decision:
+        case Hold(waiting_for):
+            return f"crs-controller: waiting for add-ons of {', '.join(waiting_for)} for v{version}"
+        case Go():
+            return f"crs-controller: add-ons for v{version} are in place"
