@@ -12,6 +12,12 @@ changes a field our field manager applied, the API server moves that field out o
 our managedFields entry, so a hash of the fields we own, taken right after the apply
 and again later, differs exactly when someone else changed one of them — and server
 defaulting or normalization, which changes no ownership, never looks like drift.
+
+Fields left to others (``spec.ignore``, core/ignore) are taken out of the owned fields
+both when they are recorded and when they are checked, so another manager taking one
+is not drift. Objects an ignore rule targets are never judged by their generation:
+the API server bumps it for an HPA's scale as for an edit, and the two cannot be told
+apart; their owned fields are compared instead, in Generation mode too.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 
 import xxhash
 
+from crs_controller.core.ignore import NO_IGNORES, Ignores, Pointer, strip_fields
 from crs_controller.core.models import ObjectRef
 
 __all__ = [
@@ -31,6 +38,7 @@ __all__ = [
     "fields_hash",
     "generation_drift",
     "generation_sum",
+    "ours_hash",
     "owned_fields",
     "owned_hash",
     "resource_drift",
@@ -77,6 +85,12 @@ def owned_hash(owned: Any) -> str | None:
     return None if owned is None else fields_hash([owned])
 
 
+def ours_hash(owned: Any, ignored: Sequence[Pointer]) -> str | None:
+    """The hash of the fields our manager owns on one object, without those it leaves
+    to others: what is recorded after an apply and compared at a check."""
+    return owned_hash(strip_fields(owned, ignored))
+
+
 @dataclass(frozen=True)
 class Live:
     """One inventoried object as a drift check reads it (metadata only)."""
@@ -92,29 +106,32 @@ def resource_drift(
     *,
     recorded_sum: int | None = None,
     recorded_fields: str | None = None,
+    ignores: Ignores = NO_IGNORES,
 ) -> bool:
     """Has someone changed what a resource applied? ``live`` matches ``objects``
     (None: missing). Each object is compared with its own records (``generation``,
-    and ``fields`` in Content ``mode``); an inventory written before objects carried
-    records falls back to the resource's ``recorded_sum`` and ``recorded_fields``."""
+    and ``fields`` in Content ``mode`` or when ``ignores`` targets it); an inventory
+    written before objects carried records falls back to the resource's
+    ``recorded_sum`` and ``recorded_fields``."""
     if any(state is None for state in live):
         return True
     states = [state for state in live if state is not None]
+    ignored = [ignores.paths_for(o) for o in objects]
     if all(o.generation is None for o in objects):
         if generation_drift(recorded_sum, [s.generation or 0 for s in states]):
             return True
     elif any(
-        o.generation is not None and o.generation != s.generation
-        for o, s in zip(objects, states, strict=True)
+        o.generation is not None and not paths and o.generation != s.generation
+        for o, s, paths in zip(objects, states, ignored, strict=True)
     ):
         return True
-    if mode != "Content":
-        return False
     if all(o.fields is None for o in objects):
-        return content_drift(recorded_fields, [s.owned for s in states])
+        owned = [strip_fields(s.owned, paths) for s, paths in zip(states, ignored, strict=True)]
+        return mode == "Content" and content_drift(recorded_fields, owned)
     return any(
-        o.fields is not None and o.fields != owned_hash(s.owned)
-        for o, s in zip(objects, states, strict=True)
+        o.fields is not None and o.fields != ours_hash(s.owned, paths)
+        for o, s, paths in zip(objects, states, ignored, strict=True)
+        if mode == "Content" or paths
     )
 
 

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crs_controller.clients.api import KubeAPI
-from crs_controller.core.drift import owned_fields, owned_hash
+from crs_controller.core.drift import ours_hash, owned_fields
 from crs_controller.core.errors import APIError, CRSError, Unreachable
+from crs_controller.core.ignore import NO_IGNORES, Ignores, Pointer, leave_out
 from crs_controller.core.manifests import ObjectRef, apply_body, object_ref
+from crs_controller.core.models import ObjectKey
 from crs_controller.core.ordering import is_crd
 
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
@@ -44,6 +46,8 @@ async def apply_objects(
     only_missing: bool,
     confidential: bool = False,
     hashes: Sequence[str] | None = None,
+    ignores: Ignores = NO_IGNORES,
+    inventory: Sequence[ObjectRef] = (),
 ) -> ApplyResult:
     """Apply ``objects`` (already in apply order); ``hashes``, when given, are their
     content hashes, recorded on what was applied. With ``only_missing`` (ApplyOnce),
@@ -51,17 +55,19 @@ async def apply_objects(
     applied when our field manager applied them before (an inventory that was lost,
     e.g. a binding deleted or restored from a backup without it, is re-adopted).
     ``confidential`` (objects from a Secret) keeps the server's messages about them
-    to reason and field path.
+    to reason and field path. An object already in the resource's ``inventory`` is
+    sent without the paths ``ignores`` leaves to others (they went with its creation).
 
     Raises Unreachable as soon as the cluster stops answering."""
     result = ApplyResult()
+    known = frozenset(o.key for o in inventory)
     pending_crds: list[str] = []
     for position, obj in enumerate(objects):
         if pending_crds and not is_crd(obj):
             await _await_established(client, pending_crds, result)
             pending_crds = []
         try:
-            ref, live = await _apply_one(client, obj, field_manager, only_missing)
+            ref, live = await _apply_one(client, obj, field_manager, only_missing, ignores, known)
         except Unreachable:
             raise  # the cluster is gone for now: the rest would only time out too
         except CRSError as exc:
@@ -71,7 +77,8 @@ async def apply_objects(
             result.skipped.append(ref)
             continue
         content_hash = hashes[position] if hashes is not None else None
-        result.applied[position] = _record(ref, live, content_hash, field_manager)
+        ignored = ignores.paths_for(ref)
+        result.applied[position] = _record(ref, live, content_hash, field_manager, ignored)
         if is_crd(obj):
             pending_crds.append(ref.name)
     if pending_crds:
@@ -80,21 +87,31 @@ async def apply_objects(
 
 
 def _record(
-    ref: ObjectRef, live: dict[str, Any], content_hash: str | None, manager: str
+    ref: ObjectRef,
+    live: dict[str, Any],
+    content_hash: str | None,
+    manager: str,
+    ignored: Sequence[Pointer],
 ) -> ObjectRef:
     """What the inventory keeps of an applied object: its content hash, its generation
-    and the hash of the fields our manager owns, from the apply's answer."""
+    and the hash of the fields our manager owns (less those left to others), from the
+    apply's answer."""
     return ref.model_copy(
         update={
             "hash": content_hash,
             "generation": live.get("metadata", {}).get("generation"),
-            "fields": owned_hash(owned_fields(live, manager)),
+            "fields": ours_hash(owned_fields(live, manager), ignored),
         }
     )
 
 
 async def _apply_one(
-    client: KubeAPI, obj: dict[str, Any], field_manager: str, only_missing: bool
+    client: KubeAPI,
+    obj: dict[str, Any],
+    field_manager: str,
+    only_missing: bool,
+    ignores: Ignores,
+    known: frozenset[ObjectKey],
 ) -> tuple[ObjectRef, dict[str, Any] | None]:
     body = apply_body(obj)
     meta = body["metadata"]
@@ -110,6 +127,10 @@ async def _apply_one(
         if existing is not None:
             ours = owned_fields(existing, field_manager) is not None
             return ref, existing if ours else None
+    left_out = ignores.left_out(ref, known)
+    if left_out:
+        # Stamped again: a path under metadata.labels must not take our label with it.
+        body = apply_body(leave_out(body, left_out))
     live = await client.apply(body, field_manager=field_manager)
     return ref, live
 

@@ -17,6 +17,7 @@ from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.drift import Live, owned_fields, resource_drift
 from crs_controller.core.errors import NotFound
 from crs_controller.core.health import describe, first_not_ready
+from crs_controller.core.ignore import NO_IGNORES, Ignores
 from crs_controller.core.models import HealthCheck, ObjectRef, ResourceBinding
 from crs_controller.core.status import Outcome
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
@@ -28,9 +29,10 @@ HEALTH_POLL_SECONDS = 2.0
 class Observer:
     """What one pass has read from one workload cluster, per LIST."""
 
-    def __init__(self, client: KubeAPI, field_manager: str) -> None:
+    def __init__(self, client: KubeAPI, field_manager: str, ignores: Ignores = NO_IGNORES) -> None:
         self._client = client
         self._manager = field_manager
+        self._ignores = ignores  # the CRS's fields left to others, which drift passes over
         self._lists: dict[ListKey, dict[tuple[str, str], Live]] = {}
         self._objects: dict[ListKey, dict[tuple[str, str], Obj]] = {}
 
@@ -69,6 +71,7 @@ class Observer:
             live,
             recorded_sum=recorded.generation,
             recorded_fields=recorded.fields_hash,
+            ignores=self._ignores,
         )
 
     async def observe(self, objects: Sequence[ObjectRef]) -> list[Live | None]:
