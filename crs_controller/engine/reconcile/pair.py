@@ -115,7 +115,7 @@ async def reconcile_pair(
     wait = ctx.drift.wait(pair, ctx.clock.now())
     drift_due = drift.enabled and wait == 0
     # One read per kind for the whole pass, shared by its resources' drift checks.
-    observer = Observer(client, ctx.settings.field_manager)
+    observer = Observer(client, ctx.settings.field_manager, crs.ignores)
     if drift.enabled:
         progress.then = Result.after(wait or drift.interval)
     for ref in spec.resources:
@@ -299,6 +299,8 @@ async def _apply_resource(
         only_missing=step.strategy.apply.only_missing,
         confidential=ref.kind == "Secret",
         hashes=[manifest.hashes[i] for i in chosen.send],
+        ignores=crs.ignores,
+        inventory=previous.objects if previous is not None else (),
     )
     current = {**chosen.kept, **{chosen.send[i]: d for i, d in applied.applied.items()}}
     record = record_apply(
