@@ -11,6 +11,7 @@ from typing import Any
 from crs_controller.clients.api import WorkloadAPIs
 from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.engine.index import Caches
+from crs_controller.engine.io.control_planes import ControlPlaneVersions, NoControlPlanes
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.io.stores import BindingStore, CRSStore
@@ -61,6 +62,8 @@ class ClusterContext(Shared):
     bindings: BindingStore
     drift: DriftSchedule = field(default_factory=DriftSchedule)
     budget: Budget = field(default_factory=lambda: Budget(None, MonotonicClock()))
+    # The version each cluster's control plane runs (resources that follow it).
+    control_planes: ControlPlaneVersions = field(default_factory=NoControlPlanes)
 
     @classmethod
     def over(
@@ -71,6 +74,7 @@ class ClusterContext(Shared):
         workloads: WorkloadAPIs,
         bindings: BindingStore,
         budget: Budget | None = None,
+        control_planes: ControlPlaneVersions | None = None,
     ) -> ClusterContext:
         budget = budget or Budget(settings.max_updating_clusters, shared.clock)
         return cls(
@@ -79,6 +83,7 @@ class ClusterContext(Shared):
             workloads=workloads,
             bindings=bindings,
             budget=budget,
+            control_planes=control_planes or NoControlPlanes(),
         )
 
 

@@ -35,6 +35,7 @@ from crs_controller.core.objects import (
 from crs_controller.core.shard import owner
 from crs_controller.engine.index import Index
 from crs_controller.engine.io import metrics
+from crs_controller.engine.io.control_planes import ControlPlanes
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.informer import Informer, WatchSpec
 from crs_controller.engine.io.sources import Sources
@@ -81,6 +82,10 @@ class Controller:
         # Content is fetched on demand for referenced objects only (engine/sources).
         configmaps, secrets = self._source_informers()
         self.index = Index(crss, clusters, bindings)
+        # Watched per kind once a Cluster names it; a change looks at its clusters again.
+        self.control_planes = ControlPlanes(
+            mgmt, settings.namespace, lambda ns, name: self.queue.add(cluster_key(ns, name))
+        )
         # Fair between namespaces: the reserve is kept while more than one namespace
         # has objects, busy or idle, so it is there before a second tenant's key is.
         self.queue = WorkQueue(
@@ -127,6 +132,7 @@ class Controller:
             settings=self.settings,
             workloads=self.workloads,
             bindings=BindingStore(mgmt, bindings),
+            control_planes=self.control_planes,
         )
         crs_ctx = CRSContext.over(shared, crss=CRSStore(mgmt, crss), leading=lambda: self.leading)
         return cluster_ctx, crs_ctx
@@ -172,6 +178,7 @@ class Controller:
 
     def _on_cluster(self, old: Cluster | None, new: Cluster | None) -> None:
         self.index.update_cluster(old, new)
+        self.control_planes.track(old, new)
         cluster = new or old
         assert cluster is not None
         namespace = cluster.namespace
@@ -223,6 +230,7 @@ class Controller:
             for informer in self.informers:
                 supervised(group, informer.run(), f"watch-{informer.spec.kind}")
             supervised(group, self.queue.run_timers(), "queue-timers")
+            self.control_planes.attach(lambda coro, name: supervised(group, coro, name))
             for informer in self.informers:
                 await informer.synced.wait()
             log.info("caches synced", kinds=[i.spec.kind for i in self.informers])

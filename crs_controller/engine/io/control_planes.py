@@ -1,0 +1,167 @@
+"""The control plane objects Clusters name: watched per kind, started when a Cluster
+first names that kind, so a management cluster with one provider watches one kind.
+
+Cluster API's control plane kinds are the providers' own CRDs (KubeadmControlPlane,
+and others), so the kinds are found from the Clusters, in the control plane group
+only (core/control_planes), and at most ``MAX_KINDS`` of them: a tenant naming
+made-up kinds costs one discovery each, then nothing. The cache keeps two version
+strings per object. A change to one enqueues the Clusters naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+import structlog
+
+from crs_controller.clients.api import KubeAPI
+from crs_controller.core.control_planes import (
+    CONTROL_PLANE_GROUP,
+    ClusterVersion,
+    ControlPlane,
+    ControlPlaneRef,
+    RefProblem,
+    cluster_version,
+    parse_control_plane,
+)
+from crs_controller.core.errors import CRSError
+from crs_controller.core.objects import Cluster
+from crs_controller.engine.io.informer import Informer, WatchSpec
+
+log = structlog.get_logger(__name__)
+
+MAX_KINDS = 10
+Start = Callable[[Coroutine[Any, Any, None], str], object]
+
+
+class ControlPlaneVersions(Protocol):
+    """What a cluster reconcile reads: the version a cluster's control plane runs."""
+
+    def of(self, cluster: Cluster) -> ClusterVersion: ...
+
+
+class NoControlPlanes:
+    """Every cluster's version is unknown (for worlds that watch no control planes)."""
+
+    def of(self, cluster: Cluster) -> ClusterVersion:
+        return ClusterVersion(upgrading=cluster.upgrading)
+
+
+class ControlPlanes:
+    """The watched control plane objects, and which Clusters name each."""
+
+    def __init__(
+        self,
+        client: KubeAPI,
+        namespace: str | None,
+        changed: Callable[[str, str], None],
+    ) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._changed = changed  # (namespace, cluster name): look at this cluster again
+        self._informers: dict[str, Informer[ControlPlane]] = {}
+        self._failed: dict[str, str] = {}  # kind -> why it is not watched
+        self._named_by: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+        self._start: Start | None = None
+        self._pending: list[str] = []
+
+    def attach(self, start: Start) -> None:
+        """Start watches through ``start`` from now on (and those asked for before)."""
+        self._start = start
+        for kind in self._pending:
+            self._launch(kind)
+        self._pending.clear()
+
+    def track(self, old: Cluster | None, new: Cluster | None) -> None:
+        """A Cluster changed: remember which control plane it names, and watch that
+        kind if it is new."""
+        for cluster, keep in ((old, False), (new, True)):
+            if cluster is None or not isinstance(cluster.control_plane, ControlPlaneRef):
+                continue
+            key = (cluster.namespace, cluster.control_plane.kind, cluster.control_plane.name)
+            if keep:
+                self._named_by[key].add(cluster.name)
+                self._watch(cluster.control_plane.kind)
+            else:
+                self._named_by[key].discard(cluster.name)
+                if not self._named_by[key]:
+                    del self._named_by[key]
+
+    def of(self, cluster: Cluster) -> ClusterVersion:
+        ref = cluster.control_plane
+        if ref is None:
+            return ClusterVersion(upgrading=cluster.upgrading)
+        if isinstance(ref, RefProblem):
+            return ClusterVersion(None, ref.message, cluster.upgrading)
+        informer = self._informers.get(ref.kind)
+        if informer is None or not informer.synced.is_set():
+            why = self._failed.get(ref.kind, f"its {ref.kind} has not been read yet")
+            return ClusterVersion(None, why, cluster.upgrading)
+        return cluster_version(
+            upgrading_condition=cluster.upgrading,
+            wanted=cluster.topology_version,
+            control_plane=informer.get(cluster.namespace, ref.name),
+        )
+
+    def _watch(self, kind: str) -> None:
+        if kind in self._informers or kind in self._failed:
+            return
+        if len(self._informers) >= MAX_KINDS:
+            self._failed[kind] = f"more than {MAX_KINDS} control plane kinds are named"
+            return
+        self._informers[kind] = Informer(
+            self._client,
+            WatchSpec("", kind, self._namespace),  # the version is discovered first
+            parse_control_plane,
+            self._on_change(kind),
+        )
+        if self._start is None:
+            self._pending.append(kind)
+        else:
+            self._launch(kind)
+
+    def _launch(self, kind: str) -> None:
+        assert self._start is not None
+        self._start(self._run(kind), f"watch-{kind}")
+
+    async def _run(self, kind: str) -> None:
+        """Discover the kind's served version, then watch it; a kind the server does
+        not serve is said in the outcomes of the clusters naming it."""
+        try:
+            api_version = await self._client.preferred_version(CONTROL_PLANE_GROUP)
+            if api_version is None:
+                raise CRSError(f"{CONTROL_PLANE_GROUP} is not served")
+            await self._client.resource_info(api_version, kind)
+        except CRSError as exc:
+            log.warning("control plane kind not watched", kind=kind, error=str(exc))
+            self._failed[kind] = f"{kind} is not served in {CONTROL_PLANE_GROUP}"
+            self._informers.pop(kind, None)
+            self._enqueue_kind(kind)
+            return
+        informer = self._informers[kind]
+        informer.spec = WatchSpec(api_version, kind, self._namespace)
+        await asyncio.gather(informer.run(), self._read(kind, informer))
+
+    async def _read(self, kind: str, informer: Informer[ControlPlane]) -> None:
+        """Once the kind is read, clusters told "not read yet" (also those whose
+        control plane object does not exist) are looked at again."""
+        await informer.synced.wait()
+        self._enqueue_kind(kind)
+
+    def _on_change(self, kind: str) -> Callable[[ControlPlane | None, ControlPlane | None], None]:
+        def handler(old: ControlPlane | None, new: ControlPlane | None) -> None:
+            cp = new or old
+            assert cp is not None
+            for cluster in sorted(self._named_by.get((cp.namespace, kind, cp.name), ())):
+                self._changed(cp.namespace, cluster)
+
+        return handler
+
+    def _enqueue_kind(self, kind: str) -> None:
+        for (namespace, named_kind, _), clusters in list(self._named_by.items()):
+            if named_kind == kind:
+                for cluster in sorted(clusters):
+                    self._changed(namespace, cluster)
