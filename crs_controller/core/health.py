@@ -4,7 +4,9 @@ The rules are the kstatus ones that Flux and ``kubectl wait`` use, so a user who
 watched a rollout with either tool sees the same verdict here: generic checks first
 (being deleted, a generation not observed yet, the standard ``Stalled`` and
 ``Reconciling`` conditions), then a rule per built-in kind, then a ``Ready``
-condition for anything else, and otherwise existing is enough.
+condition for anything else, and otherwise existing is enough. A CRS's own rule
+for a kind (``spec.healthCheck.rules``, CEL, ``core.health_rules``) wins over all of
+these for objects of exactly its apiVersion and kind.
 
 Where kstatus reports an object Current that cannot be what the user waits for, we
 are stricter, because a health wait exists to tell "done" from "still going":
@@ -24,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from crs_controller.core.health_rules import CompiledRule, evaluate
 
 __all__ = ["Health", "HealthState", "describe", "first_not_ready", "object_health"]
 
@@ -50,12 +54,16 @@ class Health:
 READY = Health("Ready")
 
 
-def object_health(obj: Mapping[str, Any] | None) -> Health:
-    """The verdict on ``obj`` as read from the API (None: it does not exist)."""
+def object_health(obj: Mapping[str, Any] | None, rule: CompiledRule | None = None) -> Health:
+    """The verdict on ``obj`` as read from the API (None: it does not exist), by
+    ``rule`` when its kind has one, else by kstatus."""
     if obj is None:
         return Health("InProgress", "not found")
     if not isinstance(obj, Mapping):
         return Health("InProgress", "object is unreadable")
+    if rule is not None:
+        verdict = evaluate(rule, obj)
+        return Health(verdict.state, verdict.message)
     try:
         return _health(_Fields(obj))
     except _Unreadable as unreadable:
@@ -64,13 +72,15 @@ def object_health(obj: Mapping[str, Any] | None) -> Health:
 
 def first_not_ready(
     objects: Sequence[tuple[str, Mapping[str, Any] | None]],
+    rules: Sequence[CompiledRule | None] = (),
 ) -> tuple[str, Health] | None:
     """The object to name when a cluster is not healthy: the first Failed one, since
     it will not recover by waiting, else the first InProgress one (objects are in
-    apply order, so that is the one holding the others up). None: all Ready."""
+    apply order, so that is the one holding the others up). None: all Ready.
+    ``rules[i]``, when given, is the health rule for ``objects[i]``'s kind."""
     waiting: tuple[str, Health] | None = None
-    for label, obj in objects:
-        health = object_health(obj)
+    for n, (label, obj) in enumerate(objects):
+        health = object_health(obj, rules[n] if n < len(rules) else None)
         if health.state == "Failed":
             return label, health
         if waiting is None and not health.ready:

@@ -29,6 +29,7 @@ from crs_controller.core.control_planes import (
     topology_version,
 )
 from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.health_rules import CompiledRule, compile_rules
 from crs_controller.core.ignore import NO_IGNORES, Ignores, compile_ignores
 from crs_controller.core.models import (
     ClusterResourceSet,
@@ -96,6 +97,8 @@ class CRS(_Named):
     _versions: tuple[VersionRange | None, ...] = ()
     # spec.ignore compiled once (its JSON pointers parsed).
     _ignores: Ignores = NO_IGNORES
+    # spec.healthCheck.rules compiled once (CEL), in spec order.
+    _rules: tuple[CompiledRule, ...] = ()
 
     @property
     def generation(self) -> int:
@@ -151,6 +154,11 @@ class CRS(_Named):
         return self._ignores
 
     @property
+    def health_rules(self) -> tuple[CompiledRule, ...]:
+        """The compiled ``spec.healthCheck.rules`` (empty without any)."""
+        return self._rules
+
+    @property
     def follows_versions(self) -> bool:
         """Some resource applies only to some Kubernetes versions."""
         return any(r is not None for r in self._versions)
@@ -186,12 +194,15 @@ def parse_crs(raw: Mapping[str, Any]) -> CRS:
         policy = _policy(model.spec.rollout, strategy.durations.pause_after)
         versions = _versions(model)
         ignores = compile_ignores(model.spec.ignore)
+        rules = compile_rules(model.spec.health_check.rules if model.spec.health_check else [])
     except ValidationError as exc:
         return CRS(meta, None, InvalidSpec(describe_validation(exc)), status)
     except InvalidSpec as exc:  # a selector or mode the API server refuses too, a huge duration
         return CRS(meta, None, exc, status)
     selector_api = to_api(model.spec.cluster_selector)
-    return CRS(meta, model, None, model.status, selector_api, strategy, policy, versions, ignores)
+    return CRS(
+        meta, model, None, model.status, selector_api, strategy, policy, versions, ignores, rules
+    )
 
 
 def _versions(model: ClusterResourceSet) -> tuple[VersionRange | None, ...]:

@@ -177,6 +177,7 @@ async def _health(
         previous=ctx.outcomes.get(cluster.namespace, crs.name, cluster.name),
         sent_now=bool(progress.applied),
         now=now,
+        rules=crs.health_rules,
     )
     progress.then |= checked.then
     return checked.outcome

@@ -17,6 +17,7 @@ from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.drift import Live, owned_fields, resource_drift
 from crs_controller.core.errors import NotFound
 from crs_controller.core.health import describe, first_not_ready
+from crs_controller.core.health_rules import CompiledRule, rule_for
 from crs_controller.core.ignore import NO_IGNORES, Ignores
 from crs_controller.core.models import HealthCheck, ObjectRef, ResourceBinding
 from crs_controller.core.status import Outcome
@@ -133,14 +134,19 @@ async def check_health(
     previous: Outcome | None,
     sent_now: bool,
     now: datetime,
+    rules: Sequence[CompiledRule] = (),
 ) -> Checked:
     """``applied`` is the pass's outcome (every resource applied); ``previous`` the
-    pair's last outcome; ``sent_now`` whether this pass sent anything."""
+    pair's last outcome; ``sent_now`` whether this pass sent anything; ``rules`` the
+    CRS's health rules, which win over kstatus for their kinds."""
     if not sent_now and _was_ready(previous, applied):
         return Checked(applied)  # Ready since, and nothing changed
     refs = [o for resource in resources for o in resource.objects]
     live = await observer.objects(refs)
-    found = first_not_ready([(_label(r), obj) for r, obj in zip(refs, live, strict=True)])
+    found = first_not_ready(
+        [(_label(r), obj) for r, obj in zip(refs, live, strict=True)],
+        [rule_for(rules, r.api_version, r.kind) for r in refs],
+    )
     if found is None:
         return Checked(applied)
     label, health = found
