@@ -1,12 +1,17 @@
-"""The Cluster API Runtime Extension: BeforeClusterDelete, served over TLS only.
+"""The Cluster API Runtime Extension, served over TLS only: BeforeClusterDelete,
+AfterControlPlaneUpgrade and BeforeWorkersUpgrade.
 
-Discovery lists one handler; the hook answers ``retryAfterSeconds > 0`` while the
-cluster still has add-ons to clean up (and ``uninstall.timeout`` has not passed), so
-Cluster API holds the deletion of a topology-managed Cluster until then.
+Discovery lists a handler per hook served. BeforeClusterDelete answers
+``retryAfterSeconds > 0`` while the cluster still has add-ons to clean up (and
+``uninstall.timeout`` has not passed), so Cluster API holds the deletion of a
+topology-managed Cluster until then. The two upgrade hooks answer > 0 while a CRS with
+``gateUpgrades`` has not put in place what the version the request names needs.
 
 hypercorn serves it (limits in ``app.health``, which shares the set-up); this module
-adds what is particular to the hook: TLS, the body limit and the body deadline.
-Request bodies carry cluster objects: they are never logged.
+adds what is particular to the hooks: TLS, the body limit and the body deadline, which
+hook a path is and which version its request asks about. The answers themselves come
+from the callables ``serve`` is given. Request bodies carry cluster objects: they are
+never logged.
 """
 
 from __future__ import annotations
@@ -14,26 +19,27 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 from hypercorn.typing import ASGIReceiveCallable, HTTPScope
+from semver import Version
 
 from crs_controller.app import serving
 from crs_controller.app.serving import KEEP_ALIVE_TIMEOUT, READ_TIMEOUT, Answer, Headers, Served
+from crs_controller.core.versions import parse_version
 
 log = structlog.get_logger(__name__)
 
 HOOKS_API = "hooks.runtime.cluster.x-k8s.io/v1alpha1"
 PREFIX = f"/{HOOKS_API}"
-HANDLER = "before-cluster-delete"
 DISCOVERY_PATH = f"{PREFIX}/discovery"
-HOOK_PATH = f"{PREFIX}/beforeclusterdelete/{HANDLER}"
 # Cluster API gives up on a hook call after this long (the handler's timeoutSeconds).
 HOOK_TIMEOUT_SECONDS = 10
-# A BeforeClusterDeleteRequest is one Cluster object: far below this. A larger
+# A hook request is one Cluster object and a few versions: far below this. A larger
 # Content-Length is refused (413) before any of the body is read.
 MAX_BODY = 4 * 1024 * 1024
 # The whole body must arrive within this long. hypercorn's idle timer stops once the
@@ -49,7 +55,53 @@ STATUS_TIMEOUT = 7.0
 # deletion go ahead before the clean-up.
 RETRY_ON_ERROR_SECONDS = 5
 
+# BeforeClusterDelete: (retryAfterSeconds, message) for the Cluster object.
 Status = Callable[[dict[str, Any]], Awaitable[tuple[int, str]]]
+# The upgrade hooks: (retryAfterSeconds, message) for the Cluster object and the version.
+Gate = Callable[[dict[str, Any], Version], Awaitable[tuple[int, str]]]
+# What a hook's request is answered from: the Cluster object, and the version it asks
+# about (None for a hook that names none).
+Ask = Callable[[dict[str, Any], Version | None], Awaitable[tuple[int, str]]]
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A hook served: its name in the Runtime SDK catalog, the handler's name, and
+    which version a request asks about (None: the hook is about the cluster alone)."""
+
+    name: str
+    handler: str
+    version_of: Callable[[Mapping[str, Any]], object] | None = None
+
+    @property
+    def path(self) -> str:
+        # Cluster API calls <prefix>/<hook in lower case>/<handler name>.
+        return f"{PREFIX}/{self.name.lower()}/{self.handler}"
+
+
+def _control_plane_version(request: Mapping[str, Any]) -> object:
+    """The version the control plane now runs."""
+    return request.get("kubernetesVersion")
+
+
+def _workers_version(request: Mapping[str, Any]) -> object:
+    """The version workers are about to take: the first of the upgrade steps left to
+    them when the request lists them, else the step's target."""
+    steps = request.get("workersUpgrades")
+    if isinstance(steps, list) and steps and isinstance(steps[0], dict):
+        return steps[0].get("version")
+    return request.get("toKubernetesVersion")
+
+
+BEFORE_CLUSTER_DELETE = Hook("BeforeClusterDelete", "before-cluster-delete")
+AFTER_CONTROL_PLANE_UPGRADE = Hook(
+    "AfterControlPlaneUpgrade", "after-control-plane-upgrade", _control_plane_version
+)
+BEFORE_WORKERS_UPGRADE = Hook("BeforeWorkersUpgrade", "before-workers-upgrade", _workers_version)
+UPGRADE_HOOKS = (AFTER_CONTROL_PLANE_UPGRADE, BEFORE_WORKERS_UPGRADE)
+HOOKS = (BEFORE_CLUSTER_DELETE, *UPGRADE_HOOKS)
+HANDLER = BEFORE_CLUSTER_DELETE.handler
+HOOK_PATH = BEFORE_CLUSTER_DELETE.path
 
 
 class _Refused(Exception):
@@ -61,42 +113,75 @@ class _Refused(Exception):
         self.message = message
 
 
-def discovery() -> dict[str, Any]:
+def discovery(hooks: tuple[Hook, ...] = HOOKS) -> dict[str, Any]:
     return {
         "apiVersion": HOOKS_API,
         "kind": "DiscoveryResponse",
         "status": "Success",
         "handlers": [
             {
-                "name": HANDLER,
-                "requestHook": {"apiVersion": HOOKS_API, "hook": "BeforeClusterDelete"},
+                "name": hook.handler,
+                "requestHook": {"apiVersion": HOOKS_API, "hook": hook.name},
                 "timeoutSeconds": HOOK_TIMEOUT_SECONDS,
                 "failurePolicy": "Fail",
             }
+            for hook in hooks
         ],
     }
 
 
 async def answer(
-    request: dict[str, Any], status: Status, timeout: float = STATUS_TIMEOUT
+    request: dict[str, Any], hook: Hook, ask: Ask, timeout: float = STATUS_TIMEOUT
 ) -> dict[str, Any]:
-    """The BeforeClusterDeleteResponse for a request (pure, given ``status``)."""
+    """The ``<hook>Response`` for a request (pure, given ``ask``)."""
     cluster = request.get("cluster")
-    base = {"apiVersion": HOOKS_API, "kind": "BeforeClusterDeleteResponse"}
-    if request.get("kind") != "BeforeClusterDeleteRequest" or not isinstance(cluster, dict):
-        return {**base, "status": "Failure", "message": "expected a BeforeClusterDeleteRequest"}
-    retry_after, message = await _status(status, cluster, timeout)
+    base = {"apiVersion": HOOKS_API, "kind": f"{hook.name}Response"}
+    expected = f"{hook.name}Request"
+    if request.get("kind") != expected or not isinstance(cluster, dict):
+        return {**base, "status": "Failure", "message": f"expected a {expected}"}
+    version = None
+    if hook.version_of is not None:
+        text = hook.version_of(request)
+        version = parse_version(text) if isinstance(text, str) else None
+        if version is None:
+            return {
+                **base,
+                "status": "Failure",
+                "message": f"{expected} names no Kubernetes version",
+            }
+    retry_after, message = await _status(hook, ask, cluster, version, timeout)
     return {**base, "status": "Success", "message": message, "retryAfterSeconds": retry_after}
 
 
-async def _status(status: Status, cluster: dict[str, Any], timeout: float) -> tuple[int, str]:
+async def _status(
+    hook: Hook, ask: Ask, cluster: dict[str, Any], version: Version | None, timeout: float
+) -> tuple[int, str]:
     try:
         async with asyncio.timeout(timeout):
-            return await status(cluster)
+            return await ask(cluster, version)
     except Exception as error:  # any failure means "not yet", never a crash
         # The type only: a message could quote the cluster object.
-        log.warning("BeforeClusterDelete: add-on state unreadable", error=type(error).__name__)
+        log.warning(f"{hook.name}: add-on state unreadable", error=type(error).__name__)
         return RETRY_ON_ERROR_SECONDS, "could not read the cluster's add-on state; retrying"
+
+
+def asks(status: Status, gate: Gate | None) -> dict[Hook, Ask]:
+    """What each hook served is answered from: BeforeClusterDelete always, the upgrade
+    hooks with a ``gate``."""
+
+    async def deleting(cluster: dict[str, Any], version: Version | None) -> tuple[int, str]:
+        return await status(cluster)
+
+    served: dict[Hook, Ask] = {BEFORE_CLUSTER_DELETE: deleting}
+    if gate is not None:
+
+        async def upgrading(cluster: dict[str, Any], version: Version | None) -> tuple[int, str]:
+            if version is None:  # answer() refuses an upgrade request without one
+                raise ValueError("no Kubernetes version")
+            return await gate(cluster, version)
+
+        served.update(dict.fromkeys(UPGRADE_HOOKS, upgrading))
+    return served
 
 
 async def serve(
@@ -104,12 +189,15 @@ async def serve(
     port: int,
     cert_dir: str,
     status: Status,
+    gate: Gate | None = None,
     keep_alive: float = KEEP_ALIVE_TIMEOUT,
     read_timeout: int = READ_TIMEOUT,
     handshake_timeout: float = SSL_HANDSHAKE_TIMEOUT,
     body_timeout: float = BODY_TIMEOUT,
 ) -> Served:
-    """Serve discovery and the hook over TLS 1.2+ with ``<cert_dir>/tls.crt``, ``tls.key``."""
+    """Serve discovery and the hooks over TLS 1.2+ with ``<cert_dir>/tls.crt``,
+    ``tls.key``: BeforeClusterDelete from ``status``, the upgrade hooks from ``gate``
+    (not served, nor listed by discovery, without one)."""
     conf = serving.config(keep_alive, read_timeout)
     conf.certfile = str(Path(cert_dir) / "tls.crt")
     conf.keyfile = str(Path(cert_dir) / "tls.key")
@@ -118,9 +206,10 @@ async def serve(
     # certificate fails ``serve`` rather than the server task after it returned.
     conf.create_ssl_context()
     _quiet_tls_disconnects(asyncio.get_running_loop())
+    served = asks(status, gate)
 
     async def handler(scope: HTTPScope, receive: ASGIReceiveCallable) -> Answer:
-        code, body, extra = await _handle(scope, receive, status, body_timeout)
+        code, body, extra = await _handle(scope, receive, served, body_timeout)
         return code, json.dumps(body).encode(), "application/json", extra
 
     return await serving.launch(serving.http_app(handler), conf, host, port, "runtime-extension")
@@ -145,10 +234,11 @@ def _drop_ssl_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -
 
 
 async def _handle(
-    scope: HTTPScope, receive: ASGIReceiveCallable, status: Status, body_timeout: float
+    scope: HTTPScope, receive: ASGIReceiveCallable, served: dict[Hook, Ask], body_timeout: float
 ) -> tuple[int, dict[str, Any], Headers]:
     path, method = scope["path"], scope["method"]
-    if path not in (DISCOVERY_PATH, HOOK_PATH):
+    hook = next((h for h in served if h.path == path), None)
+    if path != DISCOVERY_PATH and hook is None:
         return 404, {"message": f"no handler at {path}"}, ()
     allowed = ("GET", "POST") if path == DISCOVERY_PATH else ("POST",)
     if method not in allowed:
@@ -158,14 +248,15 @@ async def _handle(
     except _Refused as refused:
         # The rest of the body is not read: tell the client this connection is done.
         return refused.code, {"message": refused.message}, [(b"connection", b"close")]
-    if path == DISCOVERY_PATH:
-        return 200, discovery(), ()
+    if hook is None:
+        return 200, discovery(tuple(served)), ()
     try:
         request = json.loads(raw or b"{}")
     except ValueError:
         return 400, {"message": "body is not JSON"}, ()
-    response = await answer(request if isinstance(request, dict) else {}, status)
-    log.info("BeforeClusterDelete", retry_after=response.get("retryAfterSeconds"))
+    body = request if isinstance(request, dict) else {}
+    response = await answer(body, hook, served[hook])
+    log.info(hook.name, retry_after=response.get("retryAfterSeconds"))
     return 200, response, ()
 
 

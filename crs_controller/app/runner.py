@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from semver import Version
 
 from crs_controller.app import extension, health
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import Settings
-from crs_controller.engine.reconcile.hook import hook_status
+from crs_controller.engine.reconcile.hook import hook_status, upgrade_status
 from crs_controller.engine.runtime.controller import Controller, cluster_api_version
 from crs_controller.engine.runtime.membership import LeaderElector, Leases, ShardMembership
 from crs_controller.engine.runtime.tasks import supervised
@@ -70,7 +71,8 @@ async def run(options: RunOptions) -> None:
         log.warning("runtime extension off: no tls.crt", cert_dir=str(cert_dir))
     elif cert_dir and (where := _split(options.extension_addr)):
         status = functools.partial(_hook_answer, controller)
-        servers.append(await extension.serve(*where, str(cert_dir), status))
+        gate = functools.partial(_gate_answer, controller)
+        servers.append(await extension.serve(*where, str(cert_dir), status, gate))
         log.info("runtime extension serving", addr=options.extension_addr)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -96,6 +98,18 @@ async def _hook_answer(controller: Controller, cluster: dict[str, Any]) -> tuple
     make sure this replica's reconcile of the Cluster is under way."""
     retry_after, message = await hook_status(
         controller.mgmt, controller.cluster_api_version, cluster, controller.clock.wall()
+    )
+    if retry_after:
+        controller.nudge(cluster)
+    return retry_after, message
+
+
+async def _gate_answer(
+    controller: Controller, cluster: dict[str, Any], version: Version
+) -> tuple[int, str]:
+    """The upgrade hooks: the answer read from the API, as for BeforeClusterDelete."""
+    retry_after, message = await upgrade_status(
+        controller.mgmt, controller.cluster_api_version, cluster, version
     )
     if retry_after:
         controller.nudge(cluster)

@@ -1,8 +1,10 @@
-"""The BeforeClusterDelete Runtime Extension (``app.extension``): what discovery lists,
-how a hook request is answered (``answer``, including "retry" when the status cannot be
-read in time), and the real TLS server on loopback — discovery (GET or POST), the hook,
-404 for other paths, 405 for other methods, 400 for a body that is not JSON or badly
-framed, 413 for one over ``MAX_BODY``, and no answer at all over plain HTTP.
+"""The Runtime Extension (``app.extension``): what discovery lists (BeforeClusterDelete,
+AfterControlPlaneUpgrade, BeforeWorkersUpgrade), how a hook request is answered
+(``answer``, including "retry" when the status cannot be read in time, and which
+version an upgrade request asks about), and the real TLS server on loopback —
+discovery (GET or POST), the hooks driven with Cluster API's request JSON, 404 for
+other paths, 405 for other methods, 400 for a body that is not JSON or badly framed,
+413 for one over ``MAX_BODY``, and no answer at all over plain HTTP.
 
 Connection limits (timeouts, header size, idle connections) are in test_http_limits."""
 
@@ -21,12 +23,18 @@ import structlog.testing
 
 from crs_controller.app import extension
 from crs_controller.app.extension import (
+    AFTER_CONTROL_PLANE_UPGRADE,
+    BEFORE_CLUSTER_DELETE,
+    BEFORE_WORKERS_UPGRADE,
     DISCOVERY_PATH,
     HOOK_PATH,
     HOOKS_API,
     MAX_BODY,
     RETRY_ON_ERROR_SECONDS,
+    Ask,
+    Status,
     answer,
+    asks,
     discovery,
 )
 from crs_controller.testbed.certs import CertificateAuthority
@@ -57,15 +65,105 @@ class Recorder:
         return self.retry_after, self.message
 
 
-def test_discovery_lists_exactly_one_before_cluster_delete_handler() -> None:
+# A Cluster as Cluster API sends it in an upgrade hook's request: a managed topology.
+TOPOLOGY_CLUSTER = {
+    "apiVersion": "cluster.x-k8s.io/v1beta1",
+    "kind": "Cluster",
+    "metadata": {
+        "name": "work-1",
+        "namespace": "default",
+        "uid": "6f1c2f4e-3d4b-4b8e-9a51-2b7c1d0e9f10",
+        "resourceVersion": "48213",
+        "generation": 4,
+        "labels": {"cni": "calico", "topology.cluster.x-k8s.io/owned": ""},
+    },
+    "spec": {
+        "clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}},
+        "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
+        "controlPlaneRef": {
+            "apiVersion": "controlplane.cluster.x-k8s.io/v1beta1",
+            "kind": "KubeadmControlPlane",
+            "name": "work-1-cp-x7k2p",
+            "namespace": "default",
+        },
+        "topology": {
+            "class": "quick-start",
+            "version": "v1.34.0",
+            "controlPlane": {"replicas": 3},
+            "workers": {
+                "machineDeployments": [{"class": "default-worker", "name": "md-0", "replicas": 2}]
+            },
+        },
+    },
+    "status": {
+        "phase": "Provisioned",
+        "controlPlaneReady": True,
+        "infrastructureReady": True,
+        "conditions": [{"type": "Ready", "status": "True"}],
+    },
+}
+
+
+def after_control_plane_upgrade(version: Any = "v1.34.0", **extra: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": HOOKS_API,
+        "kind": "AfterControlPlaneUpgradeRequest",
+        "settings": {"owner": "platform"},
+        "cluster": TOPOLOGY_CLUSTER,
+        "kubernetesVersion": version,
+        **extra,
+    }
+
+
+def before_workers_upgrade(**fields: Any) -> dict[str, Any]:
+    base = {
+        "apiVersion": HOOKS_API,
+        "kind": "BeforeWorkersUpgradeRequest",
+        "cluster": TOPOLOGY_CLUSTER,
+        "fromKubernetesVersion": "v1.33.2",
+        "toKubernetesVersion": "v1.34.0",
+    }
+    return {**base, **fields}
+
+
+@dataclass
+class GateRecorder:
+    """A ``gate`` callable that answers a fixed verdict and remembers what it was asked."""
+
+    retry_after: int = 0
+    message: str = "add-ons in place"
+    calls: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+
+    async def __call__(self, cluster: dict[str, Any], version: Any) -> tuple[int, str]:
+        self.calls.append((cluster, str(version)))
+        return self.retry_after, self.message
+
+
+def deleting(status: Status) -> Ask:
+    return asks(status, None)[BEFORE_CLUSTER_DELETE]
+
+
+def test_discovery_lists_the_three_hooks_at_the_paths_they_are_served() -> None:
     response = discovery()
     assert response["kind"] == "DiscoveryResponse"
     assert response["status"] == "Success"
-    [handler] = response["handlers"]
-    assert handler["requestHook"] == {"apiVersion": HOOKS_API, "hook": "BeforeClusterDelete"}
-    # Cluster API calls <prefix>/<hook in lower case>/<handler name>.
-    assert handler["name"] == HOOK_PATH.rsplit("/", 1)[-1]
-    assert HOOK_PATH.startswith(f"/{HOOKS_API}/beforeclusterdelete/")
+    listed = {h["requestHook"]["hook"]: h for h in response["handlers"]}
+    assert set(listed) == {
+        "BeforeClusterDelete",
+        "AfterControlPlaneUpgrade",
+        "BeforeWorkersUpgrade",
+    }
+    for hook in (BEFORE_CLUSTER_DELETE, AFTER_CONTROL_PLANE_UPGRADE, BEFORE_WORKERS_UPGRADE):
+        handler = listed[hook.name]
+        assert handler["requestHook"]["apiVersion"] == HOOKS_API
+        assert handler["failurePolicy"] == "Fail"
+        # Cluster API calls <prefix>/<hook in lower case>/<handler name>.
+        assert hook.path == f"/{HOOKS_API}/{hook.name.lower()}/{handler['name']}"
+    assert HOOK_PATH.endswith("/beforeclusterdelete/before-cluster-delete")
+    assert AFTER_CONTROL_PLANE_UPGRADE.path.endswith(
+        "/aftercontrolplaneupgrade/after-control-plane-upgrade"
+    )
+    assert BEFORE_WORKERS_UPGRADE.path.endswith("/beforeworkersupgrade/before-workers-upgrade")
 
 
 @pytest.mark.parametrize(
@@ -76,7 +174,7 @@ async def test_answer_relays_the_status_for_the_requested_cluster(
     retry_after: int, message: str
 ) -> None:
     status = Recorder(retry_after, message)
-    response = await answer(hook_request(), status)
+    response = await answer(hook_request(), BEFORE_CLUSTER_DELETE, deleting(status))
     assert response == {
         "apiVersion": HOOKS_API,
         "kind": "BeforeClusterDeleteResponse",
@@ -114,7 +212,7 @@ async def test_answer_fails_a_request_that_is_not_a_before_cluster_delete(
     request_body: dict[str, Any],
 ) -> None:
     status = Recorder()
-    response = await answer(request_body, status)
+    response = await answer(request_body, BEFORE_CLUSTER_DELETE, deleting(status))
     assert response["kind"] == "BeforeClusterDeleteResponse"
     assert response["status"] == "Failure"
     assert "retryAfterSeconds" not in response
@@ -138,7 +236,7 @@ class Failing:
 )
 async def test_answer_asks_to_retry_when_the_status_cannot_be_read(error: Exception) -> None:
     with structlog.testing.capture_logs() as logs:
-        response = await answer(hook_request(), Failing(error))
+        response = await answer(hook_request(), BEFORE_CLUSTER_DELETE, deleting(Failing(error)))
     assert response["status"] == "Success"
     assert response["retryAfterSeconds"] == RETRY_ON_ERROR_SECONDS > 0
     assert "could not" in response["message"]
@@ -152,7 +250,9 @@ async def test_answer_asks_to_retry_when_the_status_takes_too_long() -> None:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    response = await asyncio.wait_for(answer(hook_request(), never, timeout=0.05), 5)
+    response = await asyncio.wait_for(
+        answer(hook_request(), BEFORE_CLUSTER_DELETE, deleting(never), timeout=0.05), 5
+    )
     assert response["retryAfterSeconds"] == RETRY_ON_ERROR_SECONDS
 
 
@@ -188,7 +288,7 @@ async def test_server_answers_discovery(served: Served) -> None:
         )
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
-    assert response.json() == discovery()
+    assert response.json() == discovery((BEFORE_CLUSTER_DELETE,))
 
 
 async def test_server_answers_the_hook_with_the_status_of_the_cluster(served: Served) -> None:
@@ -235,7 +335,7 @@ async def test_server_answers_discovery_on_get(served: Served) -> None:
     async with httpx.AsyncClient(verify=served.verify, timeout=5) as client:
         response = await client.get(served.url + DISCOVERY_PATH)
     assert response.status_code == 200
-    assert response.json() == discovery()
+    assert response.json() == discovery((BEFORE_CLUSTER_DELETE,))
 
 
 @pytest.mark.parametrize(
@@ -314,3 +414,166 @@ async def test_server_refuses_a_malformed_content_length(served: Served, length:
     head = f"POST {HOOK_PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: {length}"
     reply = await exchange(served, head, b"{}")
     assert reply.startswith(b"HTTP/1.1 400 ")
+
+
+# -- the upgrade hooks --------------------------------------------------------------
+
+
+def upgrading(gate: GateRecorder | Any) -> Ask:
+    return asks(Recorder(), gate)[AFTER_CONTROL_PLANE_UPGRADE]
+
+
+@pytest.mark.parametrize(
+    ("hook", "request_body", "version"),
+    [
+        (AFTER_CONTROL_PLANE_UPGRADE, after_control_plane_upgrade("v1.34.0"), "1.34.0"),
+        (
+            AFTER_CONTROL_PLANE_UPGRADE,
+            after_control_plane_upgrade(
+                "v1.33.5",
+                controlPlaneUpgrades=[{"version": "v1.34.0"}],
+                workersUpgrades=[{"version": "v1.34.0"}],
+            ),
+            "1.33.5",
+        ),
+        (BEFORE_WORKERS_UPGRADE, before_workers_upgrade(), "1.34.0"),
+        (
+            BEFORE_WORKERS_UPGRADE,
+            before_workers_upgrade(
+                toKubernetesVersion="v1.35.1",
+                workersUpgrades=[{"version": "v1.34.0"}, {"version": "v1.35.1"}],
+            ),
+            "1.34.0",
+        ),
+        (
+            BEFORE_WORKERS_UPGRADE,
+            before_workers_upgrade(toKubernetesVersion="v1.34.0+vmware.1"),
+            "1.34.0+vmware.1",
+        ),
+    ],
+    ids=["cp-version", "cp-with-plan", "workers-target", "workers-first-step", "build-metadata"],
+)
+async def test_an_upgrade_hook_asks_the_gate_about_the_version_it_names(
+    hook: Any, request_body: dict[str, Any], version: str
+) -> None:
+    gate = GateRecorder(retry_after=10, message="waiting for add-ons of cpi")
+    response = await answer(request_body, hook, asks(Recorder(), gate)[hook])
+    assert response == {
+        "apiVersion": HOOKS_API,
+        "kind": f"{hook.name}Response",
+        "status": "Success",
+        "message": "waiting for add-ons of cpi",
+        "retryAfterSeconds": 10,
+    }
+    assert gate.calls == [(TOPOLOGY_CLUSTER, version)]
+
+
+@pytest.mark.parametrize(
+    ("hook", "request_body"),
+    [
+        (AFTER_CONTROL_PLANE_UPGRADE, after_control_plane_upgrade(None)),
+        (AFTER_CONTROL_PLANE_UPGRADE, after_control_plane_upgrade("latest")),
+        (AFTER_CONTROL_PLANE_UPGRADE, after_control_plane_upgrade("v1.34")),
+        (AFTER_CONTROL_PLANE_UPGRADE, after_control_plane_upgrade(134)),
+        (AFTER_CONTROL_PLANE_UPGRADE, before_workers_upgrade()),
+        (BEFORE_WORKERS_UPGRADE, before_workers_upgrade(toKubernetesVersion="")),
+        (BEFORE_WORKERS_UPGRADE, before_workers_upgrade(workersUpgrades=[{"version": "x"}])),
+        (BEFORE_WORKERS_UPGRADE, after_control_plane_upgrade()),
+        (BEFORE_WORKERS_UPGRADE, {**before_workers_upgrade(), "cluster": "work-1"}),
+    ],
+    ids=[
+        "cp-null",
+        "cp-word",
+        "cp-minor-only",
+        "cp-number",
+        "cp-other-kind",
+        "workers-empty",
+        "workers-bad-step",
+        "workers-other-kind",
+        "workers-cluster-string",
+    ],
+)
+async def test_an_upgrade_request_without_a_version_or_cluster_fails(
+    hook: Any, request_body: dict[str, Any]
+) -> None:
+    gate = GateRecorder()
+    response = await answer(request_body, hook, asks(Recorder(), gate)[hook])
+    assert response["kind"] == f"{hook.name}Response"
+    assert response["status"] == "Failure"
+    assert response["message"]
+    assert "retryAfterSeconds" not in response
+    assert gate.calls == []
+
+
+async def test_an_upgrade_hook_asks_to_retry_when_the_gate_cannot_be_read() -> None:
+    async def failing(cluster: dict[str, Any], version: Any) -> tuple[int, str]:
+        raise RuntimeError("token=s3cret")
+
+    with structlog.testing.capture_logs() as logs:
+        response = await answer(
+            after_control_plane_upgrade(), AFTER_CONTROL_PLANE_UPGRADE, upgrading(failing)
+        )
+    assert response["status"] == "Success"
+    assert response["retryAfterSeconds"] == RETRY_ON_ERROR_SECONDS > 0
+    assert "s3cret" not in repr(logs)
+
+
+def test_without_a_gate_only_before_cluster_delete_is_served_and_listed() -> None:
+    assert list(asks(Recorder(), None)) == [BEFORE_CLUSTER_DELETE]
+    [handler] = discovery((BEFORE_CLUSTER_DELETE,))["handlers"]
+    assert handler["requestHook"]["hook"] == "BeforeClusterDelete"
+
+
+@pytest.fixture
+async def gated(tmp_path: Path) -> AsyncIterator[tuple[Served, GateRecorder]]:
+    ca = CertificateAuthority.generate("extension-ca")
+    serving = ca.issue_serving(("127.0.0.1",))
+    (tmp_path / "tls.crt").write_bytes(serving.cert_pem)
+    (tmp_path / "tls.key").write_bytes(serving.key_pem)
+    status, gate = Recorder(), GateRecorder(retry_after=15, message="waiting for add-ons of cpi")
+    server = await extension.serve("127.0.0.1", 0, str(tmp_path), status, gate)
+    verify = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    url = f"https://127.0.0.1:{server.port}"
+    try:
+        yield Served(url, url.replace("https", "http"), verify, status), gate
+    finally:
+        await asyncio.wait_for(server.close(), 5)
+
+
+async def test_server_answers_the_upgrade_hooks_from_the_gate(
+    gated: tuple[Served, GateRecorder],
+) -> None:
+    served, gate = gated
+    async with httpx.AsyncClient(verify=served.verify, timeout=5) as client:
+        listed = (await client.get(served.url + DISCOVERY_PATH)).json()
+        control_plane = await client.post(
+            served.url + AFTER_CONTROL_PLANE_UPGRADE.path, json=after_control_plane_upgrade()
+        )
+        workers = await client.post(
+            served.url + BEFORE_WORKERS_UPGRADE.path,
+            json=before_workers_upgrade(workersUpgrades=[{"version": "v1.34.0"}]),
+        )
+        # A request for one hook at another hook's path is not that hook's request.
+        crossed = await client.post(
+            served.url + BEFORE_WORKERS_UPGRADE.path, json=after_control_plane_upgrade()
+        )
+    assert listed == discovery()
+    assert control_plane.json()["kind"] == "AfterControlPlaneUpgradeResponse"
+    assert workers.json()["kind"] == "BeforeWorkersUpgradeResponse"
+    for response in (control_plane, workers):
+        assert response.status_code == 200
+        assert response.json()["retryAfterSeconds"] == 15
+        assert response.json()["message"] == "waiting for add-ons of cpi"
+    assert crossed.json()["status"] == "Failure"
+    assert gate.calls == [(TOPOLOGY_CLUSTER, "1.34.0"), (TOPOLOGY_CLUSTER, "1.34.0")]
+    assert served.status.calls == []
+
+
+async def test_server_without_a_gate_has_no_upgrade_handlers(served: Served) -> None:
+    async with httpx.AsyncClient(verify=served.verify, timeout=5) as client:
+        listed = (await client.get(served.url + DISCOVERY_PATH)).json()
+        response = await client.post(
+            served.url + AFTER_CONTROL_PLANE_UPGRADE.path, json=after_control_plane_upgrade()
+        )
+    assert [h["requestHook"]["hook"] for h in listed["handlers"]] == ["BeforeClusterDelete"]
+    assert response.status_code == 404
