@@ -1,6 +1,8 @@
 """Drift decisions: the generation sum and its drift rule, and Content drift from the
-fields our field manager owns (managedFields), hashed independently of key order; and
-the schedule of drift checks per CRS and cluster."""
+fields our field manager owns (managedFields), hashed independently of key order;
+fields left to others (spec.ignore) taken by another manager are no drift, and the
+objects they are on are judged by ownership, not generation; and the schedule of
+drift checks per CRS and cluster."""
 
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ from crs_controller.core.drift import (
     fields_hash,
     generation_drift,
     generation_sum,
+    ours_hash,
     owned_fields,
     owned_hash,
     resource_drift,
 )
+from crs_controller.core.ignore import Ignores, Rule, Target, parse_pointer
 from crs_controller.core.models import ObjectRef
 from crs_controller.engine.memory.drift import DriftSchedule
 
@@ -173,6 +177,55 @@ def test_an_inventory_without_object_records_falls_back_to_the_resource_sum(
         resource_drift("Content", [A, B], live, recorded_sum=recorded_sum, recorded_fields=legacy)
         is drift
     )
+
+
+# --- fields left to others (spec.ignore) ----------------------------------------------
+
+REPLICAS = Ignores(
+    (Rule(Target(group="apps", kind="Deployment"), (parse_pointer("/spec/replicas"),)),)
+)
+APPLIED = {"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:replicas": {}, "f:paused": {}}}
+SCALED = {"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:paused": {}}}  # an HPA took it
+LABEL_TAKEN = {"f:spec": {"f:paused": {}}}  # someone edited the label too
+
+
+def recorded_with(ref: ObjectRef, generation: int, owned: Any, ignores: Ignores) -> ObjectRef:
+    """The inventory entry as applying records it: ignored paths out of the hash."""
+    fields = ours_hash(owned, ignores.paths_for(ref))
+    return ref.model_copy(update={"generation": generation, "fields": fields})
+
+
+@pytest.mark.parametrize("mode", ["Generation", "Content"])
+@pytest.mark.parametrize(
+    ("live", "ignores", "drift"),
+    [
+        # The HPA scaled: replicas left our fields and the generation moved.
+        (Live(3, SCALED), REPLICAS, False),
+        (Live(3, SCALED), Ignores(), True),
+        # Our own next apply left replicas out: the same owned fields.
+        (Live(4, SCALED), REPLICAS, False),
+        # Someone took another field we own: drift, in Generation mode too (ownership
+        # is what tells an edit from a scale for a targeted object).
+        (Live(3, LABEL_TAKEN), REPLICAS, True),
+        (Live(2, APPLIED), REPLICAS, False),
+    ],
+    ids=["scaled", "scaled-unignored", "reapplied", "label-taken", "untouched"],
+)
+def test_ignored_paths_are_not_drift(mode: str, live: Live, ignores: Ignores, drift: bool) -> None:
+    objects = [recorded_with(B, 2, APPLIED, ignores)]
+    assert resource_drift(mode, objects, [live], ignores=ignores) is drift
+
+
+def test_only_targeted_objects_skip_the_generation_and_a_missing_one_is_drift() -> None:
+    objects = [recorded_with(A, 1, OWNED, REPLICAS), recorded_with(B, 2, APPLIED, REPLICAS)]
+    # The ConfigMap is not targeted: its generation still counts in Generation mode.
+    live = [Live(2, OWNED), Live(2, APPLIED)]
+    assert resource_drift("Generation", objects, live, ignores=REPLICAS) is True
+    assert resource_drift("Generation", objects, [Live(1, OWNED), None], ignores=REPLICAS)
+    # Generation mode looks at ownership only for the targeted object.
+    live = [Live(1, OTHER_OWNED), Live(5, SCALED)]
+    assert resource_drift("Generation", objects, live, ignores=REPLICAS) is False
+    assert resource_drift("Content", objects, live, ignores=REPLICAS) is True
 
 
 # --- the drift schedule (engine.memory.drift), driven by explicit times -------------
