@@ -56,11 +56,14 @@ def required(crs: CRS, version: Version) -> frozenset[tuple[str, str]]:
 
 def has_applied(crs: CRS, entry: CRSBinding | None, version: Version) -> bool:
     """The binding entry shows everything ``version`` needs applied (and Ready, for the
-    CRS's generation, when the CRS waits for health)."""
+    CRS's generation, when the CRS waits for health). Nothing needed: nothing to wait
+    for, whatever the entry says."""
+    needed = required(crs, version)
+    if not needed:
+        return True
     if entry is None:
         return False
-    applied = {(r.kind, r.name) for r in entry.resources if r.applied}
-    if not required(crs, version) <= applied:
+    if not needed <= {(r.kind, r.name) for r in entry.resources if r.applied}:
         return False
     health = crs.valid.spec.health_check
     if health is None or not health.wait:
