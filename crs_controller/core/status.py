@@ -27,7 +27,8 @@ RESOURCES_APPLIED = "ResourcesApplied"
 READY = "Ready"
 
 # Progressing: held back by the CRS's rollout (its step has not come yet).
-# Waiting: held back by a CRS it depends on, not applied or Ready on the cluster yet.
+# Waiting: held back by a CRS it depends on, not applied or Ready on the cluster yet,
+# or (its resources that follow the Kubernetes version) by a version not known yet.
 State = Literal["Applied", "Failed", "Pending", "Progressing", "Waiting"]
 ROLLOUT_REASONS = {
     "Paused": "RolloutPaused",
@@ -35,9 +36,15 @@ ROLLOUT_REASONS = {
     "AwaitingApproval": "AwaitingApproval",
 }
 # Held back from a new revision (state Progressing, keeping what it has): by the
-# rollout's step, outside its change windows, by the cluster itself, or by the
-# fleet-wide budget of clusters updating at once.
-HELD_REASONS = ("Progressing", "OutsideWindow", "UpdateHeld", "BudgetExhausted")
+# rollout's step, outside its change windows, by the cluster itself, by the
+# fleet-wide budget of clusters updating at once, or while Cluster API upgrades it.
+HELD_REASONS = (
+    "Progressing",
+    "OutsideWindow",
+    "UpdateHeld",
+    "BudgetExhausted",
+    "UpgradeInProgress",
+)
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ def _from_record(recorded: BindingOutcome) -> Outcome:
             return Outcome("Progressing", reason, message, generation)
         case "Pending":
             return Outcome("Pending", "WaitingForCluster", message, generation)
-        case "DependencyNotReady":
+        case "DependencyNotReady" | "WaitingForVersion":
             return Outcome("Waiting", reason, message, generation)
         case _:
             return Outcome("Failed", reason, message, generation)

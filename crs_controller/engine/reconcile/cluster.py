@@ -198,7 +198,7 @@ async def _prune(
     policies = {c.name: c.valid.spec.deletion_policy for c in present if not c.left_alone}
     if not any(policies.get(n) == "Delete" for n in entries):
         return Pruned(new_entries)
-    wanted = await wanted_by(ctx, namespace, crss)
+    wanted = await wanted_by(ctx, namespace, crss, ctx.control_planes.of(cluster))
     order = removal_order(entries, ctx.caches.dependencies(namespace))
     pruned = await prune(
         client,

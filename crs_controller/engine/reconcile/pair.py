@@ -16,6 +16,7 @@ import structlog
 
 from crs_controller.clients.api import KubeAPI
 from crs_controller.core.bindings import record_apply, recorded, select_objects
+from crs_controller.core.control_planes import ClusterVersion
 from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreachable
 from crs_controller.core.models import (
     CRSBinding,
@@ -27,6 +28,7 @@ from crs_controller.core.modes import Apply, CheckDrift, Decision, Scope, Strate
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.pruning import wanted_keys
 from crs_controller.core.status import Outcome
+from crs_controller.core.versions import VersionRange
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.sources import Source
 from crs_controller.engine.memory.notes import Note
@@ -58,11 +60,14 @@ class _Progress:
     then: Result = NOTHING
     unreachable: bool = False  # stop contacting the cluster for the rest of the pass
     applied: dict[str, list[str]] = field(default_factory=dict)  # event reason -> resources
+    held: list[str] = field(default_factory=list)  # new revisions waiting for an upgrade
+    unversioned: list[str] = field(default_factory=list)  # waiting for a known version
 
     def add(self, done: _Done) -> None:
         """Fold one resource's result into the pass."""
         self.resources += [done.record] if done.record else []
         self.failures += [done.failure] if done.failure else []
+        self.held += [done.name] if done.held else []
         if done.applied_as:
             self.applied.setdefault(done.applied_as, []).append(done.name)
         self.then |= done.then
@@ -79,6 +84,7 @@ class _Done:
     applied_as: str | None = None  # the event reason, when it was applied
     then: Result = NOTHING
     unreachable: bool = False  # stop contacting the cluster for the rest of the pass
+    held: bool = False  # a new revision kept back while the cluster upgrades
 
 
 def _failed(
@@ -118,20 +124,64 @@ async def reconcile_pair(
     observer = Observer(client, ctx.settings.field_manager, crs.ignores)
     if drift.enabled:
         progress.then = Result.after(wait or drift.interval)
-    for ref in spec.resources:
+    version = ctx.control_planes.of(cluster)
+    # While Cluster API upgrades the cluster, a new revision of an installed resource
+    # waits (unless this CRS gates the upgrade): first installs still go.
+    hold = version.upgrading and not spec.gate_upgrades
+    for index, ref in enumerate(spec.resources):
         previous = recorded(entry, ref)
+        match _follows(crs.version_range(index), version):
+            case "unknown":  # kept as it is, neither applied nor withdrawn
+                progress.add(_Done(ref.name, previous))
+                progress.unversioned.append(f"{ref.kind}/{ref.name}")
+                continue
+            case "outside":  # leaves the entry (deletionPolicy Delete removes it)
+                continue
         if progress.unreachable:
             progress.add(_Done(ref.name, previous))  # not reached: unchanged
             continue
-        step = _Step(ref, previous, strategy, now, drift_due, observer)
+        step = _Step(ref, previous, strategy, now, drift_due, observer, hold)
         progress.add(await _resource_pass(ctx, client, crs, cluster, step))
     if drift_due:
         ctx.drift.checked(pair, ctx.clock.now(), drift.interval)
     progress.then |= _announce(ctx, crs, cluster, progress)
     outcome = await _outcome(ctx, observer, crs, cluster, progress, target or "", now)
+    outcome = _waiting(crs, cluster, version, progress, outcome)
     # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
     new_entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
     return CRSPass(new_entry, outcome, progress.then)
+
+
+def _follows(versions: VersionRange | None, cluster: ClusterVersion) -> str:
+    """Does a resource apply to the cluster's version: "yes", "outside" its range, or
+    "unknown" (a range, and no version known yet)."""
+    if versions is None:
+        return "yes"
+    if cluster.version is None:
+        return "unknown"
+    return "yes" if versions.contains(cluster.version) else "outside"
+
+
+def _waiting(
+    crs: CRS, cluster: Cluster, version: ClusterVersion, progress: _Progress, outcome: Outcome
+) -> Outcome:
+    """What an otherwise applied pass waits for: the end of the cluster's upgrade (a
+    new revision kept back), or its version (resources that follow it)."""
+    if outcome.state == "Failed":
+        return outcome
+    if progress.held:
+        message = (
+            f"Cluster API is upgrading cluster {cluster.name}: the new revision of "
+            f"{', '.join(progress.held)} waits until the upgrade is done"
+        )
+        return Outcome("Progressing", "UpgradeInProgress", message, crs.generation)
+    if progress.unversioned:
+        message = (
+            f"{', '.join(progress.unversioned)} follow the Kubernetes version, unknown for "
+            f"cluster {cluster.name}: {version.unknown}"
+        )
+        return Outcome("Waiting", "WaitingForVersion", message, crs.generation)
+    return outcome
 
 
 async def _outcome(
@@ -193,6 +243,7 @@ class _Step:
     now: datetime
     drift_due: bool  # this pair's drift check is due in this pass
     observer: Observer
+    hold: bool = False  # the cluster upgrades: an installed resource keeps its revision
 
     @property
     def name(self) -> str:
@@ -211,6 +262,8 @@ async def _resource_pass(
         prepared = await prepare(ctx.sources, crs, cluster, source)
     except CRSError as exc:  # UnresolvedVariable, InvalidManifest: this cluster alone
         return _failed(name, previous, exc.reason, str(exc))
+    if step.hold and previous is not None and previous.applied and previous.hash != prepared.digest:
+        return _Done(name, previous, held=True)
     try:
         decision = step.strategy.decide(previous, prepared.digest, step.now, step.drift_due)
         why = await _why_apply(step.observer, decision, previous)
@@ -244,11 +297,16 @@ def _announce(ctx: ClusterContext, crs: CRS, cluster: Cluster, progress: _Progre
     return then
 
 
-async def wanted_by(ctx: ClusterContext, namespace: str, crss: list[CRS]) -> set[ObjectKey]:
-    """What the matching CRSs' sources ask for now (parsing is cached per content)."""
+async def wanted_by(
+    ctx: ClusterContext, namespace: str, crss: list[CRS], version: ClusterVersion
+) -> set[ObjectKey]:
+    """What the matching CRSs' sources ask for now on a cluster running ``version``
+    (parsing is cached per content); resources following an unknown version count."""
     wanted: set[ObjectKey] = set()
     for crs in crss:
-        for ref in crs.valid.spec.resources:
+        for index, ref in enumerate(crs.valid.spec.resources):
+            if _follows(crs.version_range(index), version) == "outside":
+                continue
             source = await ctx.sources.load(namespace, ref)
             if source.error is None:
                 with contextlib.suppress(ResourceError):
