@@ -99,9 +99,11 @@ def add_cluster(
     *,
     user: str = WORKLOAD_USER,
     initialized: bool = True,
+    version: str | None = None,
 ) -> Obj:
     """A Cluster on ``workload`` whose kubeconfig is cluster-admin as ``user``: a user
-    of its own per Cluster lets the audit log tell which Cluster a request was for."""
+    of its own per Cluster lets the audit log tell which Cluster a request was for.
+    With ``version``, its control plane object reports running that version."""
     return register_cluster(
         mgmt,
         workload,
@@ -111,6 +113,7 @@ def add_cluster(
         initialized=initialized,
         kubeconfig_user=user,
         kubeconfig_groups=("system:masters",),
+        version=version,
     )
 
 
