@@ -155,7 +155,8 @@ def summarize(
 def _waiting_reason(waiting: Sequence[tuple[str, Outcome]]) -> tuple[str, str]:
     cluster, outcome = waiting[0]
     more = f" (and {len(waiting) - 1} more clusters)" if len(waiting) > 1 else ""
-    return "DependencyNotReady", f"cluster {cluster}: {outcome.message}{more}"
+    # DependencyNotReady, or WaitingForVersion: the first waiting cluster's own reason.
+    return outcome.reason, f"cluster {cluster}: {outcome.message}{more}"
 
 
 def _held_reason(
@@ -170,6 +171,8 @@ def _held_reason(
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     if reason == "UpdateHeld" or (rollout is not None and rollout[0] == "Complete"):
         return reason, f"{len(names)} clusters hold updates ({shown})"
+    if reason == "UpgradeInProgress":
+        return reason, f"{len(names)} clusters wait for Cluster API's upgrade to end ({shown})"
     return reason, f"{len(names)} clusters wait for the rollout ({shown}): {message}"
 
 

@@ -424,3 +424,47 @@ def test_a_recorded_outcome_reads_back_whatever_release_wrote_it(
     )
     outcome = outcome_of(recorded)
     assert outcome is not None and (outcome.state, outcome.ready) == (state, is_ready)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "reason", "words"),
+    [
+        (
+            Outcome("Waiting", "WaitingForVersion", "ConfigMap/cpi follow the version", GEN),
+            "WaitingForVersion",
+            "cluster b: ConfigMap/cpi follow the version",
+        ),
+        (
+            Outcome("Waiting", "DependencyNotReady", "waits for cni", GEN),
+            "DependencyNotReady",
+            "cluster b: waits for cni",
+        ),
+        (
+            Outcome("Progressing", "UpgradeInProgress", "upgrading", GEN),
+            "UpgradeInProgress",
+            "1 clusters wait for Cluster API's upgrade to end (b)",
+        ),
+    ],
+    ids=["version", "dependency", "upgrade"],
+)
+def test_a_waiting_or_held_cluster_gives_its_own_reason(
+    outcome: Outcome, reason: str, words: str
+) -> None:
+    result = status([("a", applied()), ("b", outcome)])
+    for kind in (READY, RESOURCES_APPLIED):
+        assert condition(result, kind).reason == reason
+        assert condition(result, kind).message == words
+
+
+@pytest.mark.parametrize(
+    ("reason", "state"),
+    [("WaitingForVersion", "Waiting"), ("UpgradeInProgress", "Progressing")],
+)
+def test_version_and_upgrade_outcomes_read_back_from_the_binding(reason: str, state: str) -> None:
+    entry = CRSBinding(
+        cluster_resource_set_name="cpi",
+        outcome=BindingOutcome(reason=reason, message="m", observed_generation=GEN),
+    )
+    read = outcome_of(entry)
+    assert read is not None
+    assert (read.state, read.reason) == (state, reason)
