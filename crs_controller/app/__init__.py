@@ -1,3 +1,3 @@
 """What people and Kubernetes meet: the command line (``cli``, ``commands/``), the
 controller process (``runner``), its HTTP endpoints (``health``, ``extension`` for the
-BeforeClusterDelete Runtime Extension, ``serving``), logs and the embedded demo."""
+Runtime Extension: BeforeClusterDelete and the upgrade hooks, ``serving``), logs and the embedded demo."""

@@ -208,7 +208,16 @@ def _run_serving_options(run: argparse.ArgumentParser) -> None:
         "--extension-addr",
         metavar="ADDR",
         default=":9443",
-        help="Runtime Extension (BeforeClusterDelete) HTTPS (default: %(default)s)",
+        help="Runtime Extension HTTPS: BeforeClusterDelete, AfterControlPlaneUpgrade, "
+        "BeforeWorkersUpgrade (default: %(default)s)",
+    )
+    run.add_argument(
+        "--extension-hooks",
+        metavar="HOOKS",
+        type=_hooks,
+        default=None,
+        help="comma-separated hooks to serve (default: all three); before Cluster API "
+        "v1.12 leave out BeforeWorkersUpgrade, which its discovery refuses",
     )
     run.add_argument(
         "--extension-cert-dir",
@@ -216,6 +225,14 @@ def _run_serving_options(run: argparse.ArgumentParser) -> None:
         default="",
         help="directory with tls.crt and tls.key; the extension is off without it",
     )
+
+
+def _hooks(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    known = ("BeforeClusterDelete", "AfterControlPlaneUpgrade", "BeforeWorkersUpgrade")
+    if not names or any(n not in known for n in names):
+        raise argparse.ArgumentTypeError(f"hooks are some of {', '.join(known)}")
+    return names
 
 
 def _positive(text: str) -> int:
@@ -257,6 +274,7 @@ def _run(args: argparse.Namespace) -> int:
         lease_seconds=args.lease_duration,
         extension_addr=args.extension_addr,
         extension_cert_dir=args.extension_cert_dir,
+        extension_hooks=args.extension_hooks,
     )
     try:
         asyncio.run(run(options))

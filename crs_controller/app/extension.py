@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,6 +190,7 @@ async def serve(
     cert_dir: str,
     status: Status,
     gate: Gate | None = None,
+    hooks: Collection[str] | None = None,
     keep_alive: float = KEEP_ALIVE_TIMEOUT,
     read_timeout: int = READ_TIMEOUT,
     handshake_timeout: float = SSL_HANDSHAKE_TIMEOUT,
@@ -197,7 +198,9 @@ async def serve(
 ) -> Served:
     """Serve discovery and the hooks over TLS 1.2+ with ``<cert_dir>/tls.crt``,
     ``tls.key``: BeforeClusterDelete from ``status``, the upgrade hooks from ``gate``
-    (not served, nor listed by discovery, without one)."""
+    (not served, nor listed by discovery, without one). ``hooks`` names the hooks to
+    serve (None: all): Cluster API refuses a discovery answer naming a hook its release
+    does not know, BeforeWorkersUpgrade before chained upgrades."""
     conf = serving.config(keep_alive, read_timeout)
     conf.certfile = str(Path(cert_dir) / "tls.crt")
     conf.keyfile = str(Path(cert_dir) / "tls.key")
@@ -206,7 +209,7 @@ async def serve(
     # certificate fails ``serve`` rather than the server task after it returned.
     conf.create_ssl_context()
     _quiet_tls_disconnects(asyncio.get_running_loop())
-    served = asks(status, gate)
+    served = {h: a for h, a in asks(status, gate).items() if hooks is None or h.name in hooks}
 
     async def handler(scope: HTTPScope, receive: ASGIReceiveCallable) -> Answer:
         code, body, extra = await _handle(scope, receive, served, body_timeout)

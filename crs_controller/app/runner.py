@@ -41,6 +41,7 @@ class RunOptions:
     lease_seconds: float = 15.0
     extension_addr: str = ""
     extension_cert_dir: str = ""
+    extension_hooks: tuple[str, ...] | None = None  # None: every hook served
 
 
 def _split(addr: str) -> tuple[str, int] | None:
@@ -72,7 +73,8 @@ async def run(options: RunOptions) -> None:
     elif cert_dir and (where := _split(options.extension_addr)):
         status = functools.partial(_hook_answer, controller)
         gate = functools.partial(_gate_answer, controller)
-        servers.append(await extension.serve(*where, str(cert_dir), status, gate))
+        hooks = options.extension_hooks
+        servers.append(await extension.serve(*where, str(cert_dir), status, gate, hooks))
         log.info("runtime extension serving", addr=options.extension_addr)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -310,3 +310,9 @@ def test_watch_with_o_name_and_json_prints_each_changed_crs(
     assert json.loads(capsys.readouterr().out) == doc(record("a"))
     objects.changes(doc(record("a", row("c1"))))
     assert json.loads(capsys.readouterr().out) == record("a", row("c1"))
+
+
+def test_run_refuses_an_unknown_extension_hook(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = exits(capsys, ["run", "--extension-hooks", "BeforeClusterDelete,AfterUpgrade"])
+    assert code == 2
+    assert "hooks are some of BeforeClusterDelete" in err

@@ -577,3 +577,28 @@ async def test_server_without_a_gate_has_no_upgrade_handlers(served: Served) -> 
         )
     assert [h["requestHook"]["hook"] for h in listed["handlers"]] == ["BeforeClusterDelete"]
     assert response.status_code == 404
+
+
+async def test_a_server_serves_only_the_hooks_it_is_told(tmp_path: Path) -> None:
+    # Before chained upgrades Cluster API refuses a discovery answer naming
+    # BeforeWorkersUpgrade: an operator leaves it out (run --extension-hooks).
+    ca = CertificateAuthority.generate("extension-ca")
+    pair = ca.issue_serving(("127.0.0.1",))
+    (tmp_path / "tls.crt").write_bytes(pair.cert_pem)
+    (tmp_path / "tls.key").write_bytes(pair.key_pem)
+    status, gate = Recorder(), GateRecorder(retry_after=0, message="ok")
+    hooks = ("BeforeClusterDelete", "AfterControlPlaneUpgrade")
+    server = await extension.serve("127.0.0.1", 0, str(tmp_path), status, gate, hooks)
+    verify = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    url = f"https://127.0.0.1:{server.port}"
+    try:
+        async with httpx.AsyncClient(verify=verify, timeout=5) as client:
+            listed = (await client.get(url + DISCOVERY_PATH)).json()
+            workers = await client.post(
+                url + BEFORE_WORKERS_UPGRADE.path, json=before_workers_upgrade()
+            )
+    finally:
+        await asyncio.wait_for(server.close(), 5)
+    assert [h["requestHook"]["hook"] for h in listed["handlers"]] == list(hooks)
+    assert workers.status_code == 404
+    assert gate.calls == []
