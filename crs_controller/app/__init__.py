@@ -1,3 +1,4 @@
 """What people and Kubernetes meet: the command line (``cli``, ``commands/``), the
-controller process (``runner``), its HTTP endpoints (``health``, ``extension`` for the
-Runtime Extension: BeforeClusterDelete and the upgrade hooks, ``serving``), logs and the embedded demo."""
+controller process (``runner``), its HTTP endpoints (``health``; ``extension``, the
+Runtime Extension: BeforeClusterDelete and the upgrade hooks; ``serving``), logs and
+the embedded demo."""
