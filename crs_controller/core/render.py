@@ -9,7 +9,11 @@ substitutes with ``substitute_resource`` and hashes with ``cluster_hash``,
 whole with ``render_crs``, so what they show is what the controller sends, with the
 hashes its bindings record and the revision its status shows.
 
-Pure: the caller hands in the sources (``Lookup``) and the Cluster.
+A resource with ``kubernetesVersions`` is rendered as the controller applies it: only
+while the cluster's version is in its range, and not while that version is unknown
+(``left_out`` says which and why).
+
+Pure: the caller hands in the sources (``Lookup``), the Cluster and its version.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crs_controller.core import dependencies
+from crs_controller.core.control_planes import ClusterVersion
 from crs_controller.core.errors import CRSError, ResourceError, ResourceNotFound
 from crs_controller.core.hashing import resource_hash
 from crs_controller.core.manifests import apply_body, parse_objects
@@ -27,9 +32,11 @@ from crs_controller.core.objects import CRS, dependency_graph
 from crs_controller.core.ordering import apply_order
 from crs_controller.core.rollout import revision
 from crs_controller.core.substitute import VariableSpec, cluster_values, substitute, values_digest
+from crs_controller.core.versions import version_match
 
 __all__ = [
     "ClusterValues",
+    "LeftOut",
     "Lookup",
     "RenderedCRS",
     "RenderedResource",
@@ -41,6 +48,7 @@ __all__ = [
     "source_hash",
     "substitute_resource",
     "variable_specs",
+    "waiting_for_version",
 ]
 
 Obj = dict[str, Any]
@@ -127,26 +135,50 @@ class RenderedResource:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A resource the controller would not apply at the cluster's version: its
+    ``kubernetesVersions`` (as written) does not contain it ("outside"), or the version
+    is not known ("unknown": the engine's WaitingForVersion)."""
+
+    kind: str
+    name: str
+    versions: str
+    why: str
+
+
+@dataclass(frozen=True)
 class RenderedCRS:
     """A CRS rendered for one cluster. ``revision`` is the one its status shows
-    (``status.revision``): None while a source is missing or unreadable, as there."""
+    (``status.revision``, over every resource, whatever the version): None while a
+    source is missing or unreadable, as there. ``version`` is the cluster's, as given
+    (None: resources were not matched against a version)."""
 
     crs: CRS
     resources: tuple[RenderedResource, ...] = ()
     problems: tuple[str, ...] = ()
     revision: str | None = None
+    left_out: tuple[LeftOut, ...] = ()
+    version: ClusterVersion | None = None
 
 
 def render_crs(
-    crs: CRS, lookup: Lookup, values: ClusterValues | None, *, missing: str = "not found"
+    crs: CRS,
+    lookup: Lookup,
+    values: ClusterValues | None,
+    *,
+    missing: str = "not found",
+    version: ClusterVersion | None = None,
 ) -> RenderedCRS:
-    """Every resource of ``crs`` rendered; what cannot be is a problem (one line naming
-    the resource, never its content). Without ``values`` a ``substitute: true``
-    resource is shown as written, with its source's hash."""
+    """Every resource of ``crs`` that applies at ``version`` rendered; what cannot be is
+    a problem (one line naming the resource, never its content). Without ``values`` a
+    ``substitute: true`` resource is shown as written, with its source's hash. Without
+    ``version`` every resource is rendered, whatever its ``kubernetesVersions``; with
+    one, the others are ``left_out`` — still hashed (the revision covers them), never
+    parsed nor substituted, as the controller leaves them."""
     specs = variable_specs(crs)
-    resources, problems = [], []
+    resources, problems, left_out = [], [], []
     parts: list[tuple[str, str, str]] | None = []
-    for ref in crs.valid.spec.resources:
+    for index, ref in enumerate(crs.valid.spec.resources):
         label = f"{crs.namespace}/{crs.name}: {ref.kind} {ref.name}"
         raw = lookup(ref.kind, ref.name)
         try:
@@ -159,12 +191,34 @@ def render_crs(
             continue
         if parts is not None:
             parts.append((ref.kind, ref.name, digest))
+        if version is not None:
+            match = version_match(crs.version_range(index), version.version)
+            if match != "yes":
+                left_out.append(LeftOut(ref.kind, ref.name, ref.kubernetes_versions or "", match))
+                continue
         try:
             resources.append(_resource(ref, raw, digest, values, specs))
         except CRSError as exc:  # names the resource and document, never the content
             problems.append(f"{label}: {exc} ({exc.reason})")
     return RenderedCRS(
-        crs, tuple(resources), tuple(problems), None if parts is None else revision(parts)
+        crs,
+        tuple(resources),
+        tuple(problems),
+        None if parts is None else revision(parts),
+        tuple(left_out),
+        version,
+    )
+
+
+def waiting_for_version(rendered: RenderedCRS, cluster: str) -> str | None:
+    """What the CRS waits for on ``cluster`` (named as the caller wants it shown), as the
+    controller's WaitingForVersion outcome says it; None when it waits for nothing."""
+    waiting = [f"{r.kind}/{r.name}" for r in rendered.left_out if r.why == "unknown"]
+    if not waiting or rendered.version is None:
+        return None
+    return (
+        f"{', '.join(waiting)} follow the Kubernetes version, unknown for {cluster}: "
+        f"{rendered.version.unknown}"
     )
 
 

@@ -18,6 +18,7 @@ import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from semver import Version
 
@@ -81,3 +82,18 @@ def compile_range(text: str) -> VersionRange:
             )
         comparators.append(_Comparator(found.group(1) or "==", version))
     return VersionRange(tuple(comparators))
+
+
+# Does a resource apply at a cluster's version: "yes", "outside" its range, or
+# "unknown" (it has a range and the version is not known).
+VersionMatch = Literal["yes", "outside", "unknown"]
+
+
+def version_match(versions: VersionRange | None, version: Version | None) -> VersionMatch:
+    """Whether a resource whose compiled ``kubernetesVersions`` is ``versions`` (None:
+    every version) applies at ``version`` (None: not known)."""
+    if versions is None:
+        return "yes"
+    if version is None:
+        return "unknown"
+    return "yes" if versions.contains(version) else "outside"

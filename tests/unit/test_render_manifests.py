@@ -3,7 +3,9 @@ silently: the stream is the controller's apply bodies in its apply order, each a
 a ``# Source:`` comment naming the CRS, the resource, its hash and the CRS's
 revision (computed as the status computes it); a selection that matches nothing,
 a source given twice, a Cluster API CRS and every error are said, with nothing on
-stdout on an error."""
+stdout on an error. Resources with kubernetesVersions: the version from
+--kubernetes-version or the Cluster's control plane object, left out outside their
+range or while the version is unknown (said on stderr), a bad version refused."""
 
 from __future__ import annotations
 
@@ -19,12 +21,14 @@ from hypothesis import strategies as st
 
 from crs_controller.app.cli import main
 from crs_controller.app.commands.render import manifest_stream
+from crs_controller.core.control_planes import ClusterVersion
 from crs_controller.core.hashing import resource_hash
 from crs_controller.core.manifests import APPLIED_BY, APPLIED_BY_LABEL, apply_body, parse_objects
 from crs_controller.core.objects import parse_crs
 from crs_controller.core.ordering import apply_order
 from crs_controller.core.render import ClusterValues, render_crs
 from crs_controller.core.rollout import revision
+from crs_controller.core.versions import parse_version
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "config" / "samples"
@@ -322,3 +326,227 @@ def test_manifests_never_carry_a_placeholder(capsys: pytest.CaptureFixture[str])
     assert code == 0 and "${" not in out
     (installation,) = list(yaml.safe_load_all(out))
     assert installation["spec"]["calicoNetwork"]["ipPools"][0]["cidr"] == "10.0.0.0/8"
+
+
+# --- resources that follow the Kubernetes version --------------------------------------
+
+RANGES = {"cpi-1-33": ">=1.33.0, <1.34.0", "cpi-1-34": ">=1.34.0, <1.35.0"}
+
+
+def versioned_crs() -> Obj:
+    the_crs = crs("cpi", ("ConfigMap", "config"), *(("ConfigMap", n) for n in RANGES))
+    for resource in the_crs["spec"]["resources"][1:]:
+        resource["kubernetesVersions"] = RANGES[resource["name"]]
+    return the_crs
+
+
+def versioned_inputs(tmp_path: Path, *extra: Obj) -> str:
+    sources = [configmap(n, obj(f"{n}-object")) for n in ("config", *RANGES)]
+    return write(tmp_path / "cpi.yaml", versioned_crs(), *sources, *extra)
+
+
+def v1beta2_cluster(*, control_plane: str | None = "cp") -> Obj:
+    spec = {}
+    if control_plane is not None:
+        spec["controlPlaneRef"] = {
+            "apiGroup": "controlplane.cluster.x-k8s.io",
+            "kind": "KubeadmControlPlane",
+            "name": control_plane,
+        }
+    return {
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Cluster",
+        "metadata": {"name": "prod", "namespace": "n", "labels": {"a": "b"}},
+        "spec": spec,
+    }
+
+
+def control_plane(version: str | None, name: str = "cp") -> Obj:
+    status = {"version": version} if version is not None else {}
+    return {
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
+        "kind": "KubeadmControlPlane",
+        "metadata": {"name": name, "namespace": "n"},
+        "spec": {"version": version or "v1.34.0"},
+        "status": status,
+    }
+
+
+def streamed(out: str) -> list[str]:
+    return [o["metadata"]["name"] for o in yaml.safe_load_all(out)]
+
+
+@pytest.mark.parametrize(
+    ("version", "objects"),
+    [
+        ("v1.33.5", ["config-object", "cpi-1-33-object"]),
+        ("v1.34.2", ["config-object", "cpi-1-34-object"]),
+        ("1.34.0+vmware.1", ["config-object", "cpi-1-34-object"]),  # build metadata ignored
+        ("v1.35.0-rc.1", ["config-object", "cpi-1-34-object"]),  # before 1.35.0
+        ("v1.32.9", ["config-object"]),
+    ],
+)
+def test_the_kubernetes_version_picks_the_resources_of_its_range(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, version: str, objects: list[str]
+) -> None:
+    path = versioned_inputs(tmp_path)
+    code, out, err = render(capsys, "-f", path, "--kubernetes-version", version, "-o", "manifests")
+    assert (code, err) == (0, "")
+    assert streamed(out) == objects
+
+
+def test_a_resource_outside_the_range_is_absent_and_json_says_why(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = versioned_inputs(tmp_path)
+    code, out, _ = render(capsys, "-f", path, "--kubernetes-version", "v1.34.2", "-o", "json")
+    assert code == 0
+    (report,) = yaml.safe_load(out)["clusterResourceSets"]
+    assert [r["name"] for r in report["resources"]] == ["config", "cpi-1-34"]
+    assert report["leftOut"] == [
+        {
+            "kind": "ConfigMap",
+            "name": "cpi-1-33",
+            "kubernetesVersions": RANGES["cpi-1-33"],
+            "reason": "OutsideVersionRange",
+        }
+    ]
+    # The revision is the CRS's, whatever the cluster runs.
+    _, other, _ = render(capsys, "-f", path, "--kubernetes-version", "v1.33.0", "-o", "json")
+    assert yaml.safe_load(other)["clusterResourceSets"][0]["revision"] == report["revision"]
+    _, table, _ = render(capsys, "-f", path, "--kubernetes-version", "v1.34.2")
+    assert "ConfigMap/cpi-1-34" in table and "cpi-1-33" not in table
+
+
+@pytest.mark.parametrize("where", ["-f", "--cluster"])
+def test_the_version_comes_from_the_clusters_control_plane_object(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, where: str
+) -> None:
+    path = versioned_inputs(tmp_path)
+    if where == "-f":
+        cluster = write(tmp_path / "cluster.yaml", v1beta2_cluster())
+        args = ("-f", path, "-f", write(tmp_path / "cp.yaml", control_plane("v1.33.1")))
+    else:  # beside the Cluster in its own file
+        cluster = write(tmp_path / "cluster.yaml", v1beta2_cluster(), control_plane("v1.33.1"))
+        args = ("-f", path)
+    code, out, err = render(capsys, *args, "--cluster", cluster, "-o", "manifests")
+    assert (code, err) == (0, "")
+    assert streamed(out) == ["config-object", "cpi-1-33-object"]
+    # The flag wins over what the control plane reports.
+    flagged = (*args, "--cluster", cluster, "--kubernetes-version", "v1.34.0", "-o", "manifests")
+    code, out, err = render(capsys, *flagged)
+    assert (code, err) == (0, "")
+    assert streamed(out) == ["config-object", "cpi-1-34-object"]
+
+
+def test_a_file_given_as_f_and_as_cluster_is_read_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    both = versioned_inputs(tmp_path, v1beta2_cluster(), control_plane("v1.34.1"))
+    code, out, _ = render(capsys, "-f", both, "--cluster", both, "-o", "manifests")
+    assert code == 0 and streamed(out) == ["config-object", "cpi-1-34-object"]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "extra", "why"),
+    [
+        (None, (), "neither --kubernetes-version nor --cluster is given"),
+        (v1beta2_cluster(), (), "its KubeadmControlPlane cp is not in the given manifests"),
+        (v1beta2_cluster(control_plane=None), (), "names no control plane"),
+        (v1beta2_cluster(), (control_plane(None),), "reports no version (status.version)"),
+        (v1beta2_cluster(), (control_plane("v1.34.1", name="other"),), "cp is not in the given"),
+    ],
+    ids=["nothing-given", "object-absent", "no-ref", "no-status-version", "another-object"],
+)
+def test_an_unknown_version_leaves_the_versioned_resources_out_saying_why(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    cluster: Obj | None,
+    extra: tuple[Obj, ...],
+    why: str,
+) -> None:
+    args = ["-f", versioned_inputs(tmp_path, *extra)]
+    if cluster is not None:
+        args += ["--cluster", write(tmp_path / "cluster.yaml", cluster)]
+    for output in ("manifests", "table", "json"):
+        code, out, err = render(capsys, *args, "-o", output)
+        assert code == 0
+        assert err.count("\n") == 1 and "(WaitingForVersion)" in err and why in err, err
+        assert "ConfigMap/cpi-1-33, ConfigMap/cpi-1-34 follow the Kubernetes version" in err
+        assert "--kubernetes-version VERSION" in err
+        if output == "manifests":
+            assert streamed(out) == ["config-object"]
+        elif output == "json":
+            (report,) = yaml.safe_load(out)["clusterResourceSets"]
+            assert [r["name"] for r in report["resources"]] == ["config"]
+            assert {r["reason"] for r in report["leftOut"]} == {"WaitingForVersion"}
+        else:
+            assert "cpi-1-3" not in out
+
+
+def test_without_versioned_resources_nothing_is_said_about_versions(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = render(capsys, "-f", str(SAMPLES), "-o", "json")
+    assert (code, err) == (0, "")
+    assert yaml.safe_load(out)["clusterResourceSets"][0]["leftOut"] == []
+
+
+@pytest.mark.parametrize("bad", ["1.34", "latest", "v1.34.2.1", "", "v" + "1" * 200 + ".0.0"])
+def test_a_bad_kubernetes_version_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, bad: str
+) -> None:
+    path = versioned_inputs(tmp_path)
+    code, out, err = render(capsys, "-f", path, "--kubernetes-version", bad, "-o", "manifests")
+    assert (code, out) == (2, "")
+    assert err.startswith("crs-controller render: --kubernetes-version: ")
+    assert "is not a Kubernetes version" in err and err.count("\n") == 1
+
+
+def test_two_different_control_plane_objects_are_an_error_naming_both(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = versioned_inputs(tmp_path, control_plane("v1.33.0"))
+    cluster = write(tmp_path / "cluster.yaml", v1beta2_cluster(), control_plane("v1.34.0"))
+    code, out, err = render(capsys, "-f", path, "--cluster", cluster)
+    assert (code, out) == (2, "")
+    assert "KubeadmControlPlane cp is given twice" in err and "cluster.yaml" in err
+
+
+def test_a_left_out_resource_is_hashed_never_parsed_nor_substituted() -> None:
+    # As the controller: the revision covers it; its content is not read.
+    the_crs = versioned_crs()
+    the_crs["spec"]["resources"][2]["substitute"] = True
+    broken = {**configmap("cpi-1-34"), "data": {"a": "a: ["}}
+    sources = {"config": configmap("config", obj("c")), "cpi-1-33": configmap("cpi-1-33")}
+    sources["cpi-1-34"] = broken
+    at = ClusterVersion(parse_version("v1.33.0"), "")
+    rendered = render_crs(parse_crs(the_crs), lambda k, n: sources[n], None, version=at)
+    assert rendered.problems == ()
+    assert [r.name for r in rendered.resources] == ["config", "cpi-1-33"]
+    assert [(r.name, r.why) for r in rendered.left_out] == [("cpi-1-34", "outside")]
+    everything = render_crs(parse_crs(the_crs), lambda k, n: sources[n], None)
+    assert rendered.revision == everything.revision is not None
+    assert everything.problems  # rendered without a version, it is parsed
+
+
+FOLLOW = SAMPLES / "follow-the-version"
+
+
+@pytest.mark.skipif(not FOLLOW.exists(), reason="no follow-the-version sample")
+def test_the_follow_the_version_sample_renders_per_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    images = {}
+    for version in ("v1.33.4", "v1.34.2"):
+        code, out, _ = render(
+            capsys, "-f", str(FOLLOW), "--kubernetes-version", version, "-o", "manifests"
+        )
+        assert code == 0
+        images[version] = [
+            c["image"]
+            for o in yaml.safe_load_all(out)
+            if o["kind"] == "Deployment"
+            for c in o["spec"]["template"]["spec"]["containers"]
+        ]
+    assert images["v1.33.4"] != images["v1.34.2"] and all(images.values())

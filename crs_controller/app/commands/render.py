@@ -5,8 +5,15 @@ objects in apply order. ``-o manifests`` prints those objects as the controller
 sends them, a YAML stream for ``kubectl apply -f -`` or ``kubectl diff -f -``. The
 parsing, hashing, substitution and ordering are the controller's own (core/render).
 
-Exit code 0: rendered (also when no CRS selects the given cluster: stderr says so),
-2: an error, with nothing on stdout."""
+A resource with kubernetesVersions is rendered only when the cluster's version is in
+its range: the version is --kubernetes-version, else status.version of the control
+plane object the --cluster Cluster names, when that object is among the input
+manifests. Otherwise the version is unknown, and such resources are left out as the
+controller leaves them (WaitingForVersion), said on stderr. A resource left out is
+absent from every output; -o json|yaml list it under leftOut with its reason.
+
+Exit code 0: rendered (also when no CRS selects the given cluster, or a resource
+waits for the version: stderr says so), 2: an error, with nothing on stdout."""
 
 from __future__ import annotations
 
@@ -35,15 +42,35 @@ from crs_controller.app.commands.common import (
     printable,
     read_documents,
 )
+from crs_controller.core.control_planes import (
+    CONTROL_PLANE_GROUP,
+    ClusterVersion,
+    ControlPlaneRef,
+    RefProblem,
+    cluster_version,
+    control_plane_ref,
+    parse_control_plane,
+    topology_version,
+)
 from crs_controller.core.manifests import object_ref
 from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, ObjectMeta, SourceKey
 from crs_controller.core.objects import CRS, Cluster, describe_validation, parse_cluster, parse_crs
-from crs_controller.core.render import ClusterValues, Lookup, RenderedCRS, crs_order, render_crs
+from crs_controller.core.render import (
+    ClusterValues,
+    Lookup,
+    RenderedCRS,
+    crs_order,
+    render_crs,
+    waiting_for_version,
+)
+from crs_controller.core.versions import parse_version
 
 EXAMPLES = """examples:
   crs-controller render -f config/samples
   crs-controller render -f config/samples -o manifests | kubectl apply --dry-run=server -f -
   crs-controller render -f calico/ --cluster prod-1-cluster.yaml --set MTU=1400 -o manifests
+  crs-controller render -f cpi/ --cluster prod-1.yaml -f prod-1-control-plane.yaml
+  crs-controller render -f cpi/ --kubernetes-version v1.34.2 -o manifests
   crs-controller render -f crs.yaml -f addons/ --cluster-labels env=prod,cni=calico
   kustomize build deploy/ | crs-controller render -f - -o yaml
 """
@@ -72,6 +99,12 @@ def register(sub: Any) -> None:
         help="a variable's value, over the Cluster's (repeatable)",
     )
     parser.add_argument(
+        "--kubernetes-version",
+        metavar="VERSION",
+        help="the cluster's Kubernetes version (like v1.34.2), over its control plane's "
+        "status.version: resources with kubernetesVersions apply only inside their range",
+    )
+    parser.add_argument(
         "--cluster-labels",
         action="append",
         default=[],
@@ -82,8 +115,11 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    flag = parse_kubernetes_version(args.kubernetes_version)
     documents = read_documents(args.filename)
-    cluster = _cluster_manifest(args.cluster) if args.cluster else None
+    beside = read_documents([args.cluster]) if args.cluster else []
+    cluster = _cluster_manifest(args.cluster, beside) if args.cluster else None
+    version = flag or cluster_version_in(cluster, documents + beside)
     labels = parse_labels(args.cluster_labels) if args.cluster_labels else None
     if labels is None and cluster is not None:
         labels = dict(_cluster_labels(args.cluster, cluster))
@@ -97,7 +133,9 @@ def run(args: argparse.Namespace) -> int:
     for warning in inputs.warnings:
         print(printable(f"crs-controller render: warning: {warning}"), file=sys.stderr)
     selected = [c for c in crs_order(inputs.crss) if labels is None or c.selects(_at(c, labels))]
-    rendered = [render_crs(c, inputs.lookup(c), values, missing=MISSING) for c in selected]
+    rendered = [
+        render_crs(c, inputs.lookup(c), values, missing=MISSING, version=version) for c in selected
+    ]
     problems = [p for r in rendered for p in r.problems]
     if problems and not (cluster or overrides):
         problems = [
@@ -109,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
         return ERROR
     if not selected:
         print(printable(nothing_selected(args.cluster, labels, len(inputs.crss))), file=sys.stderr)
+    for note in version_notes(rendered, cluster):
+        print(printable(f"crs-controller render: note: {note}"), file=sys.stderr)
     if args.output == "manifests":
         print(manifest_stream(rendered), end="")
     elif selected or args.output != "table":
@@ -127,6 +167,83 @@ def nothing_selected(cluster: str | None, labels: Mapping[str, str] | None, read
     return f"No resources found: none of the {read} ClusterResourceSets selects {asked}"
 
 
+def parse_kubernetes_version(text: str | None) -> ClusterVersion | None:
+    """``--kubernetes-version`` as a known version; None when it is not given."""
+    if text is None:
+        return None
+    version = parse_version(text)
+    if version is None:
+        raise UsageError(
+            f"--kubernetes-version: {text[:60]!r} is not a Kubernetes version "
+            "(MAJOR.MINOR.PATCH, like v1.34.2)"
+        )
+    return ClusterVersion(version, "")
+
+
+NO_VERSION = "neither --kubernetes-version nor --cluster is given"
+VERSION_HINTS = (
+    "give it with --kubernetes-version VERSION",
+    "or the control plane object the Cluster names (reporting status.version) with -f",
+)
+
+
+def cluster_version_in(cluster: Obj | None, documents: list[tuple[str, Obj]]) -> ClusterVersion:
+    """The version the given Cluster's control plane object reports, when that object
+    is among ``documents``; else unknown, saying why (the controller's own reasons)."""
+    if cluster is None:
+        return ClusterVersion(None, NO_VERSION)
+    ref = control_plane_ref(cluster)
+    if ref is None:
+        return ClusterVersion()
+    if isinstance(ref, RefProblem):
+        return ClusterVersion(None, ref.message)
+    found = _control_plane(ref, str(metadata(cluster).get("namespace") or ""), documents)
+    if found is None:
+        return ClusterVersion(None, f"its {ref.kind} {ref.name} is not in the given manifests")
+    return cluster_version(
+        upgrading_condition=False,  # render shows what applies, not when
+        wanted=topology_version(cluster),
+        control_plane=parse_control_plane(found),
+    )
+
+
+def _control_plane(
+    ref: ControlPlaneRef, namespace: str, documents: list[tuple[str, Obj]]
+) -> Obj | None:
+    """The object ``ref`` names in ``namespace`` (or given without one). The same object
+    may come twice (a file given as -f and as --cluster); two different ones are an
+    error, as for sources."""
+    found: tuple[str, Obj] | None = None
+    for where, doc in documents:
+        meta = metadata(doc)
+        if (
+            doc.get("kind") == ref.kind
+            and str(doc.get("apiVersion") or "").rpartition("/")[0] == CONTROL_PLANE_GROUP
+            and meta.get("name") == ref.name
+            and str(meta.get("namespace") or "") in ("", namespace or "default")
+        ):
+            if found is not None and found[1] != doc:
+                raise UsageError(
+                    f"{ref.kind} {ref.name} is given twice: {found[0]} and {where}; give it once"
+                )
+            found = (where, doc)
+    return found[1] if found else None
+
+
+def version_notes(rendered: list[RenderedCRS], cluster: Obj | None) -> list[str]:
+    """One line per CRS with resources waiting for an unknown version."""
+    name = metadata(cluster).get("name") if cluster else None
+    shown = f"cluster {name}" if name else "the cluster"
+    hint = ", ".join(VERSION_HINTS if cluster else VERSION_HINTS[:1])
+    notes = []
+    for each in rendered:
+        waiting = waiting_for_version(each, shown)
+        if waiting is not None:
+            crs = f"{each.crs.namespace}/{each.crs.name}"
+            notes.append(f"{crs}: left out (WaitingForVersion): {waiting}; {hint}")
+    return notes
+
+
 def parse_labels(values: list[str]) -> dict[str, str]:
     return parse_pairs([p for v in values for p in v.split(",") if p], "--cluster-labels")
 
@@ -141,8 +258,8 @@ def parse_pairs(pairs: list[str], flag: str) -> dict[str, str]:
     return found
 
 
-def _cluster_manifest(path: str) -> Obj:
-    for _, doc in read_documents([path]):
+def _cluster_manifest(path: str, documents: list[tuple[str, Obj]]) -> Obj:
+    for _, doc in documents:
         if doc.get("kind") == "Cluster":
             return doc
     raise UsageError(f"{path}: no Cluster in it")
@@ -242,7 +359,20 @@ def report(rendered: RenderedCRS) -> Obj:
             {"kind": r.kind, "name": r.name, "hash": r.hash, "objects": list(r.objects)}
             for r in rendered.resources
         ],
+        "leftOut": [
+            {
+                "kind": r.kind,
+                "name": r.name,
+                "kubernetesVersions": r.versions,
+                "reason": LEFT_OUT_REASONS[r.why],
+            }
+            for r in rendered.left_out
+        ],
     }
+
+
+# Why a resource is not rendered, as -o json|yaml say it.
+LEFT_OUT_REASONS = {"outside": "OutsideVersionRange", "unknown": "WaitingForVersion"}
 
 
 def manifest_stream(rendered: list[RenderedCRS]) -> str:
