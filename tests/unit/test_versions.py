@@ -1,0 +1,237 @@
+"""Kubernetes versions and ``kubernetesVersions`` ranges (``core.versions``): tables
+for parsing (leading v, build metadata, non-strings), each operator, comma-joined
+comparators and whitespace, pre-releases before their release, malformed ranges
+refused naming the comparator and never quoting the text, too many comparators, and
+``version_match``; then properties against an independent SemVer ordering — a
+two-sided range holds exactly between its ends, a comparator and its negation split
+every version, a formatted version parses back to itself."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from semver import Version
+
+from crs_controller.core.versions import (
+    MAX_COMPARATORS,
+    compile_range,
+    parse_version,
+    version_match,
+)
+
+
+def v(text: str) -> Version:
+    parsed = parse_version(text)
+    assert parsed is not None, text
+    return parsed
+
+
+# --- parsing versions ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("v1.34.2", (1, 34, 2, None, None)),
+        ("1.34.2", (1, 34, 2, None, None)),
+        ("v1.34.2+vmware.1", (1, 34, 2, None, "vmware.1")),
+        ("v1.35.0-rc.1", (1, 35, 0, "rc.1", None)),
+        ("v1.35.0-alpha.0+k3s1", (1, 35, 0, "alpha.0", "k3s1")),
+    ],
+)
+def test_kubernetes_versions_parse(text: str, expected: tuple[object, ...]) -> None:
+    parsed = v(text)
+    assert (parsed.major, parsed.minor, parsed.patch, parsed.prerelease, parsed.build) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "v", "1.34", "v1", "1.34.x", "1.34.2.1", "vv1.34.2", "latest", "1.34.2-", "1" * 130],
+)
+def test_what_is_not_a_version_is_none(text: str) -> None:
+    assert parse_version(text) is None
+
+
+@pytest.mark.parametrize("value", [None, 1.34, 134, b"1.34.2", ["v1.34.2"], {"v": "1.34.2"}])
+def test_a_non_string_is_not_a_version(value: object) -> None:
+    assert parse_version(value) is None  # type: ignore[arg-type]
+
+
+# --- ranges --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "inside", "outside"),
+    [
+        (">=1.34.0", ["1.34.0", "1.34.1", "2.0.0"], ["1.33.99", "1.34.0-rc.1"]),
+        (">1.34.0", ["1.34.1", "1.35.0-rc.1"], ["1.34.0", "1.33.0"]),
+        ("<=1.34.0", ["1.34.0", "1.34.0-rc.1", "1.0.0"], ["1.34.1"]),
+        ("<1.35.0", ["1.34.9", "1.35.0-rc.1", "1.35.0-alpha.0"], ["1.35.0", "1.35.1"]),
+        ("==1.34.2", ["1.34.2"], ["1.34.1", "1.34.3", "1.34.2-rc.1"]),
+        ("=1.34.2", ["1.34.2"], ["1.34.3"]),
+        ("1.34.2", ["1.34.2"], ["1.34.3"]),
+        ("!=1.34.2", ["1.34.1", "1.34.3"], ["1.34.2"]),
+    ],
+)
+def test_each_operator(text: str, inside: list[str], outside: list[str]) -> None:
+    compiled = compile_range(text)
+    assert [s for s in inside if not compiled.contains(v(s))] == []
+    assert [s for s in outside if compiled.contains(v(s))] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ">=1.34.0, <1.35.0",
+        ">=1.34.0,<1.35.0",
+        "  >= 1.34.0 ,\t< 1.35.0  ",
+        ">=v1.34.0, <v1.35.0",
+        ">= v1.34.0, < v1.35.0",
+        ">=1.34.0+build.1, <1.35.0+build.2",  # build metadata is ignored in a range too
+    ],
+)
+def test_comma_joined_comparators_all_hold(text: str) -> None:
+    compiled = compile_range(text)
+    assert compiled.contains(v("1.34.0")) and compiled.contains(v("v1.34.9"))
+    assert compiled.contains(v("1.35.0-rc.1"))  # a pre-release sorts before its release
+    assert not compiled.contains(v("1.33.9")) and not compiled.contains(v("1.35.0"))
+
+
+def test_build_metadata_is_ignored() -> None:
+    assert compile_range("==1.34.2").contains(v("v1.34.2+vmware.1"))
+    assert not compile_range("!=1.34.2").contains(v("v1.34.2+eks-abc"))
+    assert not compile_range(">1.34.2").contains(v("1.34.2+zzz"))
+
+
+def test_pre_releases_order_by_their_identifiers() -> None:
+    order = ["1.35.0-alpha", "1.35.0-alpha.1", "1.35.0-beta.2", "1.35.0-beta.11", "1.35.0-rc.1"]
+    for lower, higher in zip(order, [*order[1:], "1.35.0"], strict=True):
+        assert compile_range(f"<{higher}").contains(v(lower)), (lower, higher)
+        assert not compile_range(f"<{lower}").contains(v(higher)), (lower, higher)
+
+
+SECRET = "s3cr3t"
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("", 1),
+        (" ", 1),
+        (f">={SECRET}", 1),
+        (f">=1.34.0, <{SECRET}", 2),
+        (">=1.34.0,", 2),
+        (f",{SECRET}", 1),
+        (">=1.34, <1.35", 1),
+        ("=>1.34.0", 1),
+        ("~1.34.0", 1),
+        ("^1.34.0", 1),
+        (">>1.34.0", 1),
+        (">=1.34.0 <1.35.0", 1),  # comparators are joined by commas only
+        (f">=1.0.0, <2.0.0, >=1.{SECRET}.0", 3),
+        ("1.34.0 || 1.35.0", 1),
+    ],
+)
+def test_a_malformed_range_names_the_comparator_never_the_text(text: str, number: int) -> None:
+    with pytest.raises(ValueError, match=rf"^comparator {number} is not") as raised:
+        compile_range(text)
+    message = str(raised.value)
+    assert SECRET not in message and "1.34" not in message and "||" not in message
+
+
+def test_too_many_comparators_are_refused() -> None:
+    most = ", ".join([">=1.0.0"] * MAX_COMPARATORS)
+    assert compile_range(most).contains(v("1.0.0"))
+    with pytest.raises(ValueError, match=f"more than {MAX_COMPARATORS} comparators"):
+        compile_range(f"{most}, >={SECRET}")
+
+
+@pytest.mark.parametrize(
+    ("text", "version", "expected"),
+    [
+        (None, "v1.34.0", "yes"),
+        (None, None, "yes"),  # no range: every version, known or not
+        (">=1.34.0", None, "unknown"),
+        (">=1.34.0", "v1.34.0", "yes"),
+        (">=1.34.0", "v1.33.0", "outside"),
+    ],
+)
+def test_version_match(text: str | None, version: str | None, expected: str) -> None:
+    compiled = None if text is None else compile_range(text)
+    assert version_match(compiled, None if version is None else v(version)) == expected
+
+
+# --- properties, against an ordering written from the SemVer text ---------------------
+
+PRERELEASES = [None, "alpha", "alpha.1", "alpha.beta", "beta", "beta.2", "beta.11", "rc.1", "1"]
+VERSIONS = st.builds(
+    Version,
+    major=st.integers(0, 3),
+    minor=st.integers(0, 40),
+    patch=st.integers(0, 12),
+    prerelease=st.sampled_from(PRERELEASES),
+    build=st.sampled_from([None, "vmware.1", "k3s1", "001"]),
+)
+
+
+def semver_key(version: Version) -> tuple[object, ...]:
+    """SemVer 2.0.0 section 11: numbers, then a release above its pre-releases, whose
+    identifiers compare numerically or by text, numbers below text, a shorter list of
+    equal identifiers first. Build metadata plays no part."""
+    if version.prerelease is None:
+        pre: tuple[object, ...] = (1,)
+    else:
+        ids = tuple(
+            (0, int(i), "") if i.isdigit() else (1, 0, i) for i in version.prerelease.split(".")
+        )
+        pre = (0, ids)
+    return (version.major, version.minor, version.patch, pre)
+
+
+@given(VERSIONS, VERSIONS, VERSIONS)
+def test_a_two_sided_range_holds_exactly_between_its_ends(
+    low: Version, high: Version, version: Version
+) -> None:
+    compiled = compile_range(f">={low}, <{high}")
+    expected = semver_key(low) <= semver_key(version) < semver_key(high)
+    assert compiled.contains(version) == expected
+
+
+@given(VERSIONS, VERSIONS, st.booleans())
+def test_spelling_does_not_change_a_range(low: Version, version: Version, spaced: bool) -> None:
+    compact = compile_range(f">={low},<{low.bump_minor()}")
+    sep = "  ,\t" if spaced else ", "
+    spelled = compile_range(f" >= v{low}{sep}< v{low.bump_minor()} ")
+    assert compact.contains(version) == spelled.contains(version)
+
+
+NEGATIONS = {">=": "<", "<": ">=", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
+
+
+@given(st.sampled_from(sorted(NEGATIONS)), VERSIONS, VERSIONS)
+def test_a_comparator_and_its_negation_split_every_version(
+    op: str, bound: Version, version: Version
+) -> None:
+    held = compile_range(f"{op}{bound}").contains(version)
+    assert held != compile_range(f"{NEGATIONS[op]}{bound}").contains(version)
+
+
+@given(VERSIONS)
+def test_a_formatted_version_parses_back_to_itself(version: Version) -> None:
+    for text in (str(version), f"v{version}"):
+        parsed = parse_version(text)
+        assert parsed is not None and str(parsed) == str(version)
+        assert semver_key(parsed) == semver_key(version)
+
+
+@given(st.lists(VERSIONS, min_size=1, max_size=MAX_COMPARATORS), st.data())
+def test_one_bad_comparator_is_named_by_its_position(
+    bounds: list[Version], data: st.DataObject
+) -> None:
+    parts = [f">={b}" for b in bounds]
+    position = data.draw(st.integers(0, len(parts) - 1))
+    parts[position] = f"~{SECRET}"
+    with pytest.raises(ValueError, match=rf"^comparator {position + 1} is not") as raised:
+        compile_range(", ".join(parts))
+    assert SECRET not in str(raised.value)
