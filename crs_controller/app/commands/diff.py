@@ -35,6 +35,13 @@ from crs_controller.app.commands.common import (
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import WorkloadClients, kubeconfig_secret_name
 from crs_controller.core.clusters import CLUSTER_GROUP
+from crs_controller.core.control_planes import (
+    CONTROL_PLANE_GROUP,
+    ClusterVersion,
+    ControlPlaneRef,
+    cluster_version,
+    parse_control_plane,
+)
 from crs_controller.core.manifests import apply_body, object_ref
 from crs_controller.core.models import (
     API_VERSION,
@@ -161,10 +168,31 @@ async def _rendered(mgmt: KubeClient, target: _Target) -> list[RenderedResource]
         if source is not None:
             source.setdefault("kind", ref.kind)
             sources[(ref.kind, ref.name)] = source
-    rendered = render_crs(crs, lambda k, n: sources.get((k, n)), ClusterValues(target.cluster))
+    version = await _version(mgmt, target.cluster)
+    rendered = render_crs(
+        crs, lambda k, n: sources.get((k, n)), ClusterValues(target.cluster), version=version
+    )
     if rendered.problems:
         raise UsageError(rendered.problems[0])
     return list(rendered.resources)
+
+
+async def _version(mgmt: KubeClient, raw: Obj) -> ClusterVersion:
+    """The version the Cluster's control plane runs, read as the controller reads it
+    (resources outside their kubernetesVersions are left out of the diff)."""
+    cluster = parse_cluster(raw)
+    ref = cluster.control_plane
+    if not isinstance(ref, ControlPlaneRef):
+        return ClusterVersion(None, ref.message if ref else ClusterVersion().unknown)
+    api_version = await mgmt.preferred_version(CONTROL_PLANE_GROUP)
+    found = None
+    if api_version is not None:
+        found = await mgmt.get(api_version, ref.kind, ref.name, cluster.namespace)
+    return cluster_version(
+        upgrading_condition=cluster.upgrading,
+        wanted=cluster.topology_version,
+        control_plane=None if found is None else parse_control_plane(found),
+    )
 
 
 async def _compare(

@@ -28,7 +28,7 @@ from crs_controller.core.modes import Apply, CheckDrift, Decision, Scope, Strate
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.pruning import wanted_keys
 from crs_controller.core.status import Outcome
-from crs_controller.core.versions import VersionRange
+from crs_controller.core.versions import version_match
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.sources import Source
 from crs_controller.engine.memory.notes import Note
@@ -130,7 +130,7 @@ async def reconcile_pair(
     hold = version.upgrading and not spec.gate_upgrades
     for index, ref in enumerate(spec.resources):
         previous = recorded(entry, ref)
-        match _follows(crs.version_range(index), version):
+        match version_match(crs.version_range(index), version.version):
             case "unknown":  # kept as it is, neither applied nor withdrawn
                 progress.add(_Done(ref.name, previous))
                 progress.unversioned.append(f"{ref.kind}/{ref.name}")
@@ -150,16 +150,6 @@ async def reconcile_pair(
     # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
     new_entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
     return CRSPass(new_entry, outcome, progress.then)
-
-
-def _follows(versions: VersionRange | None, cluster: ClusterVersion) -> str:
-    """Does a resource apply to the cluster's version: "yes", "outside" its range, or
-    "unknown" (a range, and no version known yet)."""
-    if versions is None:
-        return "yes"
-    if cluster.version is None:
-        return "unknown"
-    return "yes" if versions.contains(cluster.version) else "outside"
 
 
 def _waiting(
@@ -305,7 +295,7 @@ async def wanted_by(
     wanted: set[ObjectKey] = set()
     for crs in crss:
         for index, ref in enumerate(crs.valid.spec.resources):
-            if _follows(crs.version_range(index), version) == "outside":
+            if version_match(crs.version_range(index), version.version) == "outside":
                 continue
             source = await ctx.sources.load(namespace, ref)
             if source.error is None:

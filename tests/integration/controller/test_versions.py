@@ -6,7 +6,12 @@ cluster."""
 
 from __future__ import annotations
 
-from crs_controller.testbed import TestbedClient, wait_for
+from pathlib import Path
+
+import pytest
+
+from crs_controller.app.cli import main
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.clusters import (
     control_plane_ref,
     create_control_plane,
@@ -19,6 +24,7 @@ from .support import (
     CRS_API,
     TIMEOUT,
     add_cluster,
+    admin_kubeconfig,
     binding_entry,
     configmap_obj,
     crs_obj,
@@ -44,7 +50,14 @@ def _reason(mgmt: TestbedClient, namespace: str, crs: str, cluster: str) -> str:
 
 
 def test_each_cluster_gets_the_resources_of_the_version_it_runs(
-    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    workloads,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     common, cpi33, cpi34 = unique("common"), unique("cpi-v133"), unique("cpi-v134")
     mgmt.create(source_configmap(namespace, "common", {"a": manifests(configmap_obj(common))}))
@@ -90,6 +103,11 @@ def test_each_cluster_gets_the_resources_of_the_version_it_runs(
     gone(old, "v1", "ConfigMap", cpi33, "default")
     assert _resources(mgmt, namespace, "cpi", "old") == ["common", "cpi-1-34"]
     assert old.get("v1", "ConfigMap", common, "default") is not None
+    # diff reads the version as the controller does: nothing left to change.
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    diff = ["diff", "cpi", "--cluster", "old", "-n", namespace, "--kubeconfig", kubeconfig]
+    assert main(diff) == 0, capsys.readouterr()
+    assert cpi33 not in capsys.readouterr().out
 
     # The unknown cluster gets a control plane that reports its version: it follows.
     create_control_plane(mgmt, name="unknown", namespace=namespace, version="v1.33.0")
