@@ -1,0 +1,154 @@
+"""A cluster pass with resources that follow the Kubernetes version, against in-memory
+clients: what applies at a version, what waits for an unknown one (and is never
+withdrawn meanwhile), and a new revision held while Cluster API upgrades the cluster.
+The same behaviours run on real servers in tests/integration/controller/test_versions.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from crs_controller.core.control_planes import ClusterVersion
+from crs_controller.core.objects import Cluster
+from crs_controller.core.versions import parse_version
+
+from .builders import NS, Obj, configmap_source, crs, outcome, payload, reconcile, world_with
+from .memory_kube import World
+
+V133 = ">=1.33.0, <1.34.0"
+V134 = ">=1.34.0, <1.35.0"
+
+
+@dataclass
+class SetVersion:
+    """The version every cluster runs, as a test sets it."""
+
+    version: ClusterVersion
+
+    def of(self, cluster: Cluster) -> ClusterVersion:
+        return self.version
+
+
+def runs(version: str | None, *, upgrading: bool = False) -> ClusterVersion:
+    if version is None:
+        return ClusterVersion(None, "its control plane reports no version yet", upgrading)
+    return ClusterVersion(parse_version(version), "", upgrading)
+
+
+def following(name: str, **spec: Any) -> Obj:
+    """A CRS of three resources: one for every version, one per minor."""
+    body = crs(name, "common", deletionPolicy="Delete", **spec)
+    body["spec"]["resources"] = [
+        {"kind": "ConfigMap", "name": "common"},
+        {"kind": "ConfigMap", "name": "cpi-1-33", "kubernetesVersions": V133},
+        {"kind": "ConfigMap", "name": "cpi-1-34", "kubernetesVersions": V134},
+    ]
+    return body
+
+
+async def world_at(version: ClusterVersion, *crss: Obj) -> tuple[World, SetVersion]:
+    world = await world_with(*crss, mode_source=configmap_source("common", payload("common")))
+    await world.add(configmap_source("cpi-1-33", payload("cpi-v133")))
+    await world.add(configmap_source("cpi-1-34", payload("cpi-v134")))
+    control_planes = SetVersion(version)
+    world.ctx = replace(world.ctx, control_planes=control_planes)
+    return world, control_planes
+
+
+def recorded(world: World, crs_name: str) -> list[str]:
+    binding = world.bindings.get(NS, "c1")
+    assert binding is not None and binding.model is not None
+    (entry,) = [e for e in binding.model.spec.bindings if e.cluster_resource_set_name == crs_name]
+    return [r.name for r in entry.resources]
+
+
+async def live(world: World, name: str) -> Obj | None:
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    found: Obj | None = await workload.get("v1", "ConfigMap", name, "default")
+    return found
+
+
+async def test_a_cluster_gets_the_resources_of_the_version_it_runs() -> None:
+    world, _ = await world_at(runs("v1.34.2"), following("cpi"))
+    await reconcile(world)
+    assert recorded(world, "cpi") == ["common", "cpi-1-34"]
+    assert await live(world, "cpi-v134") is not None
+    assert await live(world, "cpi-v133") is None
+    assert outcome(world, "cpi")[0] == "Applied"
+
+
+async def test_an_unknown_version_applies_the_others_and_says_what_waits() -> None:
+    world, _ = await world_at(runs(None), following("cpi"))
+    await reconcile(world)
+    assert recorded(world, "cpi") == ["common"]
+    reason, message = outcome(world, "cpi")
+    assert reason == "WaitingForVersion"
+    assert "ConfigMap/cpi-1-33, ConfigMap/cpi-1-34" in message
+    assert "reports no version yet" in message
+
+
+async def test_a_version_lost_for_a_while_withdraws_nothing() -> None:
+    # Under deletionPolicy Delete, an unknown version must not read as "outside".
+    world, control_planes = await world_at(runs("v1.33.1"), following("cpi"))
+    await reconcile(world)
+    assert recorded(world, "cpi") == ["common", "cpi-1-33"]
+    control_planes.version = runs(None)
+    await reconcile(world)
+    assert recorded(world, "cpi") == ["common", "cpi-1-33"]
+    assert await live(world, "cpi-v133") is not None
+    assert outcome(world, "cpi")[0] == "WaitingForVersion"
+
+
+async def test_a_version_move_swaps_the_resources() -> None:
+    world, control_planes = await world_at(runs("v1.33.1"), following("cpi"))
+    await reconcile(world)
+    control_planes.version = runs("v1.34.0")
+    await reconcile(world)
+    assert recorded(world, "cpi") == ["common", "cpi-1-34"]
+    assert await live(world, "cpi-v134") is not None
+
+
+async def edit(world: World, source: str, name: str, value: str) -> None:
+    body = await world.mgmt.get("v1", "ConfigMap", source, NS)
+    assert body is not None
+    body["data"] = configmap_source(source, payload(name, value))["data"]
+    await world.update(body)
+
+
+async def test_a_new_revision_waits_while_the_cluster_upgrades() -> None:
+    world, control_planes = await world_at(runs("v1.34.0"), following("cpi"))
+    await reconcile(world)
+    control_planes.version = runs("v1.34.0", upgrading=True)
+    await edit(world, "common", "common", "2")
+    await reconcile(world)
+    live_common = await live(world, "common")
+    assert live_common is not None and live_common["data"] == {"v": "1"}
+    reason, message = outcome(world, "cpi")
+    assert reason == "UpgradeInProgress"
+    assert "ConfigMap/common" in message
+
+    control_planes.version = runs("v1.35.0")
+    await reconcile(world)
+    live_common = await live(world, "common")
+    assert live_common is not None and live_common["data"] == {"v": "2"}
+    assert outcome(world, "cpi")[0] == "Applied"
+
+
+async def test_during_an_upgrade_version_changes_go_and_a_gating_crs_is_not_held() -> None:
+    world, control_planes = await world_at(runs("v1.33.5"), following("cpi"))
+    await reconcile(world)
+    # The control plane now runs 1.34 while the upgrade goes on: the 1.34 build is a
+    # first install for this cluster, and goes.
+    control_planes.version = runs("v1.34.0", upgrading=True)
+    await reconcile(world)
+    assert recorded(world, "cpi") == ["common", "cpi-1-34"]
+    assert await live(world, "cpi-v134") is not None
+
+    gating, _ = await world_at(runs("v1.34.0"), following("gate", gateUpgrades=True))
+    await reconcile(gating)
+    gating.ctx = replace(gating.ctx, control_planes=SetVersion(runs("v1.34.0", upgrading=True)))
+    await edit(gating, "cpi-1-34", "cpi-v134", "2")
+    await reconcile(gating)
+    updated = await live(gating, "cpi-v134")
+    assert updated is not None and updated["data"] == {"v": "2"}
+    assert outcome(gating, "gate")[0] == "Applied"
