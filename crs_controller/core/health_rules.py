@@ -14,8 +14,11 @@ loop, so we bound it ourselves, in two steps:
   comprehensions bind), comprehension macros (``all``, ``exists``,
   ``exists_one``, ``map``, ``filter``) nested at most ``MAX_DEPTH`` deep and at
   most ``MAX_COMPREHENSIONS`` of them, read from the expression's tokens outside
-  string literals. No extension library is loaded: only the CEL standard
-  functions, none of which does I/O or calls back into Python.
+  string literals. Only the functions in ``FUNCTIONS`` (the CEL standard functions
+  the interpreter defines) and the operators may be called; any other name, read
+  from the compiled program, is refused here rather than failing at every
+  evaluation. No extension library is loaded: nothing does I/O or calls back into
+  Python.
 - Before evaluating: an estimate of the work, ``ops * size * width ** depth``,
   where ``size`` is the live object's JSON values (a string counts one more per
   64 characters), ``width`` the longest list or map in the object or a literal in
@@ -26,16 +29,22 @@ loop, so we bound it ourselves, in two steps:
   ``size`` factor. Above ``COST_LIMIT`` the rule is not evaluated and the object is
   not Ready ("over the cost limit").
 
-Measured on the 2-core machine the tests run on (best of 5):
-converting a 12,000-value object into the interpreter takes 16 ms (done once per
-object and rule); one comprehension iteration of a small body 220-270 ns (a
-1,000,000-iteration depth-3 ``all`` takes 270 ms, which the limit refuses);
-``x in list`` and ``map``'s copy cost 21 ns per element (``map`` over 1,000 items:
-21 ms, over 10,000: 2 s, refused). At about 25 ns a unit, ``COST_LIMIT`` of
-1,000,000 keeps one evaluation within a few tens of milliseconds. ``matches()``
-uses Rust's regex crate, linear in the string (a 100,000-character string against
-``(a+)+b``: 0.24 ms), with a bound on the compiled pattern's size; the live object
-itself is bounded by the workload client's answer limits (4 MiB).
+Measured on the 2-core machine the tests run on (x86_64, best of 5;
+``hack/bench/health_rules.py`` prints the figures): converting a 12,000-value object
+into the interpreter takes 16 ms, once per object: a ``cel.Context`` built for the
+first expression that runs holds the converted values and the other reuses it
+(a field comparison executes on it in under a microsecond). A rule with ``failed`` and
+``ready`` on that object: 40 ms when each ``execute`` converted it, 21 ms now
+(measuring the object: 4 ms). One comprehension iteration of a small body costs
+220-270 ns (a 1,000,000-iteration depth-3 ``all`` takes 270 ms, which the limit
+refuses); ``x in list`` and ``map``'s copy cost 21 ns per element (``map`` over 1,000
+items: 21 ms, over 10,000: 2 s, refused). At about 25 ns a unit, ``COST_LIMIT`` of
+1,000,000 keeps one evaluation within a few tens of milliseconds; the worst accepted
+rule we found compares a whole 12,000-value map 14 times (``self.spec ==
+self.spec && ...``) and takes 62 ms, conversion included. ``matches()`` uses Rust's
+regex crate, linear in the string (a 100,000-character string against ``(a+)+b``:
+0.24 ms), with a bound on the compiled pattern's size; the live object itself is
+bounded by the workload client's answer limits (4 MiB).
 
 Messages name the rule (its index and field) and the kind of problem, never a value
 read from the object.
@@ -54,9 +63,11 @@ from crs_controller.core.models import HealthRule
 
 __all__ = [
     "COST_LIMIT",
+    "FUNCTIONS",
     "MAX_COMPREHENSIONS",
     "MAX_DEPTH",
     "MAX_LENGTH",
+    "OPERATORS",
     "CompiledRule",
     "Expression",
     "Verdict",
@@ -73,6 +84,29 @@ COST_LIMIT = 1_000_000
 STRING_UNIT = 64  # characters of a string that count as one more value
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 VARIABLE = "self"
+# What may be called, as ``Program.functions()`` names it: the functions the
+# interpreter defines itself (cel-rust 0.14, through common-expression-language
+# 0.10; found by calling each name of the CEL specification's standard definitions
+# on values of every type), and the operators. The macros (``has``, ``all``,
+# ``exists``, ``exists_one``, ``map``, ``filter``) never appear: the parser expands
+# them into operators. Not allowed: the ``optional`` functions (``optional`` would be
+# a variable), and anything a context could add, such as ``cel.stdlib``.
+FUNCTIONS = frozenset(
+    {
+        *("size", "contains", "startsWith", "endsWith", "matches"),
+        *("int", "uint", "double", "string", "bytes", "timestamp", "duration"),
+        *("dyn", "type"),
+        *("getFullYear", "getMonth", "getDayOfYear", "getDayOfMonth", "getDate"),
+        *("getDayOfWeek", "getHours", "getMinutes", "getSeconds", "getMilliseconds"),
+    }
+)
+OPERATORS = frozenset(
+    {
+        *("_+_", "_-_", "_*_", "_/_", "_%_", "-_"),
+        *("_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "@in"),
+        *("_&&_", "_||_", "!_", "_?_:_", "_[_]", "@not_strictly_false"),
+    }
+)
 _PARSER_MESSAGE_LIMIT = 200
 
 VerdictState = Literal["Ready", "InProgress", "Failed"]
@@ -146,6 +180,11 @@ def compile_expression(source: str, where: str) -> Expression:
     unknown = set(program.variables()) - shape.bound - {VARIABLE}
     if unknown:
         raise InvalidSpec(f"{where}: unknown variable {sorted(unknown)[0]!r} (only self)")
+    unknown = set(program.functions()) - FUNCTIONS - OPERATORS
+    if unknown:
+        raise InvalidSpec(
+            f"{where}: unknown function {sorted(unknown)[0]!r} (only CEL's standard functions)"
+        )
     return Expression(
         where, program, shape.depth, shape.ops, shape.concatenations, shape.literal_width
     )
@@ -154,30 +193,43 @@ def compile_expression(source: str, where: str) -> Expression:
 def evaluate(rule: CompiledRule, obj: Mapping[str, Any]) -> Verdict:
     """``failed`` first (true: Failed), then ``ready``. Anything but a bool, an
     evaluation error, or an estimate over the limit is InProgress, naming the rule."""
-    size, width = _measure(obj)
-    context = {VARIABLE: obj}
+    subject = _Subject(obj)
     if rule.failed is not None:
-        failed = _run(rule.failed, context, size, width)
+        failed = subject.run(rule.failed)
         if isinstance(failed, Verdict):
             return failed
         if failed:
             return Verdict("Failed", f"{rule.failed.where} is true")
-    ready = _run(rule.ready, context, size, width)
+    ready = subject.run(rule.ready)
     if isinstance(ready, Verdict):
         return ready
     return Verdict("Ready") if ready else Verdict("InProgress", f"{rule.ready.where} is false")
 
 
-def _run(expr: Expression, context: dict[str, Any], size: int, width: int) -> bool | Verdict:
-    if expr.cost(size, width) > COST_LIMIT:
-        return Verdict("InProgress", f"{expr.where}: over the cost limit ({COST_LIMIT})")
-    try:
-        result = expr.program.execute(context)
-    except Exception as exc:  # the interpreter's errors are plain built-in exceptions
-        return Verdict("InProgress", f"{expr.where}: {_problem(exc)}")
-    if not isinstance(result, bool):
-        return Verdict("InProgress", f"{expr.where}: result is {_type_name(result)}, not a bool")
-    return result
+class _Subject:
+    """One live object as the rule's expressions see it: measured once, and converted
+    into the interpreter's values at most once (a ``cel.Context`` holds them), when the
+    first expression within the cost limit runs; the other reuses it."""
+
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        self._obj = obj
+        self._size, self._width = _measure(obj)
+        self._context: cel.Context | None = None
+
+    def run(self, expr: Expression) -> bool | Verdict:
+        if expr.cost(self._size, self._width) > COST_LIMIT:
+            return Verdict("InProgress", f"{expr.where}: over the cost limit ({COST_LIMIT})")
+        try:
+            if self._context is None:
+                self._context = cel.Context({VARIABLE: self._obj})
+            result = expr.program.execute(self._context)
+        except Exception as exc:  # the interpreter's errors are plain built-in exceptions
+            return Verdict("InProgress", f"{expr.where}: {_problem(exc)}")
+        if not isinstance(result, bool):
+            return Verdict(
+                "InProgress", f"{expr.where}: result is {_type_name(result)}, not a bool"
+            )
+        return result
 
 
 def _problem(exc: Exception) -> str:
@@ -189,7 +241,7 @@ def _problem(exc: Exception) -> str:
     if isinstance(exc, ZeroDivisionError):
         return "division by zero"
     if isinstance(exc, RuntimeError):
-        return "evaluation error (an undefined function, or a conversion that failed)"
+        return "evaluation error (no such function for these arguments, or a failed conversion)"
     return "evaluation error"
 
 

@@ -1,14 +1,18 @@
 """Health rules in CEL (core/health_rules): which rules compile (and the InvalidSpec
 naming a bad one), what a rule says of an object (failed first, then ready; a
-non-bool or an error is not Ready, naming the rule and never a value), the cost
-bound (anything the compiler accepts runs within it or is refused before running),
-and a broken rule making its CRS InvalidSpec when parsed."""
+non-bool or an error is not Ready, naming the rule and never a value), unknown
+functions refused when compiled, the cost bound (anything the compiler accepts is
+refused before running or estimated within the limit, and the estimate bounds the
+comprehension steps the interpreter really takes), and a broken rule making its CRS
+InvalidSpec when parsed."""
 
 from __future__ import annotations
 
-import time
+import contextlib
+from dataclasses import dataclass
 from typing import Any
 
+import cel
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +21,8 @@ from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.health import object_health
 from crs_controller.core.health_rules import (
     COST_LIMIT,
+    FUNCTIONS,
+    OPERATORS,
     CompiledRule,
     Verdict,
     compile_expression,
@@ -77,6 +83,77 @@ def test_the_parser_message_does_not_quote_the_expression() -> None:
     message = str(raised.value)
     assert message.startswith("spec.healthCheck.rules[1].ready: does not compile: 1:")
     assert "secretive" not in message and "hush" not in message
+
+
+@pytest.mark.parametrize(
+    ("ready", "failed", "message"),
+    [
+        ("foo()", None, "spec.healthCheck.rules[0].ready: unknown function 'foo'"),
+        ("self.status.phase.lowerAscii() == 'ready'", None, "ready: unknown function"),
+        ("true", "max(self.a, 1) > 2", "spec.healthCheck.rules[0].failed: unknown function"),
+        ("[1].all(x, x.bogus())", None, "rules[0].ready: unknown function 'bogus'"),
+    ],
+)
+def test_unknown_functions_are_refused_when_compiled(
+    ready: str, failed: str | None, message: str
+) -> None:
+    spec = HealthRule.model_construct(api_version="v1", kind="K", ready=ready, failed=failed)
+    with pytest.raises(InvalidSpec) as raised:
+        compile_rules([spec])
+    assert message in str(raised.value), str(raised.value)
+
+
+def test_an_unknown_function_message_does_not_quote_the_expression() -> None:
+    with pytest.raises(InvalidSpec) as raised:
+        compile_expression("hush(self.secretive_field) == 'x'", "spec.healthCheck.rules[2].ready")
+    message = str(raised.value)
+    assert message.startswith("spec.healthCheck.rules[2].ready: unknown function")
+    assert "secretive" not in message and "== 'x'" not in message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "size(self.l) == 2 && self.l.size() == 2 && self.m.size() == 1 && size(self.s) == 5",
+        "self.s.contains('ll') && self.s.startsWith('h') && self.s.endsWith('o')",
+        "self.s.matches('^h.*o$') && 'hello' in [self.s] && 'k' in self.m",
+        "int('1') == 1 && uint(1) == 1u && double(1) == 1.0 && string(1) == '1'",
+        "bytes('a') == b'a' && dyn(1) == 1 && type(1) == type(2) && !(1 > 2) && -1 < 0",
+        "timestamp(self.t).getFullYear() == 2024 && timestamp(self.t).getMonth() == 0",
+        "timestamp(self.t).getDate() == 2 && timestamp(self.t).getDayOfMonth() == 1",
+        "timestamp(self.t).getDayOfYear() == 1 && timestamp(self.t).getDayOfWeek() == 2",
+        "timestamp(self.t).getHours() == 3 && timestamp(self.t).getMinutes() == 4",
+        "duration('90s').getSeconds() == 90 && duration('1s').getMilliseconds() == 1000",
+        "self.l.all(x, x > 0) && self.l.exists(x, x == 2) && self.l.exists_one(x, x == 1)",
+        "self.l.map(x, x * 2)[1] % 3 == 1 && self.l.filter(x, x != 1).size() / 1 == 1",
+        "has(self.m.k) && self.m['k'] >= 1 && self.m.k <= 1 ? true : false",
+    ],
+)
+def test_the_standard_functions_compile_and_run(source: str) -> None:
+    obj = {"l": [1, 2], "m": {"k": 1}, "s": "hello", "t": "2024-01-02T03:04:05Z"}
+    called = set(compile_expression(source, "w").program.functions())
+    assert called <= FUNCTIONS | OPERATORS
+    assert evaluate(rule(source), obj) == Verdict("Ready")
+
+
+def test_every_allowed_name_is_one_the_interpreter_defines() -> None:
+    """A later library that dropped one would fail here, not at a user's evaluation."""
+    used = set()
+    for source in [
+        "size('a') + 'ab'.size() > 0 && 'a'.contains('a') && 'a'.startsWith('a')",
+        "'a'.endsWith('a') && 'a'.matches('a') && int(1) == 1 && uint(1) == 1u",
+        "double(1) == 1.0 && string(1) == '1' && bytes('a') == b'a' && dyn(1) == 1",
+        "type(1) == type(2) && timestamp('2024-01-02T03:04:05Z').getFullYear() > 0",
+        "duration('1s').getMilliseconds() >= 0 && duration('1s').getHours() >= 0",
+    ] + [
+        f"timestamp('2024-01-02T03:04:05Z').{name}() >= 0"
+        for name in sorted(FUNCTIONS)
+        if name.startswith("get")
+    ]:
+        program = cel.compile(source)
+        assert program.execute({}) is True, source
+        used |= set(program.functions())
+    assert used >= FUNCTIONS
 
 
 READY_RULE = "has(self.status) && self.status.phase == 'Ready'"
@@ -164,49 +241,149 @@ _json = st.recursive(
     ),
     max_leaves=400,
 )
-_atoms = st.sampled_from(["self", "x", "y", "[1, 2, 3]", "self.a", "'s'", "1"])
+# Objects whose ``a`` is often a list (of lists), so that comprehensions take steps.
+_ints = st.integers(-5, 5)
+_objects = st.fixed_dictionaries(
+    {"a": st.lists(_ints | st.lists(_ints, max_size=30), max_size=30)}, optional={"b": _json}
+) | st.dictionaries(st.sampled_from(["a", "b"]), _json, max_size=2)
+_atoms = ["self", "x", "y", "[1, 2, 3]", "self.a", "self.a", "'s'", "1", "true", "false"]
+_ranges = ["self.a", "x", "y", "[1, 2, 3]", "self", "self.a + self.a", "self.a + [1, 2, 3]"]
+_MACRO_FORMS = ["{a}.all(x, {b})", "{a}.exists(y, {b})", "{a}.map(x, {b})", "{a}.filter(y, {b})"]
+_OTHER_FORMS = ["{a} == {b}", "{a} in {b}", "{a} + {b}", "size({a}) > 0", "has(self.a) && {b}"]
+
+
+@dataclass(frozen=True)
+class _Generated:
+    """An expression; its twin, whose comprehension bodies count the steps the
+    interpreter takes (``step(body)`` counts one and returns the body's value); and
+    how many comprehensions it has."""
+
+    source: str
+    counted: str
+    comprehensions: int = 0
+
+
+def _leaf(text: str) -> _Generated:
+    return _Generated(text, text)
+
+
+def _compose(form: str, a: _Generated, b: _Generated) -> _Generated:
+    macro = form in _MACRO_FORMS
+    return _Generated(
+        f"({form.format(a=a.source, b=b.source)})",
+        f"({form.format(a=a.counted, b=f'step({b.counted})' if macro else b.counted)})",
+        a.comprehensions + b.comprehensions + macro,
+    )
+
+
+ALL, EXISTS, MAP, FILTER = _MACRO_FORMS
 
 
 @st.composite
-def _expressions(draw: st.DrawFn, depth: int = 0) -> str:
-    if depth >= 4 or draw(st.booleans()):
-        return draw(_atoms)
-    a = draw(_expressions(depth + 1))
-    b = draw(_expressions(depth + 1))
-    form = draw(
-        st.sampled_from(
-            [
-                "{a} == {b}",
-                "{a} in {b}",
-                "{a} + {b}",
-                "size({a}) > 0",
-                "{a}.all(x, {b})",
-                "{a}.exists(y, {b})",
-                "{a}.map(x, {b})",
-                "{a}.filter(y, {b})",
-                "has(self.a) && {b}",
-            ]
-        )
-    )
-    return form.format(a=a, b=b)
+def _expressions(draw: st.DrawFn, depth: int = 0) -> _Generated:
+    if depth >= 4 or (depth > 0 and draw(st.booleans())):
+        return _leaf(draw(st.sampled_from(_atoms)))
+    form = draw(st.sampled_from(_MACRO_FORMS + _OTHER_FORMS))
+    if form in _MACRO_FORMS and draw(st.booleans()):
+        a = _leaf(f"({draw(st.sampled_from(_ranges))})")
+    else:
+        a = draw(_expressions(depth + 1))
+    return _compose(form, a, draw(_expressions(depth + 1)))
 
 
-@settings(max_examples=150, deadline=None)
-@given(source=_expressions(), obj=st.dictionaries(st.sampled_from(["a", "b"]), _json, max_size=2))
-def test_accepted_expressions_run_within_the_bound_or_are_refused(source: str, obj: Any) -> None:
+def _values_and_widest(value: Any) -> tuple[int, int]:
+    """JSON values, and the longest list or map (the generated strings are short)."""
+    if isinstance(value, dict | list):
+        children = [
+            _values_and_widest(v) for v in (value.values() if isinstance(value, dict) else value)
+        ]
+        return 1 + sum(n for n, _ in children), max([len(value), *(w for _, w in children)])
+    return 1, 0
+
+
+class _Overrun(Exception):
+    pass
+
+
+def _steps(counted: str, obj: Any, cap: int) -> int:
+    """Comprehension steps the interpreter takes on ``obj``, stopping past ``cap``.
+    Compiled by the library directly: our compiler refuses ``step``, as it should."""
+    taken = 0
+
+    def step(value: Any) -> Any:
+        nonlocal taken
+        taken += 1
+        if taken > cap:
+            raise _Overrun
+        return value
+
+    # An error in the expression, or the overrun, ends the run; the count stands.
+    with contextlib.suppress(Exception):
+        cel.compile(f"{counted} == true").execute(cel.Context({"self": obj}, {"step": step}))
+    return taken
+
+
+def _assert_refused_or_bounded(generated: _Generated, obj: Any) -> None:
     try:
-        compiled = rule(f"({source}) == true")
+        compiled = rule(f"{generated.source} == true")
     except InvalidSpec:
         return  # refused when compiled
-    started = time.perf_counter()
+    expr = compiled.ready
+    values, widest = _values_and_widest(obj)
+    cost = expr.cost(values, widest)
     verdict = evaluate(compiled, obj)
-    elapsed = time.perf_counter() - started
-    # Within the estimate's budget (a few tens of ms), with room for a slow machine.
-    assert elapsed < 0.25 or "over the cost limit" in verdict.message, (source, elapsed)
+    over = "over the cost limit" in verdict.message
+    assert over == (cost > COST_LIMIT), (generated.source, cost, verdict)
+    if over:
+        return
+    # Each step may do work linear in the object (``in``, ``==`` on a map, a copy):
+    # the estimate covers the steps times the object's values. Sharper: a comprehension
+    # nested k deep runs at most width**k steps, so the estimate's share per operator
+    # (``width ** depth``, operators counting each comprehension) covers every one.
+    per_operator = cost // (max(expr.ops, 1) * values)
+    steps = _steps(generated.counted, obj, cap=cost // values)
+    assert steps * values <= cost, (generated.source, steps, cost)
+    assert steps <= generated.comprehensions * per_operator, (generated.source, steps)
+
+
+@settings(max_examples=300, deadline=None)
+@given(generated=_expressions(), obj=_objects)
+def test_accepted_expressions_are_refused_before_running_or_bounded_by_their_estimate(
+    generated: _Generated, obj: Any
+) -> None:
+    _assert_refused_or_bounded(generated, obj)
+
+
+_A = _leaf("self.a")
+_TRUE, _FALSE = _leaf("true"), _leaf("false")
+_LITERAL = _leaf("[1, 2, 3]")
+_TWICE = _leaf("(self.a + self.a)")
+_GRID = {"a": [list(range(10)) for _ in range(10)]}
+
+
+@pytest.mark.parametrize(
+    ("generated", "obj"),
+    [
+        # The shapes that take the most steps for their size, every step taken.
+        (_compose(MAP, _A, _compose(MAP, _A, _TRUE)), {"a": list(range(30))}),
+        (_compose(ALL, _A, _compose(ALL, _leaf("x"), _TRUE)), _GRID),
+        (_compose(MAP, _TWICE, _compose(FILTER, _TWICE, _FALSE)), {"a": list(range(12))}),
+        (_compose(EXISTS, _A, _compose(EXISTS, _A, _FALSE)), {"a": list(range(30))}),
+        (_compose(MAP, _LITERAL, _compose(FILTER, _LITERAL, _TRUE)), {}),
+        (_compose(MAP, _leaf("([1, 2, 3] + self.a)"), _TRUE), {"a": [1]}),
+        # Over the limit: refused before running.
+        (_compose(ALL, _A, _compose(EXISTS, _A, _FALSE)), {"a": list(range(300))}),
+    ],
+    ids=["map", "all-nested", "concatenated", "exists", "literals", "literal-concat", "over"],
+)
+def test_the_estimate_bounds_the_steps_of_the_costliest_shapes(
+    generated: _Generated, obj: Any
+) -> None:
+    _assert_refused_or_bounded(generated, obj)
 
 
 def test_parse_crs_makes_a_broken_rule_invalid_spec() -> None:
-    raw = {
+    raw: dict[str, Any] = {
         "apiVersion": "addons.crs.dev/v1alpha1",
         "kind": "ClusterResourceSet",
         "metadata": {"name": "c", "namespace": "n", "generation": 1},
