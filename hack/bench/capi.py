@@ -124,6 +124,12 @@ def install(mgmt: TestbedClient, bases: Path) -> None:
         interval=0.5,
         message="test bed Cluster CRD deleted",
     )
+    install_stripped(mgmt, bases)
+
+
+def install_stripped(mgmt: TestbedClient, bases: Path) -> None:
+    """Cluster API's CRDs from ``bases`` without their webhooks, each recorded as
+    migrated and its resource served before this returns."""
     with tempfile.TemporaryDirectory(prefix="bench-capi-crds-") as tmp:
         paths = _stripped_crds(bases, Path(tmp))
         install_crds(mgmt, paths, timeout=120)
