@@ -56,6 +56,14 @@ STATUS_TIMEOUT = 7.0
 RETRY_ON_ERROR_SECONDS = 5
 
 # BeforeClusterDelete: (retryAfterSeconds, message) for the Cluster object.
+# Every answer closes its connection. Cluster API asks again after ``retryAfterSeconds``
+# (5 s), just when the idle timer (``serving.KEEP_ALIVE_TIMEOUT``, 5 s) closes a kept-alive
+# connection: Go's client then reuses a connection the server is closing, and a POST is
+# not retried, so the call fails with EOF and Cluster API reports ReconcileFailed. A
+# new TLS connection per call (a few per Cluster per minute, during an upgrade or a
+# deletion) costs little and keeps the idle timer short for slow clients.
+ONE_REQUEST: Headers = [(b"connection", b"close")]
+
 Status = Callable[[dict[str, Any]], Awaitable[tuple[int, str]]]
 # The upgrade hooks: (retryAfterSeconds, message) for the Cluster object and the version.
 Gate = Callable[[dict[str, Any], Version], Awaitable[tuple[int, str]]]
@@ -252,15 +260,15 @@ async def _handle(
         # The rest of the body is not read: tell the client this connection is done.
         return refused.code, {"message": refused.message}, [(b"connection", b"close")]
     if hook is None:
-        return 200, discovery(tuple(served)), ()
+        return 200, discovery(tuple(served)), ONE_REQUEST
     try:
         request = json.loads(raw or b"{}")
     except ValueError:
-        return 400, {"message": "body is not JSON"}, ()
+        return 400, {"message": "body is not JSON"}, ONE_REQUEST
     body = request if isinstance(request, dict) else {}
     response = await answer(body, hook, served[hook])
     log.info(hook.name, retry_after=response.get("retryAfterSeconds"))
-    return 200, response, ()
+    return 200, response, ONE_REQUEST
 
 
 async def _read_body(scope: HTTPScope, receive: ASGIReceiveCallable, timeout: float) -> bytes:

@@ -602,3 +602,17 @@ async def test_a_server_serves_only_the_hooks_it_is_told(tmp_path: Path) -> None
     assert [h["requestHook"]["hook"] for h in listed["handlers"]] == list(hooks)
     assert workers.status_code == 404
     assert gate.calls == []
+
+
+async def test_every_answer_closes_its_connection(gated: tuple[Served, GateRecorder]) -> None:
+    # Cluster API asks again after retryAfterSeconds, as long as the idle timer: a
+    # kept-alive connection could be closed under its next POST (EOF, not retried).
+    served, _ = gated
+    async with httpx.AsyncClient(verify=served.verify, timeout=5) as client:
+        listed = await client.get(served.url + DISCOVERY_PATH)
+        hook = await client.post(
+            served.url + AFTER_CONTROL_PLANE_UPGRADE.path, json=after_control_plane_upgrade()
+        )
+        bad = await client.post(served.url + AFTER_CONTROL_PLANE_UPGRADE.path, content=b"{")
+    for response in (listed, hook, bad):
+        assert response.headers["connection"] == "close"

@@ -228,7 +228,24 @@ async def test_many_idle_connections_neither_block_a_request_nor_outlive_the_tim
                 writer.close()
 
 
-async def test_keep_alive_serves_two_requests_on_one_connection(target: Target) -> None:
+async def test_keep_alive_serves_two_requests_on_one_connection(tmp_path: Path) -> None:
+    async with running("health", tmp_path, KEEP_ALIVE) as target:
+        await _two_requests(target)
+
+
+async def test_the_extension_closes_each_connection_after_its_answer(hook: Target) -> None:
+    # Cluster API would otherwise reuse it just as the idle timer closes it (extension).
+    reader, writer = await hook.connect()
+    try:
+        writer.write(hook.request(close=False))
+        await writer.drain()
+        assert (await read_response(reader)).startswith(b"HTTP/1.1 200 ")
+        assert await hangs_up(reader, SLACK) == b""
+    finally:
+        writer.close()
+
+
+async def _two_requests(target: Target) -> None:
     reader, writer = await target.connect()
     try:
         writer.write(target.request(close=False))
