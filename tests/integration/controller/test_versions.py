@@ -101,7 +101,8 @@ def test_each_cluster_gets_the_resources_of_the_version_it_runs(
     set_control_plane_version(mgmt, name="old", namespace=namespace, version="v1.34.0")
     wait_object(old, "v1", "ConfigMap", cpi34, "default")
     gone(old, "v1", "ConfigMap", cpi33, "default")
-    assert _resources(mgmt, namespace, "cpi", "old") == ["common", "cpi-1-34"]
+    # The binding is written after the pass (its deletions included): wait for it.
+    wait_for(lambda: _resources(mgmt, namespace, "cpi", "old") == ["common", "cpi-1-34"], TIMEOUT)
     assert old.get("v1", "ConfigMap", common, "default") is not None
     # diff reads the version as the controller does: nothing left to change.
     kubeconfig = admin_kubeconfig(control_plane, tmp_path)
