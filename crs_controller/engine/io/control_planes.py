@@ -67,6 +67,19 @@ class ControlPlanes:
         self._named_by: dict[tuple[str, str, str], set[str]] = defaultdict(set)
         self._start: Start | None = None
         self._pending: list[str] = []
+        self._settled: dict[str, asyncio.Event] = {}  # kind -> read, or known unreadable
+
+    async def settled(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until every kind named so far is read or
+        known to be unreadable: at start, so that no cluster is first reconciled as if
+        its version were unknown (which would write its binding twice for nothing)."""
+        waits = [event.wait() for event in self._settled.values()]
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*waits)
+        except TimeoutError:
+            unread = sorted(k for k, e in self._settled.items() if not e.is_set())
+            log.warning("control plane kinds not read in time", kinds=unread)
 
     def attach(self, start: Start) -> None:
         """Start watches through ``start`` from now on (and those asked for before)."""
@@ -118,6 +131,7 @@ class ControlPlanes:
             parse_control_plane,
             self._on_change(kind),
         )
+        self._settled[kind] = asyncio.Event()
         if self._start is None:
             self._pending.append(kind)
         else:
@@ -139,6 +153,7 @@ class ControlPlanes:
             log.warning("control plane kind not watched", kind=kind, error=str(exc))
             self._failed[kind] = f"{kind} is not served in {CONTROL_PLANE_GROUP}"
             self._informers.pop(kind, None)
+            self._settled[kind].set()
             self._enqueue_kind(kind)
             return
         informer = self._informers[kind]
@@ -149,6 +164,7 @@ class ControlPlanes:
         """Once the kind is read, clusters told "not read yet" (also those whose
         control plane object does not exist) are looked at again."""
         await informer.synced.wait()
+        self._settled[kind].set()
         self._enqueue_kind(kind)
 
     def _on_change(self, kind: str) -> Callable[[ControlPlane | None, ControlPlane | None], None]:

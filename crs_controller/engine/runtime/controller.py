@@ -55,6 +55,8 @@ from crs_controller.engine.runtime.waiting import LoopClock, WaitingClock
 log = structlog.get_logger(__name__)
 
 STATUS_SETTLE_SECONDS = 1.0
+# How long start-up waits for the control plane kinds the Clusters name to be read.
+CONTROL_PLANES_READ_SECONDS = 30.0
 
 
 async def cluster_api_version(client: KubeAPI) -> str:
@@ -233,6 +235,8 @@ class Controller:
             self.control_planes.attach(lambda coro, name: supervised(group, coro, name))
             for informer in self.informers:
                 await informer.synced.wait()
+            # The Clusters listed named their control plane kinds: read those too.
+            await self.control_planes.settled(CONTROL_PLANES_READ_SECONDS)
             log.info("caches synced", kinds=[i.spec.kind for i in self.informers])
             if self.shard is not None:
                 # Act only once the members are known: alone, this replica would

@@ -6,6 +6,7 @@ cluster."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from crs_controller.testbed.clusters import (
     create_control_plane,
     set_control_plane_version,
 )
-from crs_controller.testbed.controller import ControllerProcess
+from crs_controller.testbed.controller import SA_USER, ControllerProcess
 
 from .support import (
     CLUSTER_API,
@@ -29,9 +30,12 @@ from .support import (
     configmap_obj,
     crs_obj,
     manifests,
+    reconciles,
+    settle,
     source_configmap,
     unique,
     wait_object,
+    writes_by,
 )
 from .test_deletion import gone
 
@@ -120,7 +124,12 @@ def test_each_cluster_gets_the_resources_of_the_version_it_runs(
 
 
 def test_orphan_policy_leaves_the_old_version_in_place(
-    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    workloads,
+    namespace: str,
 ) -> None:
     cpi33, cpi34 = unique("keep-v133"), unique("keep-v134")
     mgmt.create(source_configmap(namespace, "cpi-1-33", {"a": manifests(configmap_obj(cpi33))}))
@@ -143,6 +152,19 @@ def test_orphan_policy_leaves_the_old_version_in_place(
     wait_for(lambda: _resources(mgmt, namespace, "cpi", "orphan") == ["cpi-1-34"], TIMEOUT)
     # Orphan: the 1.33 object left the binding and stays on the cluster.
     assert wl.get("v1", "ConfigMap", cpi33, "default") is not None
+
+    # A restart reads the control plane before the first pass: the version is known
+    # at once, so the binding is not written (no WaitingForVersion in between).
+    settle(2)  # the last pass's writes are done
+    before = binding_entry(mgmt, namespace, "orphan", "cpi")
+    restarted = time.time()
+    controller.restart()
+    key = f"{namespace}/orphan"
+    wait_for(lambda: reconciles(controller, "cluster", key) >= 1, TIMEOUT)
+    settle(1)  # the API server writes an audit entry just after its response
+    writes = writes_by([control_plane.management], {SA_USER}, restarted)
+    assert "management update clusterresourcesetbindings/orphan" not in writes, writes
+    assert binding_entry(mgmt, namespace, "orphan", "cpi") == before
 
 
 def test_a_new_revision_waits_while_cluster_api_upgrades_the_cluster(
