@@ -3,14 +3,19 @@ first names that kind, so a management cluster with one provider watches one kin
 
 Cluster API's control plane kinds are the providers' own CRDs (KubeadmControlPlane,
 and others), so the kinds are found from the Clusters, in the control plane group
-only (core/control_planes), and at most ``MAX_KINDS`` of them: a tenant naming
-made-up kinds costs one discovery each, then nothing. The cache keeps two version
-strings per object. A change to one enqueues the Clusters naming it.
+only (core/control_planes). Only kinds the API server serves are watched, at most
+``MAX_KINDS`` (CRDs the operator installed: a tenant cannot add one). Kinds named
+but not served are looked up again, all with one discovery of the group, every
+``REDISCOVER_SECONDS`` while any is left (a provider installed after its first
+Cluster is picked up); at most ``MAX_NAMED`` such names are remembered, so made-up
+kinds cost a tenant's neighbours nothing. The cache keeps two version strings per
+object. A change to one enqueues the Clusters naming it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
@@ -34,6 +39,8 @@ from crs_controller.engine.io.informer import Informer, WatchSpec
 log = structlog.get_logger(__name__)
 
 MAX_KINDS = 10
+MAX_NAMED = 20
+REDISCOVER_SECONDS = 60.0
 Start = Callable[[Coroutine[Any, Any, None], str], object]
 
 
@@ -58,20 +65,28 @@ class ControlPlanes:
         client: KubeAPI,
         namespace: str | None,
         changed: Callable[[str, str], None],
+        *,
+        rediscover: float = REDISCOVER_SECONDS,
     ) -> None:
         self._client = client
         self._namespace = namespace
         self._changed = changed  # (namespace, cluster name): look at this cluster again
-        self._informers: dict[str, Informer[ControlPlane]] = {}
-        self._failed: dict[str, str] = {}  # kind -> why it is not watched
+        self._rediscover = rediscover
+        self._informers: dict[str, Informer[ControlPlane]] = {}  # served kinds
+        self._unserved: dict[str, str] = {}  # kind named, not watched -> why
+        self._settled: dict[str, asyncio.Event] = {}  # kind -> read, or looked up
         self._named_by: dict[tuple[str, str, str], set[str]] = defaultdict(set)
         self._start: Start | None = None
-        self._pending: list[str] = []
-        self._settled: dict[str, asyncio.Event] = {}  # kind -> read, or known unreadable
+        self._new = asyncio.Event()  # a kind was named that is not watched yet
+
+    def attach(self, start: Start) -> None:
+        """Discover and watch through ``start`` from now on."""
+        self._start = start
+        start(self._discovering(), "discover-control-planes")
 
     async def settled(self, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) until every kind named so far is read or
-        known to be unreadable: at start, so that no cluster is first reconciled as if
+        known not to be served: at start, so that no cluster is first reconciled as if
         its version were unknown (which would write its binding twice for nothing)."""
         waits = [event.wait() for event in self._settled.values()]
         try:
@@ -81,15 +96,8 @@ class ControlPlanes:
             unread = sorted(k for k, e in self._settled.items() if not e.is_set())
             log.warning("control plane kinds not read in time", kinds=unread)
 
-    def attach(self, start: Start) -> None:
-        """Start watches through ``start`` from now on (and those asked for before)."""
-        self._start = start
-        for kind in self._pending:
-            self._launch(kind)
-        self._pending.clear()
-
     def track(self, old: Cluster | None, new: Cluster | None) -> None:
-        """A Cluster changed: remember which control plane it names, and watch that
+        """A Cluster changed: remember which control plane it names, and look up that
         kind if it is new."""
         for cluster, keep in ((old, False), (new, True)):
             if cluster is None or not isinstance(cluster.control_plane, ControlPlaneRef):
@@ -97,7 +105,7 @@ class ControlPlanes:
             key = (cluster.namespace, cluster.control_plane.kind, cluster.control_plane.name)
             if keep:
                 self._named_by[key].add(cluster.name)
-                self._watch(cluster.control_plane.kind)
+                self._name(cluster.control_plane.kind)
             else:
                 self._named_by[key].discard(cluster.name)
                 if not self._named_by[key]:
@@ -111,7 +119,7 @@ class ControlPlanes:
             return ClusterVersion(None, ref.message, cluster.upgrading)
         informer = self._informers.get(ref.kind)
         if informer is None or not informer.synced.is_set():
-            why = self._failed.get(ref.kind, f"its {ref.kind} has not been read yet")
+            why = self._unserved.get(ref.kind) or f"its {ref.kind} has not been read yet"
             return ClusterVersion(None, why, cluster.upgrading)
         return cluster_version(
             upgrading_condition=cluster.upgrading,
@@ -119,45 +127,72 @@ class ControlPlanes:
             control_plane=informer.get(cluster.namespace, ref.name),
         )
 
-    def _watch(self, kind: str) -> None:
-        if kind in self._informers or kind in self._failed:
+    def _name(self, kind: str) -> None:
+        if kind in self._informers or kind in self._unserved:
             return
-        if len(self._informers) >= MAX_KINDS:
-            self._failed[kind] = f"more than {MAX_KINDS} control plane kinds are named"
-            return
-        self._informers[kind] = Informer(
+        if len(self._unserved) >= MAX_NAMED:
+            return  # not looked up: its Clusters say "not read yet"
+        self._unserved[kind] = f"its {kind} has not been read yet"
+        self._settled[kind] = asyncio.Event()
+        self._new.set()
+
+    async def _discovering(self) -> None:
+        """Look up the named kinds that are not watched yet: at once when one is named,
+        and again every ``rediscover`` seconds while any is not served."""
+        while True:
+            await self._new.wait()
+            self._new.clear()
+            await self._look_up()
+            if self._unserved:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._rediscover):
+                        await self._new.wait()
+                self._new.set()
+
+    async def _look_up(self) -> None:
+        try:
+            api_version = await self._client.preferred_version(CONTROL_PLANE_GROUP)
+            if api_version is not None:
+                self._client.forget_discovery(api_version)  # CRDs may have come
+        except CRSError as exc:
+            log.warning("control plane group not discovered", error=str(exc))
+            return  # retried at the next round
+        for kind in list(self._unserved):
+            served = api_version is not None and await self._serves(api_version, kind)
+            if served and len(self._informers) < MAX_KINDS:
+                assert api_version is not None
+                self._watch(api_version, kind)
+                continue
+            why = (
+                f"more than {MAX_KINDS} control plane kinds are served"
+                if served
+                else f"{kind} is not served in {CONTROL_PLANE_GROUP}"
+            )
+            if self._unserved[kind] != why:  # their outcomes say why, once
+                self._unserved[kind] = why
+                self._enqueue_kind(kind)
+            self._settled[kind].set()
+
+    async def _serves(self, api_version: str, kind: str) -> bool:
+        try:
+            await self._client.resource_info(api_version, kind)
+        except CRSError:
+            return False
+        return True
+
+    def _watch(self, api_version: str, kind: str) -> None:
+        del self._unserved[kind]
+        informer = Informer(
             self._client,
-            WatchSpec("", kind, self._namespace),  # the version is discovered first
+            WatchSpec(api_version, kind, self._namespace),
             parse_control_plane,
             self._on_change(kind),
         )
-        self._settled[kind] = asyncio.Event()
-        if self._start is None:
-            self._pending.append(kind)
-        else:
-            self._launch(kind)
-
-    def _launch(self, kind: str) -> None:
+        self._informers[kind] = informer
         assert self._start is not None
-        self._start(self._run(kind), f"watch-{kind}")
+        self._start(self._run(kind, informer), f"watch-{kind}")
 
-    async def _run(self, kind: str) -> None:
-        """Discover the kind's served version, then watch it; a kind the server does
-        not serve is said in the outcomes of the clusters naming it."""
-        try:
-            api_version = await self._client.preferred_version(CONTROL_PLANE_GROUP)
-            if api_version is None:
-                raise CRSError(f"{CONTROL_PLANE_GROUP} is not served")
-            await self._client.resource_info(api_version, kind)
-        except CRSError as exc:
-            log.warning("control plane kind not watched", kind=kind, error=str(exc))
-            self._failed[kind] = f"{kind} is not served in {CONTROL_PLANE_GROUP}"
-            self._informers.pop(kind, None)
-            self._settled[kind].set()
-            self._enqueue_kind(kind)
-            return
-        informer = self._informers[kind]
-        informer.spec = WatchSpec(api_version, kind, self._namespace)
+    async def _run(self, kind: str, informer: Informer[ControlPlane]) -> None:
         await asyncio.gather(informer.run(), self._read(kind, informer))
 
     async def _read(self, kind: str, informer: Informer[ControlPlane]) -> None:
