@@ -5,11 +5,12 @@ Cluster API's control plane kinds are the providers' own CRDs (KubeadmControlPla
 and others), so the kinds are found from the Clusters, in the control plane group
 only (core/control_planes). Only kinds the API server serves are watched, at most
 ``MAX_KINDS`` (CRDs the operator installed: a tenant cannot add one). Kinds named
-but not served are looked up again, all with one discovery of the group, every
-``REDISCOVER_SECONDS`` while any is left (a provider installed after its first
-Cluster is picked up); at most ``MAX_NAMED`` such names are remembered, so made-up
-kinds cost a tenant's neighbours nothing. The cache keeps two version strings per
-object. A change to one enqueues the Clusters naming it.
+but not served are looked up again (one discovery of the group each) every
+``REDISCOVER_SECONDS`` while any is left, so a provider installed after its first
+Cluster is picked up; at most ``MAX_NAMED`` such names are remembered, so made-up
+kinds cost a tenant's neighbours little and never take a served kind's place. The
+cache keeps two version strings per object. A change to one enqueues the Clusters
+naming it.
 """
 
 from __future__ import annotations
