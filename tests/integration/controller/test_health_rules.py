@@ -73,7 +73,8 @@ def test_a_custom_kind_is_ready_when_its_rule_says_so(
         f"widgets.{group}",
         predicate=lambda crd: any(
             c["type"] == "Established" and c["status"] == "True"
-            for c in crd.get("status", {}).get("conditions", [])
+            # Just created, a CRD's status may say "conditions: null".
+            for c in (crd.get("status") or {}).get("conditions") or []
         ),
     )
     name = unique("widget")
