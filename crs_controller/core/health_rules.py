@@ -54,12 +54,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
-
-import cel
+from typing import TYPE_CHECKING, Any, Literal
 
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.models import HealthRule
+
+if TYPE_CHECKING:
+    # Imported where a rule is first compiled or run (see ``compile_expression``).
+    import cel
 
 __all__ = [
     "COST_LIMIT",
@@ -168,6 +170,11 @@ def rule_for(rules: Sequence[CompiledRule], api_version: str, kind: str) -> Comp
 def compile_expression(source: str, where: str) -> Expression:
     if len(source) > MAX_LENGTH:
         raise InvalidSpec(f"{where}: longer than {MAX_LENGTH} characters")
+    # The interpreter's package also loads its command line (typer, rich,
+    # prompt_toolkit: some 28 MiB resident): imported once a first rule is compiled,
+    # so a controller whose CRSs have no rules never pays for it.
+    import cel  # noqa: PLC0415
+
     try:
         program = cel.compile(source)
     except Exception as exc:  # the binding raises ValueError; any failure is the same to us
@@ -219,6 +226,8 @@ class _Subject:
     def run(self, expr: Expression) -> bool | Verdict:
         if expr.cost(self._size, self._width) > COST_LIMIT:
             return Verdict("InProgress", f"{expr.where}: over the cost limit ({COST_LIMIT})")
+        import cel  # noqa: PLC0415 - loaded by compile_expression already
+
         try:
             if self._context is None:
                 self._context = cel.Context({VARIABLE: self._obj})

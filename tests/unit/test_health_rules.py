@@ -9,6 +9,8 @@ InvalidSpec when parsed."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -406,3 +408,16 @@ def test_parse_crs_makes_a_broken_rule_invalid_spec() -> None:
     raw["spec"]["healthCheck"]["rules"].pop()
     parsed = parse_crs(raw)
     assert parsed.problem is None and [r.kind for r in parsed.health_rules] == ["ConfigMap"]
+
+
+def test_the_interpreter_is_loaded_only_once_a_rule_is_compiled() -> None:
+    # Its package brings a command line (some 28 MiB resident) no rule-less CRS needs.
+    probe = (
+        "import sys\n"
+        "import crs_controller.app.runner, crs_controller.core.objects as objects\n"
+        "assert 'cel' not in sys.modules\n"
+        "from crs_controller.core.health_rules import compile_expression\n"
+        "compile_expression('self.x == 1', 'rule')\n"
+        "assert 'cel' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True)
