@@ -357,3 +357,19 @@ class BudgetMachine(RuleBasedStateMachine):
 
 TestBudgetMachine = BudgetMachine.TestCase
 TestBudgetMachine.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)
+
+
+def test_may_go_says_what_the_next_ask_would_answer_and_changes_nothing() -> None:
+    budget = Budget(1, FakeClock())
+    a, b, c = ("ns", "a"), ("ns", "b"), ("ns", "c")
+    assert budget.may_go(a)  # a place is free
+    assert budget.ask(a, "web", 1)
+    assert budget.may_go(a)  # it holds one, for another CRS too
+    assert not budget.may_go(b)
+    assert not budget.ask(b, "web", 1)
+    assert not budget.ask(c, "web", 1)
+    budget.release(a, "web")
+    assert budget.may_go(b)  # first in line for the freed place
+    assert not budget.may_go(c)
+    assert (budget.updating, budget.waiting) == (0, 2)  # asking is what takes it
+    assert Budget(None, FakeClock()).may_go(c)

@@ -15,6 +15,7 @@ import pytest
 from crs_controller.core.clusters import PAUSED_ANNOTATION
 from crs_controller.core.errors import AnswerTooLarge
 from crs_controller.core.models import API_VERSION
+from crs_controller.engine.memory.budget import Budget
 from crs_controller.engine.memory.notes import QUIET_SECONDS, Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.reconcile.result import Wake, crs_key
@@ -272,3 +273,45 @@ async def test_an_answer_too_large_mid_pass_is_the_clusters_outcome_not_a_crash(
     reason, message = outcome(world, "a")
     assert (reason, result.retry) == ("ClusterUnreachable", True), message
     assert "more than 200 pages" in message
+
+
+class _FreedMeanwhile(Budget):
+    """A budget of one held by another cluster, which frees it just after the first
+    pair of ``c1`` was told to wait (as another cluster's pass would, concurrently)."""
+
+    def __init__(self) -> None:
+        super().__init__(1, FakeClock())
+        super().ask((NS, "other"), "x", 1)
+        self.freed = False
+
+    def ask(self, cluster: tuple[str, str], crs: str, step: int) -> bool:
+        granted = super().ask(cluster, crs, step)
+        if not granted and not self.freed:
+            self.freed = True
+            self.release((NS, "other"), "x")
+        return granted
+
+
+async def test_a_pair_held_for_the_budget_goes_once_its_cluster_got_a_place() -> None:
+    world = await world_with(crs("a", "src"), crs("b", "src"))
+    await reconcile(world)  # first installs: never held
+    source = await world.mgmt.get("v1", "ConfigMap", "src", NS)
+    assert source is not None
+    source["data"] = configmap_source("src", payload("addon", "2"))["data"]
+    await world.update(source)
+    budget = _FreedMeanwhile()
+    settings = replace(world.ctx.settings, max_updating_clusters=1)
+    world.ctx = replace(world.ctx, budget=budget, settings=settings)
+
+    await reconcile(world)
+    assert budget.freed  # "a" was told to wait, then "b" got the place
+    assert outcome(world, "a")[0] == "Applied"
+    assert outcome(world, "b")[0] == "Applied"
+    binding = world.bindings.get(NS, "c1")
+    assert binding is not None and binding.model is not None
+    reasons = {
+        e.cluster_resource_set_name: e.outcome.reason
+        for e in binding.model.spec.bindings
+        if e.outcome
+    }
+    assert reasons == {"a": "Applied", "b": "Applied"}

@@ -65,6 +65,16 @@ class Budget:
         """Clusters waiting for a place."""
         return len(self._line)
 
+    def may_go(self, cluster: ClusterKey) -> bool:
+        """Would the cluster's next ask be granted now (it holds a place, or one is free
+        and nobody waiting is ahead of it)? Changes nothing."""
+        if cluster in self._held or self._limit is None:
+            return True
+        free = self._limit - len(self._held)
+        entry = self._entries.get(cluster)
+        ahead = len(self._line) if entry is None else bisect.bisect_left(self._line, entry)
+        return ahead < free
+
     def ask(self, cluster: ClusterKey, crs: str, step: int) -> bool:
         """May this pair start (or go on) taking a new revision now?
 

@@ -140,11 +140,26 @@ async def _apply_all(
     result = NOTHING
     gate = Gate(ctx, cluster, entries, new_entries)
     by_name = {c.name: c for c in crss}
-    for name in ctx.caches.dependencies(cluster.namespace).dependency_order(by_name):
+    order = ctx.caches.dependencies(cluster.namespace).dependency_order(by_name)
+    for name in order:
         crs = by_name[name]
         done = await _pass(ctx, client, cluster, crs, entries.get(crs.name), gate)
         result |= _settle(ctx, crs, cluster.name, done, entries.get(crs.name), new_entries)
+    # A pair held for the budget early in the pass goes now if the cluster may (another
+    # cluster freed a place meanwhile, and a later pair of this one may have taken it):
+    # the cluster counts once, whatever the number of CRSs it updates.
+    held = [n for n in order if _reason(new_entries.get(n)) == "BudgetExhausted"]
+    if held and ctx.budget.may_go((cluster.namespace, cluster.name)):
+        for name in held:
+            crs = by_name[name]
+            done = await _pass(ctx, client, cluster, crs, entries.get(crs.name), gate)
+            result |= _settle(ctx, crs, cluster.name, done, entries.get(crs.name), new_entries)
     return result
+
+
+def _reason(entry: CRSBinding | None) -> str | None:
+    outcome = entry.outcome if entry is not None else None
+    return outcome.reason if outcome is not None else None
 
 
 def _settle(
