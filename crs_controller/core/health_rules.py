@@ -86,6 +86,10 @@ COST_LIMIT = 1_000_000
 STRING_UNIT = 64  # characters of a string that count as one more value
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 VARIABLE = "self"
+# CEL's type names: identifiers, but no variables (``type(self.x) == string``).
+TYPE_NAMES = frozenset(
+    {"bool", "bytes", "double", "dyn", "int", "list", "map", "null_type", "string", "type", "uint"}
+)
 # What may be called, as ``Program.functions()`` names it: the functions the
 # interpreter defines itself (cel-rust 0.14, through common-expression-language
 # 0.10; found by calling each name of the CEL specification's standard definitions
@@ -184,7 +188,7 @@ def compile_expression(source: str, where: str) -> Expression:
         raise InvalidSpec(f"{where}: more than {MAX_COMPREHENSIONS} comprehensions")
     if shape.depth > MAX_DEPTH:
         raise InvalidSpec(f"{where}: comprehensions nested more than {MAX_DEPTH} deep")
-    unknown = set(program.variables()) - shape.bound - {VARIABLE}
+    unknown = set(program.variables()) - shape.bound - {VARIABLE} - TYPE_NAMES
     if unknown:
         raise InvalidSpec(f"{where}: unknown variable {sorted(unknown)[0]!r} (only self)")
     unknown = set(program.functions()) - FUNCTIONS - OPERATORS

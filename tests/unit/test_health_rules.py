@@ -51,6 +51,7 @@ def rule(ready: str, failed: str | None = None, kind: str = "Widget") -> Compile
         'self.a == """ exists(y, z) """ && self.b == r\'\\d+\' && self.c == b"x"',
         "[1, 2, 3].map(x, x * 2).size() == 3",
         "self.s.matches('^[a-z]+$')",
+        "type(self.replicas) == int && type(self.name) == string",
     ],
 )
 def test_compiles(source: str) -> None:
@@ -421,3 +422,15 @@ def test_the_interpreter_is_loaded_only_once_a_rule_is_compiled() -> None:
         "assert 'cel' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True)
+
+
+def test_type_names_are_no_variables() -> None:
+    rule = HealthRule(
+        api_version="example.com/v1",
+        kind="Widget",
+        ready="type(self.status.replicas) == int && type(self.status.conditions) == list",
+    )
+    (compiled,) = compile_rules([rule])
+    ready = {"status": {"replicas": 3, "conditions": []}}
+    assert evaluate(compiled, ready).state == "Ready"
+    assert evaluate(compiled, {"status": {"replicas": "3", "conditions": []}}).state != "Ready"
