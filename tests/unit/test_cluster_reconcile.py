@@ -315,3 +315,29 @@ async def test_a_pair_held_for_the_budget_goes_once_its_cluster_got_a_place() ->
         if e.outcome
     }
     assert reasons == {"a": "Applied", "b": "Applied"}
+
+
+async def test_an_object_our_drift_check_recreates_gets_its_ignored_fields_again() -> None:
+    # Fields left to others are sent when an object is created; recreated after it
+    # went missing, it is created again: whole, not without them.
+    two = [payload("kept"), payload("scaled")]
+    spec = {
+        "driftDetection": "Content",
+        "driftCheckInterval": "1m",
+        "ignore": [{"target": {"kind": "ConfigMap", "name": "scaled"}, "paths": ["/data/v"]}],
+    }
+    world = await world_with(crs("a", "src", **spec), mode_source=configmap_source("src", *two))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    clock = world.ctx.clock
+    assert isinstance(clock, FakeClock)
+    live = await workload.get("v1", "ConfigMap", "scaled", "default")
+    assert live is not None and live["data"] == {"v": "1"}  # created whole
+
+    await workload.delete("v1", "ConfigMap", "scaled", "default")
+    clock.advance(61)
+    await reconcile(world)  # the drift check finds it missing: created again, whole
+    live = await workload.get("v1", "ConfigMap", "scaled", "default")
+    assert live is not None and live["data"] == {"v": "1"}
+    kept = await workload.get("v1", "ConfigMap", "kept", "default")
+    assert kept is not None and kept["data"] == {"v": "1"}

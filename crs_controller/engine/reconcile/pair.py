@@ -21,6 +21,7 @@ from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreac
 from crs_controller.core.models import (
     CRSBinding,
     ObjectKey,
+    ObjectRef,
     ResourceBinding,
     ResourceRef,
 )
@@ -349,7 +350,7 @@ async def _apply_resource(
         confidential=ref.kind == "Secret",
         hashes=[manifest.hashes[i] for i in chosen.send],
         ignores=crs.ignores,
-        inventory=previous.objects if previous is not None else (),
+        inventory=_created(previous, step.observer),
     )
     current = {**chosen.kept, **{chosen.send[i]: d for i, d in applied.applied.items()}}
     record = record_apply(
@@ -367,6 +368,16 @@ async def _apply_resource(
         return _Done(name, record, failure, then=RETRY)
     then = Result.after(step.strategy.next_due(record, step.now))
     return _Done(name, record, applied_as=why.reason if chosen.send else None, then=then)
+
+
+def _created(previous: ResourceBinding | None, observer: Observer) -> list[ObjectRef]:
+    """The objects of the resource's inventory that exist: those sent with their
+    ignored paths left out. One a drift check found missing is created again, whole
+    (fields left to others get their first value again)."""
+    if previous is None:
+        return []
+    missing = observer.seen_missing(previous.objects)
+    return [o for o in previous.objects if o not in missing]
 
 
 def _tell_apply(

@@ -82,6 +82,22 @@ class Observer:
             found[(api_version, kind)] = await self._listed(api_version, kind, namespace)
         return [found[(r.api_version, r.kind)].get((r.namespace, r.name)) for r in objects]
 
+    def seen_missing(self, objects: Sequence[ObjectRef]) -> set[ObjectRef]:
+        """Those of ``objects`` a drift check of this pass found missing (an object
+        whose kind was not listed is not known to be missing)."""
+        missing = set()
+        for ref in objects:
+            for key in (
+                (ref.api_version, ref.kind, ref.namespace or None),
+                (ref.api_version, ref.kind, None),
+            ):
+                listed = self._lists.get(key)
+                if listed is not None:
+                    if (ref.namespace, ref.name) not in listed:
+                        missing.add(ref)
+                    break
+        return missing
+
     async def _listed(
         self, api_version: str, kind: str, namespace: str | None
     ) -> dict[tuple[str, str], Live]:
