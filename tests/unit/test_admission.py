@@ -12,9 +12,11 @@ import yaml
 
 from crs_controller.core.clusters import HOLD_UPDATES_ANNOTATION
 from crs_controller.core.dependencies import Cycle, Missing, Wait
+from crs_controller.core.errors import ResourceNotFound
 from crs_controller.core.models import API_VERSION
 from crs_controller.core.rollout import Plan
 from crs_controller.core.status import Outcome, State
+from crs_controller.engine.io.sources import Source
 from crs_controller.engine.memory.budget import Budget
 from crs_controller.engine.reconcile.admission import (
     BudgetExhausted,
@@ -172,3 +174,29 @@ async def test_a_crs_that_stops_selecting_mid_update_gives_its_budget_place_back
     await world.update(live)
     await reconcile_cluster(world.ctx, NS, "c1")
     assert world.ctx.budget.updating == 0
+
+
+async def test_a_hold_stands_when_the_gate_cannot_read_the_revision() -> None:
+    # The gate's read of the sources fails (an API error, say) and the pass's succeeds
+    # a moment later: the cluster holding updates must still keep what it has.
+    world = await edited_world(hold=True)
+    sources = world.ctx.sources
+    real_load = sources.load
+    calls = 0
+
+    async def first_fails(namespace: str, ref: Any) -> Source:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return Source(ref, error=ResourceNotFound("read failed"))
+        return await real_load(namespace, ref)
+
+    sources.load = first_fails  # type: ignore[method-assign]
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    result = await reconcile_cluster(world.ctx, NS, "c1")
+    live = await workload.get("v1", "ConfigMap", "addon", "default")
+    assert live is not None and live["data"] == {"v": "1"}  # not updated
+    found = world.ctx.outcomes.get(NS, "a", "c1")
+    assert found is not None and found.reason == "Progressing", found
+    assert "could not be read" in found.message
+    assert result.retry  # decided again soon, when the revision can be read

@@ -52,6 +52,10 @@ class Go:
 
     target: str | None = None
     validate: bool = False
+    # The sources' revision could not be read, so whether this is an update the rollout,
+    # a hold or the budget would keep back is unknown: installed resources whose content
+    # changed keep what they have in this pass (a retry decides).
+    keep_installed: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ class Gate:
             return Go()
         target = await target_revision(ctx, crs)
         if target is None:
-            return Go()
+            return Go(keep_installed=entry_revision(crs, entry) is not None)
         rollout_target = target if crs.policy is not None else None
         on = entry_revision(crs, entry)
         if on is None or on == target:

@@ -252,7 +252,9 @@ async def _pass(
         if isinstance(admitted, Held):
             kept = entry or CRSBinding(cluster_resource_set_name=crs.name)
             return CRSPass(kept, admitted.outcome)
-        done = await reconcile_pair(ctx, client, cluster, crs, entry, admitted.target)
+        done = await reconcile_pair(
+            ctx, client, cluster, crs, entry, admitted.target, keep=admitted.keep_installed
+        )
         return await validated(ctx, client, cluster, crs, entry, admitted, done)
     except Unreachable as exc:
         # The cluster stopped answering, or answered more than we read, mid-pass (a

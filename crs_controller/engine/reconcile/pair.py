@@ -109,9 +109,12 @@ async def reconcile_pair(
     crs: CRS,
     entry: CRSBinding | None,
     target: str | None,
+    *,
+    keep: bool = False,
 ) -> CRSPass:
     """The pass, once the gate let it go (reconcile/admission); ``target`` is the
-    revision its rollout lets this cluster take (None: no rollout)."""
+    revision its rollout lets this cluster take (None: no rollout); with ``keep``
+    (the gate could not read the revision) installed resources keep what they have."""
     spec = crs.valid.spec
     # Compiled when the CRS was parsed (core/objects): nothing is parsed here.
     strategy = crs.strategy
@@ -128,7 +131,7 @@ async def reconcile_pair(
     version = ctx.control_planes.of(cluster)
     # While Cluster API upgrades the cluster, a new revision of an installed resource
     # waits (unless this CRS gates the upgrade): first installs still go.
-    hold = version.upgrading and not spec.gate_upgrades
+    hold = keep or (version.upgrading and not spec.gate_upgrades)
     for index, ref in enumerate(spec.resources):
         previous = recorded(entry, ref)
         match version_match(crs.version_range(index), version.version):
@@ -147,19 +150,33 @@ async def reconcile_pair(
         ctx.drift.checked(pair, ctx.clock.now(), drift.interval)
     progress.then |= _announce(ctx, crs, cluster, progress)
     outcome = await _outcome(ctx, observer, crs, cluster, progress, target or "", now)
-    outcome = _waiting(crs, cluster, version, progress, outcome)
+    outcome = _waiting(crs, cluster, version, progress, outcome, keep)
+    if keep and progress.held:
+        progress.then |= RETRY
     # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
     new_entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
     return CRSPass(new_entry, outcome, progress.then)
 
 
 def _waiting(
-    crs: CRS, cluster: Cluster, version: ClusterVersion, progress: _Progress, outcome: Outcome
+    crs: CRS,
+    cluster: Cluster,
+    version: ClusterVersion,
+    progress: _Progress,
+    outcome: Outcome,
+    keep: bool,
 ) -> Outcome:
-    """What an otherwise applied pass waits for: the end of the cluster's upgrade (a
-    new revision kept back), or its version (resources that follow it)."""
+    """What an otherwise applied pass waits for: the sources' revision (unreadable
+    when the gate asked), the end of the cluster's upgrade (a new revision kept back),
+    or its version (resources that follow it)."""
     if outcome.state == "Failed":
         return outcome
+    if progress.held and keep:
+        message = (
+            f"the revision of the sources could not be read: {', '.join(progress.held)} "
+            "keep what they have until it can"
+        )
+        return Outcome("Progressing", "Progressing", message, crs.generation)
     if progress.held:
         message = (
             f"Cluster API is upgrading cluster {cluster.name}: the new revision of "
