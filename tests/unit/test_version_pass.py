@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from crs_controller.core.clusters import HOLD_UPDATES_ANNOTATION
 from crs_controller.core.control_planes import ClusterVersion
 from crs_controller.core.objects import Cluster
 from crs_controller.core.versions import parse_version
 
 from .builders import NS, Obj, configmap_source, crs, outcome, payload, reconcile, world_with
-from .memory_kube import World
+from .memory_kube import CLUSTER_API, World
 
 V133 = ">=1.33.0, <1.34.0"
 V134 = ">=1.34.0, <1.35.0"
@@ -152,3 +153,24 @@ async def test_during_an_upgrade_version_changes_go_and_a_gating_crs_is_not_held
     updated = await live(gating, "cpi-v134")
     assert updated is not None and updated["data"] == {"v": "2"}
     assert outcome(gating, "gate")[0] == "Applied"
+
+
+async def test_a_resource_for_another_version_keeps_no_cluster_off_the_revision() -> None:
+    # The revision covers every source, cpi-1-34 included: a 1.33 cluster, which never
+    # gets it, is still on the revision, so a hold (or a rollout, or the budget) has
+    # nothing to hold, and an edit of the 1.34 build is no update for it.
+    world, _ = await world_at(runs("v1.33.1"), following("cpi"))
+    await reconcile(world)
+    cluster = await world.mgmt.get(CLUSTER_API, "Cluster", "c1", NS)
+    assert cluster is not None
+    cluster["metadata"]["annotations"] = {HOLD_UPDATES_ANNOTATION: "true"}
+    await world.update(cluster)
+    await reconcile(world)
+    assert outcome(world, "cpi")[0] == "Applied"
+    await edit(world, "cpi-1-34", "cpi-v134", "2")
+    await reconcile(world)
+    assert outcome(world, "cpi")[0] == "Applied"
+    # An edit of what it runs is an update, and the hold keeps it back.
+    await edit(world, "cpi-1-33", "cpi-v133", "2")
+    await reconcile(world)
+    assert outcome(world, "cpi")[0] == "UpdateHeld"

@@ -30,7 +30,7 @@ from crs_controller.core.models import CRSBinding
 from crs_controller.core.objects import CRS, Cluster
 from crs_controller.core.status import Outcome, outcome_of
 from crs_controller.engine.reconcile.context import ClusterContext
-from crs_controller.engine.reconcile.rollout import entry_revision, target_revision
+from crs_controller.engine.reconcile.rollout import entry_revision, revision_of, source_hashes
 
 __all__ = [
     "Admission",
@@ -154,11 +154,12 @@ class Gate:
         limit = ctx.settings.max_updating_clusters
         if crs.policy is None and not cluster.holds_updates and limit is None:
             return Go()
-        target = await target_revision(ctx, crs)
-        if target is None:
+        now = await source_hashes(ctx, crs)
+        if now is None:
             return Go(keep_installed=entry_revision(crs, entry) is not None)
+        target = revision_of(now)
         rollout_target = target if crs.policy is not None else None
-        on = entry_revision(crs, entry)
+        on = entry_revision(crs, entry, now)
         if on is None or on == target:
             # A first install, or a cluster on the revision: retries, drift and
             # health checks go on there, and its step's validation.

@@ -23,7 +23,12 @@ from crs_controller.core.status import Problem, invalid_spec, outcome_of, summar
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
-from crs_controller.engine.reconcile.rollout import plan_rollout, rollout_status, target_revision
+from crs_controller.engine.reconcile.rollout import (
+    plan_rollout,
+    revision_of,
+    rollout_status,
+    source_hashes,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -63,8 +68,9 @@ async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     rolling = model is not None and model.spec.rollout is not None and not crs.deleting
     matching = ctx.caches.matching_clusters(crs) if rolling else []
     if model is not None and matching:
-        target = await target_revision(ctx, crs)
-        then = NOTHING if target is None else plan_rollout(ctx, crs, target, matching)[1]
+        now = await source_hashes(ctx, crs)
+        target = None if now is None else revision_of(now)
+        then = NOTHING if target is None else plan_rollout(ctx, crs, target, matching, now)[1]
     return then | await _tell(ctx, crs)
 
 
@@ -123,19 +129,20 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     and this CRS again when its soak ends."""
     matching = ctx.caches.matching_clusters(crs)
     problems: list[Problem] = []
-    target = None
+    target, now = None, None
     # With no Cluster matching, no source is needed: none is fetched, hashed or parsed
     # (a tenant's CRS naming large sources costs nothing until a Cluster matches). The
     # status says NoMatchingClusters, as the spec has it, and carries no revision:
     # nothing is rolled out. A Cluster that starts matching requeues this CRS.
     if matching:
         problems = await _problems(ctx, crs, model)
-        target = await target_revision(ctx, crs)
+        now = await source_hashes(ctx, crs)
+        target = None if now is None else revision_of(now)
     made, then = None, NOTHING
     # The plan before this one, as this process made it (None after a restart).
     previous = ctx.rollouts.plan(crs.namespace, crs.name)
     if crs.policy is not None and target is not None:
-        made, then = plan_rollout(ctx, crs, target, matching)
+        made, then = plan_rollout(ctx, crs, target, matching, now)
     status = _status(ctx, crs, matching, problems, made)
     status.revision = target
     if made is not None and target is not None:

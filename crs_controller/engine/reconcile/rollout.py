@@ -6,6 +6,7 @@ for the cluster reconciles to follow (``engine.rollouts``).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from datetime import timedelta
 
 from crs_controller.core.models import CRSBinding, RolloutStatus
@@ -23,41 +24,67 @@ from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
 from crs_controller.engine.reconcile.result import Result, Wake, cluster_key
 
+Hashes = Mapping[tuple[str, str], str]  # (kind, name) -> a source's hash now
 
-async def target_revision(ctx: ClusterContext | CRSContext, crs: CRS) -> str | None:
-    """The revision of the CRS's sources now (None while one cannot be read)."""
-    parts = []
+
+async def source_hashes(ctx: ClusterContext | CRSContext, crs: CRS) -> Hashes | None:
+    """Each source's hash now, in spec order (None while one cannot be read)."""
+    hashes: dict[tuple[str, str], str] = {}
     for ref in crs.valid.spec.resources:
         source = await ctx.sources.load(crs.namespace, ref)
         if source.error is not None:
             return None
-        parts.append((ref.kind, ref.name, source.hash))
-    return revision(parts)
+        hashes[(ref.kind, ref.name)] = source.hash
+    return hashes
 
 
-def entry_revision(crs: CRS, entry: CRSBinding | None) -> str | None:
+def revision_of(hashes: Hashes) -> str:
+    return revision([(kind, name, digest) for (kind, name), digest in hashes.items()])
+
+
+async def target_revision(ctx: ClusterContext | CRSContext, crs: CRS) -> str | None:
+    """The revision of the CRS's sources now (None while one cannot be read)."""
+    hashes = await source_hashes(ctx, crs)
+    return None if hashes is None else revision_of(hashes)
+
+
+def entry_revision(crs: CRS, entry: CRSBinding | None, now: Hashes | None = None) -> str | None:
     """The revision a cluster is on, from the hashes its binding recorded; None when
-    nothing was ever applied there (a first install)."""
+    nothing was ever applied there (a first install). A resource that follows the
+    Kubernetes version and is not in the binding (outside its range there, or the
+    version is not known yet) is taken as on its source's hash ``now``: it has nothing
+    to take, so it never keeps the cluster off the revision."""
     if entry is None or not any(r.objects or r.applied for r in entry.resources):
         return None
     # A substituted resource records its source's hash and the values it used.
     recorded_ = {(r.kind, r.name): source_hash(r.hash) for r in entry.resources}
-    spec = crs.valid.spec.resources
-    return revision([(r.kind, r.name, recorded_.get((r.kind, r.name), "")) for r in spec])
+    parts = []
+    for index, ref in enumerate(crs.valid.spec.resources):
+        key = (ref.kind, ref.name)
+        on = recorded_.get(key)
+        if on is None and now is not None and crs.version_range(index) is not None:
+            on = now.get(key)
+        parts.append((ref.kind, ref.name, on or ""))
+    return revision(parts)
 
 
 def plan_rollout(
-    ctx: CRSContext, crs: CRS, target: str, matching: list[Cluster]
+    ctx: CRSContext,
+    crs: CRS,
+    target: str,
+    matching: list[Cluster],
+    hashes: Hashes | None = None,
 ) -> tuple[Plan, Result]:
     """Plan ``target`` over the ``matching`` clusters, from their bindings and outcomes;
     the plan is kept for the cluster reconciles. The Result wakes the clusters it
-    newly admits, and this CRS when time alone changes the plan (a soak's end)."""
+    newly admits, and this CRS when time alone changes the plan (a soak's end).
+    ``hashes`` are the sources' hashes ``target`` was made of."""
     policy = crs.policy
     assert policy is not None
     states, failures = [], []
     for cluster in matching:
         entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)
-        state = _state(crs, entry, cluster, target)
+        state = _state(crs, entry, cluster, target, hashes)
         states.append(state)
         failures.append((state.revision, _failed(entry)))
     # Remembered since it halted; else (a restart, a new leader) found from the bindings.
@@ -85,9 +112,11 @@ def _failed(entry: CRSBinding | None) -> bool:
     return outcome is not None and outcome.state == "Failed"
 
 
-def _state(crs: CRS, entry: CRSBinding | None, cluster: Cluster, target: str) -> ClusterState:
+def _state(
+    crs: CRS, entry: CRSBinding | None, cluster: Cluster, target: str, hashes: Hashes | None
+) -> ClusterState:
     """From the binding alone, so every replica plans the same rollout."""
-    on = entry_revision(crs, entry)
+    on = entry_revision(crs, entry, hashes)
     outcome = outcome_of(entry)
     at_target = on == target and outcome is not None
     done = at_target and outcome is not None and outcome.state == "Applied" and outcome.ready
