@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from crs_controller.core.health_rules import CompiledRule, evaluate
+from crs_controller.core.health_rules import CheckBudget, CompiledRule, evaluate
 
 __all__ = ["Health", "HealthState", "describe", "first_not_ready", "object_health"]
 
@@ -54,15 +54,20 @@ class Health:
 READY = Health("Ready")
 
 
-def object_health(obj: Mapping[str, Any] | None, rule: CompiledRule | None = None) -> Health:
+def object_health(
+    obj: Mapping[str, Any] | None,
+    rule: CompiledRule | None = None,
+    budget: CheckBudget | None = None,
+) -> Health:
     """The verdict on ``obj`` as read from the API (None: it does not exist), by
-    ``rule`` when its kind has one, else by kstatus."""
+    ``rule`` when its kind has one (spending from the check's ``budget``), else by
+    kstatus."""
     if obj is None:
         return Health("InProgress", "not found")
     if not isinstance(obj, Mapping):
         return Health("InProgress", "object is unreadable")
     if rule is not None:
-        verdict = evaluate(rule, obj)
+        verdict = evaluate(rule, obj, budget)
         return Health(verdict.state, verdict.message)
     try:
         return _health(_Fields(obj))
@@ -79,8 +84,9 @@ def first_not_ready(
     apply order, so that is the one holding the others up). None: all Ready.
     ``rules[i]``, when given, is the health rule for ``objects[i]``'s kind."""
     waiting: tuple[str, Health] | None = None
+    budget = CheckBudget()  # what the rules may cost across this check's objects
     for n, (label, obj) in enumerate(objects):
-        health = object_health(obj, rules[n] if n < len(rules) else None)
+        health = object_health(obj, rules[n] if n < len(rules) else None, budget)
         if health.state == "Failed":
             return label, health
         if waiting is None and not health.ready:

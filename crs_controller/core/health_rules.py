@@ -64,12 +64,14 @@ if TYPE_CHECKING:
     import cel
 
 __all__ = [
+    "CHECK_COST_LIMIT",
     "COST_LIMIT",
     "FUNCTIONS",
     "MAX_COMPREHENSIONS",
     "MAX_DEPTH",
     "MAX_LENGTH",
     "OPERATORS",
+    "CheckBudget",
     "CompiledRule",
     "Expression",
     "Verdict",
@@ -83,6 +85,10 @@ MAX_LENGTH = 1024
 MAX_DEPTH = 2
 MAX_COMPREHENSIONS = 4
 COST_LIMIT = 1_000_000
+# What the rules of one health check (every object of a CRS on one cluster) may cost in
+# all: a check is repeated every few seconds while something is not Ready, so without
+# it a tenant's many near-limit objects would hold the event loop for seconds each time.
+CHECK_COST_LIMIT = 4 * COST_LIMIT
 STRING_UNIT = 64  # characters of a string that count as one more value
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 VARIABLE = "self"
@@ -201,10 +207,20 @@ def compile_expression(source: str, where: str) -> Expression:
     )
 
 
-def evaluate(rule: CompiledRule, obj: Mapping[str, Any]) -> Verdict:
+@dataclass
+class CheckBudget:
+    """What is left for rules to cost in one health check (``CHECK_COST_LIMIT``)."""
+
+    remaining: int = CHECK_COST_LIMIT
+
+
+def evaluate(
+    rule: CompiledRule, obj: Mapping[str, Any], budget: CheckBudget | None = None
+) -> Verdict:
     """``failed`` first (true: Failed), then ``ready``. Anything but a bool, an
-    evaluation error, or an estimate over the limit is InProgress, naming the rule."""
-    subject = _Subject(obj)
+    evaluation error, or an estimate over the limit (of one evaluation, or of what is
+    left of the check's ``budget``) is InProgress, naming the rule."""
+    subject = _Subject(obj, budget or CheckBudget())
     if rule.failed is not None:
         failed = subject.run(rule.failed)
         if isinstance(failed, Verdict):
@@ -222,14 +238,23 @@ class _Subject:
     into the interpreter's values at most once (a ``cel.Context`` holds them), when the
     first expression within the cost limit runs; the other reuses it."""
 
-    def __init__(self, obj: Mapping[str, Any]) -> None:
+    def __init__(self, obj: Mapping[str, Any], budget: CheckBudget) -> None:
         self._obj = obj
+        self._budget = budget
         self._size, self._width = _measure(obj)
         self._context: cel.Context | None = None
 
     def run(self, expr: Expression) -> bool | Verdict:
-        if expr.cost(self._size, self._width) > COST_LIMIT:
+        cost = expr.cost(self._size, self._width)
+        if cost > COST_LIMIT:
             return Verdict("InProgress", f"{expr.where}: over the cost limit ({COST_LIMIT})")
+        if cost > self._budget.remaining:
+            return Verdict(
+                "InProgress",
+                f"{expr.where}: not evaluated, the rules of one health check may cost "
+                f"{CHECK_COST_LIMIT} in all (simplify the rules, or split the CRS)",
+            )
+        self._budget.remaining -= cost
         import cel  # noqa: PLC0415 - loaded by compile_expression already
 
         try:

@@ -20,13 +20,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.health import object_health
+from crs_controller.core.health import first_not_ready, object_health
 from crs_controller.core.health_rules import (
+    CHECK_COST_LIMIT,
     COST_LIMIT,
     FUNCTIONS,
     OPERATORS,
     CompiledRule,
     Verdict,
+    _measure,
     compile_expression,
     compile_rules,
     evaluate,
@@ -434,3 +436,27 @@ def test_type_names_are_no_variables() -> None:
     ready = {"status": {"replicas": 3, "conditions": []}}
     assert evaluate(compiled, ready).state == "Ready"
     assert evaluate(compiled, {"status": {"replicas": "3", "conditions": []}}).state != "Ready"
+
+
+def test_one_health_check_spends_at_most_its_budget_on_rules() -> None:
+    # Many objects, each just under the per-evaluation limit: the check stops evaluating
+    # once their sum would pass CHECK_COST_LIMIT, and says so for the first left out,
+    # rather than hold the event loop for each of them at every poll.
+    rule = HealthRule(
+        api_version="example.com/v1",
+        kind="Widget",
+        ready="self.spec.items.all(x, x == 1)",
+    )
+    (compiled,) = compile_rules([rule])
+    obj = {"spec": {"items": [1] * 300}}
+    one = compiled.ready.cost(*_measure(obj))
+    assert one <= COST_LIMIT < CHECK_COST_LIMIT < 40 * one
+    objects = [(f"Widget w{n}", obj) for n in range(40)]
+    found = first_not_ready(objects, [compiled] * len(objects))
+    assert found is not None
+    label, health = found
+    fits = CHECK_COST_LIMIT // one
+    assert label == f"Widget w{fits}"
+    assert "may cost" in health.message and health.state == "InProgress"
+    # A check with fewer of them is Ready: the budget is per check, not per process.
+    assert first_not_ready(objects[:fits], [compiled] * fits) is None
