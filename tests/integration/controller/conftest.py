@@ -4,11 +4,12 @@ with exactly the RBAC in config/rbac, against the session's real control plane."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
 from crs_controller.testbed import ControlPlane, TestbedClient
-from crs_controller.testbed.controller import ControllerProcess, install_rbac
+from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess, install_rbac
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +30,24 @@ def controller(control_plane: ControlPlane, mgmt: TestbedClient) -> Iterator[Con
 @pytest.fixture
 def workloads(control_plane: ControlPlane) -> list:  # type: ignore[type-arg]
     return control_plane.workloads
+
+
+@pytest.fixture
+def foreign_lease(mgmt: TestbedClient) -> Iterator[None]:
+    """The leader Lease held by someone else, so a --leader-elect process stands by."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "crs-controller", "namespace": SYSTEM_NAMESPACE},
+        "spec": {
+            "holderIdentity": "another-replica",
+            "leaseDurationSeconds": 3600,
+            "acquireTime": now,
+            "renewTime": now,
+        },
+    }
+    mgmt.delete("coordination.k8s.io/v1", "Lease", "crs-controller", SYSTEM_NAMESPACE)
+    mgmt.create(lease)
+    yield
+    mgmt.delete("coordination.k8s.io/v1", "Lease", "crs-controller", SYSTEM_NAMESPACE)

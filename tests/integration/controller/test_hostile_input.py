@@ -14,16 +14,12 @@ from __future__ import annotations
 import http.server
 import threading
 import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.certs import CertificateAuthority
-from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
+from crs_controller.testbed.controller import ControllerProcess
 
 from .hostile import add_cluster_with_kubeconfig, hostile_server, kubeconfig, pem_b64
 from .support import (
@@ -285,27 +281,6 @@ def test_a_lost_apply_once_inventory_is_readopted_and_delete_still_deletes(
 
 
 # --- 8: a standby replica and BeforeClusterDelete ------------------------------------
-
-
-@pytest.fixture
-def foreign_lease(mgmt: TestbedClient) -> Iterator[None]:
-    """The leader Lease held by someone else, so a --leader-elect process stands by."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    lease = {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {"name": "crs-controller", "namespace": SYSTEM_NAMESPACE},
-        "spec": {
-            "holderIdentity": "another-replica",
-            "leaseDurationSeconds": 3600,
-            "acquireTime": now,
-            "renewTime": now,
-        },
-    }
-    mgmt.delete("coordination.k8s.io/v1", "Lease", "crs-controller", SYSTEM_NAMESPACE)
-    mgmt.create(lease)
-    yield
-    mgmt.delete("coordination.k8s.io/v1", "Lease", "crs-controller", SYSTEM_NAMESPACE)
 
 
 def test_a_standby_replica_never_releases_a_deletion_that_still_needs_cleanup(

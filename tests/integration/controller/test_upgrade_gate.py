@@ -7,16 +7,13 @@ version workers are about to take lets the workers go once it is all in place.""
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-import pytest
 
 from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.clusters import register_cluster, set_control_plane_version
-from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
+from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
     CLUSTER_API,
@@ -48,27 +45,6 @@ def upgrade_hook(controller: ControllerProcess, hook: str, request: dict[str, An
     )
     response.raise_for_status()
     return response.json()
-
-
-@pytest.fixture
-def foreign_lease(mgmt: TestbedClient) -> Iterator[None]:
-    """The leader Lease held by someone else, so a --leader-elect process stands by."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    lease = {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {"name": "crs-controller", "namespace": SYSTEM_NAMESPACE},
-        "spec": {
-            "holderIdentity": "another-replica",
-            "leaseDurationSeconds": 3600,
-            "acquireTime": now,
-            "renewTime": now,
-        },
-    }
-    mgmt.delete("coordination.k8s.io/v1", "Lease", "crs-controller", SYSTEM_NAMESPACE)
-    mgmt.create(lease)
-    yield
-    mgmt.delete("coordination.k8s.io/v1", "Lease", "crs-controller", SYSTEM_NAMESPACE)
 
 
 def test_an_upgrade_waits_for_the_add_ons_of_the_new_version(
