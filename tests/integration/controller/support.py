@@ -328,3 +328,30 @@ def clear_leases(mgmt: TestbedClient) -> None:
 
 def shard_metric(process: ControllerProcess, name: str) -> float:
     return metric(httpx.get(process.url("/metrics"), timeout=5).text, name)
+
+
+def loose_crd(group: str, kind: str, *, status: bool = False) -> Obj:
+    """A namespaced CRD of ``kind`` in ``group``, v1, keeping any field (with a status
+    subresource when ``status``)."""
+    plural = kind.lower() + "s"
+    version: Obj = {
+        "name": "v1",
+        "served": True,
+        "storage": True,
+        "schema": {
+            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        },
+    }
+    if status:
+        version["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "scope": "Namespaced",
+            "versions": [version],
+        },
+    }

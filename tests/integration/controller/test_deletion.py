@@ -17,6 +17,7 @@ from .support import (
     binding_entry,
     configmap_obj,
     crs_obj,
+    loose_crd,
     manifests,
     source_configmap,
     unique,
@@ -97,29 +98,7 @@ def test_deleting_a_crs_deletes_in_reverse_order_but_spares_shared_objects(
 ) -> None:
     group = f"{unique('g')}.example.com"
     ns_name, shared = unique("addon-ns"), unique("shared")
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"widgets.{group}"},
-        "spec": {
-            "group": group,
-            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    crd = loose_crd(group, "Widget")
     widget = {
         "apiVersion": f"{group}/v1",
         "kind": "Widget",

@@ -17,6 +17,7 @@ from .support import (
     binding_entry,
     crs_obj,
     deployment,
+    loose_crd,
     manifests,
     source_configmap,
     unique,
@@ -44,32 +45,6 @@ def job(name: str) -> Obj:
     }
 
 
-def crd(group: str) -> Obj:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"gadgets.{group}"},
-        "spec": {
-            "group": group,
-            "names": {"kind": "Gadget", "plural": "gadgets", "singular": "gadget"},
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
 def _health_crs(mgmt: TestbedClient, namespace: str, name: str, doc: str, timeout: str) -> None:
     mgmt.create(source_configmap(namespace, name, {"a": doc}))
     crs = crs_obj(namespace, name, [("ConfigMap", name)], {"health": name}, mode="Reconcile")
@@ -82,7 +57,13 @@ def test_ready_only_once_the_objects_are_ready(
 ) -> None:
     name = unique("web")
     group = f"{unique('g')}.example.com"
-    _health_crs(mgmt, namespace, "web", manifests(crd(group), deployment(name, replicas=2)), "5m")
+    _health_crs(
+        mgmt,
+        namespace,
+        "web",
+        manifests(loose_crd(group, "Gadget"), deployment(name, replicas=2)),
+        "5m",
+    )
     add_cluster(mgmt, workloads[0], namespace, "h1", {"health": "web"})
     wl = workload_clients[0]
     live = wait_object(wl, "apps/v1", "Deployment", name, "default")

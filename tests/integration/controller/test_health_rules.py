@@ -14,6 +14,7 @@ from .support import (
     add_cluster,
     configmap_obj,
     crs_obj,
+    loose_crd,
     manifests,
     source_configmap,
     unique,
@@ -22,33 +23,6 @@ from .support import (
 )
 
 Obj = dict[str, Any]
-
-
-def widget_crd(group: str) -> Obj:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"widgets.{group}"},
-        "spec": {
-            "group": group,
-            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
 
 
 def _rule_crs(
@@ -65,7 +39,7 @@ def test_a_custom_kind_is_ready_when_its_rule_says_so(
 ) -> None:
     group = f"{unique('g')}.example.com"
     wl = workload_clients[0]
-    wl.create(widget_crd(group))
+    wl.create(loose_crd(group, "Widget", status=True))
     wait_object(
         wl,
         "apiextensions.k8s.io/v1",
