@@ -29,7 +29,7 @@ from crs_controller.engine.reconcile.admission import (
     describe,
 )
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
-from crs_controller.engine.reconcile.rollout import target_revision
+from crs_controller.engine.reconcile.rollout import revision_of, source_hashes
 
 from .memory_kube import CLUSTER_API, MemoryKube, World
 
@@ -93,8 +93,9 @@ async def test_the_rollout_holds_an_update_until_the_plan_admits_the_cluster() -
     ctx, the_crs = world.ctx, world.index.crs(NS, "a")
     cluster, entry = world.index.cluster(NS, "c1"), world.index.entry(NS, "c1", "a")
     assert the_crs is not None and cluster is not None and entry is not None
-    target = await target_revision(ctx, the_crs)
-    assert target is not None
+    hashes = await source_hashes(ctx, the_crs)
+    assert hashes is not None
+    target = revision_of(hashes)
     gate = Gate(ctx, cluster, {"a": entry}, {})
     assert await gate.admit(the_crs, entry) == Held(RolloutStep(), 1)
     ctx.rollouts.set(NS, "a", target, Plan(frozenset({"c1"}), "Progressing", 1, 0, "", None))
@@ -137,8 +138,9 @@ async def edited_world(*, hold: bool = False, budget: int | None = None) -> Worl
     await world.update(live)
     the_crs = world.index.crs(NS, "a")
     assert the_crs is not None
-    target = await target_revision(world.ctx, the_crs)
-    assert target is not None
+    hashes = await source_hashes(world.ctx, the_crs)
+    assert hashes is not None
+    target = revision_of(hashes)
     admit = Plan(frozenset({"c1"}), "Progressing", 1, 0, "", None)
     world.ctx.rollouts.set(NS, "a", target, admit)
     return world

@@ -42,12 +42,6 @@ def revision_of(hashes: Hashes) -> str:
     return revision([(kind, name, digest) for (kind, name), digest in hashes.items()])
 
 
-async def target_revision(ctx: ClusterContext | CRSContext, crs: CRS) -> str | None:
-    """The revision of the CRS's sources now (None while one cannot be read)."""
-    hashes = await source_hashes(ctx, crs)
-    return None if hashes is None else revision_of(hashes)
-
-
 def entry_revision(crs: CRS, entry: CRSBinding | None, now: Hashes | None = None) -> str | None:
     """The revision a cluster is on, from the hashes its binding recorded; None when
     nothing was ever applied there (a first install). A resource that follows the
