@@ -26,10 +26,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from crs_controller.core.clusters import PAUSED_ANNOTATION
+from crs_controller.core.api.clusters import PAUSED_ANNOTATION
+from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND
-from crs_controller.core.objects import describe_validation, parse_crs
+from crs_controller.core.spec.objects import describe_validation, parse_crs
 
 __all__ = ["CAPI_GROUP", "CAPI_VERSIONS", "convert_crs", "convert_documents"]
 

@@ -30,7 +30,7 @@ from semver import Version
 
 from crs_controller.app import serving
 from crs_controller.app.serving import KEEP_ALIVE_TIMEOUT, READ_TIMEOUT, Answer, Headers, Served
-from crs_controller.core.versions import parse_version
+from crs_controller.core.versions.ranges import parse_version
 
 log = structlog.get_logger(__name__)
 

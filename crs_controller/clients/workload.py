@@ -7,7 +7,7 @@ never a value.
 
 Reading it is bounded before anything is parsed: at most ``MAX_KUBECONFIG_BYTES``,
 parsed with libyaml under the node and depth limits of a resource value
-(``core.manifest_limits``), in a worker thread unless it is small. What came of it,
+(``core.manifests.limits``), in a worker thread unless it is small. What came of it,
 the client or the refusal, is kept per cluster by content hash: a refused Secret
 retried every few seconds costs one hash, never a second parse.
 """
@@ -25,7 +25,7 @@ import xxhash
 from crs_controller.clients.kube import USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import workload_endpoint
 from crs_controller.core.errors import InvalidManifest, Unreachable, UnsupportedKubeconfig
-from crs_controller.core.manifests import load_documents
+from crs_controller.core.manifests.documents import load_documents
 
 KUBECONFIG_KEY = "value"
 

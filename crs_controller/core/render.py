@@ -22,17 +22,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crs_controller.core import dependencies
-from crs_controller.core.control_planes import ClusterVersion
+from crs_controller.core.api.models import ResourceRef, SourceRef
 from crs_controller.core.errors import CRSError, ResourceError, ResourceNotFound
-from crs_controller.core.hashing import resource_hash
-from crs_controller.core.manifests import apply_body, parse_objects
-from crs_controller.core.models import ResourceRef, SourceRef
-from crs_controller.core.objects import CRS, dependency_graph
-from crs_controller.core.ordering import apply_order
-from crs_controller.core.rollout import revision
-from crs_controller.core.substitute import VariableSpec, cluster_values, substitute, values_digest
-from crs_controller.core.versions import version_match
+from crs_controller.core.manifests.documents import apply_body, parse_objects
+from crs_controller.core.manifests.hashing import resource_hash
+from crs_controller.core.manifests.ordering import apply_order
+from crs_controller.core.rollout.plan import revision
+from crs_controller.core.spec.objects import CRS, dependency_graph
+from crs_controller.core.values import dependencies
+from crs_controller.core.values.substitution import (
+    VariableSpec,
+    cluster_values,
+    substitute,
+    values_digest,
+)
+from crs_controller.core.versions.cluster_version import ClusterVersion
+from crs_controller.core.versions.ranges import version_match
 
 __all__ = [
     "ClusterValues",

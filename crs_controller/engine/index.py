@@ -10,9 +10,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
-from crs_controller.core.dependencies import Dependencies
-from crs_controller.core.models import CRSBinding, SourceKey
-from crs_controller.core.objects import CRS, Binding, Cluster, depends_on
+from crs_controller.core.api.models import CRSBinding, SourceKey
+from crs_controller.core.spec.objects import CRS, Binding, Cluster, depends_on
+from crs_controller.core.values.dependencies import Dependencies
 from crs_controller.engine.io.informer import Informer
 
 K = TypeVar("K")

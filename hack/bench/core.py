@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crs_controller.core.hashing import resource_hash
-from crs_controller.core.manifests import parse_objects
-from crs_controller.core.ordering import apply_order
+from crs_controller.core.manifests.documents import parse_objects
+from crs_controller.core.manifests.hashing import resource_hash
+from crs_controller.core.manifests.ordering import apply_order
 
 ADDONS = Path(__file__).resolve().parents[3] / "shared" / "data" / "addons"
 RUNS = 7

@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from crs_controller.core.api.models import HealthRule
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.health_rules import COST_LIMIT, CompiledRule, compile_rules, evaluate
-from crs_controller.core.models import HealthRule
+from crs_controller.core.health.cel_rules import COST_LIMIT, CompiledRule, compile_rules, evaluate
 
 RUNS = 5
 VALUES = 12_000

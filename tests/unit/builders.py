@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from crs_controller.core.models import API_VERSION
+from crs_controller.core.api.models import API_VERSION
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 
 from .memory_kube import CLUSTER_API, MemoryKube, World

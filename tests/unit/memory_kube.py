@@ -13,14 +13,14 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from crs_controller.clients.api import KubeAPI, Obj, ResourceInfo, WorkloadAPIs
-from crs_controller.core.errors import Conflict, NotFound, Unreachable
-from crs_controller.core.models import (
+from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
     ObjectMeta,
 )
-from crs_controller.core.objects import parse_binding_object, parse_cluster, parse_crs
+from crs_controller.core.errors import Conflict, NotFound, Unreachable
+from crs_controller.core.spec.objects import parse_binding_object, parse_cluster, parse_crs
 from crs_controller.engine.index import Index
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.informer import Informer, WatchSpec

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from crs_controller.core.clusters import HOLD_UPDATES_ANNOTATION
-from crs_controller.core.dependencies import Cycle, Missing, Wait
+from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION
+from crs_controller.core.api.models import API_VERSION
 from crs_controller.core.errors import ResourceNotFound
-from crs_controller.core.models import API_VERSION
-from crs_controller.core.rollout import Plan
-from crs_controller.core.status import Outcome, State
+from crs_controller.core.rollout.plan import Plan
+from crs_controller.core.state.status import Outcome, State
+from crs_controller.core.values.dependencies import Cycle, Missing, Wait
 from crs_controller.engine.io.sources import Source
 from crs_controller.engine.memory.budget import Budget
 from crs_controller.engine.reconcile.admission import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.objects import parse_crs
+from crs_controller.core.spec.objects import parse_crs
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.memory.notes import Announcement, Announcements, Note, gather
 

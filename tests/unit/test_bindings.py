@@ -14,7 +14,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crs_controller.core.bindings import (
+from crs_controller.core.api.models import (
+    API_VERSION,
+    ClusterResourceSetBinding,
+    CRSBinding,
+    ObjectMeta,
+    ObjectRef,
+    ResourceBinding,
+    ResourceRef,
+    to_api,
+)
+from crs_controller.core.state.bindings import (
     binding_changed,
     desired_binding,
     entries_by_crs,
@@ -25,17 +35,7 @@ from crs_controller.core.bindings import (
     select_objects,
     with_outcome,
 )
-from crs_controller.core.models import (
-    API_VERSION,
-    ClusterResourceSetBinding,
-    CRSBinding,
-    ObjectMeta,
-    ObjectRef,
-    ResourceBinding,
-    ResourceRef,
-    to_api,
-)
-from crs_controller.core.status import Outcome, outcome_of
+from crs_controller.core.state.status import Outcome, outcome_of
 
 NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 EARLIER = NOW - timedelta(hours=1)

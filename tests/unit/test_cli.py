@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from crs_controller.app.cli import main
-from crs_controller.core.hashing import resource_hash
+from crs_controller.core.manifests.hashing import resource_hash
 
 MANIFEST = """\
 apiVersion: v1

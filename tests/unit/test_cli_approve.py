@@ -13,7 +13,7 @@ import pytest
 from crs_controller.app.cli import main
 from crs_controller.app.commands.approve import Approve, Refuse, decide
 from crs_controller.app.commands.status import rollout_cells, waiting
-from crs_controller.core.models import ClusterResourceSetStatus
+from crs_controller.core.api.models import ClusterResourceSetStatus
 
 REVISION = "xxh3:0123456789abcdef"
 

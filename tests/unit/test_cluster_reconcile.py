@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from crs_controller.core.clusters import PAUSED_ANNOTATION
+from crs_controller.core.api.clusters import PAUSED_ANNOTATION
+from crs_controller.core.api.models import API_VERSION
 from crs_controller.core.errors import AnswerTooLarge
-from crs_controller.core.models import API_VERSION
 from crs_controller.engine.memory.budget import Budget
 from crs_controller.engine.memory.notes import QUIET_SECONDS, Announcements
 from crs_controller.engine.memory.outcomes import Outcomes

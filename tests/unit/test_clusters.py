@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from crs_controller.core.clusters import (
+from crs_controller.core.api.clusters import (
     PAUSED_ANNOTATION,
     control_plane_initialized,
     is_paused,

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from crs_controller.clients.api import Obj, ResourceInfo
-from crs_controller.core.control_planes import CONTROL_PLANE_GROUP
 from crs_controller.core.errors import NotFound
-from crs_controller.core.objects import Cluster, parse_cluster
-from crs_controller.core.versions import parse_version
+from crs_controller.core.spec.objects import Cluster, parse_cluster
+from crs_controller.core.versions.cluster_version import CONTROL_PLANE_GROUP
+from crs_controller.core.versions.ranges import parse_version
 from crs_controller.engine.io.control_planes import MAX_KINDS, ControlPlanes
 
 from .memory_kube import MemoryKube

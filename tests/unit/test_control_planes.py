@@ -1,4 +1,4 @@
-"""A Cluster's control plane (``core.control_planes``): ``spec.controlPlaneRef`` in
+"""A Cluster's control plane (``core.versions.cluster_version``): ``spec.controlPlaneRef`` in
 v1beta2 (apiGroup) and v1beta1 (apiVersion) shapes, other groups, kinds and names
 refused with a message naming the field; the upgrade reasons of TopologyReconciled
 in a v1beta2 Cluster (status.conditions) and a v1beta1 one (status.v1beta2.conditions);
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from crs_controller.core.control_planes import (
+from crs_controller.core.versions.cluster_version import (
     CONTROL_PLANE_GROUP,
     UPGRADE_REASONS,
     ClusterVersion,
@@ -25,7 +25,7 @@ from crs_controller.core.control_planes import (
     topology_upgrading,
     topology_version,
 )
-from crs_controller.core.versions import parse_version
+from crs_controller.core.versions.ranges import parse_version
 
 Obj = dict[str, Any]
 

@@ -22,8 +22,8 @@ import yaml
 from crs_controller.app.capi_convert import convert_documents
 from crs_controller.app.commands.convert import register, yaml_stream
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.manifests import load_documents
-from crs_controller.core.objects import parse_crs
+from crs_controller.core.manifests.documents import load_documents
+from crs_controller.core.spec.objects import parse_crs
 
 Obj = dict[str, Any]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crs_controller.core.models import API_VERSION
+from crs_controller.core.api.models import API_VERSION
 from crs_controller.engine.reconcile.crs import reconcile_crs
 
 from .builders import NS, cluster, configmap_source, crs, payload, reconcile, world_with

@@ -1,4 +1,4 @@
-"""``spec.dependsOn`` decisions (``core.dependencies``): whether a CRS may apply on one
+"""``spec.dependsOn`` decisions (``core.values.dependencies``): whether a CRS may apply on one
 cluster (chains, diamonds, self-dependency, 2- and 3-cycles, a CRS depending on a cycle
 or on a blocked CRS, missing dependencies, dependencies that do not select the cluster),
 the cycles named, apply and removal order, the outcome reason and message, and
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crs_controller.core.dependencies import (
+from crs_controller.core.values.dependencies import (
     Cycle,
     Dependencies,
     Gate,

@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crs_controller.core.drift import (
+from crs_controller.core.api.models import ObjectRef
+from crs_controller.core.spec.ignore import Ignores, Rule, Target, parse_pointer
+from crs_controller.core.state.drift_decisions import (
     Live,
     content_drift,
     fields_hash,
@@ -23,8 +25,6 @@ from crs_controller.core.drift import (
     owned_hash,
     resource_drift,
 )
-from crs_controller.core.ignore import Ignores, Rule, Target, parse_pointer
-from crs_controller.core.models import ObjectRef
 from crs_controller.engine.memory.drift import DriftSchedule
 
 

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crs_controller.core.errors import WrongSecretType
-from crs_controller.core.hashing import content_hash, resource_hash
-from crs_controller.core.manifests import RESOURCE_SECRET_TYPE
+from crs_controller.core.manifests.documents import RESOURCE_SECRET_TYPE
+from crs_controller.core.manifests.hashing import content_hash, resource_hash
 
 keys = st.text(st.sampled_from("abcdefgh.-_0123456789"), min_size=1, max_size=8)
 contents = st.dictionaries(keys, st.text(max_size=40), min_size=1, max_size=6)

@@ -1,4 +1,4 @@
-"""Object health (``core.health``): the kstatus rules per kind (Deployment,
+"""Object health (``core.health.readiness``): the kstatus rules per kind (Deployment,
 StatefulSet, DaemonSet, ReplicaSet, Pod, Job, PVC, Service, CRD, APIService) and
 for any other object (Ready condition, existing is enough), in Ready, InProgress
 and Failed states; an observed generation behind; being deleted; malformed objects
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crs_controller.core.health import (
+from crs_controller.core.health.readiness import (
     REASON_LIMIT,
     Health,
     describe,

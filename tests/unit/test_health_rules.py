@@ -1,4 +1,4 @@
-"""Health rules in CEL (core/health_rules): which rules compile (and the InvalidSpec
+"""Health rules in CEL (core/health/cel_rules): which rules compile (and the InvalidSpec
 naming a bad one), what a rule says of an object (failed first, then ready; a
 non-bool or an error is not Ready, naming the rule and never a value), unknown
 functions refused when compiled, the cost bound (anything the compiler accepts is
@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crs_controller.core.api.models import HealthRule
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.health import first_not_ready, object_health
-from crs_controller.core.health_rules import (
+from crs_controller.core.health.cel_rules import (
     CHECK_COST_LIMIT,
     COST_LIMIT,
     FUNCTIONS,
@@ -34,8 +34,8 @@ from crs_controller.core.health_rules import (
     evaluate,
     rule_for,
 )
-from crs_controller.core.models import HealthRule
-from crs_controller.core.objects import parse_crs
+from crs_controller.core.health.readiness import first_not_ready, object_health
+from crs_controller.core.spec.objects import parse_crs
 
 
 def rule(ready: str, failed: str | None = None, kind: str = "Widget") -> CompiledRule:
@@ -417,9 +417,9 @@ def test_the_interpreter_is_loaded_only_once_a_rule_is_compiled() -> None:
     # Its package brings a command line (some 28 MiB resident) no rule-less CRS needs.
     probe = (
         "import sys\n"
-        "import crs_controller.app.runner, crs_controller.core.objects as objects\n"
+        "import crs_controller.app.runner, crs_controller.core.spec.objects as objects\n"
         "assert 'cel' not in sys.modules\n"
-        "from crs_controller.core.health_rules import compile_expression\n"
+        "from crs_controller.core.health.cel_rules import compile_expression\n"
         "compile_expression('self.x == 1', 'rule')\n"
         "assert 'cel' in sys.modules\n"
     )

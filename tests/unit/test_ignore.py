@@ -1,4 +1,4 @@
-"""Fields left to others (core/ignore): JSON pointers parsed with their escapes and
+"""Fields left to others (core/spec/ignore): JSON pointers parsed with their escapes and
 refused (InvalidSpec naming spec.ignore[i].paths[j], never the value) when malformed
 or naming the object's identity; targets matched like selectors; which paths an
 apply leaves out (none at creation); paths removed from a body (nested maps, list
@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crs_controller.core.api.models import IgnoreRule, ObjectRef
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.ignore import (
+from crs_controller.core.spec.ignore import (
     Ignores,
     Pointer,
     Rule,
@@ -26,8 +27,7 @@ from crs_controller.core.ignore import (
     parse_pointer,
     strip_fields,
 )
-from crs_controller.core.models import IgnoreRule, ObjectRef
-from crs_controller.core.objects import parse_crs
+from crs_controller.core.spec.objects import parse_crs
 
 # --- pointers -----------------------------------------------------------------------
 
@@ -326,7 +326,7 @@ def _owned(fields: dict[str, Any], at: tuple[str, ...] = ()) -> set[tuple[str, .
 
 
 def _names(path: tuple[str, ...], pointer: Pointer) -> bool:
-    """Whether the fieldsV1 ``path`` lies under ``pointer`` (see core/ignore)."""
+    """Whether the fieldsV1 ``path`` lies under ``pointer`` (see core/spec/ignore)."""
     if len(path) < len(pointer.segments):
         return False
     for n, (key, segment) in enumerate(zip(path, pointer.segments, strict=False)):

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crs_controller.core.dependencies import Dependencies
-from crs_controller.core.objects import (
+from crs_controller.core.spec.objects import (
     dependency_graph,
     parse_binding_object,
     parse_cluster,
     parse_crs,
 )
+from crs_controller.core.values.dependencies import Dependencies
 from crs_controller.engine.index import Index
 from crs_controller.engine.io.informer import Informer, WatchSpec
 

@@ -1,7 +1,7 @@
 """Leader election (engine/runtime/membership.LeaderElector) on a fake clock and an
 in-memory API: acquire, renew, stand by, take over a dead holder's Lease, lose it,
 release it. Time moves only when the test says so; nothing sleeps. The Lease's pure
-decisions (core/lease) are tables."""
+decisions (core/membership/lease) are tables."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.lease import (
+from crs_controller.core.membership.lease import (
     LEASE_API,
     LeaseRecord,
     format_micro_time,
@@ -170,7 +170,7 @@ def test_each_process_is_a_candidate_of_its_own() -> None:
     assert host and len(suffix) == 8
 
 
-# -- the pure decisions (core/lease) ------------------------------------------------
+# -- the pure decisions (core/membership/lease) ------------------------------------------------
 
 NOW = datetime(2026, 11, 23, 10, tzinfo=UTC)
 

@@ -1,6 +1,6 @@
 """Manifest limits: hostile YAML and JSON are refused before anything is expanded.
 
-Covers each limit of crs_controller.core.manifest_limits at its boundary (nesting
+Covers each limit of crs_controller.core.manifests.limits at its boundary (nesting
 depth, with and without aliases, documents per value, expanded nodes per value,
 go-yaml's alias ratio), recursive aliases, billion-laughs variants (sequences,
 mappings, merge keys), explicit tags PyYAML cannot convert, and property-based
@@ -18,15 +18,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crs_controller.core import manifest_limits, manifests
 from crs_controller.core.errors import InvalidManifest, ResourceError
-from crs_controller.core.manifest_limits import (
+from crs_controller.core.manifests import documents as manifests
+from crs_controller.core.manifests import limits as manifest_limits
+from crs_controller.core.manifests.documents import RESOURCE_SECRET_TYPE, apply_body, parse_objects
+from crs_controller.core.manifests.limits import (
     MAX_DEPTH,
     MAX_DOCUMENTS,
     MAX_NODES,
     allowed_alias_ratio,
 )
-from crs_controller.core.manifests import RESOURCE_SECRET_TYPE, apply_body, parse_objects
 
 HEADER = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
 # Nodes of HEADER plus "spec:" (mapping, keys and values) and the document node,

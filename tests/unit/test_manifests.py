@@ -15,9 +15,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crs_controller.core import manifests
 from crs_controller.core.errors import InvalidManifest, ResourceError, WrongSecretType
-from crs_controller.core.manifests import (
+from crs_controller.core.manifests import documents as manifests
+from crs_controller.core.manifests.documents import (
     APPLIED_BY,
     APPLIED_BY_LABEL,
     RESOURCE_SECRET_TYPE,

@@ -1,4 +1,4 @@
-"""The API models (crs_controller.core.models) and the CRDs in config/.
+"""The API models (crs_controller.core.api.models) and the CRDs in config/.
 
 Covers: the CRDs are structural and self-consistent; every field of the CRD schemas
 exists in the pydantic models and vice versa, with the same enums, defaults and no
@@ -18,9 +18,8 @@ import pytest
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from crs_controller.core import models
-from crs_controller.core.manifests import RESOURCE_SECRET_TYPE
-from crs_controller.core.models import (
+from crs_controller.core.api import models
+from crs_controller.core.api.models import (
     API_VERSION,
     DURATION_PATTERN,
     FINALIZER,
@@ -38,6 +37,7 @@ from crs_controller.core.models import (
     Rollout,
     to_api,
 )
+from crs_controller.core.manifests.documents import RESOURCE_SECRET_TYPE
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 CRS_CRD = CONFIG / "crd" / "bases" / "addons.crs.dev_clusterresourcesets.yaml"

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crs_controller.core.api.models import ClusterResourceSetSpec
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.models import ClusterResourceSetSpec
-from crs_controller.core.modes import (
+from crs_controller.core.spec.modes import (
     Apply,
     ApplyOnce,
     ApplyOptions,

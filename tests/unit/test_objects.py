@@ -1,4 +1,4 @@
-"""What the caches hold (``core.objects``): a CRS the model refuses is held with an
+"""What the caches hold (``core.spec.objects``): a CRS the model refuses is held with an
 ``InvalidSpec`` naming the field, never the value, selects nothing and is left alone;
 a binding the model refuses is held with its problem; a Cluster's paused and
 initialized state and its labels are read once, whichever API version."""
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.modes import ApplyOnce, ApplyOptions, Drift, Durations, Reconcile
-from crs_controller.core.objects import (
+from crs_controller.core.spec.modes import ApplyOnce, ApplyOptions, Drift, Durations, Reconcile
+from crs_controller.core.spec.objects import (
     CRS,
     parse_binding_object,
     parse_cluster,

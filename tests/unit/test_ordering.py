@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crs_controller.core.manifests import ObjectRef, object_ref, parse_objects
-from crs_controller.core.ordering import apply_order, delete_order, is_crd, is_namespace
+from crs_controller.core.manifests.documents import ObjectRef, object_ref, parse_objects
+from crs_controller.core.manifests.ordering import apply_order, delete_order, is_crd, is_namespace
 
 CALICO = Path("/work/shared/data/addons/calico.yaml")
 

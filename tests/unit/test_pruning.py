@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crs_controller.clients.kube import KubeClient
+from crs_controller.core.api.models import CRSBinding, ObjectRef, ResourceBinding
 from crs_controller.core.errors import APIError
-from crs_controller.core.models import CRSBinding, ObjectRef, ResourceBinding
-from crs_controller.core.pruning import (
+from crs_controller.core.state.prune_decisions import (
     inventory,
     keep_pending,
     provably_ours,

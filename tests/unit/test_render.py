@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from crs_controller.app.cli import main
-from crs_controller.core.hashing import resource_hash
-from crs_controller.core.manifests import parse_objects
-from crs_controller.core.ordering import apply_order
+from crs_controller.core.manifests.documents import parse_objects
+from crs_controller.core.manifests.hashing import resource_hash
+from crs_controller.core.manifests.ordering import apply_order
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "config" / "samples"

@@ -21,14 +21,19 @@ from hypothesis import strategies as st
 
 from crs_controller.app.cli import main
 from crs_controller.app.commands.render import manifest_stream
-from crs_controller.core.control_planes import ClusterVersion
-from crs_controller.core.hashing import resource_hash
-from crs_controller.core.manifests import APPLIED_BY, APPLIED_BY_LABEL, apply_body, parse_objects
-from crs_controller.core.objects import parse_crs
-from crs_controller.core.ordering import apply_order
+from crs_controller.core.manifests.documents import (
+    APPLIED_BY,
+    APPLIED_BY_LABEL,
+    apply_body,
+    parse_objects,
+)
+from crs_controller.core.manifests.hashing import resource_hash
+from crs_controller.core.manifests.ordering import apply_order
 from crs_controller.core.render import ClusterValues, render_crs
-from crs_controller.core.rollout import revision
-from crs_controller.core.versions import parse_version
+from crs_controller.core.rollout.plan import revision
+from crs_controller.core.spec.objects import parse_crs
+from crs_controller.core.versions.cluster_version import ClusterVersion
+from crs_controller.core.versions.ranges import parse_version
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "config" / "samples"

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crs_controller.core.api.selectors import selector_matches
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.rollout import (
+from crs_controller.core.rollout.plan import (
     ClusterState,
     Plan,
     Policy,
@@ -26,7 +27,6 @@ from crs_controller.core.rollout import (
     plan,
     revision,
 )
-from crs_controller.core.selectors import selector_matches
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 OLD, TARGET, BAD = "r-old", "r-target", "r-bad"

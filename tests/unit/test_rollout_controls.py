@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crs_controller.core.rollout import ClusterState, Plan, Policy, Step, plan
-from crs_controller.core.windows import Window
+from crs_controller.core.rollout.plan import ClusterState, Plan, Policy, Step, plan
+from crs_controller.core.rollout.windows import Window
 
 T0 = datetime(2026, 11, 24, 10, 0, tzinfo=UTC)  # a Tuesday
 OLD, TARGET = "r-old", "r-target"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from crs_controller.core.rollout import Plan
-from crs_controller.core.status import Outcome
+from crs_controller.core.rollout.plan import Plan
+from crs_controller.core.state.status import Outcome
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
 

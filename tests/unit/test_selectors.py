@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crs_controller.core.api.selectors import selector_matches, validate_selector
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.selectors import selector_matches, validate_selector
 
 LABELS = {"cni": "calico", "env": "prod", "tier": ""}
 

@@ -1,4 +1,4 @@
-"""Shard membership (crs_controller.core.shard): rendezvous ownership (deterministic,
+"""Shard membership (crs_controller.core.membership.shard): rendezvous ownership (deterministic,
 order-independent, minimal movement on join/leave, even spread), moved() gains and
 losses, observation-based Lease expiry in Members, and Lease names."""
 
@@ -13,8 +13,8 @@ import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crs_controller.core import shard
-from crs_controller.core.shard import Members, lease_name, moved, owner, weight
+from crs_controller.core.membership import shard
+from crs_controller.core.membership.shard import Members, lease_name, moved, owner, weight
 
 names = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-"), min_size=1, max_size=12)
 member_sets = st.frozensets(names, min_size=1, max_size=8)

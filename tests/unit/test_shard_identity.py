@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from crs_controller.app.runner import shard_identity
-from crs_controller.core.shard import lease_name
+from crs_controller.core.membership.shard import lease_name
 
 SUFFIXED = re.compile(re.escape(socket.gethostname()) + r"-[0-9a-f]{8}")
 

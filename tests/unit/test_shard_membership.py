@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.lease import LeaseRecord
-from crs_controller.core.shard import owner
+from crs_controller.core.membership.lease import LeaseRecord
+from crs_controller.core.membership.shard import owner
 from crs_controller.engine.runtime.membership import ShardMembership, member_identity
 
 from .fake_clock import FakeClock

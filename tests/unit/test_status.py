@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crs_controller.core.models import (
+from crs_controller.core.api.models import (
     BindingOutcome,
     ClusterResourceSetStatus,
     Condition,
     CRSBinding,
     to_api,
 )
-from crs_controller.core.status import (
+from crs_controller.core.state.status import (
     READY,
     RESOURCES_APPLIED,
     Outcome,

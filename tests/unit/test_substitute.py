@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from crs_controller.app.commands.convert import yaml_stream
 from crs_controller.core.errors import CRSError, InvalidManifest
-from crs_controller.core.hashing import object_hash
-from crs_controller.core.manifests import load_documents, parse_objects
-from crs_controller.core.substitute import (
+from crs_controller.core.manifests.documents import load_documents, parse_objects
+from crs_controller.core.manifests.hashing import object_hash
+from crs_controller.core.values.substitution import (
     MAX_TOTAL_CHARS,
     MAX_VALUE_CHARS,
     PATH_PATTERN,

@@ -1,4 +1,4 @@
-"""Decisions for cleaning up before a Cluster is deleted (``core.uninstall``): when
+"""Decisions for cleaning up before a Cluster is deleted (``core.state.uninstall_decisions``): when
 deletion started, the deadline for holding it (``uninstall.timeout``, 10m by default),
 a beforeDelete Job's verdict from its conditions, and which hook objects are Jobs."""
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from crs_controller.core.api.models import Uninstall
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.models import Uninstall
-from crs_controller.core.objects import parse_cluster
-from crs_controller.core.uninstall import cleanup_due, deadline, is_job, job_state
+from crs_controller.core.spec.objects import parse_cluster
+from crs_controller.core.state.uninstall_decisions import cleanup_due, deadline, is_job, job_state
 
 STAMP = "2026-11-22T10:00:00Z"
 STARTED = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The upgrade gate (``spec.gateUpgrades``): the pure decision (``core.upgrade_gate``)
+"""The upgrade gate (``spec.gateUpgrades``): the pure decision (``core.state.upgrade_gate``)
 as a table — which CRSs gate a cluster, which resources a version needs, when an entry
 counts as applied (and Ready, with healthCheck.wait) — and the hooks' answer read
 from the API (``engine.reconcile.hook.upgrade_status``) on an in-memory API, driven
@@ -20,11 +20,11 @@ from crs_controller.app.extension import (
     answer,
     asks,
 )
-from crs_controller.core.clusters import PAUSED_ANNOTATION
-from crs_controller.core.models import API_VERSION, CRSBinding
-from crs_controller.core.objects import parse_cluster, parse_crs
-from crs_controller.core.upgrade_gate import Go, Hold, describe, gate, required
-from crs_controller.core.versions import parse_version
+from crs_controller.core.api.clusters import PAUSED_ANNOTATION
+from crs_controller.core.api.models import API_VERSION, CRSBinding
+from crs_controller.core.spec.objects import parse_cluster, parse_crs
+from crs_controller.core.state.upgrade_gate import Go, Hold, describe, gate, required
+from crs_controller.core.versions.ranges import parse_version
 from crs_controller.engine.reconcile.hook import upgrade_status
 
 from .memory_kube import CLUSTER_API, MemoryKube

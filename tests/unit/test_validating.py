@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from crs_controller.core.api.models import Validation, ValidationRecord
 from crs_controller.core.errors import APIError
-from crs_controller.core.manifests import RESOURCE_SECRET_TYPE
-from crs_controller.core.models import Validation, ValidationRecord
+from crs_controller.core.manifests.documents import RESOURCE_SECRET_TYPE
 from crs_controller.engine.reconcile.result import RETRY
 from crs_controller.engine.reconcile.workload.validating import (
     POLL_SECONDS,

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from crs_controller.core.clusters import HOLD_UPDATES_ANNOTATION
-from crs_controller.core.control_planes import ClusterVersion
-from crs_controller.core.objects import Cluster
-from crs_controller.core.versions import parse_version
+from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION
+from crs_controller.core.spec.objects import Cluster
+from crs_controller.core.versions.cluster_version import ClusterVersion
+from crs_controller.core.versions.ranges import parse_version
 
 from .builders import NS, Obj, configmap_source, crs, outcome, payload, reconcile, world_with
 from .memory_kube import CLUSTER_API, World

@@ -1,4 +1,4 @@
-"""Kubernetes versions and ``kubernetesVersions`` ranges (``core.versions``): tables
+"""Kubernetes versions and ``kubernetesVersions`` ranges (``core.versions.ranges``): tables
 for parsing (leading v, build metadata, non-strings), each operator, comma-joined
 comparators and whitespace, pre-releases before their release, malformed ranges
 refused naming the comparator and never quoting the text, too many comparators, and
@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from semver import Version
 
-from crs_controller.core.versions import (
+from crs_controller.core.versions.ranges import (
     MAX_COMPARATORS,
     compile_range,
     parse_version,

@@ -1,4 +1,4 @@
-"""Rollout change windows (``core.windows``): whether a new revision may start at an
+"""Rollout change windows (``core.rollout.windows``): whether a new revision may start at an
 instant and when that next changes, for no windows, Allow windows across midnight, a
 Deny inside an Allow, Deny only, time zones in summer and winter, Europe/Berlin's
 spring-forward and fall-back days, weekday schedules; the inputs refused, each naming
@@ -16,7 +16,7 @@ from cronsim import CronSim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crs_controller.core.windows import HORIZON, Verdict, Window, verdict
+from crs_controller.core.rollout.windows import HORIZON, Verdict, Window, verdict
 
 H = 3600.0
 

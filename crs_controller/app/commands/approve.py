@@ -25,14 +25,14 @@ from crs_controller.app.commands.common import (
     management,
     printable,
 )
-from crs_controller.core.errors import Conflict, NotFound
-from crs_controller.core.models import (
+from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_KIND,
     ClusterResourceSetStatus,
 )
-from crs_controller.core.objects import parse_crs
-from crs_controller.core.rollout import APPROVE_ANNOTATION
+from crs_controller.core.errors import Conflict, NotFound
+from crs_controller.core.rollout.plan import APPROVE_ANNOTATION
+from crs_controller.core.spec.objects import parse_crs
 
 AWAITING_APPROVAL = "AwaitingApproval"
 

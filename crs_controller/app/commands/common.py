@@ -17,7 +17,7 @@ import yaml
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.core.errors import CRSError, InvalidManifest
-from crs_controller.core.manifests import load_documents
+from crs_controller.core.manifests.documents import load_documents
 from crs_controller.core.text import safe
 
 OK, FINDING, ERROR = 0, 1, 2

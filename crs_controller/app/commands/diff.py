@@ -34,16 +34,8 @@ from crs_controller.app.commands.common import (
 )
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import WorkloadClients, kubeconfig_secret_name
-from crs_controller.core.clusters import CLUSTER_GROUP
-from crs_controller.core.control_planes import (
-    CONTROL_PLANE_GROUP,
-    ClusterVersion,
-    ControlPlaneRef,
-    cluster_version,
-    parse_control_plane,
-)
-from crs_controller.core.manifests import apply_body, object_ref
-from crs_controller.core.models import (
+from crs_controller.core.api.clusters import CLUSTER_GROUP
+from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
@@ -51,9 +43,17 @@ from crs_controller.core.models import (
     ObjectRef,
     ResourceBinding,
 )
-from crs_controller.core.objects import CRS, parse_binding_object, parse_cluster, parse_crs
-from crs_controller.core.pruning import inventory, stale_objects, wanted_keys
+from crs_controller.core.manifests.documents import apply_body, object_ref
 from crs_controller.core.render import ClusterValues, RenderedResource, render_crs
+from crs_controller.core.spec.objects import CRS, parse_binding_object, parse_cluster, parse_crs
+from crs_controller.core.state.prune_decisions import inventory, stale_objects, wanted_keys
+from crs_controller.core.versions.cluster_version import (
+    CONTROL_PLANE_GROUP,
+    ClusterVersion,
+    ControlPlaneRef,
+    cluster_version,
+    parse_control_plane,
+)
 
 EXAMPLES = """examples:
   crs-controller diff cni --cluster prod-1 -n fleet

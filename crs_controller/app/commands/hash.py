@@ -28,7 +28,7 @@ from crs_controller.app.commands.common import (
     read_documents,
 )
 from crs_controller.core.errors import CRSError
-from crs_controller.core.hashing import resource_hash
+from crs_controller.core.manifests.hashing import resource_hash
 
 SOURCE_KINDS = ("ConfigMap", "Secret")
 

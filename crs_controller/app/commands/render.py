@@ -42,7 +42,29 @@ from crs_controller.app.commands.common import (
     printable,
     read_documents,
 )
-from crs_controller.core.control_planes import (
+from crs_controller.core.api.models import (
+    API_VERSION,
+    CLUSTER_RESOURCE_SET_KIND,
+    ObjectMeta,
+    SourceKey,
+)
+from crs_controller.core.manifests.documents import object_ref
+from crs_controller.core.render import (
+    ClusterValues,
+    Lookup,
+    RenderedCRS,
+    crs_order,
+    render_crs,
+    waiting_for_version,
+)
+from crs_controller.core.spec.objects import (
+    CRS,
+    Cluster,
+    describe_validation,
+    parse_cluster,
+    parse_crs,
+)
+from crs_controller.core.versions.cluster_version import (
     CONTROL_PLANE_GROUP,
     ClusterVersion,
     ControlPlaneRef,
@@ -52,18 +74,7 @@ from crs_controller.core.control_planes import (
     parse_control_plane,
     topology_version,
 )
-from crs_controller.core.manifests import object_ref
-from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, ObjectMeta, SourceKey
-from crs_controller.core.objects import CRS, Cluster, describe_validation, parse_cluster, parse_crs
-from crs_controller.core.render import (
-    ClusterValues,
-    Lookup,
-    RenderedCRS,
-    crs_order,
-    render_crs,
-    waiting_for_version,
-)
-from crs_controller.core.versions import parse_version
+from crs_controller.core.versions.ranges import parse_version
 
 EXAMPLES = """examples:
   crs-controller render -f config/samples

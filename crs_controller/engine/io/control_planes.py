@@ -3,7 +3,7 @@ first names that kind, so a management cluster with one provider watches one kin
 
 Cluster API's control plane kinds are the providers' own CRDs (KubeadmControlPlane,
 and others), so the kinds are found from the Clusters, in the control plane group
-only (core/control_planes). Only kinds the API server serves are watched, at most
+only (core/versions/cluster_version). Only kinds the API server serves are watched, at most
 ``MAX_KINDS`` (CRDs the operator installed: a tenant cannot add one). Kinds named
 but not served are looked up again (one discovery of the group each) every
 ``REDISCOVER_SECONDS`` while any is left, so a provider installed after its first
@@ -24,7 +24,9 @@ from typing import Any, Protocol
 import structlog
 
 from crs_controller.clients.api import KubeAPI
-from crs_controller.core.control_planes import (
+from crs_controller.core.errors import CRSError
+from crs_controller.core.spec.objects import Cluster
+from crs_controller.core.versions.cluster_version import (
     CONTROL_PLANE_GROUP,
     ClusterVersion,
     ControlPlane,
@@ -33,8 +35,6 @@ from crs_controller.core.control_planes import (
     cluster_version,
     parse_control_plane,
 )
-from crs_controller.core.errors import CRSError
-from crs_controller.core.objects import Cluster
 from crs_controller.engine.io.informer import Informer, WatchSpec
 
 log = structlog.get_logger(__name__)

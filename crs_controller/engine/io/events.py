@@ -10,9 +10,9 @@ from typing import Literal
 import structlog
 
 from crs_controller.clients.api import KubeAPI
+from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, rfc3339
 from crs_controller.core.errors import CRSError
-from crs_controller.core.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, rfc3339
-from crs_controller.core.objects import CRS
+from crs_controller.core.spec.objects import CRS
 from crs_controller.core.text import safe
 
 log = structlog.get_logger(__name__)

@@ -1,7 +1,7 @@
 """Informers: list+watch loops that keep an in-memory cache of one kind.
 
 Each object is parsed once, as it arrives, by the informer's ``parse`` (see
-``core/objects``): the cache holds what the engine reads, never raw JSON. A handler
+``core/spec/objects``): the cache holds what the engine reads, never raw JSON. A handler
 is told *that* an object changed (old and new versions, for computing which keys to
 enqueue); reconcilers read the cache, never the event. Watches resume from the
 last resourceVersion (bookmarks included) and re-list after a 410 Gone or an error.

@@ -29,10 +29,10 @@ from typing import Any, Generic, TypeVar
 import structlog
 
 from crs_controller.clients.api import KubeAPI, Obj
+from crs_controller.core.api.models import ObjectMeta, ResourceRef
 from crs_controller.core.errors import InvalidManifest, ResourceError, ResourceNotFound
-from crs_controller.core.hashing import object_hash, resource_hash
-from crs_controller.core.manifest_limits import count_nodes
-from crs_controller.core.models import ObjectMeta, ResourceRef
+from crs_controller.core.manifests.hashing import object_hash, resource_hash
+from crs_controller.core.manifests.limits import count_nodes
 from crs_controller.core.render import parse_source
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.informer import Informer, resource_version

@@ -9,14 +9,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from crs_controller.clients.api import KubeAPI
-from crs_controller.core.models import (
+from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
     ClusterResourceSetStatus,
     to_api,
 )
-from crs_controller.core.objects import CRS, Binding
+from crs_controller.core.spec.objects import CRS, Binding
 from crs_controller.engine.io.informer import Informer
 
 

@@ -7,7 +7,7 @@ the injected clock, so tests drive the schedule without waiting.
 
 from __future__ import annotations
 
-from crs_controller.core.models import PairKey
+from crs_controller.core.api.models import PairKey
 
 
 class DriftSchedule:

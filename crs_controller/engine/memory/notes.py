@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from crs_controller.core.api.models import CRSKey
 from crs_controller.core.clock import Clock
-from crs_controller.core.models import CRSKey
 from crs_controller.core.text import safe
 
 EventType = Literal["Normal", "Warning"]

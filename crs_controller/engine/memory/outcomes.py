@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from crs_controller.core.status import Outcome
+from crs_controller.core.state.status import Outcome
 
 
 class Outcomes:

@@ -1,5 +1,5 @@
 """The current rollout plan of each CRS that has ``spec.rollout``: which clusters may
-take its revision now. The CRS reconcile computes it (``core.rollout.plan``) from
+take its revision now. The CRS reconcile computes it (``core.rollout.plan.plan``) from
 the bindings and outcomes; cluster reconciles only read it. ``set`` answers which
 clusters a new plan lets in, for the CRS reconcile to wake (in its Result): nobody
 here sees the queue.
@@ -7,8 +7,8 @@ here sees the queue.
 
 from __future__ import annotations
 
-from crs_controller.core.models import CRSKey
-from crs_controller.core.rollout import Plan
+from crs_controller.core.api.models import CRSKey
+from crs_controller.core.rollout.plan import Plan
 
 
 class Rollouts:

@@ -1,10 +1,10 @@
 """The one gate of a CRS on a cluster: may its pass run now, or what holds it back.
 
 Four things can hold a CRS back on one cluster, and all are asked here, in this
-order: its dependencies (``core.dependencies``: a CRS it depends on is not done on
+order: its dependencies (``core.values.dependencies``: a CRS it depends on is not done on
 this cluster yet, missing, or on a cycle); then, for a new revision on a cluster
 that has the CRS installed, the cluster itself (annotation
-``addons.crs.dev/hold-updates``), the CRS's rollout (``core.rollout``: this
+``addons.crs.dev/hold-updates``), the CRS's rollout (``core.rollout.plan``: this
 cluster's step has not come yet, the change windows are closed, the step awaits
 approval), and the fleet-wide budget of clusters updating at once
 (``memory.budget``). A first install is never held by the last three. The answer
@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from crs_controller.core.dependencies import Cycle, Missing, Wait
-from crs_controller.core.dependencies import Go as DependenciesDone
-from crs_controller.core.dependencies import describe as describe_dependency
-from crs_controller.core.models import CRSBinding
-from crs_controller.core.objects import CRS, Cluster
-from crs_controller.core.status import Outcome, outcome_of
+from crs_controller.core.api.models import CRSBinding
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.status import Outcome, outcome_of
+from crs_controller.core.values.dependencies import Cycle, Missing, Wait
+from crs_controller.core.values.dependencies import Go as DependenciesDone
+from crs_controller.core.values.dependencies import describe as describe_dependency
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.rollout import entry_revision, revision_of, source_hashes
 

@@ -14,12 +14,12 @@ import structlog
 
 from crs_controller.clients.api import KubeAPI
 from crs_controller.clients.workload import kubeconfig_secret_name
-from crs_controller.core.bindings import entries_by_crs, owner_reference, with_outcome
-from crs_controller.core.dependencies import removal_order
+from crs_controller.core.api.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.errors import Unreachable
-from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
-from crs_controller.core.objects import CRS, Cluster
-from crs_controller.core.status import Outcome
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.bindings import entries_by_crs, owner_reference, with_outcome
+from crs_controller.core.state.status import Outcome
+from crs_controller.core.values.dependencies import removal_order
 from crs_controller.engine.io import metrics
 from crs_controller.engine.memory.notes import Note
 from crs_controller.engine.reconcile.admission import Gate, Held

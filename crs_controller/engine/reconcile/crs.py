@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import structlog
 
-from crs_controller.core.errors import CRSError
-from crs_controller.core.models import (
+from crs_controller.core.api.models import (
     FINALIZER,
     ClusterResourceSet,
     ClusterResourceSetStatus,
     to_api,
 )
-from crs_controller.core.objects import CRS, Cluster
-from crs_controller.core.rollout import Plan
-from crs_controller.core.status import Problem, invalid_spec, outcome_of, summarize
+from crs_controller.core.errors import CRSError
+from crs_controller.core.rollout.plan import Plan
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.status import Problem, invalid_spec, outcome_of, summarize
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result

@@ -6,7 +6,7 @@ AfterControlPlaneUpgrade and BeforeWorkersUpgrade hold an upgrade while a CRS wi
 Read from the API, not from the caches: Cluster API takes 0 as final, and a standby
 replica, or one whose caches are not synced yet, would otherwise answer 0 from
 ignorance. The rules are pure elsewhere: the cleanup's own
-(``workload.uninstall.holds_deletion``) and ``core.upgrade_gate``.
+(``workload.uninstall.holds_deletion``) and ``core.state.upgrade_gate``.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import Any
 from semver import Version
 
 from crs_controller.clients.api import KubeAPI
-from crs_controller.core.models import (
+from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
 )
-from crs_controller.core.objects import parse_binding_object, parse_cluster, parse_crs
-from crs_controller.core.pruning import inventory
-from crs_controller.core.upgrade_gate import Go, describe, gate, gates
+from crs_controller.core.spec.objects import parse_binding_object, parse_cluster, parse_crs
+from crs_controller.core.state.prune_decisions import inventory
+from crs_controller.core.state.upgrade_gate import Go, describe, gate, gates
 from crs_controller.engine.reconcile.workload.uninstall import holds_deletion
 
 HOOK_RETRY_SECONDS = 5

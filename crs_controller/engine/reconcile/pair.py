@@ -15,21 +15,21 @@ from typing import Literal
 import structlog
 
 from crs_controller.clients.api import KubeAPI
-from crs_controller.core.bindings import record_apply, recorded, select_objects
-from crs_controller.core.control_planes import ClusterVersion
-from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreachable
-from crs_controller.core.models import (
+from crs_controller.core.api.models import (
     CRSBinding,
     ObjectKey,
     ObjectRef,
     ResourceBinding,
     ResourceRef,
 )
-from crs_controller.core.modes import Apply, CheckDrift, Decision, Scope, Strategy
-from crs_controller.core.objects import CRS, Cluster
-from crs_controller.core.pruning import wanted_keys
-from crs_controller.core.status import Outcome
-from crs_controller.core.versions import version_match
+from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreachable
+from crs_controller.core.spec.modes import Apply, CheckDrift, Decision, Scope, Strategy
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.bindings import record_apply, recorded, select_objects
+from crs_controller.core.state.prune_decisions import wanted_keys
+from crs_controller.core.state.status import Outcome
+from crs_controller.core.versions.cluster_version import ClusterVersion
+from crs_controller.core.versions.ranges import version_match
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.sources import Source
 from crs_controller.engine.memory.notes import Note
@@ -116,7 +116,7 @@ async def reconcile_pair(
     revision its rollout lets this cluster take (None: no rollout); with ``keep``
     (the gate could not read the revision) installed resources keep what they have."""
     spec = crs.valid.spec
-    # Compiled when the CRS was parsed (core/objects): nothing is parsed here.
+    # Compiled when the CRS was parsed (core/spec/objects): nothing is parsed here.
     strategy = crs.strategy
     now = ctx.clock.wall()
     progress = _Progress()

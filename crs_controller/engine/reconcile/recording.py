@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from crs_controller.core.bindings import binding_changed, desired_binding
+from crs_controller.core.api.models import ClusterResourceSetBinding, CRSBinding, to_api
 from crs_controller.core.errors import Conflict
-from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding, to_api
+from crs_controller.core.state.bindings import binding_changed, desired_binding
 from crs_controller.engine.io.stores import BindingStore
 
 BINDING_WRITE_ATTEMPTS = 5

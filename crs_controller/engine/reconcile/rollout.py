@@ -1,5 +1,5 @@
 """Rollouts seen from the engine: the revision of a CRS's sources and the one each
-cluster is on, and the plan the CRS reconcile makes from them (``core.rollout``)
+cluster is on, and the plan the CRS reconcile makes from them (``core.rollout.plan``)
 for the cluster reconciles to follow (``engine.rollouts``).
 """
 
@@ -9,17 +9,17 @@ from collections import Counter
 from collections.abc import Mapping
 from datetime import timedelta
 
-from crs_controller.core.models import CRSBinding, RolloutStatus
-from crs_controller.core.objects import CRS, Cluster
+from crs_controller.core.api.models import CRSBinding, RolloutStatus
 from crs_controller.core.render import source_hash
-from crs_controller.core.rollout import (
+from crs_controller.core.rollout.plan import (
     ClusterState,
     Plan,
     halted_revision,
     plan,
     revision,
 )
-from crs_controller.core.status import outcome_of
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.status import outcome_of
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
 from crs_controller.engine.reconcile.result import Result, Wake, cluster_key

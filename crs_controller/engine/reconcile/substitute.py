@@ -1,6 +1,6 @@
 """Per-cluster values: a resource with ``substitute: true`` is parsed once for all
 clusters (engine/sources) and substituted per cluster on the parsed objects
-(core/render, core/substitute), never as text. Its hash on a cluster covers the
+(core/render, core/values/substitution), never as text. Its hash on a cluster covers the
 content and the values it used, so a Cluster whose used value changes gets that
 resource again, and only that cluster."""
 
@@ -10,15 +10,15 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from crs_controller.core.hashing import object_hash
-from crs_controller.core.models import SourceRef
-from crs_controller.core.objects import CRS, Cluster
+from crs_controller.core.api.models import SourceRef
+from crs_controller.core.manifests.hashing import object_hash
 from crs_controller.core.render import (
     cluster_hash,
     substitute_resource,
     variable_specs,
 )
-from crs_controller.core.substitute import VariableSpec, cluster_values
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.values.substitution import VariableSpec, cluster_values
 from crs_controller.engine.io.sources import Manifest, Source, Sources
 
 __all__ = ["Prepared", "prepare", "variable_specs"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from crs_controller.clients.api import KubeAPI
-from crs_controller.core.models import CRSBinding, ValidationRecord
-from crs_controller.core.objects import CRS, Cluster
-from crs_controller.core.status import Outcome
+from crs_controller.core.api.models import CRSBinding, ValidationRecord
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.status import Outcome
 from crs_controller.engine.reconcile.admission import Go
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.pair import CRSPass

@@ -16,15 +16,16 @@ import structlog
 from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.clients.kube import USER_AGENT
 from crs_controller.clients.workload import WorkloadClients, cluster_of_kubeconfig_secret
-from crs_controller.core.clusters import CLUSTER_GROUP
-from crs_controller.core.errors import Conflict, CRSError
-from crs_controller.core.models import (
+from crs_controller.core.api.clusters import CLUSTER_GROUP
+from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
     ObjectMeta,
 )
-from crs_controller.core.objects import (
+from crs_controller.core.errors import Conflict, CRSError
+from crs_controller.core.membership.shard import owner
+from crs_controller.core.spec.objects import (
     CRS,
     Binding,
     Cluster,
@@ -32,7 +33,6 @@ from crs_controller.core.objects import (
     parse_cluster,
     parse_crs,
 )
-from crs_controller.core.shard import owner
 from crs_controller.engine.index import Index
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.control_planes import ControlPlanes

@@ -2,7 +2,7 @@
 
 Both are ``coordination.k8s.io`` Leases, read and written through one helper
 (``Leases``) on one injected clock; what a Lease says and whether it may be taken is
-decided in ``core.lease``.
+decided in ``core.membership.lease``.
 
 **Leader election** (``LeaderElector``), like client-go's leaderelection: only the
 holder runs the controller (in a shard set: only the holder writes CRS status and
@@ -12,9 +12,9 @@ duration, can take over.
 
 **Shard membership** (``ShardMembership``): each member applies its own Lease
 (labelled ``addons.crs.dev/shard-member``) every third of the lease duration and
-watches the others'. Who is live is judged by ``core.shard.Members`` from when
+watches the others'. Who is live is judged by ``core.membership.shard.Members`` from when
 renewals were *seen*; which member owns a Cluster is rendezvous hashing of
-``namespace/name`` over the live members (``core.shard.owner``), so a member joining
+``namespace/name`` over the live members (``core.membership.shard.owner``), so a member joining
 or leaving moves only its own Clusters. This replica counts itself live only while
 its last renewal is younger than two thirds of the lease duration: the others wait
 for the full duration before they take its Clusters, so a replica cut off from the
@@ -34,7 +34,7 @@ import structlog
 
 from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.errors import CRSError
-from crs_controller.core.lease import (
+from crs_controller.core.membership.lease import (
     LEASE_API,
     LEASE_KIND,
     LeaseRecord,
@@ -43,7 +43,7 @@ from crs_controller.core.lease import (
     member_lease,
     released,
 )
-from crs_controller.core.shard import Members, lease_name, owner
+from crs_controller.core.membership.shard import Members, lease_name, owner
 from crs_controller.engine.io.informer import Informer, WatchSpec
 from crs_controller.engine.runtime.tasks import supervised
 from crs_controller.engine.runtime.waiting import WaitingClock, sleep_for

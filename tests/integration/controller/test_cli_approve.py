@@ -16,8 +16,8 @@ import pytest
 
 from crs_controller.app.cli import main
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.clusters import PAUSED_ANNOTATION
-from crs_controller.core.rollout import APPROVE_ANNOTATION
+from crs_controller.core.api.clusters import PAUSED_ANNOTATION
+from crs_controller.core.rollout.plan import APPROVE_ANNOTATION
 from crs_controller.testbed import ControlPlane, TestbedClient
 
 from .support import CRS_API, admin_kubeconfig, crs_obj, unique

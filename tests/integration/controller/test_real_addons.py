@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crs_controller.core.manifests import parse_objects
+from crs_controller.core.manifests.documents import parse_objects
 from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 

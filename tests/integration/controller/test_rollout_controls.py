@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from crs_controller.app.cli import main
-from crs_controller.core.clusters import HOLD_UPDATES_ANNOTATION
+from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.clusters import set_cluster_initialized
 from crs_controller.testbed.controller import ControllerProcess

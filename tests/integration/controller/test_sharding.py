@@ -26,8 +26,8 @@ from datetime import datetime
 
 import pytest
 
-from crs_controller.core.hashing import resource_hash
-from crs_controller.core.shard import owner
+from crs_controller.core.manifests.hashing import resource_hash
+from crs_controller.core.membership.shard import owner
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import (
     SYSTEM_NAMESPACE,

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crs_controller.clients.api import KubeAPI
-from crs_controller.core.drift import ours_hash, owned_fields
+from crs_controller.core.api.models import ObjectKey
 from crs_controller.core.errors import APIError, CRSError, Unreachable
-from crs_controller.core.ignore import NO_IGNORES, Ignores, Pointer, leave_out
-from crs_controller.core.manifests import ObjectRef, apply_body, object_ref
-from crs_controller.core.models import ObjectKey
-from crs_controller.core.ordering import is_crd
+from crs_controller.core.manifests.documents import ObjectRef, apply_body, object_ref
+from crs_controller.core.manifests.ordering import is_crd
+from crs_controller.core.spec.ignore import NO_IGNORES, Ignores, Pointer, leave_out
+from crs_controller.core.state.drift_decisions import ours_hash, owned_fields
 
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 CRD_ESTABLISH_TIMEOUT = 30.0

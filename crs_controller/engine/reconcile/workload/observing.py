@@ -1,5 +1,5 @@
-"""Observing what a CRS put on a workload cluster: drift checks (``core.drift``: did
-someone change it?) and health checks (``core.health``: is it Ready?, for
+"""Observing what a CRS put on a workload cluster: drift checks (``core.state.drift_decisions``: did
+someone change it?) and health checks (``core.health.readiness``: is it Ready?, for
 ``healthCheck.wait``). Reads only, and cheaply: one LIST per kind (per namespace when
 all of that kind's objects share one) for a whole pass, whatever the number of objects
 and resources; metadata only for drift. Health is looked at only while there is
@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from crs_controller.clients.api import KubeAPI, Obj
-from crs_controller.core.drift import Live, owned_fields, resource_drift
+from crs_controller.core.api.models import HealthCheck, ObjectRef, ResourceBinding
 from crs_controller.core.errors import NotFound
-from crs_controller.core.health import describe, first_not_ready
-from crs_controller.core.health_rules import CompiledRule, rule_for
-from crs_controller.core.ignore import NO_IGNORES, Ignores
-from crs_controller.core.models import HealthCheck, ObjectRef, ResourceBinding
-from crs_controller.core.status import Outcome
+from crs_controller.core.health.cel_rules import CompiledRule, rule_for
+from crs_controller.core.health.readiness import describe, first_not_ready
+from crs_controller.core.spec.ignore import NO_IGNORES, Ignores
+from crs_controller.core.state.drift_decisions import Live, owned_fields, resource_drift
+from crs_controller.core.state.status import Outcome
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 
 ListKey = tuple[str, str, str | None]  # apiVersion, kind, namespace (None: all)

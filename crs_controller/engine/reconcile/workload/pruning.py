@@ -1,5 +1,5 @@
 """Deleting what left the desired set (``deletionPolicy: Delete``) from one workload
-cluster, with the decisions of ``core.pruning``. A failed deletion keeps the old
+cluster, with the decisions of ``core.state.prune_decisions``. A failed deletion keeps the old
 inventory in the binding, so the next attempt knows what is left to delete.
 
 Every delete first reads the live object: only what our field manager applied is
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 import structlog
 
 from crs_controller.clients.api import KubeAPI
+from crs_controller.core.api.models import CRSBinding, ObjectKey
 from crs_controller.core.errors import CRSError, NotFound, Unreachable
-from crs_controller.core.manifests import ObjectRef
-from crs_controller.core.models import CRSBinding, ObjectKey
-from crs_controller.core.pruning import (
+from crs_controller.core.manifests.documents import ObjectRef
+from crs_controller.core.state.prune_decisions import (
     inventory,
     keep_pending,
     refusal,

@@ -17,14 +17,14 @@ from typing import Any, Literal
 import structlog
 
 from crs_controller.clients.api import KubeAPI
-from crs_controller.core.bindings import entries_by_crs
-from crs_controller.core.dependencies import removal_order
+from crs_controller.core.api.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.errors import CRSError, ResourceError, Unreachable
-from crs_controller.core.manifests import object_ref
-from crs_controller.core.models import ClusterResourceSetBinding, CRSBinding
-from crs_controller.core.objects import CRS, Cluster
-from crs_controller.core.pruning import inventory, stale_objects, without
-from crs_controller.core.uninstall import cleanup_due, is_job, job_state
+from crs_controller.core.manifests.documents import object_ref
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.bindings import entries_by_crs
+from crs_controller.core.state.prune_decisions import inventory, stale_objects, without
+from crs_controller.core.state.uninstall_decisions import cleanup_due, is_job, job_state
+from crs_controller.core.values.dependencies import removal_order
 from crs_controller.engine.index import Caches
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result

@@ -32,12 +32,12 @@ from typing import Any
 import structlog
 
 from crs_controller.clients.api import KubeAPI
+from crs_controller.core.api.models import MESSAGE_LIMIT, Validation, ValidationRecord
 from crs_controller.core.errors import APIError, NotFound, ResourceError, Unreachable
-from crs_controller.core.manifests import ObjectRef, object_ref
-from crs_controller.core.models import MESSAGE_LIMIT, Validation, ValidationRecord
-from crs_controller.core.objects import CRS, Cluster
+from crs_controller.core.manifests.documents import ObjectRef, object_ref
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.uninstall_decisions import is_job
 from crs_controller.core.text import safe
-from crs_controller.core.uninstall import is_job
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 from crs_controller.engine.reconcile.workload.applying import apply_objects

@@ -24,15 +24,15 @@ from typing import Any
 import yaml
 from yaml.constructor import ConstructorError
 
+from crs_controller.core.api.models import ObjectRef
 from crs_controller.core.errors import InvalidManifest, WrongSecretType
-from crs_controller.core.manifest_limits import (
+from crs_controller.core.manifests.limits import (
     MAX_COMPOSED_NODES,
     TOO_DEEP,
     TOO_MANY_COMPOSED,
     ValueBudget,
 )
-from crs_controller.core.models import ObjectRef
-from crs_controller.core.placeholder import PLACEHOLDER_TAG, REFERENCE, Placeholder
+from crs_controller.core.manifests.placeholder import PLACEHOLDER_TAG, REFERENCE, Placeholder
 
 __all__ = [
     "APPLIED_BY",
@@ -76,7 +76,7 @@ def object_ref(obj: Mapping[str, Any]) -> ObjectRef:
 # Stamped on every object the controller applies. Server-side apply drops a manager
 # that owns no field from managedFields, and an object whose manifest is only its
 # name (a Namespace, often) would then carry no sign that we applied it: deletion,
-# which needs that sign (core/pruning), could never remove it. Owning this label
+# which needs that sign (core/state/prune_decisions), could never remove it. Owning this label
 # keeps our Apply entry there. One value for every CRS, so two CRSs applying the same
 # object never take it from each other.
 APPLIED_BY_LABEL = "addons.crs.dev/applied-by"

@@ -5,7 +5,7 @@ watched a rollout with either tool sees the same verdict here: generic checks fi
 (being deleted, a generation not observed yet, the standard ``Stalled`` and
 ``Reconciling`` conditions), then a rule per built-in kind, then a ``Ready``
 condition for anything else, and otherwise existing is enough. A CRS's own rule
-for a kind (``spec.healthCheck.rules``, CEL, ``core.health_rules``) wins over all of
+for a kind (``spec.healthCheck.rules``, CEL, ``core.health.cel_rules``) wins over all of
 these for objects of exactly its apiVersion and kind.
 
 Where kstatus reports an object Current that cannot be what the user waits for, we
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from crs_controller.core.health_rules import CheckBudget, CompiledRule, evaluate
+from crs_controller.core.health.cel_rules import CheckBudget, CompiledRule, evaluate
 
 __all__ = ["Health", "HealthState", "describe", "first_not_ready", "object_health"]
 

@@ -1,6 +1,6 @@
 """The mode of a ClusterResourceSet as one strategy, compiled once from its spec.
 
-``compile_strategy`` runs when a CRS is parsed (``core.objects.parse_crs``) and turns
+``compile_strategy`` runs when a CRS is parsed (``core.spec.objects.parse_crs``) and turns
 the spec into an ``ApplyOnce`` or a ``Reconcile``: the per-resource decision (apply?
 every object or only the changed ones? check drift?), how the applier sends objects,
 the drift settings, and the spec's durations in seconds. A pass reads attributes of
@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar, Literal, Protocol
 
-from crs_controller.core.durations import parse_duration
-from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.models import (
+from crs_controller.core.api.models import (
     DEFAULT_DRIFT_CHECK_INTERVAL,
     ClusterResourceSetSpec,
     HealthCheck,
     Mode,
 )
+from crs_controller.core.durations import parse_duration
+from crs_controller.core.errors import InvalidSpec
 
 __all__ = [
     "Apply",

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from crs_controller.core.api.models import Uninstall
 from crs_controller.core.durations import parse_duration
-from crs_controller.core.models import Uninstall
 
 DEFAULT_TIMEOUT = "10m"
 JobState = Literal["Complete", "Failed", "Running"]

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from semver import Version
 
-from crs_controller.core.models import CRSBinding
-from crs_controller.core.objects import CRS, Cluster
-from crs_controller.core.status import outcome_of
+from crs_controller.core.api.models import CRSBinding
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.status import outcome_of
 
 __all__ = ["Gate", "Go", "Hold", "describe", "gate", "gates", "has_applied", "required"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import xxhash
 
-from crs_controller.core.manifests import resource_entries
+from crs_controller.core.manifests.documents import resource_entries
 
 __all__ = ["content_hash", "object_hash", "resource_hash"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from crs_controller.core.manifests import ObjectRef
+from crs_controller.core.manifests.documents import ObjectRef
 
 __all__ = ["apply_order", "delete_order", "is_crd", "is_namespace"]
 

@@ -3,7 +3,7 @@
 Substitution works on parsed values, and a plain scalar that is exactly one
 ``${...}`` reference takes the type of its value (``1450`` an int). Whether a scalar
 was plain or quoted is known only while parsing, so the loader in
-:mod:`crs_controller.core.manifests` builds such scalars as :class:`Placeholder`, a
+:mod:`crs_controller.core.manifests.documents` builds such scalars as :class:`Placeholder`, a
 ``str`` that is equal to, hashes like and JSON-encodes as its text: code that does
 not substitute never sees a difference. This module sits below both ``manifests``
 and ``substitute`` so that neither imports the other for it.

@@ -13,7 +13,7 @@ our managedFields entry, so a hash of the fields we own, taken right after the a
 and again later, differs exactly when someone else changed one of them — and server
 defaulting or normalization, which changes no ownership, never looks like drift.
 
-Fields left to others (``spec.ignore``, core/ignore) are taken out of the owned fields
+Fields left to others (``spec.ignore``, core/spec/ignore) are taken out of the owned fields
 both when they are recorded and when they are checked, so another manager taking one
 is not drift. Objects an ignore rule targets are never judged by their generation:
 the API server bumps it for an HPA's scale as for an edit, and the two cannot be told
@@ -29,8 +29,8 @@ from typing import Any
 
 import xxhash
 
-from crs_controller.core.ignore import NO_IGNORES, Ignores, Pointer, strip_fields
-from crs_controller.core.models import ObjectRef
+from crs_controller.core.api.models import ObjectRef
+from crs_controller.core.spec.ignore import NO_IGNORES, Ignores, Pointer, strip_fields
 
 __all__ = [
     "Live",

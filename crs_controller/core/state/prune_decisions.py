@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from crs_controller.core.manifests import object_ref
-from crs_controller.core.models import CRSBinding, ObjectKey, ObjectRef, ResourceBinding
-from crs_controller.core.ordering import delete_order
+from crs_controller.core.api.models import CRSBinding, ObjectKey, ObjectRef, ResourceBinding
+from crs_controller.core.manifests.documents import object_ref
+from crs_controller.core.manifests.ordering import delete_order
 
 
 def inventory(entries: Iterable[CRSBinding]) -> set[ObjectRef]:

@@ -28,9 +28,9 @@ from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
 from crs_controller.core.errors import CRSError, InvalidManifest
-from crs_controller.core.hashing import object_hash
-from crs_controller.core.manifests import load_documents
-from crs_controller.core.placeholder import Placeholder
+from crs_controller.core.manifests.documents import load_documents
+from crs_controller.core.manifests.hashing import object_hash
+from crs_controller.core.manifests.placeholder import Placeholder
 
 __all__ = [
     "MAX_PATH_LENGTH",

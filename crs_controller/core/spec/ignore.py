@@ -3,7 +3,7 @@ a CRS applies. An ignored path is sent when the object is created, then left out
 every later apply and of drift checks, so that another controller (an HPA scaling a
 Deployment, say) owns it and we never take it back.
 
-Compiled once when the CRS is parsed (core/objects). Everything here is pure: which
+Compiled once when the CRS is parsed (core/spec/objects). Everything here is pure: which
 rules target an object, removing paths from an object's body (a copy), and removing
 them from the fieldsV1 of managedFields, where drift checks read ownership.
 
@@ -24,8 +24,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from crs_controller.core.api.models import IgnoreRule, ObjectKey, ObjectRef
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.models import IgnoreRule, ObjectKey, ObjectRef
 
 __all__ = [
     "NO_IGNORES",

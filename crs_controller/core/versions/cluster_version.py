@@ -25,7 +25,7 @@ from typing import Any
 
 from semver import Version
 
-from crs_controller.core.versions import parse_version
+from crs_controller.core.versions.ranges import parse_version
 
 CONTROL_PLANE_GROUP = "controlplane.cluster.x-k8s.io"
 # TopologyReconciled reasons while Cluster API upgrades a topology cluster: the current

@@ -56,8 +56,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from crs_controller.core.api.models import HealthRule
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.models import HealthRule
 
 if TYPE_CHECKING:
     # Imported where a rule is first compiled or run (see ``compile_expression``).

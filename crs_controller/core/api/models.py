@@ -135,7 +135,7 @@ class SourceRef(ResourceRef):
     and may apply only to clusters whose control plane runs a version in a range."""
 
     substitute: bool = False
-    # A semver range (">=1.34.0, <1.35.0"), compiled by core/versions.
+    # A semver range (">=1.34.0, <1.35.0"), compiled by core/versions/ranges.
     kubernetes_versions: str | None = Field(default=None, min_length=1, max_length=200)
 
 
@@ -171,7 +171,7 @@ IntOrPercent = int | Annotated[str, StringConstraints(pattern=r"^[0-9]{1,3}%$")]
 
 class HealthRule(APIModel):
     """How to tell whether objects of one kind are Ready: CEL expressions on the live
-    object (``self``), compiled by core/health_rules. It wins over kstatus."""
+    object (``self``), compiled by core/health/cel_rules. It wins over kstatus."""
 
     api_version: str = Field(min_length=1, max_length=253)
     kind: str = Field(min_length=1, max_length=63)
@@ -230,7 +230,7 @@ class IgnoreTarget(APIModel):
 
 
 class IgnoreRule(APIModel):
-    """Fields left to others (JSON pointers, compiled by core/ignore): sent when the
+    """Fields left to others (JSON pointers, compiled by core/spec/ignore): sent when the
     object is created, then left out of applies and drift checks."""
 
     target: IgnoreTarget = Field(default_factory=IgnoreTarget)

@@ -75,12 +75,12 @@ from typing import Any, Literal
 
 import xxhash
 
+from crs_controller.core.api.models import Rollout as RolloutSpec
+from crs_controller.core.api.models import WaitingFor, to_api
+from crs_controller.core.api.selectors import selector_matches, validate_selector
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.models import Rollout as RolloutSpec
-from crs_controller.core.models import WaitingFor, to_api
-from crs_controller.core.selectors import selector_matches, validate_selector
-from crs_controller.core.windows import Window, verdict
+from crs_controller.core.rollout.windows import Window, verdict
 
 __all__ = [
     "APPROVE_ANNOTATION",

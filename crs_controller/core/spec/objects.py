@@ -15,23 +15,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from crs_controller.core.clusters import (
+from crs_controller.core.api.clusters import (
     HOLD_UPDATES_ANNOTATION,
     PAUSED_ANNOTATION,
     control_plane_initialized,
     is_paused,
 )
-from crs_controller.core.control_planes import (
-    ControlPlaneRef,
-    RefProblem,
-    control_plane_ref,
-    topology_upgrading,
-    topology_version,
-)
-from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.health_rules import CompiledRule, compile_rules
-from crs_controller.core.ignore import NO_IGNORES, Ignores, compile_ignores
-from crs_controller.core.models import (
+from crs_controller.core.api.models import (
     ClusterResourceSet,
     ClusterResourceSetBinding,
     ClusterResourceSetStatus,
@@ -39,11 +29,21 @@ from crs_controller.core.models import (
     ObjectMeta,
     to_api,
 )
-from crs_controller.core.models import Rollout as RolloutSpec
-from crs_controller.core.modes import ApplyOnce, Reconcile, Strategy, compile_strategy
-from crs_controller.core.rollout import APPROVE_ANNOTATION, Policy, compile_windows, policy_of
-from crs_controller.core.selectors import matches_validated, validate_selector
-from crs_controller.core.versions import VersionRange, compile_range
+from crs_controller.core.api.models import Rollout as RolloutSpec
+from crs_controller.core.api.selectors import matches_validated, validate_selector
+from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.health.cel_rules import CompiledRule, compile_rules
+from crs_controller.core.rollout.plan import APPROVE_ANNOTATION, Policy, compile_windows, policy_of
+from crs_controller.core.spec.ignore import NO_IGNORES, Ignores, compile_ignores
+from crs_controller.core.spec.modes import ApplyOnce, Reconcile, Strategy, compile_strategy
+from crs_controller.core.versions.cluster_version import (
+    ControlPlaneRef,
+    RefProblem,
+    control_plane_ref,
+    topology_upgrading,
+    topology_version,
+)
+from crs_controller.core.versions.ranges import VersionRange, compile_range
 
 
 def _meta(raw: Mapping[str, Any]) -> ObjectMeta:
@@ -236,7 +236,7 @@ class Cluster(_Named):
     # The object as the API server sent it: per-cluster values (spec.variables and
     # the built-ins) are read from its fields.
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    # spec.controlPlaneRef (core/control_planes), read once.
+    # spec.controlPlaneRef (core/versions/cluster_version), read once.
     control_plane: ControlPlaneRef | RefProblem | None = None
     upgrading: bool = False  # its TopologyReconciled condition says it upgrades
     topology_version: str | None = None

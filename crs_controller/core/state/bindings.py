@@ -11,9 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from crs_controller.core.drift import generation_sum
-from crs_controller.core.manifests import object_ref
-from crs_controller.core.models import (
+from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_KIND,
     MESSAGE_LIMIT,
@@ -28,8 +26,10 @@ from crs_controller.core.models import (
     ResourceRef,
     to_api,
 )
-from crs_controller.core.modes import Scope
-from crs_controller.core.status import Outcome, recorded_reason
+from crs_controller.core.manifests.documents import object_ref
+from crs_controller.core.spec.modes import Scope
+from crs_controller.core.state.drift_decisions import generation_sum
+from crs_controller.core.state.status import Outcome, recorded_reason
 from crs_controller.core.text import safe
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from crs_controller.core.models import (
+from crs_controller.core.api.models import (
     MESSAGE_LIMIT,
     BindingOutcome,
     ClusterResourceSetStatus,

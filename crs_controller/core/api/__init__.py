@@ -1,0 +1,3 @@
+"""The API's shapes as read: pydantic models of the CRS and binding, Cluster facts,
+label selectors.
+"""

@@ -1,0 +1,1 @@
+"""Health: kstatus-style readiness, and CRS-defined CEL rules."""

@@ -1,0 +1,3 @@
+"""Manifests: parsing ConfigMap/Secret documents within limits, placeholders, hashing,
+apply order.
+"""

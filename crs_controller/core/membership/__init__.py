@@ -1,0 +1,1 @@
+"""Replicas: Lease bodies and shard ownership."""

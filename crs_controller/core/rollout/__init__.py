@@ -1,0 +1,1 @@
+"""Rollout rules: the staged plan, maintenance windows."""

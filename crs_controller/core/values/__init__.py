@@ -1,0 +1,1 @@
+"""Per-cluster values: substitution into manifests, and dependsOn between CRSs."""

@@ -1,0 +1,1 @@
+"""Kubernetes versions: SemVer ranges, and the version a cluster's control plane runs."""
