@@ -10,9 +10,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from crs_controller.testbed import ControlPlane, TestbedClient
 from crs_controller.testbed.clusters import install_crds
+
+# Property tests judge what the code computes, never how fast: a loaded machine (the
+# suite shares two cores with the API servers) must not fail an example for time.
+settings.register_profile(
+    "crs", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("crs")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = 3

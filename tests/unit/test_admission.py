@@ -30,6 +30,7 @@ from crs_controller.engine.reconcile.admission import (
 )
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 from crs_controller.engine.reconcile.rollout import revision_of, source_hashes
+from crs_controller.engine.reconcile.scope import ClusterScope
 
 from .memory_kube import CLUSTER_API, MemoryKube, World
 
@@ -96,10 +97,10 @@ async def test_the_rollout_holds_an_update_until_the_plan_admits_the_cluster() -
     hashes = await source_hashes(ctx, the_crs)
     assert hashes is not None
     target = revision_of(hashes)
-    gate = Gate(ctx, cluster, {"a": entry}, {})
-    assert await gate.admit(the_crs, entry) == Held(RolloutStep(), 1)
+    gate = Gate(scope_of(world, "c1"))
+    assert await gate.admit(the_crs) == Held(RolloutStep(), 1)
     ctx.rollouts.set(NS, "a", target, Plan(frozenset({"c1"}), "Progressing", 1, 0, "", None))
-    assert await gate.admit(the_crs, entry) == Go(target)
+    assert await gate.admit(the_crs) == Go(target)
 
 
 @pytest.mark.parametrize(
@@ -150,7 +151,14 @@ async def admit_c1(world: World) -> Go | Held:
     the_crs, cluster = world.index.crs(NS, "a"), world.index.cluster(NS, "c1")
     entry = world.index.entry(NS, "c1", "a")
     assert the_crs is not None and cluster is not None and entry is not None
-    return await Gate(world.ctx, cluster, {"a": entry}, {}).admit(the_crs, entry)
+    return await Gate(scope_of(world, "c1")).admit(the_crs)
+
+
+def scope_of(world: World, name: str) -> ClusterScope:
+    """A pass's scope over the cluster as the caches hold it, its binding as recorded."""
+    cluster, cached = world.index.cluster(NS, name), world.ctx.caches.binding(NS, name)
+    assert cluster is not None and cached is not None
+    return ClusterScope(world.ctx, cluster, cached.valid)
 
 
 async def test_a_cluster_holding_updates_is_held_even_when_the_plan_admits_it() -> None:

@@ -11,26 +11,26 @@ approval), and the fleet-wide budget of clusters updating at once
 is a value, ``Go`` or ``Held``, and ``describe`` is the one place a held CRS's
 outcome is made.
 
-"Done" is read from one source of truth, the cluster's binding: the entries this
-pass has recorded so far (a dependency applied earlier in the same pass lets its
-dependents go at once), else the ones the binding had. Never from this process's
+"Done" is read from one source of truth, the cluster's binding, through the pass's
+scope (``reconcile.scope``): the entry this pass has recorded so far (a dependency
+applied earlier in the same pass lets its dependents go at once), else the one the
+binding had. Never from this process's
 memory, so a restart or a shard hand-over answers the same. The rollout's plan is
 the CRS reconcile's, kept in memory (``memory.plans``) because it is computed there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from crs_controller.core.api.models import CRSBinding
-from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.status import Outcome, outcome_of
 from crs_controller.core.values.dependencies import Cycle, Missing, Wait
 from crs_controller.core.values.dependencies import Go as DependenciesDone
 from crs_controller.core.values.dependencies import describe as describe_dependency
-from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.rollout import entry_revision, revision_of, source_hashes
+from crs_controller.engine.reconcile.scope import ClusterScope
 
 __all__ = [
     "Admission",
@@ -125,32 +125,24 @@ def describe(held: Held) -> Outcome:
 
 
 class Gate:
-    """The gate of one cluster's pass. ``recorded`` is the binding's entries as this
-    pass writes them (filled in as CRSs are done, in dependency order); ``before``
-    the entries the binding had."""
+    """The gate of one cluster's pass: what it knows of the cluster, it reads from
+    the pass's scope."""
 
-    def __init__(
-        self,
-        ctx: ClusterContext,
-        cluster: Cluster,
-        before: Mapping[str, CRSBinding],
-        recorded: Mapping[str, CRSBinding],
-    ) -> None:
-        self._ctx = ctx
-        self._cluster = cluster
+    def __init__(self, scope: ClusterScope) -> None:
+        self._scope = scope
         # Built once per change of the namespace's CRSs; each answer is then
         # O(dependencies), worked out once per pass.
-        graph = ctx.caches.dependencies(cluster.namespace)
-        self._dependencies = graph.gates(*_questions(ctx, cluster, before, recorded))
+        graph = scope.ctx.caches.dependencies(scope.cluster.namespace)
+        self._dependencies = graph.gates(*_questions(scope))
 
-    async def admit(self, crs: CRS, entry: CRSBinding | None) -> Admission:
-        """May ``crs`` run its pass on this cluster now? ``entry`` is its binding
-        entry before this pass."""
+    async def admit(self, crs: CRS) -> Admission:
+        """May ``crs`` run its pass on this cluster now?"""
         if crs.valid.spec.depends_on:
             decided = self._dependencies(crs.name)
             if not isinstance(decided, DependenciesDone):
                 return Held(decided, crs.generation)
-        ctx, cluster = self._ctx, self._cluster
+        scope = self._scope
+        ctx, cluster, entry = scope.ctx, scope.cluster, scope.before(crs.name)
         limit = ctx.settings.max_updating_clusters
         if crs.policy is None and not cluster.holds_updates and limit is None:
             return Go()
@@ -170,7 +162,8 @@ class Gate:
 
     def _update_held(self, crs: CRS, target: str, limit: int | None) -> Hold | None:
         """What holds a new revision back on this cluster, which has the CRS."""
-        ctx, cluster, ns = self._ctx, self._cluster, crs.namespace
+        scope = self._scope
+        ctx, cluster, ns = scope.ctx, scope.cluster, crs.namespace
         if cluster.holds_updates:
             return UpdateHeld()
         step = 1
@@ -179,20 +172,16 @@ class Gate:
                 return RolloutStep(ctx.rollouts.waiting_for(ns, crs.name, target))
             made = ctx.rollouts.plan(ns, crs.name)
             step = made[1].step if made is not None else 1
-        if limit is not None and not ctx.budget.ask((ns, cluster.name), crs.name, step):
+        if limit is not None and not scope.ask_budget(crs.name, step):
             return BudgetExhausted(limit)
         return None
 
 
-def _questions(
-    ctx: ClusterContext,
-    cluster: Cluster,
-    before: Mapping[str, CRSBinding],
-    recorded: Mapping[str, CRSBinding],
-) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
+def _questions(scope: ClusterScope) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
     """What the dependency gate asks about this cluster: does CRS ``name`` select
     it, and is it done there (applied at its generation, and Ready), as the binding
     records it."""
+    ctx, cluster = scope.ctx, scope.cluster
 
     def selects(name: str) -> bool:
         other = ctx.caches.crs(cluster.namespace, name)
@@ -200,7 +189,7 @@ def _questions(
 
     def done(name: str) -> bool:
         other = ctx.caches.crs(cluster.namespace, name)
-        outcome = outcome_of(recorded.get(name) or before.get(name))
+        outcome = outcome_of(scope.recorded(name))
         return (
             other is not None
             and outcome is not None

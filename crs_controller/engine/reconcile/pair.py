@@ -1,55 +1,38 @@
 """One CRS's pass over its resources on one cluster: load each source, decide with
-the mode's strategy (and drift checks) whether to apply, apply, and record.
+the mode's strategy (and drift checks) whether to apply, apply, check health, run
+the rollout step's validation, and record.
 
-Returns the CRS's new binding entry and outcome; writing the binding is the cluster
-reconcile's job, once for all CRSs.
+Returns the CRS's new binding entry and outcome; writing the binding is the scope's
+job (``reconcile.scope``), once for all CRSs.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
 import structlog
 
-from crs_controller.clients.api import KubeAPI
-from crs_controller.core.api.models import (
-    CRSBinding,
-    ObjectKey,
-    ObjectRef,
-    ResourceBinding,
-    ResourceRef,
-)
+from crs_controller.core.api.models import CRSBinding, ObjectRef, ResourceBinding, ResourceRef
 from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreachable
 from crs_controller.core.spec.modes import Apply, CheckDrift, Decision, Scope, Strategy
-from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.bindings import record_apply, recorded, select_objects
-from crs_controller.core.state.prune_decisions import wanted_keys
 from crs_controller.core.state.status import Outcome
-from crs_controller.core.versions.cluster_version import ClusterVersion
 from crs_controller.core.versions.ranges import version_match
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.sources import Source
 from crs_controller.engine.memory.notes import Note
-from crs_controller.engine.reconcile.context import ClusterContext
+from crs_controller.engine.reconcile.admission import Go
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
+from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
 from crs_controller.engine.reconcile.substitute import Prepared, prepare
+from crs_controller.engine.reconcile.validation import validated
 from crs_controller.engine.reconcile.workload.applying import ApplyResult, apply_objects
 from crs_controller.engine.reconcile.workload.observing import Observer, check_health
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True)
-class CRSPass:
-    """How one CRS's pass on one cluster ended: its binding entry and outcome, and
-    what should happen next."""
-
-    entry: CRSBinding
-    outcome: Outcome
-    then: Result = NOTHING
 
 
 @dataclass
@@ -102,39 +85,69 @@ def _failed(
     return _Done(name, previous, (reason, message), then=then, unreachable=unreachable)
 
 
-async def reconcile_pair(
-    ctx: ClusterContext,
-    client: KubeAPI,
-    cluster: Cluster,
-    crs: CRS,
-    entry: CRSBinding | None,
-    target: str | None,
-    *,
-    keep: bool = False,
-) -> CRSPass:
-    """The pass, once the gate let it go (reconcile/admission); ``target`` is the
-    revision its rollout lets this cluster take (None: no rollout); with ``keep``
-    (the gate could not read the revision) installed resources keep what they have."""
-    spec = crs.valid.spec
-    # Compiled when the CRS was parsed (core/spec/objects): nothing is parsed here.
-    strategy = crs.strategy
-    now = ctx.clock.wall()
-    progress = _Progress()
-    drift = strategy.drift
-    pair = (cluster.namespace, crs.name, cluster.name)
-    wait = ctx.drift.wait(pair, ctx.clock.now())
-    drift_due = drift.enabled and wait == 0
-    # One read per kind for the whole pass, shared by its resources' drift checks.
-    observer = Observer(client, ctx.settings.field_manager, crs.ignores)
+async def reconcile_pair(scope: ClusterScope, crs: CRS, go: Go) -> CRSPass:
+    """The pass, once the gate let it go (reconcile/admission): ``go.target`` is the
+    revision its rollout lets this cluster take (None: no rollout); with
+    ``go.keep_installed`` (the gate could not read the revision) installed resources
+    keep what they have."""
+    run = _PairRun.start(scope, crs, go)
+    progress = await _resources(scope, run)
+    if run.drift_due:
+        scope.ctx.drift.checked(run.pair, scope.ctx.clock.now(), crs.strategy.drift.interval)
+    progress.then |= _announce(scope, crs, progress)
+    outcome = _waiting(scope, run, progress, await _outcome(scope, run, progress))
+    if go.keep_installed and progress.held:
+        progress.then |= RETRY
+    # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
+    entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
+    done = CRSPass(entry, outcome, progress.then)
+    return await validated(scope, crs, done, target=go.target, run=go.validate)
+
+
+@dataclass(frozen=True)
+class _PairRun:
+    """What decides about every resource of one CRS's pass on the cluster."""
+
+    crs: CRS
+    go: Go
+    now: datetime
+    pair: tuple[str, str, str]  # (namespace, CRS, cluster): the drift schedule's key
+    drift_wait: float  # seconds until this pair's drift check is due
+    observer: Observer  # one read per kind, shared by the resources' drift checks
+    hold: bool  # the cluster upgrades: an installed resource keeps its revision
+
+    @classmethod
+    def start(cls, scope: ClusterScope, crs: CRS, go: Go) -> _PairRun:
+        ctx = scope.ctx
+        pair = (scope.cluster.namespace, crs.name, scope.cluster.name)
+        wait = ctx.drift.wait(pair, ctx.clock.now())
+        observer = Observer(scope.workload, ctx.settings.field_manager, crs.ignores)
+        # While Cluster API upgrades the cluster, a new revision of an installed
+        # resource waits (unless this CRS gates the upgrade): first installs still go.
+        upgrading = scope.version.upgrading and not crs.valid.spec.gate_upgrades
+        return cls(crs, go, ctx.clock.wall(), pair, wait, observer, go.keep_installed or upgrading)
+
+    @property
+    def drift_due(self) -> bool:
+        return self.crs.strategy.drift.enabled and self.drift_wait == 0
+
+    @property
+    def strategy(self) -> Strategy:
+        # Compiled when the CRS was parsed (core/spec/objects): nothing is parsed here.
+        return self.crs.strategy
+
+
+async def _resources(scope: ClusterScope, run: _PairRun) -> _Progress:
+    """Each resource's turn, in spec order; those of another Kubernetes version leave
+    the entry, those following an unknown one stay as recorded."""
+    crs, progress = run.crs, _Progress()
+    drift = crs.strategy.drift
     if drift.enabled:
-        progress.then = Result.after(wait or drift.interval)
-    version = ctx.control_planes.of(cluster)
-    # While Cluster API upgrades the cluster, a new revision of an installed resource
-    # waits (unless this CRS gates the upgrade): first installs still go.
-    hold = keep or (version.upgrading and not spec.gate_upgrades)
-    for index, ref in enumerate(spec.resources):
+        progress.then = Result.after(run.drift_wait or drift.interval)
+    entry = scope.before(crs.name)
+    for index, ref in enumerate(crs.valid.spec.resources):
         previous = recorded(entry, ref)
-        match version_match(crs.version_range(index), version.version):
+        match version_match(crs.version_range(index), scope.version.version):
             case "unknown":  # kept as it is, neither applied nor withdrawn
                 progress.add(_Done(ref.name, previous))
                 progress.unversioned.append(f"{ref.kind}/{ref.name}")
@@ -144,97 +157,69 @@ async def reconcile_pair(
         if progress.unreachable:
             progress.add(_Done(ref.name, previous))  # not reached: unchanged
             continue
-        step = _Step(ref, previous, strategy, now, drift_due, observer, hold)
-        progress.add(await _resource_pass(ctx, client, crs, cluster, step))
-    if drift_due:
-        ctx.drift.checked(pair, ctx.clock.now(), drift.interval)
-    progress.then |= _announce(ctx, crs, cluster, progress)
-    outcome = await _outcome(ctx, observer, crs, cluster, progress, target or "", now)
-    outcome = _waiting(crs, cluster, version, progress, outcome, keep)
-    if keep and progress.held:
-        progress.then |= RETRY
-    # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
-    new_entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
-    return CRSPass(new_entry, outcome, progress.then)
+        progress.add(await _resource_pass(scope, run, _Turn(ref, previous)))
+    return progress
 
 
-def _waiting(
-    crs: CRS,
-    cluster: Cluster,
-    version: ClusterVersion,
-    progress: _Progress,
-    outcome: Outcome,
-    keep: bool,
-) -> Outcome:
+def _waiting(scope: ClusterScope, run: _PairRun, progress: _Progress, outcome: Outcome) -> Outcome:
     """What an otherwise applied pass waits for: the sources' revision (unreadable
     when the gate asked), the end of the cluster's upgrade (a new revision kept back),
     or its version (resources that follow it)."""
+    generation, cluster = run.crs.generation, scope.cluster.name
     if outcome.state == "Failed":
         return outcome
-    if progress.held and keep:
+    if progress.held and run.go.keep_installed:
         message = (
             f"the revision of the sources could not be read: {', '.join(progress.held)} "
             "keep what they have until it can"
         )
-        return Outcome("Progressing", "Progressing", message, crs.generation)
+        return Outcome("Progressing", "Progressing", message, generation)
     if progress.held:
         message = (
-            f"Cluster API is upgrading cluster {cluster.name}: the new revision of "
+            f"Cluster API is upgrading cluster {cluster}: the new revision of "
             f"{', '.join(progress.held)} waits until the upgrade is done"
         )
-        return Outcome("Progressing", "UpgradeInProgress", message, crs.generation)
+        return Outcome("Progressing", "UpgradeInProgress", message, generation)
     if progress.unversioned:
         message = (
             f"{', '.join(progress.unversioned)} follow the Kubernetes version, unknown for "
-            f"cluster {cluster.name}: {version.unknown}"
+            f"cluster {cluster}: {scope.version.unknown}"
         )
-        return Outcome("Waiting", "WaitingForVersion", message, crs.generation)
+        return Outcome("Waiting", "WaitingForVersion", message, generation)
     return outcome
 
 
-async def _outcome(
-    ctx: ClusterContext,
-    observer: Observer,
-    crs: CRS,
-    cluster: Cluster,
-    progress: _Progress,
-    rev: str,
-    now: datetime,
-) -> Outcome:
+async def _outcome(scope: ClusterScope, run: _PairRun, progress: _Progress) -> Outcome:
     """The pass's outcome: its first failure, else applied (and Ready, when the CRS
-    waits for it). ``rev`` says which revision it is for: a rollout's soak counts
+    waits for it). The outcome says which revision it is for: a rollout's soak counts
     from when a cluster reached the new one, even if its outcome reads the same."""
+    crs, rev = run.crs, run.go.target or ""
     if progress.failures:
         message = "; ".join(m for _, m in progress.failures)
         return Outcome("Failed", progress.failures[0][0], message, crs.generation, revision=rev)
     outcome = Outcome("Applied", "Applied", "all resources applied", crs.generation, revision=rev)
     check = crs.valid.spec.health_check
     if check is not None and check.wait:
-        outcome = await _health(ctx, observer, crs, cluster, progress, outcome, now)
+        outcome = await _health(scope, run, progress, outcome)
     return outcome
 
 
 async def _health(
-    ctx: ClusterContext,
-    observer: Observer,
-    crs: CRS,
-    cluster: Cluster,
-    progress: _Progress,
-    applied: Outcome,
-    now: datetime,
+    scope: ClusterScope, run: _PairRun, progress: _Progress, applied: Outcome
 ) -> Outcome:
     """The outcome once the applied objects' readiness is known; schedules the next
     look while waiting."""
+    crs, cluster = run.crs, scope.cluster
     assert crs.valid.spec.health_check is not None
     checked = await check_health(
-        observer,
+        run.observer,
         crs.valid.spec.health_check,
         progress.resources,
         limit=crs.strategy.durations.health_timeout,
         applied=applied,
-        previous=ctx.outcomes.get(cluster.namespace, crs.name, cluster.name),
+        previous=scope.ctx.outcomes.get(cluster.namespace, crs.name, cluster.name),
         sent_now=bool(progress.applied),
-        now=now,
+        now=run.now,
         rules=crs.health_rules,
     )
     progress.then |= checked.then
@@ -242,16 +227,11 @@ async def _health(
 
 
 @dataclass(frozen=True)
-class _Step:
-    """One resource of a pass: what was recorded, and what decides about it."""
+class _Turn:
+    """One resource's turn in a pass: its reference and what was recorded for it."""
 
     ref: ResourceRef
     previous: ResourceBinding | None
-    strategy: Strategy
-    now: datetime
-    drift_due: bool  # this pair's drift check is due in this pass
-    observer: Observer
-    hold: bool = False  # the cluster upgrades: an installed resource keeps its revision
 
     @property
     def name(self) -> str:
@@ -259,67 +239,56 @@ class _Step:
         return f"{self.ref.kind}/{self.ref.name}"
 
 
-async def _resource_pass(
-    ctx: ClusterContext, client: KubeAPI, crs: CRS, cluster: Cluster, step: _Step
-) -> _Done:
-    previous, name = step.previous, step.name
-    source = await ctx.sources.load(cluster.namespace, step.ref)
+@dataclass(frozen=True)
+class _Loaded:
+    """A resource's source as it is now, prepared for this cluster."""
+
+    source: Source
+    prepared: Prepared
+
+
+async def _resource_pass(scope: ClusterScope, run: _PairRun, turn: _Turn) -> _Done:
+    previous, name = turn.previous, turn.name
+    source = await scope.source(turn.ref)
     if source.error is not None:
         return _failed(name, previous, source.error.reason, str(source.error))
     try:
-        prepared = await prepare(ctx.sources, crs, cluster, source)
+        prepared = await prepare(scope.ctx.sources, run.crs, scope.cluster, source)
     except CRSError as exc:  # UnresolvedVariable, InvalidManifest: this cluster alone
         return _failed(name, previous, exc.reason, str(exc))
-    if step.hold and previous is not None and previous.applied and previous.hash != prepared.digest:
+    if run.hold and previous is not None and previous.applied and previous.hash != prepared.digest:
         return _Done(name, previous, held=True)
     try:
-        decision = step.strategy.decide(previous, prepared.digest, step.now, step.drift_due)
-        why = await _why_apply(step.observer, decision, previous)
+        decision = run.strategy.decide(previous, prepared.digest, run.now, run.drift_due)
+        why = await _why_apply(run.observer, decision, previous)
         if isinstance(decision, CheckDrift):
-            log.debug(
-                "drift checked",
-                crs=f"{crs.namespace}/{crs.name}",
-                cluster=cluster.name,
-                resource=name,
-                drifted=why is not None,
-            )
+            log.debug("drift checked", **_where(scope, run), resource=name, drifted=why is not None)
         if why is None:
             assert previous is not None
-            due = step.strategy.next_due(previous, step.now)
-            return _Done(name, previous, then=Result.after(due))
-        return await _apply_resource(ctx, client, crs, cluster, source, prepared, step, why)
+            return _Done(
+                name, previous, then=Result.after(run.strategy.next_due(previous, run.now))
+            )
+        return await _apply_resource(scope, run, turn, _Loaded(source, prepared), why)
     except Unreachable as exc:
         return _failed(name, previous, exc.reason, str(exc), retry=True, unreachable=True)
     except APIError as exc:  # e.g. a drift read refused: this resource fails alone
         return _failed(name, previous, "ApplyFailed", str(exc), retry=True)
 
 
-def _announce(ctx: ClusterContext, crs: CRS, cluster: Cluster, progress: _Progress) -> Result:
+def _where(scope: ClusterScope, run: _PairRun) -> dict[str, str]:
+    """The pair, for the log."""
+    return {"crs": f"{run.crs.namespace}/{run.crs.name}", "cluster": scope.cluster.name}
+
+
+def _announce(scope: ClusterScope, crs: CRS, progress: _Progress) -> Result:
     """What this pass applied, per reason: told with the other clusters' passes as one
     event for the CRS (memory/notes), which the Result wakes once they settle."""
     then = NOTHING
     for why, resources in progress.applied.items():
-        note = Note("Normal", why, cluster.name, resources=tuple(resources))
-        quiet = ctx.announcements.note(crs.namespace, crs.name, note)
+        note = Note("Normal", why, scope.cluster.name, resources=tuple(resources))
+        quiet = scope.ctx.announcements.note(crs.namespace, crs.name, note)
         then |= Result.waking(Wake(crs_key(crs.namespace, crs.name), quiet))
     return then
-
-
-async def wanted_by(
-    ctx: ClusterContext, namespace: str, crss: list[CRS], version: ClusterVersion
-) -> set[ObjectKey]:
-    """What the matching CRSs' sources ask for now on a cluster running ``version``
-    (parsing is cached per content); resources following an unknown version count."""
-    wanted: set[ObjectKey] = set()
-    for crs in crss:
-        for index, ref in enumerate(crs.valid.spec.resources):
-            if version_match(crs.version_range(index), version.version) == "outside":
-                continue
-            source = await ctx.sources.load(namespace, ref)
-            if source.error is None:
-                with contextlib.suppress(ResourceError):
-                    wanted |= wanted_keys(await ctx.sources.objects(source))
-    return wanted
 
 
 @dataclass(frozen=True)
@@ -344,46 +313,41 @@ async def _why_apply(
 
 
 async def _apply_resource(
-    ctx: ClusterContext,
-    client: KubeAPI,
-    crs: CRS,
-    cluster: Cluster,
-    source: Source,
-    prepared: Prepared,
-    step: _Step,
-    why: _Why,
+    scope: ClusterScope, run: _PairRun, turn: _Turn, loaded: _Loaded, why: _Why
 ) -> _Done:
-    ref, previous, name = source.ref, step.previous, step.name
+    previous, name, crs = turn.previous, turn.name, run.crs
     try:
-        manifest = await prepared.manifest(ctx.sources, source)
+        manifest = await loaded.prepared.manifest(scope.ctx.sources, loaded.source)
     except ResourceError as exc:
         return _failed(name, previous, exc.reason, str(exc))
     chosen = select_objects(manifest.objects, manifest.hashes, previous, why.scope)
     applied = await apply_objects(
-        client,
+        scope.workload,
         [manifest.objects[i] for i in chosen.send],
-        field_manager=ctx.settings.field_manager,
-        only_missing=step.strategy.apply.only_missing,
-        confidential=ref.kind == "Secret",
+        field_manager=scope.ctx.settings.field_manager,
+        only_missing=run.strategy.apply.only_missing,
+        confidential=turn.ref.kind == "Secret",
         hashes=[manifest.hashes[i] for i in chosen.send],
         ignores=crs.ignores,
-        inventory=_created(previous, step.observer),
+        inventory=_created(previous, run.observer),
     )
     current = {**chosen.kept, **{chosen.send[i]: d for i, d in applied.applied.items()}}
+    objects = [current[i] for i in sorted(current)]
     record = record_apply(
-        ref,
+        turn.ref,
         previous,
-        digest=prepared.digest,
+        digest=loaded.prepared.digest,
         ok=applied.ok,
-        objects=[current[i] for i in sorted(current)],
+        objects=objects,
         skipped=applied.skipped,
-        now=step.now,
+        now=run.now,
     )
-    _tell_apply(crs, cluster, name, applied, unchanged=len(chosen.kept))
+    _tell_apply(scope, run, name, applied, unchanged=len(chosen.kept))
     if not applied.ok:
-        failure = ("ApplyFailed", f"{name}: {'; '.join(applied.errors)}")
-        return _Done(name, record, failure, then=RETRY)
-    then = Result.after(step.strategy.next_due(record, step.now))
+        return _Done(
+            name, record, ("ApplyFailed", f"{name}: {'; '.join(applied.errors)}"), then=RETRY
+        )
+    then = Result.after(run.strategy.next_due(record, run.now))
     return _Done(name, record, applied_as=why.reason if chosen.send else None, then=then)
 
 
@@ -398,15 +362,14 @@ def _created(previous: ResourceBinding | None, observer: Observer) -> list[Objec
 
 
 def _tell_apply(
-    crs: CRS, cluster: Cluster, name: str, applied: ApplyResult, *, unchanged: int
+    scope: ClusterScope, run: _PairRun, name: str, applied: ApplyResult, *, unchanged: int
 ) -> None:
     """One resource's apply, in the metrics and the log."""
     metrics.OBJECTS_APPLIED.inc(len(applied.applied))
     metrics.APPLY_ERRORS.inc(len(applied.errors))
     log.info(
         "resource applied" if applied.ok else "resource apply failed",
-        crs=f"{crs.namespace}/{crs.name}",
-        cluster=cluster.name,
+        **_where(scope, run),
         resource=name,
         objects=len(applied.applied),
         unchanged=unchanged,

@@ -11,48 +11,40 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from crs_controller.clients.api import KubeAPI
-from crs_controller.core.api.models import CRSBinding, ValidationRecord
-from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.api.models import ValidationRecord
+from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.status import Outcome
-from crs_controller.engine.reconcile.admission import Go
-from crs_controller.engine.reconcile.context import ClusterContext
-from crs_controller.engine.reconcile.pair import CRSPass
 from crs_controller.engine.reconcile.result import NOTHING, Result
+from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
 from crs_controller.engine.reconcile.workload.validating import validate
 
 FAILED = "ValidationFailed"
 
 
 async def validated(
-    ctx: ClusterContext,
-    client: KubeAPI,
-    cluster: Cluster,
-    crs: CRS,
-    entry: CRSBinding | None,
-    admitted: Go,
-    done: CRSPass,
+    scope: ClusterScope, crs: CRS, done: CRSPass, *, target: str | None, run: bool
 ) -> CRSPass:
     """The pass with its validation record carried over, and the step's validation
-    run when the plan asks for it and the pair is done (applied, and Ready)."""
-    target = admitted.target
+    run when the plan asks for it (``run``) and the pair is done (applied, and
+    Ready). ``target``: the revision the rollout lets this cluster take."""
+    entry = scope.before(crs.name)
     before = entry.validation if entry is not None else None
     record = before if before is not None and before.revision == target else None
     then, outcome = NOTHING, done.outcome
     ready = outcome.state == "Applied" and outcome.ready
-    if admitted.validate and ready and target is not None:
-        step = _step(ctx, crs)
+    if run and ready and target is not None:
+        step = _step(scope, crs)
         if step is not None:
-            record, then = await _run(ctx, client, cluster, crs, step, target, record)
+            record, then = await _run(scope, crs, step, target, record)
     if record is not None and record.phase == "Failed" and outcome.state != "Failed":
         outcome = Outcome("Failed", FAILED, record.message, crs.generation, revision=target or "")
     entry_now = done.entry.model_copy(update={"validation": record})
     return replace(done, entry=entry_now, outcome=outcome, then=done.then | then)
 
 
-def _step(ctx: ClusterContext, crs: CRS) -> int | None:
+def _step(scope: ClusterScope, crs: CRS) -> int | None:
     """The step the plan validates: the one it stands at, if it has a validation."""
-    made = ctx.rollouts.plan(crs.namespace, crs.name)
+    made = scope.ctx.rollouts.plan(crs.namespace, crs.name)
     rollout = crs.valid.spec.rollout
     if made is None or rollout is None or not 1 <= made[1].step <= len(rollout.steps):
         return None
@@ -60,9 +52,7 @@ def _step(ctx: ClusterContext, crs: CRS) -> int | None:
 
 
 async def _run(
-    ctx: ClusterContext,
-    client: KubeAPI,
-    cluster: Cluster,
+    scope: ClusterScope,
     crs: CRS,
     step: int,
     target: str,
@@ -74,10 +64,10 @@ async def _run(
     timeout = crs.strategy.durations.validation_timeout[step - 1]
     assert spec is not None and timeout is not None
     checked = await validate(
-        ctx,
-        client,
+        scope.ctx,
+        scope.workload,
         crs,
-        cluster,
+        scope.cluster,
         step=step,
         spec=spec,
         timeout=timeout,

@@ -1,0 +1,276 @@
+"""One cluster's pass as one value, in the spirit of Cluster API's scope objects.
+
+A ``ClusterScope`` holds what a cluster's pass works with: the context, the Cluster,
+its workload client (None while it cannot be contacted), the version its control
+plane runs, the binding's entries as recorded before the pass and as the pass writes
+them, the sources the pass loaded, and the cluster's place in the fleet-wide update
+budget. The gate, the pairs, validation and pruning take the scope and read it; only
+its methods change it: ``settle`` writes a pair's entry, the budget is asked and
+given back here and nowhere else in a pass, ``prune`` deletes what left, ``record``
+writes the binding once.
+
+Every function of the cluster's pass takes the scope first, then the CRS (or the
+pair's own pass, which holds it), then what it works on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from crs_controller.clients.api import KubeAPI
+from crs_controller.clients.workload import kubeconfig_secret_name
+from crs_controller.core.api.models import (
+    ClusterResourceSetBinding,
+    CRSBinding,
+    ObjectKey,
+    ResourceRef,
+)
+from crs_controller.core.errors import ResourceError, Unreachable
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.bindings import entries_by_crs, owner_reference, with_outcome
+from crs_controller.core.state.prune_decisions import wanted_keys
+from crs_controller.core.state.status import Outcome
+from crs_controller.core.values.dependencies import removal_order
+from crs_controller.core.versions.ranges import version_match
+from crs_controller.engine.io import metrics
+from crs_controller.engine.io.sources import Source
+from crs_controller.engine.memory.notes import Note
+from crs_controller.engine.reconcile.context import ClusterContext
+from crs_controller.engine.reconcile.recording import write_binding
+from crs_controller.engine.reconcile.result import (
+    NOTHING,
+    RETRY,
+    Result,
+    Wake,
+    cluster_key,
+    crs_key,
+)
+from crs_controller.engine.reconcile.workload.pruning import Pruned, prune
+
+log = structlog.get_logger(__name__)
+
+BUDGET_WAIT = "BudgetExhausted"
+
+
+@dataclass(frozen=True)
+class CRSPass:
+    """How one CRS's pass on one cluster ended: its binding entry and outcome, and
+    what should happen next."""
+
+    entry: CRSBinding
+    outcome: Outcome
+    then: Result = NOTHING
+
+
+class ClusterScope:
+    """What one cluster's pass works with, and the only writer of its new entries."""
+
+    def __init__(
+        self, ctx: ClusterContext, cluster: Cluster, binding: ClusterResourceSetBinding | None
+    ) -> None:
+        self.ctx = ctx
+        self.cluster = cluster
+        self.binding = binding
+        self.client: KubeAPI | None = None
+        self.version = ctx.control_planes.of(cluster)
+        self._before = entries_by_crs(binding)
+        # Paused CRSs are left alone: their entries stay exactly as they are.
+        keep = {c.name for c in ctx.caches.crss_in(cluster.namespace) if c.left_alone}
+        self._now = {n: e for n, e in self._before.items() if n in keep}
+        self._sources: dict[tuple[str, str], Source] = {}
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.cluster.namespace, self.cluster.name)
+
+    @property
+    def workload(self) -> KubeAPI:
+        """The workload cluster's client: a pair's pass runs only once connected."""
+        assert self.client is not None
+        return self.client
+
+    def before(self, crs_name: str) -> CRSBinding | None:
+        """The CRS's entry as the binding had it before this pass."""
+        return self._before.get(crs_name)
+
+    def kept(self, crs_name: str) -> CRSBinding:
+        """The entry a pass that changed nothing records: the one before, or a new one."""
+        return self._before.get(crs_name) or CRSBinding(cluster_resource_set_name=crs_name)
+
+    def recorded(self, crs_name: str) -> CRSBinding | None:
+        """The CRS's entry as this pass wrote it, else as the binding had it: what a
+        dependent asks (a dependency done earlier in the pass counts at once)."""
+        return self._now.get(crs_name) or self._before.get(crs_name)
+
+    async def connect(self) -> Outcome | None:
+        """Open the cluster's client, or say why it cannot be contacted."""
+        ctx, (namespace, name) = self.ctx, self.key
+        secret_name = kubeconfig_secret_name(name)
+        if not self.cluster.initialized:
+            message = (
+                "control plane not initialized "
+                "(status.initialization.controlPlaneInitialized / status.controlPlaneReady)"
+            )
+            return Outcome("Pending", "WaitingForCluster", message, 0)
+        secret = await ctx.sources.content(namespace, "Secret", secret_name)
+        if secret is None:
+            message = f"kubeconfig Secret {secret_name} not found"
+            return Outcome("Pending", "WaitingForCluster", message, 0)
+        try:
+            self.client = await ctx.workloads.get(namespace, name, secret)
+        except Unreachable as exc:
+            return Outcome("Failed", exc.reason, str(exc), 0)
+        return None
+
+    async def source(self, ref: ResourceRef) -> Source:
+        """A source as it is now, loaded once in this pass whoever asks (a pair,
+        then pruning's wanted set)."""
+        key = (ref.kind, ref.name)
+        if key not in self._sources:
+            self._sources[key] = await self.ctx.sources.load(self.cluster.namespace, ref)
+        return self._sources[key]
+
+    def settle(self, crs: CRS, done: CRSPass) -> Result:
+        """Record a pass's outcome in its entry and in memory, noting a new failure,
+        and give back the cluster's budget place once the pair no longer updates.
+        Every matching CRS gets an entry, even before anything was applied: the
+        binding is where every replica reads this pair's outcome from."""
+        ctx, previous = self.ctx, self._before.get(crs.name)
+        told = with_outcome(done.entry, previous, done.outcome, ctx.clock.wall())
+        self._now[crs.name] = told
+        then = done.then | self._budget_after(crs.name, done.outcome)
+        changed = ctx.outcomes.record(crs.namespace, crs.name, self.cluster.name, done.outcome)
+        if changed and _news(previous, told, done.outcome):
+            then |= self._warn(crs, done.outcome)
+        return then
+
+    def _warn(self, crs: CRS, outcome: Outcome) -> Result:
+        """Note a failure, told with the other clusters' as one event for the CRS,
+        which the Result wakes once they settle."""
+        note = Note("Warning", outcome.reason, self.cluster.name, message=outcome.message)
+        quiet = self.ctx.announcements.note(crs.namespace, crs.name, note)
+        return Result.waking(Wake(crs_key(crs.namespace, crs.name), quiet))
+
+    # The fleet-wide budget of clusters updating at once: asked, waited for and given
+    # back here alone in a pass (``memory.budget`` counts; the runtime sets its limit).
+
+    def ask_budget(self, crs_name: str, step: int) -> bool:
+        """May this cluster take a new revision of ``crs_name`` now (rollout step
+        ``step`` orders the waiters)? A cluster counts once, whatever it updates."""
+        return self.ctx.budget.ask(self.key, crs_name, step)
+
+    def budget_waiters(self, order: Iterable[str]) -> list[str]:
+        """The pairs told to wait for the budget earlier in this pass, if the cluster
+        may go now (another cluster freed a place meanwhile, or a later pair of this
+        cluster took one): they go in the same pass."""
+        held = [n for n in order if _reason(self._now.get(n)) == BUDGET_WAIT]
+        return held if held and self.ctx.budget.may_go(self.key) else []
+
+    def _budget_after(self, crs_name: str, outcome: Outcome) -> Result:
+        """A pair that no longer takes a new revision (done, failed, held for another
+        reason) gives its place back, or leaves the line. Applied and not Ready yet,
+        it still updates."""
+        if outcome.reason == BUDGET_WAIT or (outcome.state == "Applied" and not outcome.ready):
+            return _woken(self.ctx, ())
+        return _woken(self.ctx, self.ctx.budget.release(self.key, crs_name))
+
+    def forget_left(self) -> Result:
+        """Pairs whose CRS no longer selects this cluster leave the CRS's status and
+        memory; a place taken mid-update goes back to the budget."""
+        ctx, (namespace, name) = self.ctx, self.key
+        result = NOTHING
+        for crs_name in set(self._before) - set(self._now):
+            ctx.outcomes.drop_pair(namespace, crs_name, name)
+            ctx.drift.forget_pair((namespace, crs_name, name))
+            result |= _woken(ctx, ctx.budget.release(self.key, crs_name))
+        return result
+
+    async def prune(self, crss: list[CRS]) -> Result:
+        """deletionPolicy Delete: remove what left the desired set. Every CRS that
+        still exists has a say, including those being deleted or no longer matching."""
+        ctx, namespace = self.ctx, self.cluster.namespace
+        present = ctx.caches.crss_in(namespace)
+        policies = {c.name: c.valid.spec.deletion_policy for c in present if not c.left_alone}
+        if not any(policies.get(n) == "Delete" for n in self._before):
+            return NOTHING
+        pruned = await prune(
+            self.client,
+            self._before,
+            self._now,
+            policies,
+            await self._wanted(crss),
+            removal_order(self._before, ctx.caches.dependencies(namespace)),
+            field_manager=ctx.settings.field_manager,
+        )
+        self._now = pruned.entries
+        await self._tell_pruned(pruned)
+        return RETRY if pruned.errors else NOTHING
+
+    async def _wanted(self, crss: list[CRS]) -> set[ObjectKey]:
+        """What the matching CRSs' sources ask for now on this cluster's version
+        (parsing is cached per content); resources following an unknown version count."""
+        wanted: set[ObjectKey] = set()
+        for crs in crss:
+            for index, ref in enumerate(crs.valid.spec.resources):
+                if version_match(crs.version_range(index), self.version.version) == "outside":
+                    continue
+                source = await self.source(ref)
+                if source.error is None:
+                    with contextlib.suppress(ResourceError):
+                        wanted |= wanted_keys(await self.ctx.sources.objects(source))
+        return wanted
+
+    async def _tell_pruned(self, pruned: Pruned) -> None:
+        ctx, (namespace, name) = self.ctx, self.key
+        for crs_name, refused in pruned.refused.items():
+            # A binding entry naming objects we cannot show we applied: forged or stale.
+            if owner := ctx.caches.crs(namespace, crs_name):
+                message = f"cluster {name}: {refused}"
+                await ctx.events.emit(owner, "Warning", "DeletionRefused", message)
+        for crs_name, errors in pruned.errors.items():
+            message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
+            log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")
+            if owner := ctx.caches.crs(namespace, crs_name):
+                await ctx.events.emit(owner, "Warning", "DeleteFailed", message)
+
+    async def record(self, entries: Mapping[str, CRSBinding] | None = None) -> None:
+        """Write the binding once (``entries``: what a cleanup left instead of this
+        pass's), owned by the CRSs it has entries for."""
+        ctx, (namespace, name) = self.ctx, self.key
+        kept = dict(self._now if entries is None else entries)
+        owners = [owner_reference(c.meta) for c in ctx.caches.crss_in(namespace)]
+        owners = [o for o in owners if o["name"] in kept]
+        await write_binding(ctx.bindings, namespace, name, self.binding, kept, owners)
+
+
+def forget_budget(ctx: ClusterContext, key: tuple[str, str]) -> None:
+    """A cluster gone, or now another replica's: its budget place goes back."""
+    ctx.budget.forget_cluster(key)
+    metrics.UPDATING_CLUSTERS.set(ctx.budget.updating)
+
+
+def _woken(ctx: ClusterContext, woken: tuple[tuple[str, str], ...]) -> Result:
+    """Wake the clusters a budget release lets go. The gauge is set on every pair, not
+    only on a release: the gate may have granted a place just now."""
+    metrics.UPDATING_CLUSTERS.set(ctx.budget.updating)
+    return Result.waking(*(Wake(cluster_key(*key)) for key in woken))
+
+
+def _reason(entry: CRSBinding | None) -> str | None:
+    outcome = entry.outcome if entry is not None else None
+    return outcome.reason if outcome is not None else None
+
+
+def _news(previous: CRSBinding | None, told: CRSBinding, outcome: Outcome) -> bool:
+    """Is a failure worth a Warning event? Not when the binding already recorded it
+    (after a restart, which forgets the outcomes in memory, or a hand-over from
+    another replica): the binding is where every replica reads a pair's outcome."""
+    after = told.outcome
+    if outcome.state != "Failed" or after is None:
+        return False
+    before = previous.outcome if previous is not None else None
+    return before is None or (before.reason, before.message) != (after.reason, after.message)
