@@ -15,7 +15,7 @@ from importlib import metadata
 from crs_controller.app import logs
 from crs_controller.app.commands import approve, convert, diff, render, status
 from crs_controller.app.commands import hash as hash_command
-from crs_controller.app.commands.common import ERROR, printable
+from crs_controller.app.commands.common import ERROR, Subcommands, command_parser, printable
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import CRSError
 from crs_controller.engine.reconcile.context import Settings
@@ -78,10 +78,19 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run(sub)
-    demo = sub.add_parser(
+    _add_demo(sub)
+    for command in COMMANDS:
+        command.register(sub)
+    _add_completion(sub)
+    return parser, dict(sub.choices)
+
+
+def _add_demo(sub: Subcommands) -> None:
+    demo = command_parser(
+        sub,
         "demo",
+        DEMO_DESCRIPTION,
         help="run the controller against a local control plane",
-        description=DEMO_DESCRIPTION,
         epilog="examples:\n  crs-controller demo --workloads 2",
         formatter_class=_Help,
     )
@@ -92,17 +101,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         default=3,
         help="workload clusters to start (default: %(default)s)",
     )
-    for command in COMMANDS:
-        command.register(sub)
-    _add_completion(sub)
-    return parser, dict(sub.choices)
 
 
-def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    run = sub.add_parser(
+def _add_run(sub: Subcommands) -> None:
+    run = command_parser(
+        sub,
         "run",
+        RUN_DESCRIPTION,
         help="run the controller",
-        description=RUN_DESCRIPTION,
         epilog="examples:\n  crs-controller run --kubeconfig mgmt.kubeconfig --namespace fleet\n"
         "  crs-controller run --leader-elect --extension-cert-dir /certs",
         formatter_class=_Help,
@@ -299,12 +305,13 @@ examples:
 """
 
 
-def _add_completion(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser(
+def _add_completion(sub: Subcommands) -> None:
+    parser = command_parser(
+        sub,
         "completion",
-        help="print a shell completion script (bash or zsh)",
-        description="Print a script that completes crs-controller's commands, options and "
+        "Print a script that completes crs-controller's commands, options and "
         "their values (files where an option takes a path) in bash or zsh.",
+        help="print a shell completion script (bash or zsh)",
         epilog=COMPLETION_EPILOG,
         formatter_class=_Help,
     )

@@ -1,6 +1,7 @@
 """The command line as a kubectl or clusterctl user expects it: ``--version``; an
 unknown flag answered with the subcommand's usage; help texts with a description
-and their defaults; shell completion that completes; ``-o name``'s form; warnings
+and their defaults, for every subcommand; ``-n/--namespace`` the same option in
+every command that takes it; shell completion that completes; ``-o name``'s form; warnings
 and errors with one prefix; and ``status``'s table, then only what changed
 (``-w``), with "No resources found" on stderr when there is nothing."""
 
@@ -19,11 +20,14 @@ from crs_controller.app.cli import _parser, completion_script, main, version
 from crs_controller.app.commands.common import object_name
 from crs_controller.app.commands.status import _Printer
 
-SUBCOMMANDS = ["run", "demo", "render", "diff", "status", "convert", "hash", "completion"]
+SUBCOMMANDS = [
+    "run", "demo", "render", "diff", "status", "approve", "convert", "hash", "completion"
+]  # fmt: skip
 # What each needs besides the unknown flag, so that the flag is the only problem.
 REQUIRED = {
     "render": ["-f", "x.yaml"],
     "diff": ["cni", "--cluster", "c"],
+    "approve": ["cni"],
     "convert": ["-f", "x.yaml"],
     "completion": ["bash"],
 }
@@ -74,6 +78,70 @@ def test_help_has_a_description_defaults_and_examples(
     assert code == 0
     for text in expected:
         assert " ".join(text.split()) in flat, text
+
+
+def test_every_subcommand_is_tested() -> None:
+    _, commands = _parser()
+    assert list(commands) == SUBCOMMANDS  # also the order the top-level help lists them in
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_every_subcommands_help_works(
+    capsys: pytest.CaptureFixture[str], command: str, flag: str
+) -> None:
+    code, out, err = exits(capsys, [command, flag])
+    assert (code, err) == (0, "")
+    assert out.startswith(f"usage: crs-controller {command} ")
+    description = out.split("\n\n")[1]  # after the usage, as written
+    assert description.strip() and not description.startswith("positional arguments")
+    assert "``" not in out
+    assert "\nexamples:\n" in out
+
+
+# The commands that take -n/--namespace, with what else each needs to parse.
+NAMESPACED = {"diff": ["cni", "--cluster", "c"], "status": [], "approve": ["cni"]}
+
+
+def test_the_commands_with_n_are_those_listed() -> None:
+    _, commands = _parser()
+    taking = [name for name, parser in commands.items() if "-n" in parser._option_string_actions]
+    assert taking == list(NAMESPACED)
+
+
+@pytest.mark.parametrize(("command", "required"), NAMESPACED.items())
+@pytest.mark.parametrize(
+    ("given", "namespace"),
+    [([], "default"), (["-n", "fleet"], "fleet"), (["--namespace", "fleet"], "fleet"),
+     (["--namespace=fleet"], "fleet"), (["-nfleet"], "fleet")],
+)  # fmt: skip
+def test_n_namespace_means_the_same_in_every_command(
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    required: list[str],
+    given: list[str],
+    namespace: str,
+) -> None:
+    parser, commands = _parser()
+    assert parser.parse_args([command, *required, *given]).namespace == namespace
+    option = commands[command]._option_string_actions["-n"]
+    assert (option.option_strings, option.dest, option.default, option.help) == (
+        ["-n", "--namespace"],
+        "namespace",
+        "default",
+        "namespace (default: default)",
+    )
+    _, out, _ = exits(capsys, [command, "--help"])
+    assert "-n NAMESPACE, --namespace NAMESPACE" in out
+    assert "namespace (default: default)" in " ".join(out.split())
+
+
+def test_runs_namespace_is_the_one_watched_all_by_default() -> None:
+    """Another option under the same long name: no -n, and no namespace means all."""
+    parser, commands = _parser()
+    assert "-n" not in commands["run"]._option_string_actions
+    assert parser.parse_args(["run"]).namespace == ""
+    assert parser.parse_args(["run", "--namespace", "fleet"]).namespace == "fleet"
 
 
 def complete(script: Path, *words: str) -> list[str]:

@@ -15,12 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 from crs_controller.app.commands.common import (
     OK,
+    Subcommands,
     UsageError,
     add_cluster_access,
+    add_namespace,
+    command_parser,
     guarded,
     management,
     printable,
@@ -77,16 +79,16 @@ def decide(status: ClusterResourceSetStatus, step: int | None) -> Approve | Refu
     return Approve(status.revision, rollout.step)
 
 
-def register(sub: Any) -> None:
-    parser = sub.add_parser(
+def register(sub: Subcommands) -> None:
+    parser = command_parser(
+        sub,
         "approve",
+        __doc__,
         help="approve the rollout step of a ClusterResourceSet that waits for it",
-        description=(__doc__ or "").replace("``", ""),
         epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("crs", help="the ClusterResourceSet")
-    parser.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+    add_namespace(parser)
     parser.add_argument(
         "--step",
         type=_step,

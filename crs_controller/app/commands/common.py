@@ -1,7 +1,7 @@
-"""What every command shares: reading manifests from files, directories or stdin,
-printing tables or ``-o json|yaml``, the management cluster from
-``--kubeconfig``/``--context``, and one error line with exit code 2 instead of a
-traceback."""
+"""What every command shares: its parser and the options several take (``-f``,
+``-o``, ``-n``, ``--kubeconfig``/``--context``), reading manifests from files,
+directories or stdin, printing tables or ``-o json|yaml``, the management cluster,
+and one error line with exit code 2 instead of a traceback."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import yaml
 
@@ -33,6 +33,36 @@ class UsageError(CRSError):
     reason = "UsageError"
 
 
+# What the top-level parser's add_subparsers returns, for each command to add itself.
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def command_parser(
+    sub: Subcommands,
+    name: str,
+    doc: str | None,
+    *,
+    help: str,  # as add_parser calls it
+    epilog: str,
+    formatter_class: type[argparse.HelpFormatter] = argparse.RawDescriptionHelpFormatter,
+) -> argparse.ArgumentParser:
+    """The parser of the subcommand ``name``: ``help`` is its line in the top-level
+    help; ``doc`` (a module docstring, its reST double backquotes dropped) and
+    ``epilog`` (examples, exit status) are printed by ``--help`` as written."""
+    return sub.add_parser(
+        name,
+        help=help,
+        description=(doc or "").replace("``", ""),
+        epilog=epilog,
+        formatter_class=formatter_class,
+    )
+
+
+def add_namespace(parser: argparse.ArgumentParser) -> None:
+    """``-n/--namespace``, as kubectl takes it: one namespace, ``default`` unless given."""
+    parser.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+
+
 def add_files(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     """``-f/--filename`` as kubectl takes it: repeatable; a file, a directory, or '-'."""
     parser.add_argument(
@@ -47,6 +77,8 @@ def add_files(parser: argparse.ArgumentParser, *, required: bool = True) -> None
 
 
 def add_output(parser: argparse.ArgumentParser, *choices: str) -> None:
+    """``-o/--output``: one of ``choices``, the first by default (table, json, yaml
+    when none are given)."""
     parser.add_argument(
         "-o",
         "--output",
@@ -57,6 +89,7 @@ def add_output(parser: argparse.ArgumentParser, *choices: str) -> None:
 
 
 def add_cluster_access(parser: argparse.ArgumentParser) -> None:
+    """``--kubeconfig`` and ``--context``: the management cluster, read by management()."""
     parser.add_argument(
         "--kubeconfig", help="management cluster kubeconfig (default: $KUBECONFIG, ~/.kube/config)"
     )

@@ -15,8 +15,10 @@ from typing import Any
 from crs_controller.app.capi_convert import convert_documents
 from crs_controller.app.commands.common import (
     OK,
+    Subcommands,
     add_files,
     add_output,
+    command_parser,
     dump_manifests,
     emit,
     guarded,
@@ -49,13 +51,13 @@ exit status: 0 converted (warnings included), 2 an input cannot be read or conve
 """
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser(
+def register(sub: Subcommands) -> None:
+    parser = command_parser(
+        sub,
         "convert",
+        DESCRIPTION,
         help="convert Cluster API ClusterResourceSets to this API",
-        description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_files(parser)
     add_output(parser, "yaml", "json")

@@ -16,7 +16,6 @@ import asyncio
 import difflib
 import sys
 from dataclasses import dataclass, field
-from typing import Any
 
 import yaml
 
@@ -24,9 +23,12 @@ from crs_controller.app.commands.common import (
     FINDING,
     OK,
     Obj,
+    Subcommands,
     UsageError,
     add_cluster_access,
+    add_namespace,
     add_output,
+    command_parser,
     emit,
     guarded,
     management,
@@ -63,17 +65,17 @@ EXAMPLES = """examples:
 SERVER_FIELDS = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp")
 
 
-def register(sub: Any) -> None:
-    parser = sub.add_parser(
+def register(sub: Subcommands) -> None:
+    parser = command_parser(
+        sub,
         "diff",
+        __doc__,
         help="what applying a CRS now would change on one cluster (server-side dry run)",
-        description=(__doc__ or "").replace("``", ""),
         epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("crs", help="the ClusterResourceSet")
     parser.add_argument("--cluster", required=True, help="the Cluster (same namespace)")
-    parser.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+    add_namespace(parser)
     parser.add_argument("--field-manager", default="crs-controller", help="as the controller's")
     add_output(parser, "diff", "json", "yaml")
     add_cluster_access(parser)

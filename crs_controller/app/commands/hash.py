@@ -12,14 +12,15 @@ line each, like sha256sum. A source the controller would refuse is an error
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from crs_controller.app.commands.common import (
     OK,
     Obj,
+    Subcommands,
     UsageError,
     add_files,
     add_output,
+    command_parser,
     emit,
     guarded,
     metadata,
@@ -44,13 +45,13 @@ exit status: 0 hashed, 2 an input cannot be read or a source would be refused
 """
 
 
-def register(sub: Any) -> None:
-    parser = sub.add_parser(
+def register(sub: Subcommands) -> None:
+    parser = command_parser(
+        sub,
         "hash",
+        __doc__,
         help="print the hash of each ConfigMap/Secret in manifests, as the bindings record it",
-        description=(__doc__ or "").replace("``", ""),
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_files(parser, required=False)
     parser.add_argument("file", nargs="*", metavar="FILE", help=argparse.SUPPRESS)

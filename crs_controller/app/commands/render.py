@@ -31,9 +31,11 @@ from crs_controller.app.commands.common import (
     OK,
     SHORT_REVISION,
     Obj,
+    Subcommands,
     UsageError,
     add_files,
     add_output,
+    command_parser,
     dump_manifest,
     emit,
     format_table,
@@ -88,13 +90,13 @@ EXAMPLES = """examples:
 # The revision as status's table shows it, so the two can be compared by eye.
 
 
-def register(sub: Any) -> None:
-    parser = sub.add_parser(
+def register(sub: Subcommands) -> None:
+    parser = command_parser(
+        sub,
         "render",
+        __doc__,
         help="show what ClusterResourceSets in manifests would apply (offline)",
-        description=(__doc__ or "").replace("``", ""),
         epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_files(parser)
     parser.add_argument(

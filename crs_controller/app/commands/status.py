@@ -21,8 +21,12 @@ from crs_controller.app.commands.common import (
     OK,
     SHORT_REVISION,
     Obj,
+    Subcommands,
     UsageError,
     add_cluster_access,
+    add_namespace,
+    add_output,
+    command_parser,
     emit,
     guarded,
     management,
@@ -64,20 +68,18 @@ OUTPUTS = ("table", "wide", "json", "yaml", "name")
 CRS_KIND, BINDING_KIND = CLUSTER_RESOURCE_SET_KIND, CLUSTER_RESOURCE_SET_BINDING_KIND
 
 
-def register(sub: Any) -> None:
-    parser = sub.add_parser(
+def register(sub: Subcommands) -> None:
+    parser = command_parser(
+        sub,
         "status",
+        __doc__,
         help="ClusterResourceSets x clusters: revision, applied, outcome, last applied",
-        description=(__doc__ or "").replace("``", ""),
         epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("crs", nargs="?", help="one ClusterResourceSet (default: all)")
-    parser.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+    add_namespace(parser)
     parser.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
-    parser.add_argument(
-        "-o", "--output", choices=OUTPUTS, default="table", help="output format (default: table)"
-    )
+    add_output(parser, *OUTPUTS)
     parser.add_argument(
         "-w",
         "--watch",
