@@ -113,11 +113,16 @@ def _add_run(sub: Subcommands) -> None:
         "  crs-controller run --leader-elect --extension-cert-dir /certs",
         formatter_class=_Help,
     )
-    _run_options(run)
-    _run_serving_options(run)
+    # In this order: --help lists them so.
+    _run_cluster_options(run)
+    _run_workload_options(run)
+    _run_observability_options(run)
+    _run_leader_options(run)
+    _run_extension_options(run)
 
 
-def _run_options(run: argparse.ArgumentParser) -> None:
+def _run_cluster_options(run: argparse.ArgumentParser) -> None:
+    """The management cluster, what is watched there, and how it is reconciled."""
     run.add_argument(
         "--kubeconfig",
         metavar="PATH",
@@ -141,6 +146,10 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         default="crs-controller",
         help="server-side apply manager (default: %(default)s)",
     )
+
+
+def _run_workload_options(run: argparse.ArgumentParser) -> None:
+    """The requests to workload clusters, and how many clusters update at once."""
     run.add_argument(
         "--workload-timeout",
         metavar="SECONDS",
@@ -163,6 +172,10 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "(first installs are not counted); in a shard set each member enforces N / members "
         "(default: no limit)",
     )
+
+
+def _run_observability_options(run: argparse.ArgumentParser) -> None:
+    """Logs, metrics and health checks."""
     run.add_argument(
         "--log-format",
         choices=["json", "console"],
@@ -175,9 +188,6 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         default="info",
         help="the lowest level logged (default: %(default)s)",
     )
-
-
-def _run_serving_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--metrics-addr",
         metavar="ADDR",
@@ -190,6 +200,10 @@ def _run_serving_options(run: argparse.ArgumentParser) -> None:
         default=":8081",
         help="/healthz and /readyz, 0: off (default: %(default)s)",
     )
+
+
+def _run_leader_options(run: argparse.ArgumentParser) -> None:
+    """The leader Lease and sharding among replicas."""
     run.add_argument("--leader-elect", action="store_true", help="hold a Lease before acting")
     run.add_argument(
         "--leader-election-namespace",
@@ -210,6 +224,10 @@ def _run_serving_options(run: argparse.ArgumentParser) -> None:
         default=15.0,
         help="how long a Lease holds without renewal, renewed every third of it (default: 15s)",
     )
+
+
+def _run_extension_options(run: argparse.ArgumentParser) -> None:
+    """The Runtime Extension's HTTPS server."""
     run.add_argument(
         "--extension-addr",
         metavar="ADDR",
