@@ -15,8 +15,13 @@ from importlib import metadata
 from crs_controller.app import logs
 from crs_controller.app.commands import approve, convert, diff, render, status
 from crs_controller.app.commands import hash as hash_command
-from crs_controller.app.commands.common import ERROR, Subcommands, command_parser, printable
-from crs_controller.core.durations import parse_duration
+from crs_controller.app.commands.common import (
+    ERROR,
+    Subcommands,
+    command_parser,
+    duration,
+    printable,
+)
 from crs_controller.core.errors import CRSError
 from crs_controller.engine.reconcile.context import Settings
 
@@ -266,10 +271,7 @@ def _positive(text: str) -> int:
 
 
 def _lease_duration(text: str) -> float:
-    try:
-        seconds = parse_duration(text)
-    except CRSError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    seconds = duration(text)
     if seconds < 3:
         raise argparse.ArgumentTypeError("a lease must last at least 3s")
     return seconds

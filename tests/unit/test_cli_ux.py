@@ -384,3 +384,17 @@ def test_run_refuses_an_unknown_extension_hook(capsys: pytest.CaptureFixture[str
     code, _, err = exits(capsys, ["run", "--extension-hooks", "BeforeClusterDelete,AfterUpgrade"])
     assert code == 2
     assert "hooks are some of BeforeClusterDelete" in err
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [("soon", "argument --lease-duration: invalid duration 'soon'"),
+     ("1s", "argument --lease-duration: a lease must last at least 3s")],
+)  # fmt: skip
+def test_run_reads_the_lease_duration_as_status_reads_its_timeout(
+    capsys: pytest.CaptureFixture[str], given: str, error: str
+) -> None:
+    code, _, err = exits(capsys, ["run", "--lease-duration", given])
+    assert code == 2 and error in err
+    parser, _ = _parser()
+    assert parser.parse_args(["run", "--lease-duration", "1m30s"]).lease_duration == 90.0

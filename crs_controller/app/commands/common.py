@@ -16,6 +16,7 @@ import yaml
 
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
+from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import CRSError, InvalidManifest
 from crs_controller.core.manifests.documents import load_documents
 from crs_controller.core.text import safe
@@ -61,6 +62,15 @@ def command_parser(
 def add_namespace(parser: argparse.ArgumentParser) -> None:
     """``-n/--namespace``, as kubectl takes it: one namespace, ``default`` unless given."""
     parser.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+
+
+def duration(text: str) -> float:
+    """An option's duration (30s, 5m, 1h30m), read as the controller reads durations;
+    argparse's own error (exit code 2) when it is not one."""
+    try:
+        return parse_duration(text)
+    except CRSError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_files(parser: argparse.ArgumentParser, *, required: bool = True) -> None:

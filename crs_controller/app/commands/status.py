@@ -27,6 +27,7 @@ from crs_controller.app.commands.common import (
     add_namespace,
     add_output,
     command_parser,
+    duration,
     emit,
     guarded,
     management,
@@ -35,8 +36,8 @@ from crs_controller.app.commands.common import (
     printable,
 )
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.api.clusters import CLUSTER_GROUP
-from crs_controller.core.api.models import (
+from crs_controller.core.clusters import CLUSTER_GROUP
+from crs_controller.core.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
@@ -88,18 +89,11 @@ def register(sub: Subcommands) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=_duration,
+        type=duration,
         help="with --watch: stop after this long, e.g. 30s or 5m (default: never)",
     )
     add_cluster_access(parser)
     parser.set_defaults(func=guarded("status", run))
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except CRSError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
