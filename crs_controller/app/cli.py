@@ -17,10 +17,11 @@ from crs_controller.app.commands import approve, convert, diff, render, status
 from crs_controller.app.commands import hash as hash_command
 from crs_controller.app.commands.common import (
     ERROR,
+    INTERRUPTED,
     Subcommands,
     command_parser,
     duration,
-    printable,
+    say,
 )
 from crs_controller.core.errors import CRSError
 from crs_controller.engine.reconcile.context import Settings
@@ -305,9 +306,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(run(options))
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
     except CRSError as exc:
-        print(printable(f"crs-controller run: {exc}"), file=sys.stderr)
+        say("run", str(exc))
         return ERROR
     return 0
 

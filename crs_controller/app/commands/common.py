@@ -133,6 +133,12 @@ def printable(text: str) -> str:
     return safe(text, PRINT_LIMIT)
 
 
+def say(command: str, message: str) -> None:
+    """One line on stderr, prefixed with the command (``crs-controller render: …``) and
+    escaped: errors, warnings and notes alike; the exit code is the caller's."""
+    print(printable(f"crs-controller {command}: {message}"), file=sys.stderr)
+
+
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns as kubectl prints them: left-aligned, three spaces apart."""
     rows = [[printable(str(cell)) for cell in row] for row in rows]
@@ -154,13 +160,10 @@ def guarded(
         try:
             return run(args)
         except CRSError as exc:
-            print(printable(f"crs-controller {command}: {exc}"), file=sys.stderr)
+            say(command, str(exc))
             return ERROR
         except OSError as exc:
-            print(
-                printable(f"crs-controller {command}: {exc.filename or ''}: {exc.strerror}"),
-                file=sys.stderr,
-            )
+            say(command, f"{exc.filename or ''}: {exc.strerror}")
             return ERROR
         except KeyboardInterrupt:
             return INTERRUPTED
@@ -252,7 +255,7 @@ def no_resources(namespace: str | None) -> None:
 
 def warn(command: str, message: str) -> None:
     """A warning: one line on stderr, prefixed as errors are, exit code unchanged."""
-    print(printable(f"crs-controller {command}: warning: {message}"), file=sys.stderr)
+    say(command, f"warning: {message}")
 
 
 # --- manifests out ---------------------------------------------------------------------

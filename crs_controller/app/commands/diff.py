@@ -32,7 +32,7 @@ from crs_controller.app.commands.common import (
     emit,
     guarded,
     management,
-    printable,
+    say,
 )
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import WorkloadClients, kubeconfig_secret_name
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         for chunk in found.chunks:
             print(_coloured(chunk) if colour else chunk, end="")
     for note in found.notes:
-        print(printable(f"crs-controller diff: {note}"), file=sys.stderr)
+        say("diff", note)
     return FINDING if found.chunks else OK
 
 

@@ -43,6 +43,8 @@ from crs_controller.app.commands.common import (
     metadata,
     printable,
     read_documents,
+    say,
+    warn,
 )
 from crs_controller.core.api.models import (
     API_VERSION,
@@ -144,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         values = ClusterValues({})
     inputs = read_inputs(documents)
     for warning in inputs.warnings:
-        print(printable(f"crs-controller render: warning: {warning}"), file=sys.stderr)
+        warn("render", warning)
     selected = [c for c in crs_order(inputs.crss) if labels is None or c.selects(_at(c, labels))]
     rendered = [
         render_crs(c, inputs.lookup(c), values, missing=MISSING, version=version) for c in selected
@@ -156,12 +158,12 @@ def run(args: argparse.Namespace) -> int:
         ]
     if problems:  # nothing on stdout: a pipe must never apply half
         for problem in problems:
-            print(printable(f"crs-controller render: {problem}"), file=sys.stderr)
+            say("render", problem)
         return ERROR
     if not selected:
         print(printable(nothing_selected(args.cluster, labels, len(inputs.crss))), file=sys.stderr)
     for note in version_notes(rendered, cluster):
-        print(printable(f"crs-controller render: note: {note}"), file=sys.stderr)
+        say("render", f"note: {note}")
     if args.output == "manifests":
         print(manifest_stream(rendered), end="")
     elif selected or args.output != "table":
