@@ -36,8 +36,8 @@ from crs_controller.app.commands.common import (
     printable,
 )
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.clusters import CLUSTER_GROUP
-from crs_controller.core.models import (
+from crs_controller.core.api.clusters import CLUSTER_GROUP
+from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
@@ -46,8 +46,6 @@ from crs_controller.core.models import (
     RolloutStatus,
     rfc3339,
 )
-from crs_controller.core.durations import parse_duration
-from crs_controller.core.errors import CRSError
 from crs_controller.core.spec.objects import (
     CRS,
     Binding,
