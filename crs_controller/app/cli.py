@@ -238,15 +238,15 @@ def _run_extension_options(run: argparse.ArgumentParser) -> None:
         "--extension-addr",
         metavar="ADDR",
         default=":9443",
-        help="Runtime Extension HTTPS: BeforeClusterDelete, AfterControlPlaneUpgrade, "
-        "BeforeWorkersUpgrade (default: %(default)s)",
+        help="Runtime Extension HTTPS: BeforeClusterDelete, BeforeClusterUpgrade, "
+        "AfterControlPlaneUpgrade, BeforeWorkersUpgrade (default: %(default)s)",
     )
     run.add_argument(
         "--extension-hooks",
         metavar="HOOKS",
         type=_hooks,
         default=None,
-        help="comma-separated hooks to serve (default: all three); before Cluster API "
+        help="comma-separated hooks to serve (default: all four); before Cluster API "
         "v1.12 leave out BeforeWorkersUpgrade, which its discovery refuses",
     )
     run.add_argument(
@@ -259,7 +259,12 @@ def _run_extension_options(run: argparse.ArgumentParser) -> None:
 
 def _hooks(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
-    known = ("BeforeClusterDelete", "AfterControlPlaneUpgrade", "BeforeWorkersUpgrade")
+    known = (
+        "BeforeClusterDelete",
+        "BeforeClusterUpgrade",
+        "AfterControlPlaneUpgrade",
+        "BeforeWorkersUpgrade",
+    )
     if not names or any(n not in known for n in names):
         raise argparse.ArgumentTypeError(f"hooks are some of {', '.join(known)}")
     return names

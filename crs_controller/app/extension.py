@@ -1,11 +1,12 @@
 """The Cluster API Runtime Extension, served over TLS only: BeforeClusterDelete,
-AfterControlPlaneUpgrade and BeforeWorkersUpgrade.
+BeforeClusterUpgrade, AfterControlPlaneUpgrade and BeforeWorkersUpgrade.
 
 Discovery lists a handler per hook served. BeforeClusterDelete answers
 ``retryAfterSeconds > 0`` while the cluster still has add-ons to clean up (and
 ``uninstall.timeout`` has not passed), so Cluster API holds the deletion of a
-topology-managed Cluster until then. The two upgrade hooks answer > 0 while a CRS with
-``gateUpgrades`` has not put in place what the version the request names needs.
+topology-managed Cluster until then. AfterControlPlaneUpgrade and BeforeWorkersUpgrade
+answer > 0 while a CRS with ``gateUpgrades`` has not put in place what the version the
+request names needs; BeforeClusterUpgrade while such a CRS has no resource for it.
 
 hypercorn serves it (limits in ``app.health``, which shares the set-up); this module
 adds what is particular to the hooks: TLS, the body limit and the body deadline, which
@@ -65,8 +66,9 @@ RETRY_ON_ERROR_SECONDS = 5
 ONE_REQUEST: Headers = [(b"connection", b"close")]
 
 Status = Callable[[dict[str, Any]], Awaitable[tuple[int, str]]]
-# The upgrade hooks: (retryAfterSeconds, message) for the Cluster object and the version.
-Gate = Callable[[dict[str, Any], Version], Awaitable[tuple[int, str]]]
+# The upgrade hooks: (retryAfterSeconds, message) for the Cluster object, the version,
+# and whether the upgrade is about to start (BeforeClusterUpgrade).
+Gate = Callable[[dict[str, Any], Version, bool], Awaitable[tuple[int, str]]]
 # What a hook's request is answered from: the Cluster object, and the version it asks
 # about (None for a hook that names none).
 Ask = Callable[[dict[str, Any], Version | None], Awaitable[tuple[int, str]]]
@@ -101,12 +103,18 @@ def _workers_version(request: Mapping[str, Any]) -> object:
     return request.get("toKubernetesVersion")
 
 
+def _target_version(request: Mapping[str, Any]) -> object:
+    """The version the cluster is about to be upgraded to."""
+    return request.get("toKubernetesVersion")
+
+
 BEFORE_CLUSTER_DELETE = Hook("BeforeClusterDelete", "before-cluster-delete")
+BEFORE_CLUSTER_UPGRADE = Hook("BeforeClusterUpgrade", "before-cluster-upgrade", _target_version)
 AFTER_CONTROL_PLANE_UPGRADE = Hook(
     "AfterControlPlaneUpgrade", "after-control-plane-upgrade", _control_plane_version
 )
 BEFORE_WORKERS_UPGRADE = Hook("BeforeWorkersUpgrade", "before-workers-upgrade", _workers_version)
-UPGRADE_HOOKS = (AFTER_CONTROL_PLANE_UPGRADE, BEFORE_WORKERS_UPGRADE)
+UPGRADE_HOOKS = (BEFORE_CLUSTER_UPGRADE, AFTER_CONTROL_PLANE_UPGRADE, BEFORE_WORKERS_UPGRADE)
 HOOKS = (BEFORE_CLUSTER_DELETE, *UPGRADE_HOOKS)
 HANDLER = BEFORE_CLUSTER_DELETE.handler
 HOOK_PATH = BEFORE_CLUSTER_DELETE.path
@@ -182,14 +190,19 @@ def asks(status: Status, gate: Gate | None) -> dict[Hook, Ask]:
 
     served: dict[Hook, Ask] = {BEFORE_CLUSTER_DELETE: deleting}
     if gate is not None:
-
-        async def upgrading(cluster: dict[str, Any], version: Version | None) -> tuple[int, str]:
-            if version is None:  # answer() refuses an upgrade request without one
-                raise ValueError("no Kubernetes version")
-            return await gate(cluster, version)
-
-        served.update(dict.fromkeys(UPGRADE_HOOKS, upgrading))
+        served.update({hook: _upgrading(gate, hook) for hook in UPGRADE_HOOKS})
     return served
+
+
+def _upgrading(gate: Gate, hook: Hook) -> Ask:
+    before = hook is BEFORE_CLUSTER_UPGRADE
+
+    async def upgrading(cluster: dict[str, Any], version: Version | None) -> tuple[int, str]:
+        if version is None:  # answer() refuses an upgrade request without one
+            raise ValueError("no Kubernetes version")
+        return await gate(cluster, version, before)
+
+    return upgrading
 
 
 async def serve(

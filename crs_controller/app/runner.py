@@ -107,11 +107,11 @@ async def _hook_answer(controller: Controller, cluster: dict[str, Any]) -> tuple
 
 
 async def _gate_answer(
-    controller: Controller, cluster: dict[str, Any], version: Version
+    controller: Controller, cluster: dict[str, Any], version: Version, before: bool
 ) -> tuple[int, str]:
     """The upgrade hooks: the answer read from the API, as for BeforeClusterDelete."""
     retry_after, message = await upgrade_status(
-        controller.mgmt, controller.cluster_api_version, cluster, version
+        controller.mgmt, controller.cluster_api_version, cluster, version, before=before
     )
     if retry_after:
         controller.nudge(cluster)

@@ -25,6 +25,7 @@ from crs_controller.app import extension
 from crs_controller.app.extension import (
     AFTER_CONTROL_PLANE_UPGRADE,
     BEFORE_CLUSTER_DELETE,
+    BEFORE_CLUSTER_UPGRADE,
     BEFORE_WORKERS_UPGRADE,
     DISCOVERY_PATH,
     HOOK_PATH,
@@ -133,9 +134,13 @@ class GateRecorder:
     retry_after: int = 0
     message: str = "add-ons in place"
     calls: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    before: list[bool] = field(default_factory=list)  # asked before the upgrade starts
 
-    async def __call__(self, cluster: dict[str, Any], version: Any) -> tuple[int, str]:
+    async def __call__(
+        self, cluster: dict[str, Any], version: Any, before: bool
+    ) -> tuple[int, str]:
         self.calls.append((cluster, str(version)))
+        self.before.append(before)
         return self.retry_after, self.message
 
 
@@ -143,17 +148,24 @@ def deleting(status: Status) -> Ask:
     return asks(status, None)[BEFORE_CLUSTER_DELETE]
 
 
-def test_discovery_lists_the_three_hooks_at_the_paths_they_are_served() -> None:
+def test_discovery_lists_the_four_hooks_at_the_paths_they_are_served() -> None:
     response = discovery()
     assert response["kind"] == "DiscoveryResponse"
     assert response["status"] == "Success"
     listed = {h["requestHook"]["hook"]: h for h in response["handlers"]}
     assert set(listed) == {
         "BeforeClusterDelete",
+        "BeforeClusterUpgrade",
         "AfterControlPlaneUpgrade",
         "BeforeWorkersUpgrade",
     }
-    for hook in (BEFORE_CLUSTER_DELETE, AFTER_CONTROL_PLANE_UPGRADE, BEFORE_WORKERS_UPGRADE):
+    hooks = (
+        BEFORE_CLUSTER_DELETE,
+        BEFORE_CLUSTER_UPGRADE,
+        AFTER_CONTROL_PLANE_UPGRADE,
+        BEFORE_WORKERS_UPGRADE,
+    )
+    for hook in hooks:
         handler = listed[hook.name]
         assert handler["requestHook"]["apiVersion"] == HOOKS_API
         assert handler["failurePolicy"] == "Fail"
@@ -164,6 +176,7 @@ def test_discovery_lists_the_three_hooks_at_the_paths_they_are_served() -> None:
         "/aftercontrolplaneupgrade/after-control-plane-upgrade"
     )
     assert BEFORE_WORKERS_UPGRADE.path.endswith("/beforeworkersupgrade/before-workers-upgrade")
+    assert BEFORE_CLUSTER_UPGRADE.path.endswith("/beforeclusterupgrade/before-cluster-upgrade")
 
 
 @pytest.mark.parametrize(
@@ -438,6 +451,11 @@ def upgrading(gate: GateRecorder | Any) -> Ask:
         ),
         (BEFORE_WORKERS_UPGRADE, before_workers_upgrade(), "1.34.0"),
         (
+            BEFORE_CLUSTER_UPGRADE,
+            {**before_workers_upgrade(), "kind": "BeforeClusterUpgradeRequest"},
+            "1.34.0",
+        ),
+        (
             BEFORE_WORKERS_UPGRADE,
             before_workers_upgrade(
                 toKubernetesVersion="v1.35.1",
@@ -451,7 +469,14 @@ def upgrading(gate: GateRecorder | Any) -> Ask:
             "1.34.0+vmware.1",
         ),
     ],
-    ids=["cp-version", "cp-with-plan", "workers-target", "workers-first-step", "build-metadata"],
+    ids=[
+        "cp-version",
+        "cp-with-plan",
+        "workers-target",
+        "before-upgrade-target",
+        "workers-first-step",
+        "build-metadata",
+    ],
 )
 async def test_an_upgrade_hook_asks_the_gate_about_the_version_it_names(
     hook: Any, request_body: dict[str, Any], version: str
@@ -466,6 +491,7 @@ async def test_an_upgrade_hook_asks_the_gate_about_the_version_it_names(
         "retryAfterSeconds": 10,
     }
     assert gate.calls == [(TOPOLOGY_CLUSTER, version)]
+    assert gate.before == [hook is BEFORE_CLUSTER_UPGRADE]
 
 
 @pytest.mark.parametrize(

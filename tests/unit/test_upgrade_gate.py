@@ -13,6 +13,7 @@ import pytest
 
 from crs_controller.app.extension import (
     AFTER_CONTROL_PLANE_UPGRADE,
+    BEFORE_CLUSTER_UPGRADE,
     BEFORE_WORKERS_UPGRADE,
     HOOKS_API,
     RETRY_ON_ERROR_SECONDS,
@@ -210,8 +211,8 @@ async def noop_status(cluster: dict[str, Any]) -> tuple[int, str]:
 async def ask(mgmt: MemoryKube, hook: Hook, **fields: Any) -> dict[str, Any]:
     api: Any = mgmt
 
-    async def gate_from_api(cluster: dict[str, Any], at: Any) -> tuple[int, str]:
-        return await upgrade_status(api, CLUSTER_API, cluster, at)
+    async def gate_from_api(cluster: dict[str, Any], at: Any, before: bool) -> tuple[int, str]:
+        return await upgrade_status(api, CLUSTER_API, cluster, at, before=before)
 
     served = asks(noop_status, gate_from_api)
     return await answer(hook_request(hook, **fields), hook, served[hook])
@@ -300,3 +301,28 @@ async def test_a_request_without_a_version_fails(hook: Hook, fields: dict[str, A
     assert response["status"] == "Failure"
     assert "retryAfterSeconds" not in response
     assert mgmt.requests == [("create", "Cluster/work-1"), ("create", "ClusterResourceSet/cpi")]
+
+
+@pytest.mark.parametrize(
+    ("target", "held"),
+    [("v1.35.0", True), ("v1.34.2", False), ("v1.33.9", False), ("v1.36.0-rc.1", True)],
+)
+async def test_an_upgrade_to_a_version_without_a_resource_is_held_before_it_starts(
+    target: str, held: bool
+) -> None:
+    # No binding at all: BeforeClusterUpgrade asks whether a build exists, not whether
+    # it is applied (the later hooks do).
+    mgmt = await api_with(cluster_raw(), crs_raw())
+    response = await ask(mgmt, BEFORE_CLUSTER_UPGRADE, toKubernetesVersion=target)
+    assert response["status"] == "Success"
+    assert (response["retryAfterSeconds"] > 0) is held
+    if held:
+        assert "cpi" in response["message"]
+        assert "kubernetesVersions" in response["message"]
+    assert ("get", "ClusterResourceSetBinding/work-1") not in mgmt.requests
+
+
+async def test_a_crs_that_does_not_gate_never_holds_an_upgrade_to_start() -> None:
+    mgmt = await api_with(cluster_raw(), crs_raw(gate_upgrades=False))
+    response = await ask(mgmt, BEFORE_CLUSTER_UPGRADE, toKubernetesVersion="v1.35.0")
+    assert response["retryAfterSeconds"] == 0

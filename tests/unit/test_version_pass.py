@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION
+from crs_controller.core.api.models import API_VERSION
 from crs_controller.core.spec.objects import Cluster
 from crs_controller.core.versions.cluster_version import ClusterVersion
 from crs_controller.core.versions.ranges import parse_version
@@ -109,6 +110,53 @@ async def test_a_version_move_swaps_the_resources() -> None:
     assert await live(world, "cpi-v134") is not None
 
 
+async def test_a_version_no_resource_is_for_keeps_what_the_cluster_has_and_says_so() -> None:
+    # A routine upgrade past the newest build must not remove the add-on, under Delete.
+    world, control_planes = await world_at(runs("v1.34.2"), following("cpi"))
+    await reconcile(world)
+    control_planes.version = runs("v1.35.0")
+    await reconcile(world)
+    assert recorded(world, "cpi") == ["common", "cpi-1-34"]
+    assert await live(world, "cpi-v134") is not None
+    reason, message = outcome(world, "cpi")
+    assert reason == "NoResourceForVersion"
+    assert "v1.35.0" in message and "ConfigMap/cpi-1-34 stay as applied" in message
+    told = world.ctx.announcements.take(NS, "cpi")
+    assert [(a.type, a.reason) for a in told if a.type == "Warning"] == [
+        ("Warning", "NoResourceForVersion")
+    ]
+    # Once a resource is for the version, the swap happens: the old build leaves.
+    body = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "cpi", NS)
+    assert body is not None
+    body["spec"]["resources"][2]["kubernetesVersions"] = ">=1.34.0, <1.36.0"
+    body["metadata"]["generation"] += 1
+    await world.update(body)
+    await reconcile(world)
+    assert outcome(world, "cpi")[0] == "Applied"
+    assert recorded(world, "cpi") == ["common", "cpi-1-34"]
+
+
+async def test_a_cluster_first_met_at_a_version_without_a_resource_gets_the_others() -> None:
+    world, _ = await world_at(runs("v1.36.0"), following("cpi"))
+    await reconcile(world)
+    assert recorded(world, "cpi") == ["common"]
+    reason, message = outcome(world, "cpi")
+    assert reason == "NoResourceForVersion"
+    assert "nothing of them is applied" in message
+
+
+async def test_deletions_are_told_as_one_event_per_crs() -> None:
+    world, control_planes = await world_at(runs("v1.33.1"), following("cpi"))
+    await reconcile(world)
+    world.ctx.announcements.take(NS, "cpi")
+    control_planes.version = runs("v1.34.0")
+    await reconcile(world)
+    assert await live(world, "cpi-v133") is None
+    told = {a.reason: a.message for a in world.ctx.announcements.take(NS, "cpi")}
+    assert "ConfigMap default/cpi-v133" in told["Deleted"]
+    assert told["Deleted"].startswith("deleted ") and "from cluster c1" in told["Deleted"]
+
+
 async def edit(world: World, source: str, name: str, value: str) -> None:
     body = await world.mgmt.get("v1", "ConfigMap", source, NS)
     assert body is not None
@@ -128,7 +176,7 @@ async def test_a_new_revision_waits_while_the_cluster_upgrades() -> None:
     assert reason == "UpgradeInProgress"
     assert "ConfigMap/common" in message
 
-    control_planes.version = runs("v1.35.0")
+    control_planes.version = runs("v1.34.1")
     await reconcile(world)
     live_common = await live(world, "common")
     assert live_common is not None and live_common["data"] == {"v": "2"}

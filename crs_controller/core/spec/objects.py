@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
+from semver import Version
 
 from crs_controller.core.api.clusters import (
     HOLD_UPDATES_ANNOTATION,
@@ -162,6 +163,13 @@ class CRS(_Named):
     def follows_versions(self) -> bool:
         """Some resource applies only to some Kubernetes versions."""
         return any(r is not None for r in self._versions)
+
+    def lacks_version(self, version: Version | None) -> bool:
+        """It follows the Kubernetes version, but none of its resources is for
+        ``version`` (known): a cluster running it keeps what it has of them (outcome
+        NoResourceForVersion), and a gating CRS holds an upgrade to it."""
+        ranges = [r for r in self._versions if r is not None]
+        return bool(ranges) and version is not None and not any(r.contains(version) for r in ranges)
 
     def approved(self, revision: str) -> int | None:
         """The rollout step an approval names for ``revision`` (annotation

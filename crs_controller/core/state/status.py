@@ -28,13 +28,19 @@ READY = "Ready"
 
 # Progressing: held back by the CRS's rollout (its step has not come yet).
 # Waiting: held back by a CRS it depends on, not applied or Ready on the cluster yet,
-# or (its resources that follow the Kubernetes version) by a version not known yet.
+# or (its resources that follow the Kubernetes version) by a version not known yet or
+# one none of them is for.
 State = Literal["Applied", "Failed", "Pending", "Progressing", "Waiting"]
 ROLLOUT_REASONS = {
     "Paused": "RolloutPaused",
     "Halted": "RolloutHalted",
     "AwaitingApproval": "AwaitingApproval",
 }
+# A cluster whose Kubernetes version none of a CRS's version-matched resources is for
+# keeps what it has of them (state Waiting, Ready False, a Warning Event).
+NO_BUILD = "NoResourceForVersion"
+# Outcomes told as a Warning Event although their state is not Failed.
+WARNING_REASONS = frozenset({NO_BUILD})
 # Held back from a new revision (state Progressing, keeping what it has): by the
 # rollout's step, outside its change windows, by the cluster itself, by the
 # fleet-wide budget of clusters updating at once, or while Cluster API upgrades it.
@@ -97,7 +103,7 @@ def _from_record(recorded: BindingOutcome) -> Outcome:
             return Outcome("Progressing", reason, message, generation)
         case "Pending":
             return Outcome("Pending", "WaitingForCluster", message, generation)
-        case "DependencyNotReady" | "WaitingForVersion":
+        case "DependencyNotReady" | "WaitingForVersion" | "NoResourceForVersion":
             return Outcome("Waiting", reason, message, generation)
         case _:
             return Outcome("Failed", reason, message, generation)
@@ -155,7 +161,8 @@ def summarize(
 def _waiting_reason(waiting: Sequence[tuple[str, Outcome]]) -> tuple[str, str]:
     cluster, outcome = waiting[0]
     more = f" (and {len(waiting) - 1} more clusters)" if len(waiting) > 1 else ""
-    # DependencyNotReady, or WaitingForVersion: the first waiting cluster's own reason.
+    # DependencyNotReady, WaitingForVersion or NoResourceForVersion: the first waiting
+    # cluster's own reason.
     return outcome.reason, f"cluster {cluster}: {outcome.message}{more}"
 
 

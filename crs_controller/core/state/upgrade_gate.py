@@ -7,6 +7,10 @@ contains the version, or one without a range. "Has" means its binding entry reco
 the resource with ``applied: true``; with ``healthCheck.wait`` the entry's outcome
 must also be Applied and Ready for the CRS's current generation.
 
+Before an upgrade starts (BeforeClusterUpgrade), a gating CRS that follows the
+Kubernetes version but has no resource for the target version holds it: the missing
+build stops the upgrade, not the add-on (``without_build``).
+
 Pure: the caller reads the Cluster, the CRSs and the cluster's binding (from the API,
 so that every replica answers alike), ``gate`` decides and ``describe`` words it.
 """
@@ -22,7 +26,18 @@ from crs_controller.core.api.models import CRSBinding
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.status import outcome_of
 
-__all__ = ["Gate", "Go", "Hold", "describe", "gate", "gates", "has_applied", "required"]
+__all__ = [
+    "Gate",
+    "Go",
+    "Hold",
+    "NoBuild",
+    "describe",
+    "gate",
+    "gates",
+    "has_applied",
+    "required",
+    "without_build",
+]
 
 
 @dataclass(frozen=True)
@@ -37,7 +52,15 @@ class Hold:
     waiting_for: tuple[str, ...]
 
 
-Gate = Go | Hold
+@dataclass(frozen=True)
+class NoBuild:
+    """The gating CRSs that follow the Kubernetes version but have no resource for the
+    upgrade's target version, by name."""
+
+    lacking: tuple[str, ...]
+
+
+Gate = Go | Hold | NoBuild
 
 
 def gates(crs: CRS, cluster: Cluster) -> bool:
@@ -91,10 +114,22 @@ def gate(
     return Hold(tuple(waiting)) if waiting else Go()
 
 
+def without_build(cluster: Cluster, crss: Iterable[CRS], version: Version) -> Gate:
+    """BeforeClusterUpgrade: Go, or NoBuild naming (sorted) every gating CRS that follows
+    the Kubernetes version and has no resource whose range contains ``version``."""
+    lacking = sorted(c.name for c in crss if gates(c, cluster) and c.lacks_version(version))
+    return NoBuild(tuple(lacking)) if lacking else Go()
+
+
 def describe(decision: Gate, version: Version) -> str:
     """The hook's message: CRS names and the version, never object content."""
     match decision:
         case Hold(waiting_for):
             return f"crs-controller: waiting for add-ons of {', '.join(waiting_for)} for v{version}"
+        case NoBuild(lacking):
+            return (
+                f"crs-controller: {', '.join(lacking)} has no resource for v{version} "
+                "(spec.resources[].kubernetesVersions); add one before this upgrade"
+            )
         case Go():
             return f"crs-controller: add-ons for v{version} are in place"

@@ -1,6 +1,7 @@
 """Events about what the cluster passes did, told once per CRS and not once per
 cluster: an edit that reaches 500 clusters is one Event ("applied ConfigMap/cni to
-500 clusters"), not 500.
+500 clusters"), not 500; so are deletions ("deleted apps/v1 DaemonSet ... from 500
+clusters").
 
 Cluster reconciles ``note`` what happened; the CRS reconcile ``take``s the notes once
 they have settled (no new note for ``quiet`` seconds, or ``longest`` after the
@@ -32,6 +33,8 @@ GRACE_SECONDS = 5.0
 # Failures that often heal by themselves within seconds (see the module's docstring).
 GRACED_REASONS = frozenset({"ResourceNotFound"})
 NAMES_SHOWN = 5
+# Resources (or, for deletions, objects) named in one Event; the count of the rest.
+RESOURCES_SHOWN = 20
 MESSAGES_SHOWN = 3
 # Each cluster's message in a Warning, so that all MESSAGES_SHOWN fit in an Event's
 # 1000 characters instead of the first one taking them all.
@@ -145,10 +148,17 @@ def gather(notes: list[Note]) -> list[Announcement]:
     return told
 
 
+VERBS = {"DriftCorrected": "reapplied after drift", "Deleted": "deleted"}
+PREPOSITIONS = {"Deleted": "from"}
+
+
 def _normal(reason: str, by_cluster: dict[str, Note], failed: int) -> str:
-    verb = "reapplied after drift" if reason == "DriftCorrected" else "applied"
+    verb, to = VERBS.get(reason, "applied"), PREPOSITIONS.get(reason, "to")
     resources = sorted({r for note in by_cluster.values() for r in note.resources})
-    message = f"{verb} {', '.join(resources)} to {_clusters(sorted(by_cluster))}"
+    shown = ", ".join(resources[:RESOURCES_SHOWN])
+    if len(resources) > RESOURCES_SHOWN:
+        shown += f" and {len(resources) - RESOURCES_SHOWN} more"
+    message = f"{verb} {shown} {to} {_clusters(sorted(by_cluster))}"
     return message + (f"; {_count(failed)} failed" if failed else "")
 
 

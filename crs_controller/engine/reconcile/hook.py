@@ -1,7 +1,8 @@
 """The answers to Cluster API's lifecycle hooks: BeforeClusterDelete holds the
 Cluster's deletion while a ClusterResourceSet still has cleanup to do on it;
 AfterControlPlaneUpgrade and BeforeWorkersUpgrade hold an upgrade while a CRS with
-``gateUpgrades`` has not put in place what the new version needs.
+``gateUpgrades`` has not put in place what the new version needs; BeforeClusterUpgrade
+holds one to a version such a CRS has no resource for.
 
 Read from the API, not from the caches: Cluster API takes 0 as final, and a standby
 replica, or one whose caches are not synced yet, would otherwise answer 0 from
@@ -12,6 +13,7 @@ ignorance. The rules are pure elsewhere: the cleanup's own
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,9 +25,15 @@ from crs_controller.core.api.models import (
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
 )
-from crs_controller.core.spec.objects import parse_binding_object, parse_cluster, parse_crs
+from crs_controller.core.spec.objects import (
+    CRS,
+    Cluster,
+    parse_binding_object,
+    parse_cluster,
+    parse_crs,
+)
 from crs_controller.core.state.prune_decisions import inventory
-from crs_controller.core.state.upgrade_gate import Go, describe, gate, gates
+from crs_controller.core.state.upgrade_gate import Go, describe, gate, gates, without_build
 from crs_controller.engine.reconcile.workload.uninstall import holds_deletion
 
 HOOK_RETRY_SECONDS = 5
@@ -65,23 +73,29 @@ async def hook_status(
 
 
 async def upgrade_status(
-    mgmt: KubeAPI, cluster_api_version: str, cluster: Mapping[str, Any], version: Version
+    mgmt: KubeAPI,
+    cluster_api_version: str,
+    cluster: Mapping[str, Any],
+    version: Version,
+    *,
+    before: bool = False,
 ) -> tuple[int, str]:
     """(retryAfterSeconds, message) for taking ``cluster`` on to ``version``: positive
     while a gating CRS has not applied (or, with healthCheck.wait, made Ready) what the
-    version needs. A failed read raises (the extension then asks for a retry)."""
-    namespace, name = _named(cluster)
-    if not namespace or not name:
-        return HOOK_RETRY_SECONDS, NO_CLUSTER
-    live = await mgmt.get(cluster_api_version, "Cluster", name, namespace)
-    if live is None:
-        return 0, "crs-controller: no such Cluster"
-    target = parse_cluster(live)
-    items, _ = await mgmt.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, namespace)
-    crss = [parse_crs(item) for item in items]
+    version needs; ``before`` (BeforeClusterUpgrade): while a gating CRS has no
+    resource for it. A failed read raises (the extension then asks for a retry)."""
+    read = await _gating(mgmt, cluster_api_version, cluster)
+    if isinstance(read, tuple):
+        return read
+    target, crss = read.cluster, read.crss
     if not any(gates(crs, target) for crs in crss):
         return 0, describe(Go(), version)
-    raw = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
+    if before:
+        decision = without_build(target, crss, version)
+        return (0 if isinstance(decision, Go) else HOOK_RETRY_SECONDS), describe(decision, version)
+    raw = await mgmt.get(
+        API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, target.name, target.namespace
+    )
     binding = None if raw is None else parse_binding_object(raw).model
     # No binding, or one that cannot be read: nothing is known applied, every gating
     # CRS holds (the cluster's reconcile reports an unreadable binding).
@@ -90,6 +104,29 @@ async def upgrade_status(
     )
     decision = gate(target, crss, entries, version)
     return (0 if isinstance(decision, Go) else HOOK_RETRY_SECONDS), describe(decision, version)
+
+
+@dataclass(frozen=True)
+class _Gating:
+    """The live Cluster a hook asks about, and its namespace's CRSs."""
+
+    cluster: Cluster
+    crss: list[CRS]
+
+
+async def _gating(
+    mgmt: KubeAPI, cluster_api_version: str, cluster: Mapping[str, Any]
+) -> _Gating | tuple[int, str]:
+    """The live Cluster and the CRSs of its namespace, or the answer when the request
+    names no Cluster (retry) or one that is gone (0)."""
+    namespace, name = _named(cluster)
+    if not namespace or not name:
+        return HOOK_RETRY_SECONDS, NO_CLUSTER
+    live = await mgmt.get(cluster_api_version, "Cluster", name, namespace)
+    if live is None:
+        return 0, "crs-controller: no such Cluster"
+    items, _ = await mgmt.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, namespace)
+    return _Gating(parse_cluster(live), [parse_crs(item) for item in items])
 
 
 def _named(cluster: Mapping[str, Any]) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from crs_controller.core.errors import APIError, CRSError, ResourceError, Unreac
 from crs_controller.core.spec.modes import Apply, CheckDrift, Decision, Scope, Strategy
 from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.bindings import record_apply, recorded, select_objects
-from crs_controller.core.state.status import Outcome
+from crs_controller.core.state.status import NO_BUILD, Outcome
 from crs_controller.core.versions.ranges import version_match
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.sources import Source
@@ -46,6 +46,9 @@ class _Progress:
     applied: dict[str, list[str]] = field(default_factory=dict)  # event reason -> resources
     held: list[str] = field(default_factory=list)  # new revisions waiting for an upgrade
     unversioned: list[str] = field(default_factory=list)  # waiting for a known version
+    # No resource is for the cluster's version: those of other versions kept as applied.
+    no_build: bool = False
+    kept: list[str] = field(default_factory=list)
 
     def add(self, done: _Done) -> None:
         """Fold one resource's result into the pass."""
@@ -145,12 +148,19 @@ async def _resources(scope: ClusterScope, run: _PairRun) -> _Progress:
     if drift.enabled:
         progress.then = Result.after(run.drift_wait or drift.interval)
     entry = scope.before(crs.name)
+    # Without a resource for the cluster's version, those of other versions stay: a
+    # routine upgrade past the newest build must not remove the add-on.
+    progress.no_build = crs.lacks_version(scope.version.version)
     for index, ref in enumerate(crs.valid.spec.resources):
         previous = recorded(entry, ref)
         match version_match(crs.version_range(index), scope.version.version):
             case "unknown":  # kept as it is, neither applied nor withdrawn
                 progress.add(_Done(ref.name, previous))
                 progress.unversioned.append(f"{ref.kind}/{ref.name}")
+                continue
+            case "outside" if progress.no_build and previous is not None:
+                progress.add(_Done(ref.name, previous))  # kept as it is
+                progress.kept.append(f"{ref.kind}/{ref.name}")
                 continue
             case "outside":  # leaves the entry (deletionPolicy Delete removes it)
                 continue
@@ -168,6 +178,8 @@ def _waiting(scope: ClusterScope, run: _PairRun, progress: _Progress, outcome: O
     generation, cluster = run.crs.generation, scope.cluster.name
     if outcome.state == "Failed":
         return outcome
+    if progress.no_build:
+        return _no_build(scope, run, progress)
     if progress.held and run.go.keep_installed:
         message = (
             f"the revision of the sources could not be read: {', '.join(progress.held)} "
@@ -187,6 +199,22 @@ def _waiting(scope: ClusterScope, run: _PairRun, progress: _Progress, outcome: O
         )
         return Outcome("Waiting", "WaitingForVersion", message, generation)
     return outcome
+
+
+def _no_build(scope: ClusterScope, run: _PairRun, progress: _Progress) -> Outcome:
+    """No resource of the CRS is for the version the cluster runs: what it has of
+    them stays, and the operator is told to add one."""
+    version = f"v{scope.version.version}"
+    kept = (
+        f"{', '.join(progress.kept)} stay as applied"
+        if progress.kept
+        else "nothing of them is applied"
+    )
+    message = (
+        f"cluster {scope.cluster.name} runs Kubernetes {version}, which no resource's "
+        f"spec.resources[].kubernetesVersions contains: {kept} until one does"
+    )
+    return Outcome("Waiting", NO_BUILD, message, run.crs.generation)
 
 
 async def _outcome(scope: ClusterScope, run: _PairRun, progress: _Progress) -> Outcome:

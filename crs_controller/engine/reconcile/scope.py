@@ -33,7 +33,7 @@ from crs_controller.core.errors import ResourceError, Unreachable
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.bindings import entries_by_crs, owner_reference, with_outcome
 from crs_controller.core.state.prune_decisions import wanted_keys
-from crs_controller.core.state.status import Outcome
+from crs_controller.core.state.status import WARNING_REASONS, Outcome
 from crs_controller.core.values.dependencies import removal_order
 from crs_controller.core.versions.ranges import version_match
 from crs_controller.engine.io import metrics
@@ -54,6 +54,7 @@ from crs_controller.engine.reconcile.workload.pruning import Pruned, prune
 log = structlog.get_logger(__name__)
 
 BUDGET_WAIT = "BudgetExhausted"
+DELETED = "Deleted"  # the Event reason of objects deleted as they left the desired set
 
 
 @dataclass(frozen=True)
@@ -207,8 +208,8 @@ class ClusterScope:
             field_manager=ctx.settings.field_manager,
         )
         self._now = pruned.entries
-        await self._tell_pruned(pruned)
-        return RETRY if pruned.errors else NOTHING
+        then = await self._tell_pruned(pruned)
+        return then | (RETRY if pruned.errors else NOTHING)
 
     async def _wanted(self, crss: list[CRS]) -> set[ObjectKey]:
         """What the matching CRSs' sources ask for now on this cluster's version
@@ -224,8 +225,15 @@ class ClusterScope:
                         wanted |= wanted_keys(await self.ctx.sources.objects(source))
         return wanted
 
-    async def _tell_pruned(self, pruned: Pruned) -> None:
+    async def _tell_pruned(self, pruned: Pruned) -> Result:
+        """Deletions told as applies are: one Event per CRS for every cluster's
+        (memory/notes); refusals and failures as Warnings at once."""
         ctx, (namespace, name) = self.ctx, self.key
+        then = NOTHING
+        for crs_name, deleted in pruned.deleted.items():
+            note = Note("Normal", DELETED, name, resources=tuple(str(r) for r in deleted))
+            quiet = ctx.announcements.note(namespace, crs_name, note)
+            then |= Result.waking(Wake(crs_key(namespace, crs_name), quiet))
         for crs_name, refused in pruned.refused.items():
             # A binding entry naming objects we cannot show we applied: forged or stale.
             if owner := ctx.caches.crs(namespace, crs_name):
@@ -236,6 +244,7 @@ class ClusterScope:
             log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")
             if owner := ctx.caches.crs(namespace, crs_name):
                 await ctx.events.emit(owner, "Warning", "DeleteFailed", message)
+        return then
 
     async def record(self, entries: Mapping[str, CRSBinding] | None = None) -> None:
         """Write the binding once (``entries``: what a cleanup left instead of this
@@ -266,11 +275,12 @@ def _reason(entry: CRSBinding | None) -> str | None:
 
 
 def _news(previous: CRSBinding | None, told: CRSBinding, outcome: Outcome) -> bool:
-    """Is a failure worth a Warning event? Not when the binding already recorded it
-    (after a restart, which forgets the outcomes in memory, or a hand-over from
-    another replica): the binding is where every replica reads a pair's outcome."""
+    """Is a failure (or a reason told as a Warning) worth an event? Not when the
+    binding already recorded it (after a restart, which forgets the outcomes in
+    memory, or a hand-over from another replica): the binding is where every replica
+    reads a pair's outcome."""
     after = told.outcome
-    if outcome.state != "Failed" or after is None:
+    if (outcome.state != "Failed" and outcome.reason not in WARNING_REASONS) or after is None:
         return False
     before = previous.outcome if previous is not None else None
     return before is None or (before.reason, before.message) != (after.reason, after.message)

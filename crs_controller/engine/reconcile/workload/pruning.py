@@ -38,6 +38,7 @@ class Pruned:
     entries: dict[str, CRSBinding]
     errors: dict[str, list[str]] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    deleted: dict[str, list[ObjectRef]] = field(default_factory=dict)
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Deletion:
 
     failed: list[str] = field(default_factory=list)
     refused: list[tuple[ObjectRef, str]] = field(default_factory=list)
+    deleted: list[ObjectRef] = field(default_factory=list)
 
     @property
     def refused_refs(self) -> list[ObjectRef]:
@@ -114,6 +116,8 @@ async def _prune_one(
         done = await delete_objects(client, stale, field_manager)
     except Unreachable as exc:
         done = Deletion(failed=[str(exc)])
+    if done.deleted:
+        pruned.deleted[name] = done.deleted
     if done.refused:
         pruned.refused[name] = done.refusals()
     if done.failed:
@@ -150,6 +154,7 @@ async def delete_objects(
                 uid=uid if isinstance(uid, str) else None,
             )
             log.info("object deleted", object=str(ref), cluster=client.name)
+            done.deleted.append(ref)
         except NotFound:
             continue  # its kind is gone (e.g. the CRD went first): nothing left
         except Unreachable:
