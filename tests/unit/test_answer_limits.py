@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crs_controller.clients import kube
+from crs_controller.clients import answers, discovery
 from crs_controller.clients.kube import AnswerLimits, KubeClient, json_nodes
 from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.core.errors import (
@@ -322,10 +322,10 @@ async def test_a_page_too_large_in_bytes_is_asked_again_with_fewer_items() -> No
 
 
 async def test_management_limits_are_larger_but_bounded() -> None:
-    workload, management = kube.WORKLOAD_LIMITS, kube.MANAGEMENT_LIMITS
+    workload, management = answers.WORKLOAD_LIMITS, answers.MANAGEMENT_LIMITS
     for field in ("bytes", "values", "items", "pages"):
         assert getattr(workload, field) < getattr(management, field)
-    assert management.bytes <= 64 * kube.MiB
+    assert management.bytes <= 64 * answers.MiB
 
 
 # --- groups the server does not serve -----------------------------------------------
@@ -416,7 +416,7 @@ async def test_names_that_are_one_segment_are_sent_as_they_are(name: str) -> Non
 @given(st.text(max_size=300))
 def test_an_accepted_segment_can_only_name_one_segment(value: str) -> None:
     try:
-        kube._segment(value, "name")
+        discovery._segment(value, "name")
     except InvalidObjectName:
         return
     assert value not in ("", ".", "..")

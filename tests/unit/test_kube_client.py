@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from crs_controller.clients import kube
+from crs_controller.clients import answers, kube
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.core.errors import APIError, Conflict, NotFound, Unreachable
@@ -306,8 +306,8 @@ def test_key_material_that_is_not_pem_is_named_not_quoted() -> None:
 def test_large_bodies_are_counted_without_walking_them_whole() -> None:
     shared = ["x"] * 100
     big = {"data": [shared] * 300}  # 30,000 leaves through shared lists
-    assert kube._has_nodes(big, kube.ENCODE_IN_THREAD_NODES)
-    assert not kube._has_nodes({"data": shared}, kube.ENCODE_IN_THREAD_NODES)
+    assert answers.has_nodes(big, answers.ENCODE_IN_THREAD_NODES)
+    assert not answers.has_nodes({"data": shared}, answers.ENCODE_IN_THREAD_NODES)
 
 
 async def test_a_large_apply_body_is_encoded_off_the_loop_and_sent(
@@ -330,7 +330,7 @@ async def test_a_large_apply_body_is_encoded_off_the_loop_and_sent(
     async with server(reply) as peers:
         client = client_for(peers.pop(0))
         try:
-            data = {f"k{i}": "v" for i in range(kube.ENCODE_IN_THREAD_NODES)}
+            data = {f"k{i}": "v" for i in range(answers.ENCODE_IN_THREAD_NODES)}
             obj = {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
@@ -342,4 +342,4 @@ async def test_a_large_apply_body_is_encoded_off_the_loop_and_sent(
             assert await client.apply(small, field_manager="m") == {"kind": "ConfigMap"}
         finally:
             await client.close()
-    assert threaded == [kube._encode]  # the large body only
+    assert threaded == [answers.encode]  # the large body only

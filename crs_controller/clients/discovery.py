@@ -1,0 +1,127 @@
+"""Where a kind lives on a server: its plural and scope, discovered once per
+group-version and cached, and the REST path of a kind or of one object, every segment
+checked so a name from a manifest can only ever name an object of that kind.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from crs_controller.clients.api import Obj, ResourceInfo
+from crs_controller.core.errors import InvalidObjectName, NotFound, Unreachable
+
+# RFC 3986 path characters without '%' (no escapes: Kubernetes refuses '%' in names)
+# and without '/'; names of built-in kinds are narrower still (DNS subdomains, RBAC's
+# ':'), which the server checks. 253 is the longest name Kubernetes accepts.
+_SEGMENT = re.compile(r"[A-Za-z0-9._~:@!$&'()*+,;=-]{1,253}")
+
+
+class Discovery:
+    """The kinds one server serves, per group-version; ``get``: the client's GET of a
+    path, with its credentials, deadline and limits."""
+
+    def __init__(self, name: str, get: Callable[[str], Awaitable[Obj]]) -> None:
+        self._name = name
+        self._get = get
+        self._known: dict[str, dict[str, ResourceInfo]] = {}
+        self._unserved: set[str] = set()
+
+    async def resource_info(self, api_version: str, kind: str) -> ResourceInfo:
+        """Plural and scope of a kind; rediscovers once on a miss (a CRD may be new)."""
+        known = self._known.get(api_version)
+        if known is None or kind not in known:
+            known = await self._discover(api_version)
+        if kind not in known:
+            message = f"{self._name}: no kind {kind} in {api_version}"
+            if api_version in self._unserved:
+                message += f" ({api_version} is not served: is its CRD installed?)"
+            raise NotFound(message, status=404)
+        return known[kind]
+
+    async def _discover(self, api_version: str) -> dict[str, ResourceInfo]:
+        base = _api_base(api_version)
+        self._unserved.discard(api_version)
+        try:
+            listing = await self._get(base)
+        except NotFound as exc:
+            if api_version == "v1":  # every Kubernetes API server serves it
+                raise Unreachable(
+                    f"{self._name}: GET {base}: the server did not answer as a Kubernetes"
+                    " API server (HTTP 404)",
+                    status=404,
+                ) from exc
+            # kube-apiserver answers a group/version it does not serve with a plain
+            # text 404: a kind whose CRD is not installed, that object's failure only.
+            self._unserved.add(api_version)
+            listing = {"resources": []}
+        resources = listing.get("resources")
+        if not isinstance(resources, list):
+            raise Unreachable(f"{self._name}: GET {base}: not an API resource list")
+        found = {}
+        for entry in resources:
+            info = _resource_info(api_version, entry)
+            if info is not None:
+                found[info.kind] = info
+        self._known[api_version] = found
+        return found
+
+    def forget(self, api_version: str) -> None:
+        self._known.pop(api_version, None)
+
+    async def preferred_version(self, group: str) -> str | None:
+        """The server's preferred version of an API group, e.g. ``cluster.x-k8s.io/v1beta2``."""
+        try:
+            info = await self._get(f"/apis/{_segment(group, 'API group')}")
+        except NotFound:
+            return None
+        preferred = info.get("preferredVersion", {}).get("groupVersion")
+        return str(preferred) if preferred else None
+
+    async def path(
+        self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None
+    ) -> str:
+        """The REST path of a kind, or of one object. Every segment is checked, so a
+        name or namespace from a manifest (or a binding) can only ever name an object
+        of this kind: never a path elsewhere, nor a request that cannot be sent."""
+        info = await self.resource_info(api_version, kind)
+        parts = [_api_base(api_version)]
+        if info.namespaced and namespace:
+            parts += ["namespaces", _segment(namespace, "namespace")]
+        parts.append(info.plural)
+        if name:
+            parts.append(_segment(name, "name"))
+        return "/".join(parts)
+
+
+def _segment(value: str, what: str) -> str:
+    """``value`` as one path segment, or InvalidObjectName (never quoting it)."""
+    if not isinstance(value, str) or not _SEGMENT.fullmatch(value) or value in (".", ".."):
+        raise InvalidObjectName(
+            f"the {what} cannot be part of a Kubernetes API path (1-253 characters of"
+            " letters, digits and -._~:@!$&'()*+,;=, not '.' or '..')"
+        )
+    return value
+
+
+def _api_base(api_version: str) -> str:
+    """``/api/v1`` or ``/apis/<group>/<version>``, each part a valid segment."""
+    if api_version == "v1":
+        return "/api/v1"
+    group, slash, version = api_version.partition("/")
+    if not slash:
+        raise InvalidObjectName("the apiVersion is not <group>/<version> nor v1")
+    return f"/apis/{_segment(group, 'API group')}/{_segment(version, 'API version')}"
+
+
+def _resource_info(api_version: str, entry: Any) -> ResourceInfo | None:
+    """One discovery entry; subresources and malformed entries are skipped."""
+    if not isinstance(entry, dict):
+        return None
+    kind, plural, namespaced = entry.get("kind"), entry.get("name"), entry.get("namespaced")
+    if not (isinstance(kind, str) and isinstance(plural, str) and _SEGMENT.fullmatch(plural)):
+        return None
+    if plural in (".", ".."):
+        return None
+    return ResourceInfo(api_version, kind, plural, bool(namespaced))
