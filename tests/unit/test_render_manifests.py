@@ -396,7 +396,9 @@ def test_the_kubernetes_version_picks_the_resources_of_its_range(
 ) -> None:
     path = versioned_inputs(tmp_path)
     code, out, err = render(capsys, "-f", path, "--kubernetes-version", version, "-o", "manifests")
-    assert (code, err) == (0, "")
+    assert code == 0
+    # Only a version no resource is for has something to say (NoResourceForVersion).
+    assert ("NoResourceForVersion" in err) == (objects == ["config-object"]), err
     assert streamed(out) == objects
 
 
@@ -487,6 +489,21 @@ def test_an_unknown_version_leaves_the_versioned_resources_out_saying_why(
             assert {r["reason"] for r in report["leftOut"]} == {"WaitingForVersion"}
         else:
             assert "cpi-1-3" not in out
+
+
+@pytest.mark.parametrize("output", ["table", "manifests", "json"])
+def test_a_version_no_resource_is_for_is_said_on_stderr(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, output: str
+) -> None:
+    path = versioned_inputs(tmp_path)
+    code, out, err = render(capsys, "-f", path, "--kubernetes-version", "v1.36.0", "-o", output)
+    assert code == 0
+    assert err.count("\n") == 1 and "(NoResourceForVersion)" in err, err
+    assert "Kubernetes v1.36.0" in err and "keeps what it has" in err
+    assert "cpi-1-3" not in out or output == "json"
+    # A version a resource is for says nothing.
+    code, _, err = render(capsys, "-f", path, "--kubernetes-version", "v1.34.0", "-o", output)
+    assert (code, err) == (0, "")
 
 
 def test_without_versioned_resources_nothing_is_said_about_versions(

@@ -246,16 +246,23 @@ def _control_plane(
 
 
 def version_notes(rendered: list[RenderedCRS], cluster: Obj | None) -> list[str]:
-    """One line per CRS with resources waiting for an unknown version."""
+    """One line per CRS with resources waiting for an unknown version, or with no
+    resource for the version given (the controller keeps what a cluster has)."""
     name = metadata(cluster).get("name") if cluster else None
     shown = f"cluster {name}" if name else "the cluster"
     hint = ", ".join(VERSION_HINTS if cluster else VERSION_HINTS[:1])
     notes = []
     for each in rendered:
+        crs = f"{each.crs.namespace}/{each.crs.name}"
         waiting = waiting_for_version(each, shown)
         if waiting is not None:
-            crs = f"{each.crs.namespace}/{each.crs.name}"
             notes.append(f"{crs}: left out (WaitingForVersion): {waiting}; {hint}")
+        version = each.version.version if each.version is not None else None
+        if each.crs.lacks_version(version):
+            notes.append(
+                f"{crs}: no resource is for Kubernetes v{version} (NoResourceForVersion): "
+                f"{shown} keeps what it has of the others until one is"
+            )
     return notes
 
 
