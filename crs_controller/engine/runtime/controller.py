@@ -59,6 +59,22 @@ STATUS_SETTLE_SECONDS = 1.0
 CONTROL_PLANES_READ_SECONDS = 30.0
 
 
+def _fair_queue(clock: WaitingClock, settings: Settings, index: Index) -> WorkQueue:
+    """The work queue, fair between namespaces: the reserve is kept while more than one
+    namespace has objects, busy or idle, so it is there before a second tenant's key is."""
+    return WorkQueue(clock=clock, concurrency=settings.concurrency, tenants=index.namespace_count)
+
+
+def _workload_clients(settings: Settings, user_agent: str) -> WorkloadClients:
+    """The workload clusters' client cache, with the settings' one deadline per
+    request and whether a kubeconfig may name a proxy."""
+    return WorkloadClients(
+        timeout=settings.workload_timeout,
+        allow_proxy=settings.allow_proxy_url,
+        user_agent=user_agent,
+    )
+
+
 async def cluster_api_version(client: KubeAPI) -> str:
     """cluster.x-k8s.io in whichever version (v1beta2 / v1beta1) the server prefers."""
     preferred = await client.preferred_version(CLUSTER_GROUP)
@@ -88,18 +104,8 @@ class Controller:
         self.control_planes = ControlPlanes(
             mgmt, settings.namespace, lambda ns, name: self.queue.add(cluster_key(ns, name))
         )
-        # Fair between namespaces: the reserve is kept while more than one namespace
-        # has objects, busy or idle, so it is there before a second tenant's key is.
-        self.queue = WorkQueue(
-            clock=self.clock,
-            concurrency=settings.concurrency,
-            tenants=self.index.namespace_count,
-        )
-        self.workloads = WorkloadClients(
-            timeout=settings.workload_timeout,
-            allow_proxy=settings.allow_proxy_url,
-            user_agent=user_agent,
-        )
+        self.queue = _fair_queue(self.clock, settings, self.index)
+        self.workloads = _workload_clients(settings, user_agent)
         self.cluster_ctx, self.crs_ctx = self._contexts(crss, bindings, configmaps, secrets)
         self.informers: list[Informer[Any]] = [crss, clusters, bindings, configmaps, secrets]
         self.ready = asyncio.Event()

@@ -59,31 +59,56 @@ async def apply_objects(
     sent without the paths ``ignores`` leaves to others (they went with its creation).
 
     Raises Unreachable as soon as the cluster stops answering."""
-    result = ApplyResult()
     known = frozenset(o.key for o in inventory)
+    one = _ApplyOne(client, field_manager, only_missing, confidential, hashes, ignores, known)
+    result = ApplyResult()
     pending_crds: list[str] = []
     for position, obj in enumerate(objects):
         if pending_crds and not is_crd(obj):
             await _await_established(client, pending_crds, result)
             pending_crds = []
-        try:
-            ref, live = await _apply_one(client, obj, field_manager, only_missing, ignores, known)
-        except Unreachable:
-            raise  # the cluster is gone for now: the rest would only time out too
-        except CRSError as exc:
-            result.errors.append(_describe(object_ref(obj), exc, confidential))
-            continue
-        if live is None:
-            result.skipped.append(ref)
-            continue
-        content_hash = hashes[position] if hashes is not None else None
-        ignored = ignores.paths_for(ref)
-        result.applied[position] = _record(ref, live, content_hash, field_manager, ignored)
-        if is_crd(obj):
-            pending_crds.append(ref.name)
+        applied = await one.into(result, position, obj)
+        if applied is not None and is_crd(obj):
+            pending_crds.append(applied.name)
     if pending_crds:
         await _await_established(client, pending_crds, result)
     return result
+
+
+@dataclass(frozen=True)
+class _ApplyOne:
+    """How each object of one apply_objects call is applied and recorded."""
+
+    client: KubeAPI
+    field_manager: str
+    only_missing: bool
+    confidential: bool
+    hashes: Sequence[str] | None
+    ignores: Ignores
+    known: frozenset[ObjectKey]  # the resource's inventory
+
+    async def into(
+        self, result: ApplyResult, position: int, obj: dict[str, Any]
+    ) -> ObjectRef | None:
+        """Apply the object at ``position`` and record in ``result`` how it went: the
+        object as applied, or None when it was skipped or failed."""
+        try:
+            ref, live = await _apply_one(
+                self.client, obj, self.field_manager, self.only_missing, self.ignores, self.known
+            )
+        except Unreachable:
+            raise  # the cluster is gone for now: the rest would only time out too
+        except CRSError as exc:
+            result.errors.append(_describe(object_ref(obj), exc, self.confidential))
+            return None
+        if live is None:
+            result.skipped.append(ref)
+            return None
+        content_hash = self.hashes[position] if self.hashes is not None else None
+        ignored = self.ignores.paths_for(ref)
+        recorded = _record(ref, live, content_hash, self.field_manager, ignored)
+        result.applied[position] = recorded
+        return recorded
 
 
 def _record(

@@ -95,50 +95,30 @@ async def validate(
     the record of the last look (``previous``). ``timeout`` is ``spec.timeout`` in
     seconds. Raises Unreachable when the cluster does not answer."""
     now = ctx.clock.wall()
-    if previous is not None and (previous.revision, previous.step) == (revision, step):
-        if previous.phase in ("Succeeded", "Failed"):  # decided: nothing to contact
-            return Validated(previous, NOTHING)
-        record, fresh = previous, False
-    else:
+    record = _continued(previous, revision=revision, step=step)
+    if record is not None and record.phase in ("Succeeded", "Failed"):
+        return Validated(record, NOTHING)  # decided: nothing to contact
+    fresh = record is None
+    if record is None:
         record = ValidationRecord(revision=revision, step=step, phase="Running", started=now)
-        fresh = True
-    run = _Run(ctx, client, crs, cluster, spec, record, now)
+    run = _Run(ctx, client, crs, cluster, spec, record, now, timeout)
     parts = await _load(ctx, cluster, spec)
     if isinstance(parts, str):
-        if record.finished is not None:  # passed already: only the cleanup is lost
-            log.info("validation objects not removed", **run.where, problem=parts)
-            return run.succeeded(record.finished)
-        return run.failed(f"validation on cluster {cluster.name}: {parts}")
+        return run.unusable(parts)
     objects = [obj for part in parts for obj in part.objects]
     if record.finished is not None:
         return await run.clean_up(objects, record.finished)
-    elapsed = (now - record.started).total_seconds()
-    try:
-        if fresh:
-            await run.clear_leftovers(objects)
-        # Past the deadline only a last look: nothing is sent again as it fails.
-        errors = await run.apply(parts) if elapsed < timeout else []
-        look = await run.look(objects)
-    except Unreachable:
-        raise  # the caller makes it the cluster's outcome
-    except APIError as exc:
-        log.info("validation request failed", **run.where, error=str(exc))
-        if elapsed >= timeout:
-            return run.failed(run.timed_out(str(exc)))
-        return Validated(run.running(f"waiting: {exc}"), RETRY)
-    if look.failed is not None:
-        return run.failed(look.failed)
-    if look.waiting is None and not errors:
-        return await run.clean_up(objects, now)
-    if elapsed >= timeout:
-        pending = f"Job {_named(look.waiting)} not Complete" if look.waiting else None
-        return run.failed(run.timed_out(pending or record.message or "objects not applied"))
-    if errors:
-        log.info("validation objects not applied", **run.where, errors=len(errors))
-        return Validated(run.running("; ".join(errors)), RETRY)
-    assert look.waiting is not None
-    waiting = f"waiting for Job {_named(look.waiting)} to complete"
-    return Validated(run.running(waiting), Result.after(min(POLL_SECONDS, timeout - elapsed)))
+    return await run.attempt(parts, objects, fresh=fresh)
+
+
+def _continued(
+    previous: ValidationRecord | None, *, revision: str, step: int
+) -> ValidationRecord | None:
+    """The record of the last look when it was about this revision and step (a new
+    run starts otherwise)."""
+    if previous is not None and (previous.revision, previous.step) == (revision, step):
+        return previous
+    return None
 
 
 async def _load(ctx: ClusterContext, cluster: Cluster, spec: Validation) -> list[_Part] | str:
@@ -168,6 +148,12 @@ class _Run:
     spec: Validation
     record: ValidationRecord
     now: datetime
+    timeout: float  # spec.timeout, in seconds
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return (self.now - self.record.started).total_seconds()
 
     @property
     def where(self) -> dict[str, Any]:
@@ -178,6 +164,57 @@ class _Run:
     @property
     def manager(self) -> str:
         return self.ctx.settings.field_manager
+
+    def unusable(self, problem: str) -> Validated:
+        """A validation resource cannot be used: the validation fails, unless every
+        Job passed already (then only the cleanup is lost)."""
+        if self.record.finished is not None:
+            log.info("validation objects not removed", **self.where, problem=problem)
+            return self.succeeded(self.record.finished)
+        return self.failed(f"validation on cluster {self.cluster.name}: {problem}")
+
+    async def attempt(
+        self, parts: Sequence[_Part], objects: Sequence[dict[str, Any]], *, fresh: bool
+    ) -> Validated:
+        """Apply the objects (a fresh run first clears an earlier run's Jobs) and read
+        the Jobs, then judge what they say."""
+        try:
+            if fresh:
+                await self.clear_leftovers(objects)
+            # Past the deadline only a last look: nothing is sent again as it fails.
+            errors = await self.apply(parts) if self.elapsed < self.timeout else []
+            look = await self.look(objects)
+        except Unreachable:
+            raise  # the caller makes it the cluster's outcome
+        except APIError as exc:
+            log.info("validation request failed", **self.where, error=str(exc))
+            if self.elapsed >= self.timeout:
+                return self.failed(self.timed_out(str(exc)))
+            return Validated(self.running(f"waiting: {exc}"), RETRY)
+        return await self.judge(look, errors, objects)
+
+    async def judge(
+        self, look: _Look, errors: Sequence[str], objects: Sequence[dict[str, Any]]
+    ) -> Validated:
+        """The verdict of one look: failed, passed (then clean up), timed out, or
+        still running with when to look again."""
+        if look.failed is not None:
+            return self.failed(look.failed)
+        if look.waiting is None and not errors:
+            return await self.clean_up(objects, self.now)
+        if self.elapsed >= self.timeout:
+            pending = f"Job {_named(look.waiting)} not Complete" if look.waiting else None
+            return self.failed(
+                self.timed_out(pending or self.record.message or "objects not applied")
+            )
+        if errors:
+            log.info("validation objects not applied", **self.where, errors=len(errors))
+            return Validated(self.running("; ".join(errors)), RETRY)
+        assert look.waiting is not None
+        waiting = f"waiting for Job {_named(look.waiting)} to complete"
+        return Validated(
+            self.running(waiting), Result.after(min(POLL_SECONDS, self.timeout - self.elapsed))
+        )
 
     async def clear_leftovers(self, objects: Sequence[dict[str, Any]]) -> None:
         """Delete the Jobs an earlier run left behind (a failed run keeps them), so
