@@ -185,34 +185,45 @@ def render_crs(
     parts: list[tuple[str, str, str]] | None = []
     for index, ref in enumerate(crs.valid.spec.resources):
         label = f"{crs.namespace}/{crs.name}: {ref.kind} {ref.name}"
-        raw = lookup(ref.kind, ref.name)
         try:
-            if raw is None:
-                raise ResourceNotFound(missing)
-            digest = resource_hash(raw)
+            raw, digest = _read(lookup, ref, missing)
         except ResourceError as exc:
             problems.append(f"{label}: {exc} ({exc.reason})")
             parts = None
             continue
         if parts is not None:
             parts.append((ref.kind, ref.name, digest))
-        if version is not None:
-            match = version_match(crs.version_range(index), version.version)
-            if match != "yes":
-                left_out.append(LeftOut(ref.kind, ref.name, ref.kubernetes_versions or "", match))
-                continue
+        if (out := _left_out(crs, index, ref, version)) is not None:
+            left_out.append(out)
+            continue
         try:
             resources.append(_resource(ref, raw, digest, values, specs))
         except CRSError as exc:  # names the resource and document, never the content
             problems.append(f"{label}: {exc} ({exc.reason})")
-    return RenderedCRS(
-        crs,
-        tuple(resources),
-        tuple(problems),
-        None if parts is None else revision(parts),
-        tuple(left_out),
-        version,
-    )
+    rev = None if parts is None else revision(parts)
+    return RenderedCRS(crs, tuple(resources), tuple(problems), rev, tuple(left_out), version)
+
+
+def _read(lookup: Lookup, ref: ResourceRef, missing: str) -> tuple[Mapping[str, Any], str]:
+    """A resource's source and its hash; raises ResourceError when it is missing
+    (``missing`` says how) or cannot be read."""
+    raw = lookup(ref.kind, ref.name)
+    if raw is None:
+        raise ResourceNotFound(missing)
+    return raw, resource_hash(raw)
+
+
+def _left_out(
+    crs: CRS, index: int, ref: SourceRef, version: ClusterVersion | None
+) -> LeftOut | None:
+    """Why the controller would not apply resource ``index`` at ``version`` (None: it
+    would, or no version was given)."""
+    if version is None:
+        return None
+    match = version_match(crs.version_range(index), version.version)
+    if match == "yes":
+        return None
+    return LeftOut(ref.kind, ref.name, ref.kubernetes_versions or "", match)
 
 
 def waiting_for_version(rendered: RenderedCRS, cluster: str) -> str | None:

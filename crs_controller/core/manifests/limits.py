@@ -250,7 +250,8 @@ def _count_yaml_graph(root: Node | None, room: int) -> int:
     the first time a node is met is where its anchor stands, any later time is an
     alias, which counts as everything under the anchor (remembered per node, so
     nothing is walked twice), and meeting a node still being walked is an alias to
-    one of its own ancestors. One loop, not several functions: it runs per node.
+    one of its own ancestors. The loop runs per node and calls nothing for a scalar;
+    entering, leaving and aliasing a sequence or mapping are the helpers below.
     """
     if not isinstance(root, MappingNode | SequenceNode):
         return 2  # the document node and the root
@@ -263,11 +264,8 @@ def _count_yaml_graph(root: Node | None, room: int) -> int:
         for child in frame.children:
             key = id(child)
             done = finished.get(key)
-            if done is not None:  # an alias: go-yaml decodes the alias node, then its target
-                decoded += 1 + done[0]
-                aliased += done[0]
-                frame.height = max(frame.height, done[1])
-                _check_alias(len(stack) + done[1], decoded, aliased, room)
+            if done is not None:
+                decoded, aliased = _alias(frame, done, len(stack), decoded, aliased, room)
                 continue
             decoded += 1
             # go-yaml checks its rule at every decode; the first test keeps that cheap.
@@ -276,21 +274,49 @@ def _count_yaml_graph(root: Node | None, room: int) -> int:
             if isinstance(child, ScalarNode):
                 finished[key] = _SCALAR
                 continue
-            if key in walking:
-                raise _Refused(_RECURSIVE)
-            walking.add(key)
-            stack.append(_Frame(child, decoded - 1))
-            if len(stack) > MAX_DEPTH:
-                raise _Refused(TOO_DEEP)
+            _enter(stack, walking, child, decoded - 1)
             break
         else:
-            stack.pop()
-            walking.discard(frame.key)
-            height = frame.height + 1
-            finished[frame.key] = (decoded - frame.start, height)
-            if stack and stack[-1].height < height:
-                stack[-1].height = height
+            _leave(stack, walking, finished, decoded)
     return decoded
+
+
+def _enter(stack: list[_Frame], walking: set[int], node: Node, start: int) -> None:
+    """Walk into a sequence or mapping (``start``: the decode count before it),
+    refused when it is one of its own ancestors or one level too deep."""
+    key = id(node)
+    if key in walking:
+        raise _Refused(_RECURSIVE)
+    walking.add(key)
+    stack.append(_Frame(node, start))
+    if len(stack) > MAX_DEPTH:
+        raise _Refused(TOO_DEEP)
+
+
+def _leave(
+    stack: list[_Frame], walking: set[int], finished: dict[int, tuple[int, int]], decoded: int
+) -> None:
+    """The sequence or mapping on top of the stack is walked: remember what it
+    expands to and its height, which its parent takes if it is the tallest child."""
+    frame = stack.pop()
+    walking.discard(frame.key)
+    height = frame.height + 1
+    finished[frame.key] = (decoded - frame.start, height)
+    if stack and stack[-1].height < height:
+        stack[-1].height = height
+
+
+def _alias(
+    frame: _Frame, done: tuple[int, int], depth: int, decoded: int, aliased: int, room: int
+) -> tuple[int, int]:
+    """An alias met under ``frame`` (``depth`` frames down) to a node that expands
+    to ``done``: go-yaml decodes the alias node, then its target. The decode and
+    aliased counts after it, raising _Refused past a limit."""
+    decoded += 1 + done[0]
+    aliased += done[0]
+    frame.height = max(frame.height, done[1])
+    _check_alias(depth + done[1], decoded, aliased, room)
+    return decoded, aliased
 
 
 def _check_alias(depth: int, decoded: int, aliased: int, room: int) -> None:

@@ -130,15 +130,9 @@ def summarize(
     observedGeneration moves only once every matching cluster has been reconciled
     against this generation, so it never claims more than was done.
     """
-    failed = [(c, o) for c, o in outcomes if o is not None and o.state == "Failed"]
-    applied = [c for c, o in outcomes if o is not None and o.state == "Applied"]
-    held = [c for c, o in outcomes if o is not None and o.state == "Progressing"]
-    waiting = [(c, o) for c, o in outcomes if o is not None and o.state == "Waiting"]
+    tally = _Tally.of(outcomes)
     current = all(o is not None and o.generation == generation for _, o in outcomes)
-    pending = len(outcomes) - len(failed) - len(applied) - len(held) - len(waiting)
-    reason, message = _reason(outcomes, resource_problems, failed, applied, pending)
-    if (held or waiting) and reason in ("WaitingForClusters", "Applied"):
-        reason, message = _held_reason(outcomes, rollout) if held else _waiting_reason(waiting)
+    reason, message = _applied_reason(outcomes, resource_problems, tally, rollout)
     ok = reason in ("Applied", "NoMatchingClusters")
     status: Literal["True", "False"] = "True" if ok else "False"
     ready_status, ready_reason, ready_message = _readiness(outcomes, rollout, ok)
@@ -153,9 +147,47 @@ def summarize(
         conditions=conditions,
         matching_clusters=len(outcomes),
         # Held back by a rollout, a cluster keeps what it had applied (any revision).
-        applied_clusters=len(applied) + len(held),
-        failed_clusters=len(failed),
+        applied_clusters=len(tally.applied) + len(tally.held),
+        failed_clusters=len(tally.failed),
     )
+
+
+@dataclass(frozen=True)
+class _Tally:
+    """The matching clusters by the state of their outcome."""
+
+    failed: list[tuple[str, Outcome]]
+    applied: list[str]
+    held: list[str]
+    waiting: list[tuple[str, Outcome]]
+    pending: int  # no outcome yet, or Pending
+
+    @classmethod
+    def of(cls, outcomes: Sequence[tuple[str, Outcome | None]]) -> _Tally:
+        failed = [(c, o) for c, o in outcomes if o is not None and o.state == "Failed"]
+        applied = [c for c, o in outcomes if o is not None and o.state == "Applied"]
+        held = [c for c, o in outcomes if o is not None and o.state == "Progressing"]
+        waiting = [(c, o) for c, o in outcomes if o is not None and o.state == "Waiting"]
+        pending = len(outcomes) - len(failed) - len(applied) - len(held) - len(waiting)
+        return cls(failed, applied, held, waiting, pending)
+
+
+def _applied_reason(
+    outcomes: Sequence[tuple[str, Outcome | None]],
+    resource_problems: Sequence[Problem],
+    tally: _Tally,
+    rollout: tuple[str, str] | None,
+) -> tuple[str, str]:
+    """ResourcesApplied's reason and message: the first that applies, where clusters
+    held back or waiting say why rather than "WaitingForClusters" or "Applied"."""
+    reason, message = _reason(
+        outcomes, resource_problems, tally.failed, tally.applied, tally.pending
+    )
+    if (tally.held or tally.waiting) and reason in ("WaitingForClusters", "Applied"):
+        if tally.held:
+            return _held_reason(outcomes, rollout)
+        return _waiting_reason(tally.waiting)
+    return reason, message
 
 
 def _waiting_reason(waiting: Sequence[tuple[str, Outcome]]) -> tuple[str, str]:

@@ -295,46 +295,63 @@ def _kahn(
 ) -> list[str]:
     """The smallest order by name of the ``wanted`` members of ``nodes`` (each node's
     members among themselves free) with every node after the nodes it ``needs``."""
-    left = [sum(name in wanted for name in node) for node in nodes]
-    pending = [len(n) for n in needs]
-    dependents: list[list[int]] = [[] for _ in nodes]
-    for i, needed in enumerate(needs):
-        for j in needed:
-            dependents[j].append(i)
-    ready: list[tuple[str, int]] = []
-    ordered: list[str] = []
+    return _Kahn(nodes, needs, wanted).order()
 
-    def release(start: int) -> None:
+
+class _Kahn:
+    """Kahn's algorithm over nodes of names: a node is out once its wanted members
+    are; its dependents are released once every node they need is out."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Sequence[str]],
+        needs: Sequence[Sequence[int]],
+        wanted: AbstractSet[str],
+    ) -> None:
+        self.nodes = nodes
+        self.wanted = wanted
+        self.left = [sum(name in wanted for name in node) for node in nodes]  # members to go
+        self.pending = [len(n) for n in needs]  # nodes needed and not out yet
+        self.dependents: list[list[int]] = [[] for _ in nodes]
+        for i, needed in enumerate(needs):
+            for j in needed:
+                self.dependents[j].append(i)
+        self.ready: list[tuple[str, int]] = []  # a heap: the smallest name goes first
+
+    def order(self) -> list[str]:
+        for root in [i for i, count in enumerate(self.pending) if not count]:
+            self._release(root)  # a root's release may free later nodes: listed before any goes
+        ordered: list[str] = []
+        while self.ready:
+            name, i = heapq.heappop(self.ready)
+            ordered.append(name)
+            self.left[i] -= 1
+            if not self.left[i]:
+                for dependent in self._finish(i):
+                    self._release(dependent)
+        return ordered
+
+    def _release(self, start: int) -> None:
         """Everything ``start`` needs is out: its wanted members may go; a node with
         none is out at once and may release its dependents in turn."""
         todo = [start]
         while todo:
             i = todo.pop()
-            if left[i]:
-                for name in nodes[i]:
-                    if name in wanted:
-                        heapq.heappush(ready, (name, i))
+            if self.left[i]:
+                for name in self.nodes[i]:
+                    if name in self.wanted:
+                        heapq.heappush(self.ready, (name, i))
                 continue
-            todo.extend(finish(i))
+            todo.extend(self._finish(i))
 
-    def finish(i: int) -> list[int]:
+    def _finish(self, i: int) -> list[int]:
+        """Node ``i`` is out: the dependents that needed nothing else."""
         freed = []
-        for dependent in dependents[i]:
-            pending[dependent] -= 1
-            if not pending[dependent]:
+        for dependent in self.dependents[i]:
+            self.pending[dependent] -= 1
+            if not self.pending[dependent]:
                 freed.append(dependent)
         return freed
-
-    for root in [i for i, count in enumerate(pending) if not count]:
-        release(root)  # a root's release may free later nodes: listed before any goes
-    while ready:
-        name, i = heapq.heappop(ready)
-        ordered.append(name)
-        left[i] -= 1
-        if not left[i]:
-            for dependent in finish(i):
-                release(dependent)
-    return ordered
 
 
 class _Tarjan:
