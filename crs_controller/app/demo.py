@@ -53,22 +53,7 @@ def demo(workloads: int = 3) -> int:
     with ControlPlane.start(workloads=workloads, audit=False) as plane:
         _say(f"control plane up: Kubernetes {plane.version}")
         mgmt = TestbedClient(plane.management)
-        install_crds(mgmt, sorted((CONFIG / "crd" / "bases").glob("*.yaml")))
-        install_crds(mgmt, sorted((CONFIG / "testing").glob("*.yaml")))
-        install_rbac(mgmt)
-        for i, server in enumerate(plane.workloads):
-            labels = {"crs-demo": "true"} if i < workloads - 1 else {"crs-demo": "false"}
-            register_cluster(mgmt, server, name=f"workload-{i}", namespace=NAMESPACE, labels=labels)
-            _say(f"Cluster workload-{i} -> {server.url} labels={labels}")
-        for path in (
-            "demo-addon.yaml",
-            "demo-secret.yaml",
-            "addons_v1alpha1_clusterresourceset.yaml",
-        ):
-            for doc in _docs(CONFIG / "samples" / path):
-                mgmt.apply(doc)
-        _say("applied config/samples: ConfigMap demo-addon, Secret demo-secret, CRS demo")
-
+        _install(mgmt, plane)
         clients = [TestbedClient(s) for s in plane.workloads]
         matching, other = clients[:-1], clients[-1]
         started = time.monotonic()
@@ -80,31 +65,61 @@ def demo(workloads: int = 3) -> int:
                 f"demo-addon is on all {len(matching)} matching clusters "
                 f"{took:.1f}s after the controller started"
             )
-
-            source = mgmt.get("v1", "ConfigMap", "demo-addon", NAMESPACE)
-            assert source is not None
-            new = "hello again, edited on the management cluster"
-            source["data"]["demo-addon.yaml"] = source["data"]["demo-addon.yaml"].replace(
-                "hello from crs-controller", new
-            )
-            mgmt.update(source)
-            _say(f"edited ConfigMap demo-addon: greeting -> {new!r}")
+            new = _edit_greeting(mgmt)
             took = _wait_all(matching, lambda c: _greeting(c) == new, "the edit")
             _say(f"the edit reached all {len(matching)} matching clusters in {took:.1f}s")
             _say(f"non-matching cluster has it: {_greeting(other) is not None}")
-
-            crs = mgmt.get(CRS_API, "ClusterResourceSet", "demo", NAMESPACE) or {}
-            status = crs.get("status", {})
-            conditions = status.get("conditions", [])
-            ready: dict[str, Any] = next((c for c in conditions if c["type"] == "Ready"), {})
-            _say(
-                f"CRS demo: Ready={ready.get('status')} ({ready.get('reason')}), "
-                f"matching={status.get('matchingClusters')} "
-                f"applied={status.get('appliedClusters')} failed={status.get('failedClusters')}"
-            )
-            binding = mgmt.get(CRS_API, "ClusterResourceSetBinding", "workload-0", NAMESPACE)
-            print(yaml.safe_dump({"binding workload-0": (binding or {}).get("spec")}))
+            _show_status(mgmt)
         for client in [mgmt, *clients]:
             client.close()
     _say("stopped everything; done")
     return 0
+
+
+def _install(mgmt: TestbedClient, plane: ControlPlane) -> None:
+    """The CRDs, RBAC, one Cluster per workload server (all but the last labelled
+    crs-demo=true) and config/samples, on the management server."""
+    install_crds(mgmt, sorted((CONFIG / "crd" / "bases").glob("*.yaml")))
+    install_crds(mgmt, sorted((CONFIG / "testing").glob("*.yaml")))
+    install_rbac(mgmt)
+    last = len(plane.workloads) - 1
+    for i, server in enumerate(plane.workloads):
+        labels = {"crs-demo": "true"} if i < last else {"crs-demo": "false"}
+        register_cluster(mgmt, server, name=f"workload-{i}", namespace=NAMESPACE, labels=labels)
+        _say(f"Cluster workload-{i} -> {server.url} labels={labels}")
+    for path in (
+        "demo-addon.yaml",
+        "demo-secret.yaml",
+        "addons_v1alpha1_clusterresourceset.yaml",
+    ):
+        for doc in _docs(CONFIG / "samples" / path):
+            mgmt.apply(doc)
+    _say("applied config/samples: ConfigMap demo-addon, Secret demo-secret, CRS demo")
+
+
+def _edit_greeting(mgmt: TestbedClient) -> str:
+    """Edit the greeting in the demo-addon ConfigMap; the new greeting."""
+    source = mgmt.get("v1", "ConfigMap", "demo-addon", NAMESPACE)
+    assert source is not None
+    new = "hello again, edited on the management cluster"
+    source["data"]["demo-addon.yaml"] = source["data"]["demo-addon.yaml"].replace(
+        "hello from crs-controller", new
+    )
+    mgmt.update(source)
+    _say(f"edited ConfigMap demo-addon: greeting -> {new!r}")
+    return new
+
+
+def _show_status(mgmt: TestbedClient) -> None:
+    """The demo CRS's Ready condition and counts, and workload-0's binding."""
+    crs = mgmt.get(CRS_API, "ClusterResourceSet", "demo", NAMESPACE) or {}
+    status = crs.get("status", {})
+    conditions = status.get("conditions", [])
+    ready: dict[str, Any] = next((c for c in conditions if c["type"] == "Ready"), {})
+    _say(
+        f"CRS demo: Ready={ready.get('status')} ({ready.get('reason')}), "
+        f"matching={status.get('matchingClusters')} "
+        f"applied={status.get('appliedClusters')} failed={status.get('failedClusters')}"
+    )
+    binding = mgmt.get(CRS_API, "ClusterResourceSetBinding", "workload-0", NAMESPACE)
+    print(yaml.safe_dump({"binding workload-0": (binding or {}).get("spec")}))

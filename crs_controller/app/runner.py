@@ -17,6 +17,7 @@ import structlog
 from semver import Version
 
 from crs_controller.app import extension, health
+from crs_controller.app.serving import Served
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.engine.io import metrics
@@ -63,19 +64,7 @@ async def run(options: RunOptions) -> None:
     )
     version = await cluster_api_version(mgmt)
     controller = Controller(mgmt, options.settings, version, user_agent=agent)
-    servers = []
-    for addr in {options.metrics_addr, options.health_addr}:
-        if where := _split(addr):
-            servers.append(await health.serve(*where, ready=lambda: _ready(controller)))
-    cert_dir = Path(options.extension_cert_dir) if options.extension_cert_dir else None
-    if cert_dir and not (cert_dir / "tls.crt").exists():
-        log.warning("runtime extension off: no tls.crt", cert_dir=str(cert_dir))
-    elif cert_dir and (where := _split(options.extension_addr)):
-        status = functools.partial(_hook_answer, controller)
-        gate = functools.partial(_gate_answer, controller)
-        hooks = options.extension_hooks
-        servers.append(await extension.serve(*where, str(cert_dir), status, gate, hooks))
-        log.info("runtime extension serving", addr=options.extension_addr)
+    servers = await _serve(options, controller)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -93,6 +82,25 @@ async def run(options: RunOptions) -> None:
         await controller.close()
         await mgmt.close()
         log.info("stopped")
+
+
+async def _serve(options: RunOptions, controller: Controller) -> list[Served]:
+    """Start the metrics and health endpoints and, when it has a certificate, the
+    runtime extension: the servers to close on the way out."""
+    servers = []
+    for addr in {options.metrics_addr, options.health_addr}:
+        if where := _split(addr):
+            servers.append(await health.serve(*where, ready=lambda: _ready(controller)))
+    cert_dir = Path(options.extension_cert_dir) if options.extension_cert_dir else None
+    if cert_dir and not (cert_dir / "tls.crt").exists():
+        log.warning("runtime extension off: no tls.crt", cert_dir=str(cert_dir))
+    elif cert_dir and (where := _split(options.extension_addr)):
+        status = functools.partial(_hook_answer, controller)
+        gate = functools.partial(_gate_answer, controller)
+        hooks = options.extension_hooks
+        servers.append(await extension.serve(*where, str(cert_dir), status, gate, hooks))
+        log.info("runtime extension serving", addr=options.extension_addr)
+    return servers
 
 
 async def _hook_answer(controller: Controller, cluster: dict[str, Any]) -> tuple[int, str]:

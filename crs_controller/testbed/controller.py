@@ -97,26 +97,30 @@ class ControllerProcess:
         self.tmpdir.mkdir()
         self.health_port = 0
         self._proc: subprocess.Popen[bytes] | None = None
-        # The Runtime Extension serves TLS only: a CA of its own for the tests.
         self.extension_ca_pem = b""
         self.extension_port = 0
         if extension:
-            ca = CertificateAuthority.generate("crs-controller-extension-ca")
-            pair = ca.issue_serving()
-            certs = self._dir / "extension-certs"
-            certs.mkdir()
-            (certs / "tls.crt").write_bytes(pair.cert_pem)
-            (certs / "tls.key").write_bytes(pair.key_pem)
-            (certs / "tls.key").chmod(0o600)
-            self.extension_ca_pem = ca.cert_pem
-            self.extension_port = _free_port()
-            self._extra = (
-                *self._extra,
-                "--extension-addr",
-                f"127.0.0.1:{self.extension_port}",
-                "--extension-cert-dir",
-                str(certs),
-            )
+            self._serve_extension()
+
+    def _serve_extension(self) -> None:
+        """Have the process serve the Runtime Extension. It serves TLS only: a CA of
+        its own for the tests, whose certificate the tests trust."""
+        ca = CertificateAuthority.generate("crs-controller-extension-ca")
+        pair = ca.issue_serving()
+        certs = self._dir / "extension-certs"
+        certs.mkdir()
+        (certs / "tls.crt").write_bytes(pair.cert_pem)
+        (certs / "tls.key").write_bytes(pair.key_pem)
+        (certs / "tls.key").chmod(0o600)
+        self.extension_ca_pem = ca.cert_pem
+        self.extension_port = _free_port()
+        self._extra = (
+            *self._extra,
+            "--extension-addr",
+            f"127.0.0.1:{self.extension_port}",
+            "--extension-cert-dir",
+            str(certs),
+        )
 
     def __enter__(self) -> Self:
         self.start()
@@ -137,7 +141,27 @@ class ControllerProcess:
 
     def start(self, timeout: float = 60.0, *, wait_ready: bool = True) -> None:
         self.health_port = _free_port()
-        command = [
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(
+                self._command(),
+                stdin=self._stdin,
+                start_new_session=self._stdin is not None,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # As in its pod: the Downward API names the namespace it runs in.
+                env={
+                    **os.environ,
+                    "TMPDIR": str(self.tmpdir),
+                    "POD_NAMESPACE": SYSTEM_NAMESPACE,
+                    **self._env,
+                },
+            )
+        self._wait_up(self._proc, timeout, "/readyz" if wait_ready else "/healthz")
+
+    def _command(self) -> list[str]:
+        """``crs-controller run`` with the kubeconfig, both endpoints on the health
+        port, JSON logs, and the extra arguments."""
+        return [
             sys.executable,
             "-m",
             "crs_controller",
@@ -152,27 +176,15 @@ class ControllerProcess:
             "json",
             *self._extra,
         ]
-        with self.log_path.open("ab") as log:
-            self._proc = subprocess.Popen(
-                command,
-                stdin=self._stdin,
-                start_new_session=self._stdin is not None,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                # As in its pod: the Downward API names the namespace it runs in.
-                env={
-                    **os.environ,
-                    "TMPDIR": str(self.tmpdir),
-                    "POD_NAMESPACE": SYSTEM_NAMESPACE,
-                    **self._env,
-                },
-            )
+
+    def _wait_up(self, proc: subprocess.Popen[bytes], timeout: float, path: str) -> None:
+        """Poll ``path`` until it answers 200; raises when the process exits first or
+        ``timeout`` seconds pass."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
+            if proc.poll() is not None:
                 raise RuntimeError(f"controller exited early:\n{self.log_tail()}")
             try:
-                path = "/readyz" if wait_ready else "/healthz"
                 if httpx.get(self.url(path), timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:

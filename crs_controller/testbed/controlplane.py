@@ -275,6 +275,24 @@ def _etcd(binary: Path, root: Path) -> tuple[_Process, str]:
 def _server(binary: Path, root: Path, name: str, etcd_url: str, audit: bool) -> Server:
     directory = root / name
     directory.mkdir()
+    ca = _write_credentials(directory, name)
+    (port,) = _free_ports(1)
+    url = f"https://127.0.0.1:{port}"
+    audit_log = directory / "audit.log"
+    argv = [str(binary), *_apiserver_flags(directory, name, etcd_url, port, url)]
+    if audit:
+        argv += [
+            f"--audit-policy-file={directory / 'audit-policy.yaml'}",
+            f"--audit-log-path={audit_log}",
+            "--audit-log-format=json",
+        ]
+    process = _Process(name, argv, directory / "kube-apiserver.log")
+    return Server(name, url, ca, directory, audit_log, audit, process)
+
+
+def _write_credentials(directory: Path, name: str) -> CertificateAuthority:
+    """A fresh CA, a serving certificate, a service account key pair and the audit
+    policy, written into directory; the CA (clients' certificates come from it)."""
     ca = CertificateAuthority.generate(f"{name}-ca")
     serving = ca.issue_serving()
     sa = service_account_key()
@@ -288,11 +306,13 @@ def _server(binary: Path, root: Path, name: str, etcd_url: str, audit: bool) -> 
     }
     for filename, content in files.items():
         (directory / filename).write_bytes(content)
-    (port,) = _free_ports(1)
-    url = f"https://127.0.0.1:{port}"
-    audit_log = directory / "audit.log"
-    argv = [
-        str(binary),
+    return ca
+
+
+def _apiserver_flags(directory: Path, name: str, etcd_url: str, port: int, url: str) -> list[str]:
+    """kube-apiserver's flags: its own prefix in the shared etcd, the credentials in
+    directory, RBAC, and nothing that needs a controller manager."""
+    return [
         f"--etcd-servers={etcd_url}",
         f"--etcd-prefix=/{name}/registry",
         f"--secure-port={port}",
@@ -312,14 +332,6 @@ def _server(binary: Path, root: Path, name: str, etcd_url: str, audit: bool) -> 
         # No controller manager creates default service accounts for it to check.
         "--disable-admission-plugins=ServiceAccount",
     ]
-    if audit:
-        argv += [
-            f"--audit-policy-file={directory / 'audit-policy.yaml'}",
-            f"--audit-log-path={audit_log}",
-            "--audit-log-format=json",
-        ]
-    process = _Process(name, argv, directory / "kube-apiserver.log")
-    return Server(name, url, ca, directory, audit_log, audit, process)
 
 
 def _etcd_healthy(http: httpx.Client, url: str) -> bool:
