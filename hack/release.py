@@ -260,48 +260,68 @@ def parameterize(documents: list[Obj], version: str) -> list[Obj]:
     image become variables, every object carries the provider label. Fails on anything
     that would leave the old namespace or image behind."""
     documents = copy.deepcopy(documents)
-    namespaces = [d for d in documents if d["kind"] == "Namespace"]
-    if len(namespaces) != 1:
-        # clusterctl takes the target namespace from the only Namespace object.
-        raise ReleaseError(f"config/default renders {len(namespaces)} Namespaces, not 1")
-    namespace = namespaces[0]["metadata"]["name"]
+    namespace = _only_namespace(documents)
     namespace_var = variable(NAMESPACE_VARIABLE, namespace)
-    managers = [c for c in _containers(documents) if c.get("name") == MANAGER_CONTAINER]
-    if len(managers) != 1:
-        raise ReleaseError(f"config/default renders {len(managers)} 'manager' containers, not 1")
-    dev_image = managers[0]["image"]
-    managers[0]["image"] = variable(IMAGE_VARIABLE, release_image(dev_image, version))
-
+    manager = _only_manager(documents)
+    dev_image = manager["image"]
+    manager["image"] = variable(IMAGE_VARIABLE, release_image(dev_image, version))
     for document in documents:
-        meta = document["metadata"]
-        if document["kind"] == "Namespace":
-            meta["name"] = namespace_var
-        elif document["kind"] not in CLUSTER_SCOPED:
-            if meta.get("namespace") != namespace:
-                raise ReleaseError(f"{_describe(document)} is not in namespace {namespace}")
-            meta["namespace"] = namespace_var
-        for subject in document.get("subjects") or []:
-            if "namespace" in subject:
-                if subject["namespace"] != namespace:
-                    raise ReleaseError(f"{_describe(document)}: a subject outside {namespace}")
-                subject["namespace"] = namespace_var
-        meta.setdefault("labels", {})[PROVIDER_LABEL] = PROVIDER_NAME
-
+        _label_and_place(document, namespace, namespace_var)
     # A ServiceAccount named inside a string (the admission policy's CEL names the
     # controller's user) follows the namespace too.
     service_account = f"system:serviceaccount:{namespace}:"
     for document in documents:
         _replace_strings(document, service_account, f"system:serviceaccount:{namespace_var}:")
+    _refuse_leftovers(documents, (namespace, dev_image))
+    return documents
 
+
+def _only_namespace(documents: list[Obj]) -> str:
+    """The name of the one Namespace object (clusterctl takes the target namespace
+    from the only Namespace object)."""
+    namespaces = [d for d in documents if d["kind"] == "Namespace"]
+    if len(namespaces) != 1:
+        raise ReleaseError(f"config/default renders {len(namespaces)} Namespaces, not 1")
+    name: str = namespaces[0]["metadata"]["name"]
+    return name
+
+
+def _only_manager(documents: list[Obj]) -> Obj:
+    """The one container named "manager", the one whose image is released."""
+    managers = [c for c in _containers(documents) if c.get("name") == MANAGER_CONTAINER]
+    if len(managers) != 1:
+        raise ReleaseError(f"config/default renders {len(managers)} 'manager' containers, not 1")
+    return managers[0]
+
+
+def _label_and_place(document: Obj, namespace: str, namespace_var: str) -> None:
+    """Give one object the provider label, and its namespace (its own name for the
+    Namespace, its subjects') as the variable; fails on any other namespace."""
+    meta = document["metadata"]
+    if document["kind"] == "Namespace":
+        meta["name"] = namespace_var
+    elif document["kind"] not in CLUSTER_SCOPED:
+        if meta.get("namespace") != namespace:
+            raise ReleaseError(f"{_describe(document)} is not in namespace {namespace}")
+        meta["namespace"] = namespace_var
+    for subject in document.get("subjects") or []:
+        if "namespace" in subject:
+            if subject["namespace"] != namespace:
+                raise ReleaseError(f"{_describe(document)}: a subject outside {namespace}")
+            subject["namespace"] = namespace_var
+    meta.setdefault("labels", {})[PROVIDER_LABEL] = PROVIDER_NAME
+
+
+def _refuse_leftovers(documents: list[Obj], leftovers: tuple[str, ...]) -> None:
+    """Fail when a string outside the variables still names one of ``leftovers``."""
     for document in documents:
         for where, value in string_values(document):
-            for leftover in (namespace, dev_image):
+            for leftover in leftovers:
                 if leftover in VARIABLE.sub("", value):
                     raise ReleaseError(
                         f"{_describe(document)}: {where} still names {leftover!r}; "
                         "teach hack/release.py to turn it into a variable"
                     )
-    return documents
 
 
 def _replace_strings(node: Any, old: str, new: str) -> None:
@@ -481,7 +501,7 @@ def _compare(expected_path: Path) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hack/release.py", description=__doc__.split("\n")[0])
     parser.add_argument("--version", help="release version (default: pyproject's, as v0.1.0)")
     parser.add_argument("--out", type=Path, default=ROOT / "out", help="output directory")
@@ -489,7 +509,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--print-image", action="store_true", help="print the release image and write nothing"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         version = normalize_version(args.version) if args.version else project_version()
         metadata_text = METADATA.read_text()
