@@ -58,14 +58,7 @@ async def server(reply: Reply, *, require_client_cert: bool = False) -> AsyncIte
         cert = writer.get_extra_info("peercert")
         peers.append(str(cert.get("subject")) if cert else "")
         try:
-            request = (await reader.readline()).decode().split()
-            length = 0
-            while (line := await reader.readline()) not in (b"\r\n", b""):
-                name, _, value = line.decode().partition(":")
-                if name.lower() == "content-length":
-                    length = int(value)
-            await reader.readexactly(length)
-            code, ctype, body = reply(request[0], request[1])
+            code, ctype, body = reply(*await _read_request(reader))
             head = f"HTTP/1.1 {code} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
             writer.write((head + "Connection: close\r\n\r\n").encode() + body)
             await writer.drain()
@@ -79,6 +72,19 @@ async def server(reply: Reply, *, require_client_cert: bool = False) -> AsyncIte
         yield peers
     finally:
         listener.close()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
+    """One HTTP/1.1 request's method and path; its headers and body are read and
+    dropped."""
+    request = (await reader.readline()).decode().split()
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return request[0], request[1]
 
 
 def client_for(url: str, **extra: object) -> KubeClient:

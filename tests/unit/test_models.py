@@ -67,6 +67,23 @@ _TYPE_OF_VALUE = {"string": str, "boolean": bool, "integer": int, "object": dict
 def _structural_problems(node: dict[str, Any], path: str) -> list[str]:
     """The rules of a structural schema the API server would refuse, plus our own
     consistency checks (defaults valid, list-map keys required, CEL fields exist)."""
+    problems = [
+        *_shape_problems(node, path),
+        *_value_problems(node, path),
+        *_list_map_problems(node, path),
+        *_cel_problems(node, path),
+    ]
+    for name, child in node.get("properties", {}).items():
+        problems += _structural_problems(child, f"{path}.{name}")
+    if "items" in node:
+        problems += _structural_problems(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        problems += _structural_problems(node["additionalProperties"], f"{path}{{}}")
+    return problems
+
+
+def _shape_problems(node: dict[str, Any], path: str) -> list[str]:
+    """A type on every node, and none of the keywords a structural schema refuses."""
     problems: list[str] = []
     open_ended = node.get("x-kubernetes-preserve-unknown-fields") or node.get(
         "x-kubernetes-int-or-string"
@@ -78,6 +95,13 @@ def _structural_problems(node: dict[str, Any], path: str) -> list[str]:
             problems.append(f"{path}: {keyword} is not used in these CRDs")
     if "properties" in node and "additionalProperties" in node:
         problems.append(f"{path}: properties and additionalProperties together")
+    return problems
+
+
+def _value_problems(node: dict[str, Any], path: str) -> list[str]:
+    """Enum values and the default of the node's type; the default in the enum and
+    matching the pattern."""
+    problems: list[str] = []
     kind = node.get("type")
     expected_type = _TYPE_OF_VALUE.get(kind or "")
     for value in node.get("enum", []):
@@ -91,27 +115,34 @@ def _structural_problems(node: dict[str, Any], path: str) -> list[str]:
             problems.append(f"{path}: default {default!r} not in enum")
         if "pattern" in node and not re.search(node["pattern"], default):
             problems.append(f"{path}: default {default!r} does not match the pattern")
+    return problems
+
+
+def _list_map_problems(node: dict[str, Any], path: str) -> list[str]:
+    """A list-map's keys are required (or defaulted) scalars."""
+    problems: list[str] = []
+    if node.get("x-kubernetes-list-type") != "map":
+        return problems
+    items = node["items"]
+    for key in node.get("x-kubernetes-list-map-keys", []):
+        key_schema = items["properties"].get(key, {})
+        if key not in items.get("required", []) and "default" not in key_schema:
+            problems.append(f"{path}: list-map key {key} must be required")
+        if key_schema.get("type") not in {"string", "integer", "boolean"}:
+            problems.append(f"{path}: list-map key {key} must be a scalar")
+    return problems
+
+
+def _cel_problems(node: dict[str, Any], path: str) -> list[str]:
+    """Every CEL rule has a message and names only fields the node has."""
+    problems: list[str] = []
     properties: dict[str, Any] = node.get("properties", {})
-    if node.get("x-kubernetes-list-type") == "map":
-        items = node["items"]
-        for key in node.get("x-kubernetes-list-map-keys", []):
-            key_schema = items["properties"].get(key, {})
-            if key not in items.get("required", []) and "default" not in key_schema:
-                problems.append(f"{path}: list-map key {key} must be required")
-            if key_schema.get("type") not in {"string", "integer", "boolean"}:
-                problems.append(f"{path}: list-map key {key} must be a scalar")
     for validation in node.get("x-kubernetes-validations", []):
         if not validation.get("message"):
             problems.append(f"{path}: CEL rule {validation['rule']!r} has no message")
         for field in re.findall(r"self\.(\w+)", validation["rule"]):
             if field not in properties:
                 problems.append(f"{path}: CEL rule names unknown field {field}")
-    for name, child in properties.items():
-        problems += _structural_problems(child, f"{path}.{name}")
-    if "items" in node:
-        problems += _structural_problems(node["items"], f"{path}[]")
-    if isinstance(node.get("additionalProperties"), dict):
-        problems += _structural_problems(node["additionalProperties"], f"{path}{{}}")
     return problems
 
 
@@ -285,8 +316,14 @@ def _field_problems(
         if node.get("type") != "string" or set(node.get("enum", [])) != set(get_args(tp)):
             problems.append(f"{path}: CRD enum {node.get('enum')}, model {get_args(tp)}")
         return problems
+    return problems + _scalar_problems(node, tp, path)
+
+
+def _scalar_problems(node: dict[str, Any], tp: Any, path: str) -> list[str]:
+    """A plain scalar field: the CRD's type and format are the model's, without enum."""
     if tp not in _SCALARS:
-        return [*problems, f"{path}: no CRD equivalent for {tp!r}"]
+        return [f"{path}: no CRD equivalent for {tp!r}"]
+    problems = []
     if "enum" in node:
         problems.append(f"{path}: CRD has an enum, the model a plain {tp.__name__}")
     if (node.get("type"), node.get("format")) != _SCALARS[tp] and not (
