@@ -13,6 +13,7 @@ step "ruff check";         .venv/bin/ruff check .
 step "ruff format --check"; .venv/bin/ruff format --check .
 step "mypy (strict)";      .venv/bin/mypy
 step "lint-imports";       .venv/bin/lint-imports
+step "function length";    .venv/bin/python hack/check_shape.py
 
 step "pytest"
 # pytest exits 5 when it collected nothing, which fails this script as it should.
