@@ -129,9 +129,19 @@ def register(sub: Subcommands) -> None:
     parser.set_defaults(func=guarded("render", run))
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class _Target:
+    """The cluster a render is for, as the flags and files describe it."""
+
+    cluster: Obj | None
+    version: ClusterVersion | None
+    labels: dict[str, str] | None
+    values: ClusterValues | None
+    overrides: dict[str, str]
+
+
+def _target(args: argparse.Namespace, documents: list[tuple[str, Obj]]) -> _Target:
     flag = parse_kubernetes_version(args.kubernetes_version)
-    documents = read_documents(args.filename)
     beside = read_documents([args.cluster]) if args.cluster else []
     cluster = _cluster_manifest(args.cluster, beside) if args.cluster else None
     version = flag or cluster_version_in(cluster, documents + beside)
@@ -144,6 +154,14 @@ def run(args: argparse.Namespace) -> int:
         # The controller never sends a placeholder: without a Cluster, the CRS's own
         # values and defaults, and any other variable is an error naming it.
         values = ClusterValues({})
+    return _Target(cluster, version, labels, values, overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    documents = read_documents(args.filename)
+    target = _target(args, documents)
+    cluster, version, labels, values = target.cluster, target.version, target.labels, target.values
+    overrides = target.overrides
     inputs = read_inputs(documents)
     for warning in inputs.warnings:
         warn("render", warning)
