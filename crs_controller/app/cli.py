@@ -39,7 +39,8 @@ DEMO_DESCRIPTION = """\
 Start a local control plane (etcd, a management kube-apiserver and N workload
 ones; needs KUBEBUILDER_ASSETS or the binaries it names), install the CRDs and the
 samples, run the controller against it and show an edit reaching every matching
-cluster, and not the others."""
+cluster, and not the others. With --keep it then leaves everything running, prints
+the kubeconfigs and commands to try, and stops on Ctrl-C."""
 
 
 def version() -> str:
@@ -66,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from crs_controller.app.demo import demo  # noqa: PLC0415 - needs the test bed
 
-        return demo(workloads=args.workloads)
+        return demo(workloads=args.workloads, keep=args.keep)
     return _run(args)
 
 
@@ -97,7 +98,7 @@ def _add_demo(sub: Subcommands) -> None:
         "demo",
         DEMO_DESCRIPTION,
         help="run the controller against a local control plane",
-        epilog="examples:\n  crs-controller demo --workloads 2",
+        epilog="examples:\n  crs-controller demo --workloads 2\n  crs-controller demo --keep",
         formatter_class=_Help,
     )
     demo.add_argument(
@@ -106,6 +107,11 @@ def _add_demo(sub: Subcommands) -> None:
         type=int,
         default=3,
         help="workload clusters to start (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the control plane and the controller running until Ctrl-C (a sandbox)",
     )
 
 

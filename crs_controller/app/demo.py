@@ -4,11 +4,16 @@ Starts real kube-apiservers (one management, N workload clusters) on one etcd,
 installs the CRDs, RBAC and ``config/samples``, registers the workload servers as
 Cluster API Clusters (all but the last labelled ``crs-demo=true``), runs the
 controller as its ServiceAccount, then edits the sample ConfigMap and shows the
-change reaching every matching cluster — and not the others.
+change reaching every matching cluster — and not the others. With ``keep`` it then
+leaves all of it running as a sandbox (kubeconfigs written, commands to try printed)
+until interrupted (Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
 
+import signal
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +52,7 @@ def _wait_all(
     return time.monotonic() - started
 
 
-def demo(workloads: int = 3) -> int:
+def demo(workloads: int = 3, *, keep: bool = False) -> int:
     workloads = max(2, workloads)
     _say(f"starting etcd, a management kube-apiserver and {workloads} workload ones")
     with ControlPlane.start(workloads=workloads, audit=False) as plane:
@@ -70,6 +75,8 @@ def demo(workloads: int = 3) -> int:
             _say(f"the edit reached all {len(matching)} matching clusters in {took:.1f}s")
             _say(f"non-matching cluster has it: {_greeting(other) is not None}")
             _show_status(mgmt)
+            if keep:
+                _keep(plane)
         for client in [mgmt, *clients]:
             client.close()
     _say("stopped everything; done")
@@ -123,3 +130,44 @@ def _show_status(mgmt: TestbedClient) -> None:
     )
     binding = mgmt.get(CRS_API, "ClusterResourceSetBinding", "workload-0", NAMESPACE)
     print(yaml.safe_dump({"binding workload-0": (binding or {}).get("spec")}))
+
+
+SANDBOX = """
+The sandbox stays up until Ctrl-C. Kubeconfigs (cluster-admin) in {where}:
+  management   {where}/management.kubeconfig
+  workloads    {where}/workload-<N>.kubeconfig (workload-0 .. workload-{last})
+
+Try (docs/sandbox.md walks through them):
+  export KUBECONFIG={where}/management.kubeconfig
+  crs-controller status demo -o wide
+  crs-controller diff demo --cluster workload-0
+  crs-controller render -f config/samples --cluster-labels crs-demo=true
+  kubectl get crs,clusters -o wide
+  kubectl --kubeconfig {where}/workload-0.kubeconfig -n demo-addon get configmap -o yaml
+"""
+
+
+def _keep(plane: ControlPlane) -> None:
+    """Leave the control plane and the controller running for the user: write the
+    kubeconfigs, print what to try, and return once interrupted."""
+    where = Path(tempfile.mkdtemp(prefix="crs-demo-"))
+    plane.management.write_kubeconfig(where / "management.kubeconfig")
+    for i, server in enumerate(plane.workloads):
+        server.write_kubeconfig(where / f"workload-{i}.kubeconfig")
+    print(SANDBOX.format(where=where, last=len(plane.workloads) - 1), flush=True)
+    _until_interrupted()
+    _say("interrupted: stopping the controller and the control plane")
+
+
+def _until_interrupted() -> None:
+    """Block until SIGINT or SIGTERM; the previous handlers are put back after."""
+    stop = threading.Event()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
