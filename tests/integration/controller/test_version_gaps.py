@@ -67,8 +67,10 @@ def test_an_upgrade_past_the_newest_build_keeps_the_cloud_provider_and_says_so(
     crs["spec"]["resources"][0]["kubernetesVersions"] = V133
     crs["spec"]["resources"][1]["kubernetesVersions"] = V134
     mgmt.create(crs)
-    wl = workload_clients[1]
-    add_cluster(mgmt, workloads[1], namespace, "vs", {"cpi": "vsphere"}, version="v1.34.1")
+    # Workload 2: no other test applies the vSphere CPI there under Delete (objects of
+    # one name on one server are shared by every test's Clusters on it).
+    wl = workload_clients[2]
+    add_cluster(mgmt, workloads[2], namespace, "vs", {"cpi": "vsphere"}, version="v1.34.1")
     wait_for(lambda: _applied(mgmt, namespace, "vs") == ["cpi-1-34"], TIMEOUT)
     assert wl.get(*CPI) is not None
 
