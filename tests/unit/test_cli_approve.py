@@ -1,7 +1,8 @@
 """What ``approve`` decides from a CRS's status (the step that waits, of the revision
-being rolled out, and nothing else), its ``--step`` checks, and how ``status`` shows
-a rollout: phase, step, what it waits for (a window's opening time in UTC) and the
-held clusters, '-' for what an older controller did not write."""
+being rolled out, and nothing else; the same approval again is approved already,
+whatever the phase), its ``--step`` checks, and how ``status`` shows a rollout:
+phase, step, what it waits for (a window's opening time in UTC) and the held
+clusters, '-' for what an older controller did not write."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from crs_controller.app.cli import main
-from crs_controller.app.commands.approve import Approve, Refuse, decide
+from crs_controller.app.commands.approve import Approve, Approved, Refuse, decide
 from crs_controller.app.commands.status import rollout_cells, waiting
 from crs_controller.core.api.models import ClusterResourceSetStatus
 
@@ -47,6 +48,44 @@ def test_approve_decides_from_the_status(
     rollout: dict[str, Any] | None, revision: str | None, step: int | None, expected: object
 ) -> None:
     assert decide(status(rollout, revision), step) == expected
+
+
+PROGRESSING = {"phase": "Progressing", "step": 2}
+GIVEN = f"{REVISION}/2"  # the annotation an approval of step 2 wrote
+
+
+@pytest.mark.parametrize(
+    ("rollout", "revision", "step", "approval", "expected"),
+    [
+        # The same approval again: nothing to write, whatever the phase.
+        (AWAITING, REVISION, None, GIVEN, Approved(REVISION, 2)),
+        (AWAITING, REVISION, 2, GIVEN, Approved(REVISION, 2)),
+        (PROGRESSING, REVISION, None, GIVEN, Approved(REVISION, 2)),
+        (PROGRESSING, REVISION, 2, GIVEN, Approved(REVISION, 2)),
+        ({"phase": "Progressing", "step": 3}, REVISION, 2, GIVEN, Approved(REVISION, 2)),
+        ({"phase": "Complete", "step": 3}, REVISION, 2, GIVEN, Approved(REVISION, 2)),
+        (None, REVISION, 2, GIVEN, Approved(REVISION, 2)),
+        # Another approval: decided as without one.
+        (PROGRESSING, REVISION, None, "xxh3:fedcba9876543210/2",
+         Refuse("the rollout is Progressing, not AwaitingApproval")),
+        ({"phase": "Progressing", "step": 3}, REVISION, None, GIVEN,
+         Refuse("the rollout is Progressing, not AwaitingApproval")),
+        (AWAITING, REVISION, 3, GIVEN, Refuse("step 2 waits for approval, not step 3")),
+        (AWAITING, REVISION, None, f"{REVISION}/1", Approve(REVISION, 2)),
+        (AWAITING, None, None, GIVEN,
+         Refuse("no revision in its status: the controller has not written one yet")),
+        (None, REVISION, None, GIVEN,
+         Refuse("no rollout in its status: nothing waits for an approval")),
+    ],
+)  # fmt: skip
+def test_the_same_approval_again_is_approved_already(
+    rollout: dict[str, Any] | None,
+    revision: str | None,
+    step: int | None,
+    approval: str,
+    expected: object,
+) -> None:
+    assert decide(status(rollout, revision), step, approval) == expected
 
 
 def test_the_annotation_names_the_revision_and_the_step() -> None:

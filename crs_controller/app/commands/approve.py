@@ -7,8 +7,11 @@ only (a newer revision waits again).
 
 The annotation is written for the revision in ``status.revision`` and the step that
 waits, with the resourceVersion that was read: a CRS that changed in between is not
-approved (run again). Anything else is refused with exit code 2: no such CRS, a
-rollout that does not wait for an approval, ``--step`` naming another step."""
+approved (run again). The same approval given again (the annotation names that
+revision and the step asked, or the step the rollout is at) writes nothing and
+exits 0, whatever the phase: the controller moves the rollout on once it reads the
+approval. Anything else is refused with exit code 2: no such CRS, a rollout that
+does not wait for an approval, ``--step`` naming another step."""
 
 from __future__ import annotations
 
@@ -59,15 +62,31 @@ class Approve:
 
 
 @dataclass(frozen=True)
+class Approved:
+    """This step of this revision is approved already: nothing to write."""
+
+    revision: str
+    step: int
+
+
+@dataclass(frozen=True)
 class Refuse:
     """Nothing to approve, and why (one line for the user)."""
 
     reason: str
 
 
-def decide(status: ClusterResourceSetStatus, step: int | None) -> Approve | Refuse:
-    """What ``approve [--step step]`` does for a CRS with this status."""
+def decide(
+    status: ClusterResourceSetStatus, step: int | None, approval: str | None = None
+) -> Approve | Approved | Refuse:
+    """What ``approve [--step step]`` does for a CRS with this status and this
+    approval annotation. The same approval given again is Approved first, whatever
+    the phase: the controller moves the rollout on once it reads the approval."""
     rollout = status.rollout
+    asked = step if step is not None else (rollout.step if rollout is not None else None)
+    same = Approve(status.revision, asked) if status.revision and asked is not None else None
+    if same is not None and approval == same.annotation:
+        return Approved(same.revision, same.step)
     if rollout is None:
         return Refuse("no rollout in its status: nothing waits for an approval")
     if rollout.phase != AWAITING_APPROVAL:
@@ -121,12 +140,12 @@ async def _approve(args: argparse.Namespace) -> int:
         if raw is None:
             raise UsageError(f"{where} not found")
         crs = parse_crs(raw)
-        decision = decide(crs.status, args.step)
+        decision = decide(crs.status, args.step, crs.meta.annotations.get(APPROVE_ANNOTATION))
         if isinstance(decision, Refuse):
             raise UsageError(f"{where}: {decision.reason}")
         done = f"step {decision.step} of revision {decision.revision}"
         done += f" for {crs.namespace}/{crs.name}"
-        if crs.meta.annotations.get(APPROVE_ANNOTATION) == decision.annotation:
+        if isinstance(decision, Approved):
             print(printable(f"already approved: {done}"))
             return OK
         patch = {

@@ -22,7 +22,7 @@ from crs_controller.testbed import ControlPlane, TestbedClient
 
 from .support import CRS_API, admin_kubeconfig, crs_obj, unique
 
-REVISION = "xxh3:0123456789abcdef0123456789abcdef"
+REVISION = "xxh3:0123456789abcdef"
 KIND = "ClusterResourceSet"
 
 
@@ -84,6 +84,39 @@ def test_approve_writes_the_waiting_step_of_the_current_revision(
     # Once more: nothing to write, and it says so.
     assert main(["approve", name, "-n", namespace, "--kubeconfig", kubeconfig]) == 0
     assert capsys.readouterr().out.startswith("already approved: step 2 of revision")
+
+
+def test_approve_twice_after_the_rollout_went_on_is_already_approved(
+    mgmt: TestbedClient, namespace: str, kubeconfig: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run back to back, the controller moves the rollout on in between (step 2
+    Progressing): the second run finds the same approval and writes nothing."""
+    name = awaiting_approval(mgmt, namespace)
+    argv = ["approve", name, "-n", namespace, "--kubeconfig", kubeconfig]
+    assert main(argv) == 0
+    capsys.readouterr()
+    crs = mgmt.get(CRS_API, KIND, name, namespace)
+    assert crs is not None
+    set_rollout(mgmt, crs, phase="Progressing", step=2)
+    version = mgmt.get(CRS_API, KIND, name, namespace)["metadata"]["resourceVersion"]
+
+    for again in (argv, [*argv, "--step", "2"]):
+        assert main(again) == 0
+        assert capsys.readouterr() == (
+            f"already approved: step 2 of revision {REVISION} for {namespace}/{name}\n",
+            "",
+        )
+    # Nothing written.
+    assert mgmt.get(CRS_API, KIND, name, namespace)["metadata"]["resourceVersion"] == version
+
+    # The rollout at step 3 now: that approval was for step 2, not for this one.
+    set_rollout(mgmt, crs, phase="Progressing", step=3)
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"crs-controller approve: ClusterResourceSet {namespace}/{name}: "
+        "the rollout is Progressing, not AwaitingApproval\n"
+    )
+    assert annotation(mgmt, namespace, name) == f"{REVISION}/2"
 
 
 def test_approve_with_the_waiting_step(
@@ -152,7 +185,7 @@ def test_approve_refuses_a_crs_changed_after_it_was_read(
     async def after_a_change(self: KubeClient, *args: Any, **kwargs: Any) -> Any:
         live = mgmt.get(CRS_API, KIND, name, namespace)
         assert live is not None
-        live["status"]["revision"] = "xxh3:ffffffffffffffffffffffffffffffff"
+        live["status"]["revision"] = "xxh3:ffffffffffffffff"
         mgmt.update_status(live)
         return await patch(self, *args, **kwargs)
 
