@@ -14,7 +14,8 @@ it may name files (relative to the kubeconfig's folder), ``tokenFile``, and an
 ``exec`` plugin (``aws eks get-token``, ``gke-gcloud-auth-plugin``, ``kubelogin``),
 which the client runs when it needs a credential (``exec_credentials``). Several
 files in ``$KUBECONFIG`` are merged as kubectl merges them. ``auth-provider`` (removed
-from kubectl) stays refused.
+from kubectl) stays refused. Its context's ``namespace`` is the CLI's namespace when
+``-n`` is not given, as kubectl's.
 """
 
 from __future__ import annotations
@@ -79,12 +80,24 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
-class _Selected:
-    """The cluster and user entries of the kubeconfig's current context."""
+class Management:
+    """The management cluster as the operator's kubeconfig gives it: how to reach it,
+    and the namespace its context names (None: none), where the CLI works when ``-n``
+    is not given, as kubectl does."""
 
+    endpoint: Endpoint
+    namespace: str | None = None
+
+
+@dataclass(frozen=True)
+class _Selected:
+    """The context, cluster and user entries of the kubeconfig's current context."""
+
+    context: Mapping[str, Any]
     cluster: Mapping[str, Any]
     user: Mapping[str, Any]
-    cluster_field: str  # e.g. "clusters[0].cluster", for messages
+    context_field: str  # e.g. "contexts[0].context", for messages
+    cluster_field: str  # e.g. "clusters[0].cluster"
     user_field: str
 
 
@@ -131,14 +144,21 @@ def management_endpoint(path: str | None, context: str | None = None) -> Endpoin
     $KUBECONFIG merged as kubectl merges them, else in-cluster, else ~/.kube/config;
     ``context`` instead of the current one (like kubectl). Errors are Unreachable
     with a message naming the source."""
+    return management_access(path, context).endpoint
+
+
+def management_access(path: str | None, context: str | None = None) -> Management:
+    """The management cluster's endpoint, found as ``management_endpoint`` finds it,
+    and the namespace of the context used; in a pod, the pod's namespace, as the
+    kubectl of a pod reads it."""
     if path is not None:
-        return _files_endpoint([Path(path)], context)
+        return _files_access([Path(path)], context)
     listed = kubeconfig_paths(os.environ.get("KUBECONFIG", ""))
     if listed:
-        return _files_endpoint(listed, context)
+        return _files_access(listed, context)
     if os.environ.get("KUBERNETES_SERVICE_HOST") and context is None:
-        return in_cluster_endpoint()
-    return _files_endpoint([Path.home() / ".kube" / "config"], context)
+        return Management(in_cluster_endpoint(), in_cluster_namespace())
+    return _files_access([Path.home() / ".kube" / "config"], context)
 
 
 def kubeconfig_paths(value: str) -> list[Path]:
@@ -197,9 +217,23 @@ def in_cluster_endpoint(
     )
 
 
-def _files_endpoint(paths: Sequence[Path], context: str | None) -> Endpoint:
-    """The endpoint of one kubeconfig file, or of several merged; of several, a
-    missing one is skipped (as kubectl does), but not all of them."""
+def in_cluster_namespace(
+    directory: Path = IN_CLUSTER_DIR, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """The pod's namespace, as client-go reads it in a pod: $POD_NAMESPACE, else the
+    ServiceAccount's namespace file; None when neither says."""
+    env = os.environ if environ is None else environ
+    if env.get("POD_NAMESPACE"):
+        return env["POD_NAMESPACE"]
+    try:
+        return (directory / "namespace").read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _files_access(paths: Sequence[Path], context: str | None) -> Management:
+    """The endpoint and namespace of one kubeconfig file, or of several merged; of
+    several, a missing one is skipped (as kubectl does), but not all of them."""
     loaded = []
     for path in paths:
         config = _read(path, missing_ok=len(paths) > 1)
@@ -208,7 +242,9 @@ def _files_endpoint(paths: Sequence[Path], context: str | None) -> Endpoint:
     if not loaded:
         listed = os.pathsep.join(str(p) for p in paths)
         raise Unreachable(f"management cluster: cannot read kubeconfig {listed}")
-    return _operator_endpoint(merge_kubeconfigs(loaded), context)
+    selected = _select(merge_kubeconfigs(loaded), context)
+    namespace = _text(selected.context, "namespace", selected.context_field)
+    return Management(_operator_endpoint(selected), namespace)
 
 
 def _read(path: Path, *, missing_ok: bool) -> Mapping[str, Any] | None:
@@ -261,8 +297,7 @@ def _absolute_entry(entry: Any, singular: str, keys: tuple[str, ...], base: Path
     return {**entry, singular: inner}
 
 
-def _operator_endpoint(config: Mapping[str, Any], context: str | None) -> Endpoint:
-    selected = _select(config, context)
+def _operator_endpoint(selected: _Selected) -> Endpoint:
     user, cluster = selected.user, selected.cluster
     if "auth-provider" in user:
         raise Unreachable(
@@ -334,8 +369,10 @@ def _select(config: Any, context_name: str | None = None) -> _Selected:
     cluster_index, cluster = _find(config, "clusters", context.get("cluster"), "cluster")
     user_index, user = _find(config, "users", context.get("user"), "user")
     return _Selected(
+        context=context,
         cluster=cluster,
         user=user,
+        context_field=f"contexts[{index}].context",
         cluster_field=f"clusters[{cluster_index}].cluster",
         user_field=f"users[{user_index}].user" if user_index >= 0 else "user",
     )

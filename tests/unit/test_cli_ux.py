@@ -1,12 +1,14 @@
 """The command line as a kubectl or clusterctl user expects it: ``--version``; an
 unknown flag answered with the subcommand's usage; help texts with a description
 and their defaults, for every subcommand; ``-n/--namespace`` the same option in
-every command that takes it; shell completion that completes; ``-o name``'s form; warnings
-and errors with one prefix; and ``status``'s table, then only what changed
-(``-w``), with "No resources found" on stderr when there is nothing."""
+every command that takes it, the kubeconfig context's namespace without it; shell
+completion that completes; ``-o name``'s form; warnings and errors with one prefix;
+and ``status``'s table, then only what changed (``-w``), with "No resources found"
+on stderr when there is nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -17,7 +19,7 @@ import pytest
 import yaml
 
 from crs_controller.app.cli import _parser, completion_script, main, version
-from crs_controller.app.commands.common import object_name
+from crs_controller.app.commands.common import management, object_name
 from crs_controller.app.commands.status import _Printer
 
 SUBCOMMANDS = [
@@ -109,10 +111,13 @@ def test_the_commands_with_n_are_those_listed() -> None:
     assert taking == list(NAMESPACED)
 
 
+NAMESPACE_HELP = "namespace (default: the kubeconfig context's namespace, else default)"
+
+
 @pytest.mark.parametrize(("command", "required"), NAMESPACED.items())
 @pytest.mark.parametrize(
     ("given", "namespace"),
-    [([], "default"), (["-n", "fleet"], "fleet"), (["--namespace", "fleet"], "fleet"),
+    [([], None), (["-n", "fleet"], "fleet"), (["--namespace", "fleet"], "fleet"),
      (["--namespace=fleet"], "fleet"), (["-nfleet"], "fleet")],
 )  # fmt: skip
 def test_n_namespace_means_the_same_in_every_command(
@@ -120,20 +125,68 @@ def test_n_namespace_means_the_same_in_every_command(
     command: str,
     required: list[str],
     given: list[str],
-    namespace: str,
+    namespace: str | None,
 ) -> None:
     parser, commands = _parser()
+    # None: not given, settled from the kubeconfig (below) when the command runs.
     assert parser.parse_args([command, *required, *given]).namespace == namespace
     option = commands[command]._option_string_actions["-n"]
     assert (option.option_strings, option.dest, option.default, option.help) == (
         ["-n", "--namespace"],
         "namespace",
-        "default",
-        "namespace (default: default)",
+        None,
+        NAMESPACE_HELP,
     )
     _, out, _ = exits(capsys, [command, "--help"])
     assert "-n NAMESPACE, --namespace NAMESPACE" in out
-    assert "namespace (default: default)" in " ".join(out.split())
+    assert NAMESPACE_HELP in " ".join(out.split())
+
+
+def two_contexts(path: Path, current: str) -> str:
+    """A kubeconfig whose context ``fleet`` names namespace fleet, ``plain`` none."""
+    cluster = {"server": "https://mgmt:6443"}
+    contexts = {"fleet": {"namespace": "fleet"}, "plain": {}}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [
+                    {"name": name, "context": {"cluster": "c", "user": "u", **extra}}
+                    for name, extra in contexts.items()
+                ],
+                "current-context": current,
+            }
+        )
+    )
+    return str(path)
+
+
+@pytest.mark.parametrize(("command", "required"), NAMESPACED.items())
+@pytest.mark.parametrize(
+    ("current", "given", "namespace"),
+    [("fleet", [], "fleet"),                                # the current context's
+     ("plain", [], "default"),                              # it names none
+     ("plain", ["--context", "fleet"], "fleet"),            # the --context one's
+     ("fleet", ["--context", "plain"], "default"),
+     ("fleet", ["-n", "apps"], "apps"),                     # -n wins
+     ("plain", ["--context", "fleet", "-n", "apps"], "apps"),
+     ("fleet", ["-n", "default"], "default")],
+)  # fmt: skip
+def test_without_n_the_namespace_is_the_kubeconfig_contexts(
+    tmp_path: Path,
+    command: str,
+    required: list[str],
+    current: str,
+    given: list[str],
+    namespace: str,
+) -> None:
+    parser, _ = _parser()
+    kubeconfig = two_contexts(tmp_path / "kubeconfig", current)
+    args = parser.parse_args([command, *required, "--kubeconfig", kubeconfig, *given])
+    client = management(args)
+    asyncio.run(client.close())
+    assert args.namespace == namespace
 
 
 def test_runs_namespace_is_the_one_watched_all_by_default() -> None:

@@ -2,9 +2,10 @@
 workload cluster's untrusted kubeconfig (each refused field is
 ``UnsupportedKubeconfig`` naming the field, never its value), context selection, the
 operator's own kubeconfig file (relative paths, tokenFile, an exec plugin read but not
-run), several files of $KUBECONFIG merged as kubectl merges them, in-cluster settings,
-and fuzzing: whatever a tenant writes gives an endpoint or our error, never another
-exception and never a value in the message."""
+run), the namespace its context names, several files of $KUBECONFIG merged as
+kubectl merges them, in-cluster settings (the pod's namespace), and fuzzing:
+whatever a tenant writes gives an endpoint or our error, never another exception and
+never a value in the message."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from hypothesis import strategies as st
 from crs_controller.clients.kubeconfig import (
     Endpoint,
     in_cluster_endpoint,
+    in_cluster_namespace,
     kubeconfig_paths,
+    management_access,
     management_endpoint,
     merge_kubeconfigs,
     workload_endpoint,
@@ -304,6 +307,53 @@ def test_in_cluster_uses_the_service_account_and_the_service_host(tmp_path: Path
         in_cluster_endpoint(tmp_path, {})
 
 
+@pytest.mark.parametrize(
+    ("context", "chosen", "namespace"),
+    [({"namespace": "fleet"}, None, "fleet"),
+     ({}, None, None),
+     ({"namespace": ""}, None, None),
+     ({"namespace": "fleet"}, "other", "apps"),   # --context: that context's
+     ({}, "other", "apps")],
+)  # fmt: skip
+def test_the_operators_context_names_the_namespace(
+    tmp_path: Path, context: dict[str, Any], chosen: str | None, namespace: str | None
+) -> None:
+    data = config(SERVER, {"token": "t"})
+    data["contexts"][0]["context"].update(context)
+    data["contexts"].append(
+        {"name": "other", "context": {"cluster": "c", "user": "u", "namespace": "apps"}}
+    )
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(data))
+    access = management_access(str(path), chosen)
+    assert access.namespace == namespace
+    assert access.endpoint.server == SERVER["server"]
+
+
+def test_a_context_namespace_that_is_not_text_is_named(tmp_path: Path) -> None:
+    data = config(SERVER, {"token": "t"})
+    data["contexts"][0]["context"]["namespace"] = ["fleet"]
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(Unreachable, match=r"contexts\[0\]\.context\.namespace must be a string"):
+        management_access(str(path))
+
+
+@pytest.mark.parametrize(
+    ("environ", "file", "namespace"),
+    [({"POD_NAMESPACE": "from-env"}, "from-file\n", "from-env"),
+     ({}, "from-file\n", "from-file"),
+     ({}, "", None),
+     ({}, None, None)],
+)  # fmt: skip
+def test_in_a_pod_the_namespace_is_the_pods(
+    tmp_path: Path, environ: dict[str, str], file: str | None, namespace: str | None
+) -> None:
+    if file is not None:
+        (tmp_path / "namespace").write_text(file)
+    assert in_cluster_namespace(tmp_path, environ) == namespace
+
+
 # --- $KUBECONFIG: several files merged -----------------------------------------------
 
 
@@ -352,6 +402,21 @@ def test_the_first_file_to_name_an_entry_wins_and_current_context_too(
     assert endpoint.server == "https://c1:6443"  # context y from b, cluster c1 from a
     assert endpoint.token == "u2-b"
     assert management_endpoint(None, "x").token == "u1-a"  # a's context x, a's user u1
+
+
+def test_the_namespace_comes_with_the_context_the_merge_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = kubeconfig_file(tmp_path / "a.yaml", {"x": ("c1", "u1")}, current="x")
+    b = kubeconfig_file(tmp_path / "b.yaml", {"x": ("c1", "u1"), "y": ("c1", "u1")})
+    for path, namespaces in ((a, {"x": "from-a"}), (b, {"x": "from-b", "y": "from-b"})):
+        data = yaml.safe_load(path.read_text())
+        for context in data["contexts"]:
+            context["context"]["namespace"] = namespaces[context["name"]]
+        path.write_text(yaml.safe_dump(data))
+    monkeypatch.setenv("KUBECONFIG", f"{a}:{b}")
+    assert management_access(None).namespace == "from-a"  # a's context x wins
+    assert management_access(None, "y").namespace == "from-b"
 
 
 def test_relative_paths_are_relative_to_the_file_that_names_them(

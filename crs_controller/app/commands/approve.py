@@ -133,8 +133,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _approve(args: argparse.Namespace) -> int:
+    client = management(args)  # settles args.namespace
     where = f"ClusterResourceSet {args.namespace}/{args.crs}"
-    client = management(args)
     try:
         raw = await client.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, args.crs, args.namespace)
         if raw is None:

@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 import yaml
 
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, KubeClient
-from crs_controller.clients.kubeconfig import management_endpoint
+from crs_controller.clients.kubeconfig import management_access
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import CRSError, InvalidManifest
 from crs_controller.core.manifests.documents import load_documents
@@ -59,9 +59,18 @@ def command_parser(
     )
 
 
+# Without -n, as kubectl: the namespace of the kubeconfig context used, else this one.
+DEFAULT_NAMESPACE = "default"
+
+
 def add_namespace(parser: argparse.ArgumentParser) -> None:
-    """``-n/--namespace``, as kubectl takes it: one namespace, ``default`` unless given."""
-    parser.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+    """``-n/--namespace``, as kubectl takes it: one namespace; when not given (None
+    here), the one management() settles: the kubeconfig context's, else ``default``."""
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        help="namespace (default: the kubeconfig context's namespace, else default)",
+    )
 
 
 def duration(text: str) -> float:
@@ -107,8 +116,13 @@ def add_cluster_access(parser: argparse.ArgumentParser) -> None:
 
 
 def management(args: argparse.Namespace) -> KubeClient:
-    endpoint = management_endpoint(args.kubeconfig, args.context)
-    return KubeClient(endpoint, name="management cluster", limits=MANAGEMENT_LIMITS)
+    """The management cluster's client, from ``--kubeconfig`` and ``--context``. A
+    command given no ``-n`` works in that context's namespace, else ``default``, as
+    kubectl does: ``args.namespace`` is settled here, before any request is made."""
+    access = management_access(args.kubeconfig, args.context)
+    if "namespace" in vars(args) and args.namespace is None:
+        args.namespace = access.namespace or DEFAULT_NAMESPACE
+    return KubeClient(access.endpoint, name="management cluster", limits=MANAGEMENT_LIMITS)
 
 
 def emit(data: Any, output: str, table: Callable[[Any], str]) -> None:

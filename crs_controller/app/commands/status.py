@@ -101,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
+    client = management(args)  # settles args.namespace
     namespace = None if args.all_namespaces else args.namespace
-    client = management(args)
     try:
         state = await _State.load(client, namespace)
         document = state.document(args.crs)
