@@ -3,7 +3,11 @@ CRS status and the bindings (where each CRS entry records its outcome on that
 cluster), like ``clusterctl describe``: the revision each cluster is on, whether
 its resources are applied, its outcome, and when it was last applied. A CRS with a
 rollout shows its phase and step, what it waits for (a change window, an approval,
-a validation, the update budget) and how many of its clusters hold updates."""
+a validation, the update budget) and how many of its clusters hold updates.
+
+A cluster's revision is the controller's count: a resource with kubernetesVersions
+that the cluster does not have is on its source's content now, so the sources of
+those resources are read and hashed too."""
 
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from crs_controller.app.commands.common import (
     no_resources,
     object_name,
     printable,
+    warn,
 )
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.api.clusters import CLUSTER_GROUP
@@ -43,9 +48,12 @@ from crs_controller.core.api.models import (
     CLUSTER_RESOURCE_SET_KIND,
     MESSAGE_LIMIT,
     CRSBinding,
+    ResourceRef,
     RolloutStatus,
     rfc3339,
 )
+from crs_controller.core.errors import APIError, ResourceError
+from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.spec.objects import (
     CRS,
     Binding,
@@ -54,7 +62,7 @@ from crs_controller.core.spec.objects import (
     parse_crs,
 )
 from crs_controller.core.text import safe
-from crs_controller.engine.reconcile.rollout import entry_revision
+from crs_controller.engine.reconcile.rollout import Hashes, entry_revision
 
 EXAMPLES = """examples:
   crs-controller status -n fleet
@@ -105,6 +113,7 @@ async def _status(args: argparse.Namespace) -> int:
     namespace = None if args.all_namespaces else args.namespace
     try:
         state = await _State.load(client, namespace)
+        await state.hash_sources(client, args.crs)
         document = state.document(args.crs)
         if args.crs and not document["clusterResourceSets"]:
             raise UsageError(f"ClusterResourceSet {args.namespace}/{args.crs} not found")
@@ -125,6 +134,9 @@ class _State:
     apis: dict[str, str]  # kind: apiVersion
     objects: dict[str, dict[tuple[str, str], Obj]] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)  # kind: resourceVersion
+    # CRS (namespace, name): the status revision its sources were hashed at, and the
+    # hashes of those that follow the Kubernetes version (see hash_sources).
+    hashes: dict[tuple[str, str], tuple[str | None, Hashes]] = field(default_factory=dict)
 
     @classmethod
     async def load(cls, client: KubeClient, namespace: str | None) -> _State:
@@ -150,15 +162,63 @@ class _State:
         elif event in ("ADDED", "MODIFIED"):
             self.objects[kind][_key(obj)] = obj
 
-    def document(self, crs_name: str | None) -> Obj:
+    async def hash_sources(self, client: KubeClient, crs_name: str | None) -> None:
+        """The sources' hashes the controller counts a cluster on the revision with:
+        a resource that follows the Kubernetes version and that a cluster does not
+        have (another version's) is on its source's hash now. Read again only when
+        a CRS's revision moves, as a source's new content moves it."""
+        for crs in self._crss(crs_name):
+            key, refs = (crs.namespace, crs.name), _version_following(crs)
+            held = self.hashes.get(key)
+            if refs and (held is None or held[0] != crs.status.revision):
+                hashes = await _hashes(client, crs.namespace, refs)
+                self.hashes[key] = (crs.status.revision, hashes)
+
+    def _crss(self, crs_name: str | None) -> list[CRS]:
         crss = [parse_crs(o) for _, o in sorted(self.objects[CRS_KIND].items())]
+        return [c for c in crss if crs_name in (None, c.name)]
+
+    def document(self, crs_name: str | None) -> Obj:
         raw = self.objects[BINDING_KIND].values()
         bindings = {
             (b.meta.namespace or "", b.meta.name): b for b in map(parse_binding_object, raw)
         }
         clusters = [parse_cluster(o) for o in self.objects["Cluster"].values()]
-        chosen = [c for c in crss if crs_name in (None, c.name)]
-        return {"clusterResourceSets": [_crs(crs, clusters, bindings) for crs in chosen]}
+        records = [_crs(crs, clusters, bindings, self._now(crs)) for crs in self._crss(crs_name)]
+        return {"clusterResourceSets": records}
+
+    def _now(self, crs: CRS) -> Hashes | None:
+        held = self.hashes.get((crs.namespace, crs.name))
+        return None if held is None else held[1]
+
+
+def _version_following(crs: CRS) -> list[ResourceRef]:
+    """The resources of ``crs`` with ``kubernetesVersions``: only their hashes count
+    for a cluster that does not have them (none for a spec the model refuses)."""
+    if crs.model is None:
+        return []
+    resources = crs.model.spec.resources
+    return [ref for index, ref in enumerate(resources) if crs.version_range(index) is not None]
+
+
+async def _hashes(client: KubeClient, namespace: str, refs: list[ResourceRef]) -> Hashes:
+    """Each source's hash now, as the controller hashes it. One that is missing or
+    cannot be hashed is left out, as the controller has no hash for it (the CRS's
+    status says why); one the user may not read is left out with a warning."""
+    hashes: dict[tuple[str, str], str] = {}
+    for ref in refs:
+        try:
+            raw = await client.get("v1", ref.kind, ref.name, namespace)
+            if raw is not None:
+                hashes[(ref.kind, ref.name)] = resource_hash({**raw, "kind": ref.kind})
+        except ResourceError:
+            continue
+        except APIError as exc:
+            if exc.status != 403:
+                raise
+            where = f"{ref.kind} {namespace}/{ref.name}"
+            warn("status", f"cannot read {where} (forbidden): CURRENT may be false for it")
+    return hashes
 
 
 def _key(obj: Obj) -> tuple[str, str]:
@@ -187,6 +247,7 @@ async def _follow(
                 task.result()  # a watch that failed ends the command with its error
             if waiting in done:
                 changed.clear()
+                await state.hash_sources(client, crs)
                 shown.changes(state.document(crs))
     finally:
         for task in watches:
@@ -276,7 +337,12 @@ def _aligned(cells: list[str], widths: list[int]) -> str:
     return "   ".join(c.ljust(w) for c, w in zip(shown, widths, strict=True)).rstrip()
 
 
-def _crs(crs: CRS, clusters: list[Any], bindings: dict[tuple[str, str], Binding]) -> Obj:
+def _crs(
+    crs: CRS,
+    clusters: list[Any],
+    bindings: dict[tuple[str, str], Binding],
+    now: Hashes | None = None,
+) -> Obj:
     names = {c.name for c in clusters if crs.selects(c)}
     names |= {
         name
@@ -292,7 +358,7 @@ def _crs(crs: CRS, clusters: list[Any], bindings: dict[tuple[str, str], Binding]
         "ready": None if ready is None else ready.status,
         "reason": crs.problem.reason if crs.problem else (None if ready is None else ready.reason),
         "clusters": [
-            _row(crs, name, bindings.get((crs.namespace, name))) for name in sorted(names)
+            _row(crs, name, bindings.get((crs.namespace, name)), now) for name in sorted(names)
         ],
     }
 
@@ -311,7 +377,9 @@ def _rollout(rollout: RolloutStatus | None) -> Obj | None:
     }
 
 
-def _row(crs: CRS, cluster: str, binding: Binding | None) -> Obj:
+def _row(crs: CRS, cluster: str, binding: Binding | None, now: Hashes | None = None) -> Obj:
+    """One cluster's row; its revision as the controller counts it (``now``: the
+    hashes of the sources that follow the Kubernetes version)."""
     entry: CRSBinding | None = None
     if binding is not None and binding.model is not None:
         entry = binding.entries().get(crs.name)
@@ -321,7 +389,7 @@ def _row(crs: CRS, cluster: str, binding: Binding | None) -> Obj:
     outcome = entry.outcome
     return {
         "cluster": cluster,
-        "revision": entry_revision(crs, entry) if crs.model is not None else None,
+        "revision": entry_revision(crs, entry, now) if crs.model is not None else None,
         "applied": bool(entry.resources) and all(r.applied for r in entry.resources),
         "reason": outcome.reason if outcome else None,
         # Read from a binding, which a tenant can write: shown safe in every output
