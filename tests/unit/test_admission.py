@@ -30,7 +30,7 @@ from crs_controller.engine.reconcile.admission import (
 )
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 from crs_controller.engine.reconcile.rollout import revision_of, source_hashes
-from crs_controller.engine.reconcile.scope import ClusterScope
+from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
 
 from .memory_kube import CLUSTER_API, MemoryKube, World
 
@@ -173,6 +173,25 @@ async def test_the_budget_holds_an_update_while_its_places_are_taken() -> None:
     assert world.ctx.budget.release((NS, "other"), "x") == ((NS, "c1"),)
     assert isinstance(await admit_c1(world), Go)
     assert world.ctx.budget.updating == 1
+
+
+async def test_a_pair_that_fails_mid_update_keeps_its_place_for_the_retry() -> None:
+    # c1 took the new revision, then its pass failed (a health read timed out, say).
+    # Given back, the place would go to another cluster while c1's retry, on the
+    # revision it already has, updates beside it: two updating under a budget of one.
+    world = await edited_world(budget=1)
+    assert isinstance(await admit_c1(world), Go)
+    assert world.ctx.budget.updating == 1
+    the_crs = world.index.crs(NS, "a")
+    assert the_crs is not None
+    scope = scope_of(world, "c1")
+    failed = Outcome("Failed", "ApplyFailed", "a health read timed out", 1)
+    scope.settle(the_crs, CRSPass(scope.kept("a"), failed))
+    assert world.ctx.budget.updating == 1
+    assert not world.ctx.budget.ask((NS, "other"), "x", 1)
+    done = Outcome("Applied", "Applied", "all resources applied", 1)
+    scope.settle(the_crs, CRSPass(scope.kept("a"), done))
+    assert world.ctx.budget.updating == 0
 
 
 async def test_a_crs_that_stops_selecting_mid_update_gives_its_budget_place_back() -> None:

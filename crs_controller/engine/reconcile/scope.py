@@ -172,10 +172,13 @@ class ClusterScope:
         return held if held and self.ctx.budget.may_go(self.key) else []
 
     def _budget_after(self, crs_name: str, outcome: Outcome) -> Result:
-        """A pair that no longer takes a new revision (done, failed, held for another
+        """A pair that no longer takes a new revision (done, or held for another
         reason) gives its place back, or leaves the line. Applied and not Ready yet,
-        it still updates."""
-        if outcome.reason == BUDGET_WAIT or (outcome.state == "Applied" and not outcome.ready):
+        it still updates; failed, it keeps its place for its retry (as a Deployment's
+        failing Pod counts against maxUnavailable): given back, a retry on the revision
+        it already has would update beside the clusters that took the place."""
+        still = outcome.state == "Failed" or (outcome.state == "Applied" and not outcome.ready)
+        if outcome.reason == BUDGET_WAIT or still:
             return _woken(self.ctx, ())
         return _woken(self.ctx, self.ctx.budget.release(self.key, crs_name))
 
