@@ -23,7 +23,8 @@ from crs_controller.app.commands.common import management, object_name
 from crs_controller.app.commands.status import _Printer
 
 SUBCOMMANDS = [
-    "run", "demo", "render", "diff", "status", "approve", "convert", "hash", "completion"
+    "run", "demo", "render", "diff", "status", "approve", "convert", "hash", "uninstall",
+    "completion",
 ]  # fmt: skip
 # What each needs besides the unknown flag, so that the flag is the only problem.
 REQUIRED = {
@@ -102,7 +103,9 @@ def test_every_subcommands_help_works(
 
 
 # The commands that take -n/--namespace, with what else each needs to parse.
-NAMESPACED = {"diff": ["cni", "--cluster", "c"], "status": [], "approve": ["cni"]}
+NAMESPACED = {
+    "diff": ["cni", "--cluster", "c"], "status": [], "approve": ["cni"], "uninstall": []
+}  # fmt: skip
 
 
 def test_the_commands_with_n_are_those_listed() -> None:

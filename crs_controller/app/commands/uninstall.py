@@ -1,0 +1,415 @@
+"""``crs-controller uninstall``: delete the ClusterResourceSets and wait until the
+running controller has cleaned up after them (their ``addons.crs.dev/finalizer``
+gone: bindings released, the objects of ``deletionPolicy: Delete`` sets removed from
+the workload clusters); only then is it safe to delete the release, which
+``--delete-release FILE`` does in a safe order (the controller's Deployment first,
+its rights next, the CRDs last and the bindings CRD last of all).
+
+Nothing is deleted without ``--yes``: the command says what it would do. It refuses
+(exit code 2) when no controller holds the leader Lease, since nothing would clean
+up; ``--force`` then removes the finalizers itself and lists what that leaves
+behind: the objects on the workload clusters, and the bindings that still record
+them."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from crs_controller.app.commands.common import (
+    FINDING,
+    OK,
+    Obj,
+    Subcommands,
+    UsageError,
+    add_cluster_access,
+    add_namespace,
+    command_parser,
+    duration,
+    guarded,
+    management,
+    metadata,
+    printable,
+    read_documents,
+)
+from crs_controller.clients.kube import KubeClient
+from crs_controller.core.api.models import (
+    API_VERSION,
+    CLUSTER_RESOURCE_SET_BINDING_KIND,
+    CLUSTER_RESOURCE_SET_KIND,
+    FINALIZER,
+)
+from crs_controller.core.errors import Conflict, NotFound
+from crs_controller.core.state.bindings import parse_binding
+
+LEASE_API = "coordination.k8s.io/v1"
+LEADER_LEASE = "crs-controller"  # the Lease the controller's leader holds
+SYSTEM_NAMESPACE = "crs-system"  # where config/default runs the controller
+FIELD_MANAGER = "crs-controller"
+POLL_SECONDS = 1.0
+CRS_CRD = "clusterresourcesets.addons.crs.dev"
+BINDINGS_CRD = "clusterresourcesetbindings.addons.crs.dev"
+
+# --delete-release: what stops the controller first, its rights next, the API last.
+# The bindings CRD goes last of all: deleting it deletes every inventory.
+DELETE_ORDER = [
+    "Deployment",
+    "PodDisruptionBudget",
+    "Service",
+    "ValidatingAdmissionPolicyBinding",
+    "ValidatingAdmissionPolicy",
+    "ClusterRoleBinding",
+    "RoleBinding",
+    "ClusterRole",
+    "Role",
+    "ServiceAccount",
+    "Namespace",
+]
+
+EXAMPLES = """examples:
+  crs-controller uninstall -A                                   # what it would delete
+  crs-controller uninstall -A --yes                             # delete, wait for cleanup
+  crs-controller uninstall -A --yes --delete-release out/install.yaml
+  crs-controller uninstall -n fleet --yes --timeout 5m
+  crs-controller uninstall -A --yes --force                     # no controller: drop finalizers
+
+exit status: 0 cleaned up (or nothing to do), 1 ClusterResourceSets still left at
+--timeout, 2 refused (no controller holds the leader Lease) or an error
+"""
+
+
+# --- pure decisions -------------------------------------------------------------------
+
+
+def _timestamp(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def leader(lease: Obj | None, now: float) -> str | None:
+    """Who holds the leader Lease at ``now`` (seconds since the epoch): its holder while
+    the last renewal plus the lease duration lies ahead, else None (no Lease, released,
+    or left to expire by a controller that is gone)."""
+    spec = (lease or {}).get("spec") or {}
+    holder = spec.get("holderIdentity")
+    renewed = _timestamp(spec.get("renewTime")) or _timestamp(spec.get("acquireTime"))
+    seconds = spec.get("leaseDurationSeconds")
+    if not holder or renewed is None or not isinstance(seconds, int):
+        return None
+    return str(holder) if now < renewed + seconds else None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Delete the sets and wait for the controller ``holder`` to clean up."""
+
+    holder: str
+
+
+@dataclass(frozen=True)
+class Force:
+    """Delete the sets and remove their finalizers: nothing cleans up."""
+
+
+@dataclass(frozen=True)
+class Refuse:
+    reason: str
+
+
+def decide(holder: str | None, *, force: bool, lease: str) -> Wait | Force | Refuse:
+    """What ``uninstall`` does with ClusterResourceSets to delete."""
+    if force:
+        return Force()
+    if holder is None:
+        return Refuse(
+            f"no controller holds the leader Lease {lease}: nothing would remove the "
+            f"ClusterResourceSets' finalizer {FINALIZER} (start the controller, or see "
+            "--force for what removing it leaves behind)"
+        )
+    return Wait(holder)
+
+
+def _rank(document: Obj) -> tuple[int, int]:
+    kind = document.get("kind")
+    if kind == "CustomResourceDefinition":
+        name = metadata(document).get("name")
+        return (len(DELETE_ORDER) + 1, 2 if name == BINDINGS_CRD else 1 if name == CRS_CRD else 0)
+    if kind in DELETE_ORDER:
+        return (DELETE_ORDER.index(str(kind)), 0)
+    return (len(DELETE_ORDER), 0)  # anything else: after the rights, before the CRDs
+
+
+def deletion_order(documents: Iterable[Obj]) -> list[Obj]:
+    """The release's objects in the order they are safely deleted: the controller
+    first, then its rights, the namespace, any other kind, the CRDs last with the
+    bindings CRD after the ClusterResourceSet CRD (stable otherwise)."""
+    return sorted(documents, key=_rank)
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """What a forced removal leaves of one set on one cluster."""
+
+    crs: str  # namespace/name
+    binding: str  # namespace/name of the ClusterResourceSetBinding
+    objects: tuple[str, ...]
+
+
+def leftovers(bindings: Iterable[Obj], crss: set[tuple[str, str]]) -> list[Leftover]:
+    """The inventory the bindings keep for the sets ``crss`` (namespace, name)."""
+    found = []
+    for raw in bindings:
+        binding = parse_binding(raw)
+        if binding is None:
+            continue
+        namespace = binding.metadata.namespace or ""
+        for entry in binding.spec.bindings:
+            if (namespace, entry.cluster_resource_set_name) not in crss:
+                continue
+            objects = tuple(str(o) for r in entry.resources for o in r.objects)
+            where = f"{namespace}/{binding.metadata.name}"
+            found.append(Leftover(f"{namespace}/{entry.cluster_resource_set_name}", where, objects))
+    return found
+
+
+def describe_leftovers(found: Sequence[Leftover]) -> list[str]:
+    """The lines ``--force`` prints: every object left on a workload cluster and where
+    its record stays."""
+    lines = []
+    for left in found:
+        lines.append(
+            f"left behind by {left.crs}: {len(left.objects)} object(s) stay on the workload "
+            f"cluster of ClusterResourceSetBinding {left.binding}, which keeps their "
+            "inventory while the bindings CRD exists"
+        )
+        lines += [f"  {name}" for name in left.objects]
+    if found:
+        lines.append(
+            f"those objects carry the field manager {FIELD_MANAGER} in their managedFields; "
+            "delete them by hand where deletionPolicy was Delete (docs/install.md#uninstall)"
+        )
+    return lines
+
+
+# --- the command ------------------------------------------------------------------------
+
+
+def register(sub: Subcommands) -> None:
+    parser = command_parser(
+        sub,
+        "uninstall",
+        __doc__,
+        help="delete the ClusterResourceSets, wait for the controller's cleanup",
+        epilog=EXAMPLES,
+    )
+    add_namespace(parser)
+    parser.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="every namespace (needed with --delete-release)"
+    )
+    parser.add_argument("--yes", action="store_true", help="delete (default: only say what)")
+    parser.add_argument(
+        "--timeout",
+        type=duration,
+        default=600.0,
+        metavar="DURATION",
+        help="how long to wait for the cleanup (default: 10m)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="remove the finalizers: nothing is cleaned up"
+    )
+    parser.add_argument(
+        "--delete-release",
+        metavar="FILE",
+        help="then delete the objects of this release file in a safe order (needs -A)",
+    )
+    parser.add_argument(
+        "--controller-namespace",
+        metavar="NS",
+        default=SYSTEM_NAMESPACE,
+        help="where the controller's leader Lease is (default: %(default)s)",
+    )
+    add_cluster_access(parser)
+    parser.set_defaults(func=guarded("uninstall", run))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.delete_release and not args.all_namespaces:
+        raise UsageError("--delete-release needs -A: the CRDs hold every namespace's sets")
+    release = (
+        [doc for _, doc in read_documents([args.delete_release])] if args.delete_release else []
+    )
+    return asyncio.run(_uninstall(args, release))
+
+
+def _out(message: str) -> None:
+    print(printable(message), flush=True)
+
+
+@dataclass
+class _Run:
+    """One uninstall: the client, the scope and the options."""
+
+    client: KubeClient
+    namespace: str | None
+    args: argparse.Namespace
+
+    async def crss(self) -> list[Obj]:
+        items, _ = await self.client.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, self.namespace)
+        return items
+
+    async def bindings(self) -> list[Obj]:
+        items, _ = await self.client.list(
+            API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, self.namespace
+        )
+        return items
+
+    async def holder(self) -> str | None:
+        lease = await self.client.get(
+            LEASE_API, "Lease", LEADER_LEASE, self.args.controller_namespace
+        )
+        return leader(lease, time.time())
+
+
+async def _uninstall(args: argparse.Namespace, release: list[Obj]) -> int:
+    client = management(args)
+    try:
+        work = _Run(client, None if args.all_namespaces else args.namespace, args)
+        code = await _sets(work)
+        if code == OK and release:
+            if not args.yes:
+                _plan_release(release)
+            else:
+                await _delete_release(client, release)
+        return code
+    finally:
+        await client.close()
+
+
+async def _sets(work: _Run) -> int:
+    crss = await work.crss()
+    if not crss:
+        _out("no ClusterResourceSets left: the release can be deleted")
+        return OK
+    lease = f"{work.args.controller_namespace}/{LEADER_LEASE}"
+    decision = decide(await work.holder(), force=work.args.force, lease=lease)
+    if isinstance(decision, Refuse):
+        raise UsageError(decision.reason)
+    if not work.args.yes:
+        _out(f"would delete {len(crss)} ClusterResourceSet(s): {', '.join(_names(crss))}")
+        _out("nothing deleted: run again with --yes")
+        return OK
+    for crs in crss:
+        await _delete(work.client, crs)
+    if isinstance(decision, Force):
+        return await _force(work, crss)
+    _out(f"deleted {len(crss)} ClusterResourceSet(s); {decision.holder} cleans up")
+    return await _wait(work)
+
+
+def _key(crs: Obj) -> tuple[str, str]:
+    meta = metadata(crs)
+    return (str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def _names(crss: Iterable[Obj]) -> list[str]:
+    return ["/".join(_key(c)) for c in crss]
+
+
+async def _delete(client: KubeClient, crs: Obj) -> None:
+    namespace, name = _key(crs)
+    if metadata(crs).get("deletionTimestamp"):
+        return
+    await client.delete(API_VERSION, CLUSTER_RESOURCE_SET_KIND, name, namespace)
+
+
+async def _wait(work: _Run) -> int:
+    deadline = time.monotonic() + work.args.timeout
+    told: list[str] = []
+    while True:
+        left = await work.crss()
+        names = _names(left)
+        if not left:
+            _out("every ClusterResourceSet is cleaned up: the release can be deleted now")
+            return OK
+        if names != told:
+            _out(f"waiting for the cleanup of {len(left)}: {', '.join(names)}")
+            told = names
+        if time.monotonic() >= deadline:
+            return await _timed_out(work, left)
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def _timed_out(work: _Run, left: list[Obj]) -> int:
+    keys = {_key(c) for c in left}
+    _out(f"timed out: {len(left)} ClusterResourceSet(s) still being cleaned up")
+    for item in leftovers(await work.bindings(), keys):
+        _out(f"  {item.crs} still bound in ClusterResourceSetBinding {item.binding}")
+    _out("their Conditions and the controller's log say why; do not delete the release yet")
+    return FINDING
+
+
+async def _force(work: _Run, crss: list[Obj]) -> int:
+    for crs in crss:
+        await _drop_finalizer(work.client, crs)
+    _out(f"removed the finalizer {FINALIZER} from {len(crss)} ClusterResourceSet(s)")
+    for line in describe_leftovers(leftovers(await work.bindings(), {_key(c) for c in crss})):
+        _out(line)
+    return OK
+
+
+async def _drop_finalizer(client: KubeClient, crs: Obj) -> None:
+    namespace, name = _key(crs)
+    for _ in range(5):
+        live = await client.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, name, namespace)
+        if live is None:
+            return
+        meta = metadata(live)
+        finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+        patch = {
+            "metadata": {"resourceVersion": meta.get("resourceVersion"), "finalizers": finalizers}
+        }
+        try:
+            await client.merge_patch(API_VERSION, CLUSTER_RESOURCE_SET_KIND, name, namespace, patch)
+            return
+        except Conflict:
+            continue  # the controller or someone else wrote it meanwhile: read again
+        except NotFound:
+            return
+    raise UsageError(f"ClusterResourceSet {namespace}/{name} keeps changing, run again")
+
+
+def _describe(document: Obj) -> str:
+    meta = metadata(document)
+    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{document.get('kind')} {where}{meta.get('name')}"
+
+
+def _plan_release(release: list[Obj]) -> None:
+    _out("would then delete, in this order:")
+    for document in deletion_order(release):
+        _out(f"  {_describe(document)}")
+
+
+async def _delete_release(client: KubeClient, release: list[Obj]) -> None:
+    for document in deletion_order(release):
+        meta = metadata(document)
+        try:
+            gone = not await client.delete(
+                str(document.get("apiVersion")),
+                str(document.get("kind")),
+                str(meta.get("name")),
+                meta.get("namespace"),
+            )
+        except NotFound:  # a kind this server does not serve
+            gone = True
+        _out(f"{'already gone' if gone else 'deleted'}: {_describe(document)}")
+    _out("release deleted")
