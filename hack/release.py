@@ -457,9 +457,26 @@ def _header(lines: list[str]) -> str:
     return "".join(f"# {line}".rstrip() + "\n" for line in lines)
 
 
+BINDINGS_CRD = "clusterresourcesetbindings.addons.crs.dev"
+
+
+def release_order(documents: list[Obj]) -> list[Obj]:
+    """kustomize's order (the Namespace and the CRDs before what needs them, for
+    kubectl apply) with the bindings CRD moved after the ClusterResourceSet CRD: a
+    ``kubectl delete -f`` reaches the inventories last. One file cannot also put the
+    Namespace and the controller's rights last for kubectl delete (apply needs them
+    first), so docs/install.md#uninstall deletes the sets first (crs-controller
+    uninstall) and the release after."""
+    bindings = [d for d in documents if d["metadata"]["name"] == BINDINGS_CRD]
+    rest = [d for d in documents if d["metadata"]["name"] != BINDINGS_CRD]
+    crds = [i for i, d in enumerate(rest) if d["kind"] == "CustomResourceDefinition"]
+    at = crds[-1] + 1 if crds else 0
+    return [*rest[:at], *bindings, *rest[at:]]
+
+
 def build(version: str) -> tuple[str, str, list[Obj]]:
     """The components text (with variables), the install text (defaults) and the objects."""
-    documents = parameterize(render(CONFIG), version)
+    documents = parameterize(release_order(render(CONFIG)), version)
     body = dump(documents)
     defaults = variables(body)
     listed = [f"  {name} (default {value})" for name, value in sorted(defaults.items())]

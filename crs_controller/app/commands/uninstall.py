@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from crs_controller.app.commands.common import (
     FINDING,
     OK,
@@ -168,7 +170,10 @@ def leftovers(bindings: Iterable[Obj], crss: set[tuple[str, str]]) -> list[Lefto
     """The inventory the bindings keep for the sets ``crss`` (namespace, name)."""
     found = []
     for raw in bindings:
-        binding = parse_binding(raw)
+        try:
+            binding = parse_binding(raw)
+        except ValidationError:
+            continue  # not one the controller would read either
         if binding is None:
             continue
         namespace = binding.metadata.namespace or ""
@@ -213,7 +218,10 @@ def register(sub: Subcommands) -> None:
     )
     add_namespace(parser)
     parser.add_argument(
-        "-A", "--all-namespaces", action="store_true", help="every namespace (needed with --delete-release)"
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="every namespace (needed with --delete-release)",
     )
     parser.add_argument("--yes", action="store_true", help="delete (default: only say what)")
     parser.add_argument(

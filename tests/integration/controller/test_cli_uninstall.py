@@ -1,0 +1,135 @@
+"""`crs-controller uninstall` on real servers: with a controller holding the leader
+Lease it deletes the ClusterResourceSets and returns once the controller has cleaned
+up (a `deletionPolicy: Delete` set's objects gone from the workload cluster, its
+binding entry released, no CRS and no finalizer left); with the controller stopped
+it refuses (exit 2) and deletes nothing; `--force` then removes the finalizer and
+names what stays: the object on the workload cluster, still recorded in the binding
+and managed by the field manager crs-controller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crs_controller.app.cli import main
+from crs_controller.core.api.models import FINALIZER
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
+from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess, install_rbac
+
+from .support import (
+    CRS_API,
+    TIMEOUT,
+    add_cluster,
+    admin_kubeconfig,
+    binding_entry,
+    clear_leases,
+    configmap_obj,
+    crs_obj,
+    manifests,
+    source_configmap,
+    unique,
+    wait_condition,
+    wait_object,
+)
+
+KIND = "ClusterResourceSet"
+
+
+def leader(control_plane: ControlPlane, namespace: str) -> ControllerProcess:
+    """A controller that holds the leader Lease in crs-system, watching ``namespace``
+    only (the other tests' objects are not its business)."""
+    args = ("--leader-elect", "--leader-election-namespace", SYSTEM_NAMESPACE)
+    return ControllerProcess(control_plane.management, *args, "--namespace", namespace)
+
+
+def applied_delete_set(
+    mgmt: TestbedClient, workload_client: TestbedClient, workload, namespace: str
+) -> str:
+    """A Delete set applied to one cluster; the name of the object it applied."""
+    name = unique("uninst")
+    mgmt.create(source_configmap(namespace, "addon", {"a": manifests(configmap_obj(name))}))
+    crs = crs_obj(namespace, "un", [("ConfigMap", "addon")], {"un": "1"}, mode="Reconcile")
+    crs["spec"]["deletionPolicy"] = "Delete"
+    mgmt.create(crs)
+    add_cluster(mgmt, workload, namespace, "un1", {"un": "1"})
+    wait_condition(mgmt, namespace, "un", "Ready", "True", "Applied")
+    wait_object(workload_client, "v1", "ConfigMap", name, "default")
+    return name
+
+
+def uninstall(kubeconfig: str, namespace: str, *extra: str) -> int:
+    argv = ["uninstall", "-n", namespace, "--kubeconfig", kubeconfig, "--timeout", "90s"]
+    return main([*argv, *extra])
+
+
+def test_uninstall_waits_until_the_controller_removed_a_delete_sets_objects(
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    workloads,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    install_rbac(mgmt)
+    clear_leases(mgmt)
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    with leader(control_plane, namespace):
+        name = applied_delete_set(mgmt, workload_clients[0], workloads[0], namespace)
+        assert uninstall(kubeconfig, namespace) == 0  # without --yes: only says what
+        assert "would delete 1 ClusterResourceSet(s)" in capsys.readouterr().out
+        assert mgmt.get(CRS_API, KIND, "un", namespace) is not None
+
+        assert uninstall(kubeconfig, namespace, "--yes") == 0
+        out = capsys.readouterr().out
+        assert "the release can be deleted now" in out, out
+        # Returned only after the cleanup: nothing to wait for here.
+        assert mgmt.get(CRS_API, KIND, "un", namespace) is None
+        assert workload_clients[0].get("v1", "ConfigMap", name, "default") is None
+        assert binding_entry(mgmt, namespace, "un1", "un") is None
+
+
+def test_without_a_leader_it_refuses_and_force_names_what_stays(
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    workloads,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    install_rbac(mgmt)
+    clear_leases(mgmt)
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    with leader(control_plane, namespace) as process:
+        try:
+            name = applied_delete_set(mgmt, workload_clients[0], workloads[0], namespace)
+        except TimeoutError:
+            print(process.log_tail(60))
+            raise
+    # The controller stopped (its Lease released): the finalizer stays on the CRS.
+    assert FINALIZER in mgmt.get(CRS_API, KIND, "un", namespace)["metadata"]["finalizers"]
+    capsys.readouterr()
+
+    assert uninstall(kubeconfig, namespace, "--yes") == 2
+    _, err = capsys.readouterr()
+    assert "no controller holds the leader Lease crs-system/crs-controller" in err, err
+    crs = mgmt.get(CRS_API, KIND, "un", namespace)
+    assert crs is not None and "deletionTimestamp" not in crs["metadata"]
+
+    assert uninstall(kubeconfig, namespace, "--yes", "--force") == 0
+    out = capsys.readouterr().out
+    wait_for(lambda: mgmt.get(CRS_API, KIND, "un", namespace) is None, TIMEOUT, message="CRS gone")
+    assert f"removed the finalizer {FINALIZER} from 1" in out, out
+    assert f"left behind by {namespace}/un: 1 object(s)" in out
+    assert f"ClusterResourceSetBinding {namespace}/un1" in out
+    assert f"v1 ConfigMap default/{name}" in out
+    assert "field manager crs-controller" in out
+    # What it said stays, stays: the object, and the binding's record of it.
+    live = workload_clients[0].get("v1", "ConfigMap", name, "default")
+    assert live is not None
+    assert "crs-controller" in {m["manager"] for m in live["metadata"]["managedFields"]}
+    entry = binding_entry(mgmt, namespace, "un1", "un")
+    assert entry is not None
+    assert [o["name"] for r in entry["resources"] for o in r["objects"]] == [name]

@@ -1,0 +1,159 @@
+"""`crs-controller uninstall`'s pure parts: who holds the leader Lease (fresh,
+expired, released, malformed), the decision (wait for the holder, refuse without
+one, force), the order --delete-release deletes a release in (the controller first,
+its rights next, the CRDs last and the bindings CRD last of all), what a forced
+removal leaves behind and how it is told; and the release file's own order
+(hack/release.py): apply-valid, the bindings CRD after the ClusterResourceSet CRD."""
+
+from __future__ import annotations
+
+import importlib.util
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crs_controller.app.commands.uninstall import (
+    Force,
+    Refuse,
+    Wait,
+    decide,
+    deletion_order,
+    describe_leftovers,
+    leader,
+    leftovers,
+)
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC).timestamp()
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lease(holder: str, renewed: str, seconds: Any = 15) -> dict[str, Any]:
+    return {
+        "spec": {"holderIdentity": holder, "renewTime": renewed, "leaseDurationSeconds": seconds}
+    }
+
+
+@pytest.mark.parametrize(
+    ("given", "holder"),
+    [
+        (lease("pod-a", "2026-01-01T11:59:50.000000Z"), "pod-a"),
+        (lease("pod-a", "2026-01-01T11:59:45Z"), None),  # renewed exactly 15s ago: expired
+        (lease("pod-a", "2026-01-01T11:50:00Z"), None),  # a controller that is gone
+        (lease("", "2026-01-01T11:59:59Z", 1), None),  # released on a clean shutdown
+        (lease("pod-a", "yesterday"), None),
+        (lease("pod-a", "2026-01-01T11:59:59Z", "15"), None),
+        ({"spec": {"holderIdentity": "pod-a"}}, None),
+        (None, None),
+    ],
+)
+def test_the_leader_is_the_holder_of_a_fresh_lease(given: Any, holder: str | None) -> None:
+    assert leader(given, NOW) == holder
+
+
+def test_the_decision() -> None:
+    assert decide("pod-a", force=False, lease="crs-system/crs-controller") == Wait("pod-a")
+    assert decide("pod-a", force=True, lease="x") == Force()
+    assert decide(None, force=True, lease="x") == Force()
+    refused = decide(None, force=False, lease="crs-system/crs-controller")
+    assert isinstance(refused, Refuse)
+    assert "no controller holds the leader Lease crs-system/crs-controller" in refused.reason
+    assert "addons.crs.dev/finalizer" in refused.reason
+
+
+def doc(kind: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}
+
+
+RELEASE = [
+    doc("Namespace", "crs-system"),
+    doc("CustomResourceDefinition", "clusterresourcesetbindings.addons.crs.dev"),
+    doc("CustomResourceDefinition", "clusterresourcesets.addons.crs.dev"),
+    doc("ServiceAccount", "crs-controller"),
+    doc("Role", "crs-controller-leader-election"),
+    doc("ClusterRole", "crs-controller"),
+    doc("RoleBinding", "crs-controller-leader-election"),
+    doc("ClusterRoleBinding", "crs-controller"),
+    doc("Deployment", "crs-controller"),
+    doc("ValidatingAdmissionPolicy", "crs-controller-binding-writers"),
+    doc("ValidatingAdmissionPolicyBinding", "crs-controller-binding-writers"),
+    doc("ConfigMap", "something-else"),
+]
+
+
+def test_delete_release_stops_the_controller_first_and_deletes_the_bindings_crd_last() -> None:
+    order = [(d["kind"], d["metadata"]["name"]) for d in deletion_order(RELEASE)]
+    assert order == [
+        ("Deployment", "crs-controller"),
+        ("ValidatingAdmissionPolicyBinding", "crs-controller-binding-writers"),
+        ("ValidatingAdmissionPolicy", "crs-controller-binding-writers"),
+        ("ClusterRoleBinding", "crs-controller"),
+        ("RoleBinding", "crs-controller-leader-election"),
+        ("ClusterRole", "crs-controller"),
+        ("Role", "crs-controller-leader-election"),
+        ("ServiceAccount", "crs-controller"),
+        ("Namespace", "crs-system"),
+        ("ConfigMap", "something-else"),
+        ("CustomResourceDefinition", "clusterresourcesets.addons.crs.dev"),
+        ("CustomResourceDefinition", "clusterresourcesetbindings.addons.crs.dev"),
+    ]
+
+
+def binding(namespace: str, cluster: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "addons.crs.dev/v1alpha1",
+        "kind": "ClusterResourceSetBinding",
+        "metadata": {"name": cluster, "namespace": namespace},
+        "spec": {"clusterName": cluster, "bindings": entries},
+    }
+
+
+def entry(crs: str, *names: str) -> dict[str, Any]:
+    objects = [{"apiVersion": "v1", "kind": "ConfigMap", "namespace": "kube-system", "name": n}
+               for n in names]  # fmt: skip
+    resource = {"kind": "ConfigMap", "name": "addon", "objects": objects}
+    return {"clusterResourceSetName": crs, "resources": [resource]}
+
+
+def test_a_forced_removal_names_every_object_it_leaves_and_where_it_is_recorded() -> None:
+    bindings = [
+        binding("fleet", "prod-1", [entry("cni", "a", "b"), entry("other", "c")]),
+        binding("other", "prod-2", [entry("cni", "d")]),  # another namespace's cni
+        {"kind": "ClusterResourceSetBinding", "spec": "garbage"},
+    ]
+    found = leftovers(bindings, {("fleet", "cni")})
+    assert [(f.crs, f.binding, f.objects) for f in found] == [
+        ("fleet/cni", "fleet/prod-1",
+         ("v1 ConfigMap kube-system/a", "v1 ConfigMap kube-system/b")),
+    ]  # fmt: skip
+    lines = describe_leftovers(found)
+    assert lines[0].startswith("left behind by fleet/cni: 2 object(s) stay on the workload")
+    assert "ClusterResourceSetBinding fleet/prod-1" in lines[0]
+    assert lines[1:3] == ["  v1 ConfigMap kube-system/a", "  v1 ConfigMap kube-system/b"]
+    assert "field manager crs-controller" in lines[3]
+    assert describe_leftovers([]) == []
+
+
+def _release() -> Any:
+    spec = importlib.util.spec_from_file_location("release", ROOT / "hack" / "release.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_release_file_applies_in_order_and_has_the_bindings_crd_after_the_crs_crd() -> None:
+    release = _release()
+    _, _, documents = release.build(release.project_version())
+    kinds = [d["kind"] for d in documents]
+    names = [d["metadata"]["name"] for d in documents]
+    # kubectl apply creates in file order: the Namespace and the CRDs before the rest.
+    assert kinds[0] == "Namespace"
+    last_crd = max(i for i, k in enumerate(kinds) if k == "CustomResourceDefinition")
+    assert last_crd < kinds.index("ServiceAccount") < kinds.index("Deployment")
+    # kubectl delete deletes in file order: the inventories' CRD after the sets' CRD.
+    assert names.index("clusterresourcesets.addons.crs.dev") < names.index(
+        "clusterresourcesetbindings.addons.crs.dev"
+    )
+    assert len(documents) == len(release.render(ROOT / "config" / "default"))
