@@ -7,7 +7,12 @@ What the controller would not do is not a change, and stderr says why: a cluster
 the CRS does not select gets nothing (with deletionPolicy: Delete, what the CRS
 applied there before is listed as removed); under mode ApplyOnce an object already
 on the cluster is never changed, and a resource already applied is never applied
-again. Exit code 0: no change, 1: changes, 2: an error (kubectl diff's convention)."""
+again.
+
+A ClusterResourceSet with a field this version's schema does not declare is refused,
+naming it as the API server does (unknown field "spec.healthCheck.wiat").
+
+Exit code 0: no change, 1: changes, 2: an error (kubectl diff's convention)."""
 
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ from crs_controller.core.api.models import (
     ObjectRef,
     ResourceBinding,
 )
+from crs_controller.core.api.strict import CRS_SCHEMA, describe_unknown, unknown_fields
 from crs_controller.core.manifests.documents import apply_body, object_ref
 from crs_controller.core.render import ClusterValues, RenderedResource, render_crs
 from crs_controller.core.spec.objects import CRS, parse_binding_object, parse_cluster, parse_crs
@@ -143,6 +149,11 @@ async def _target(mgmt: KubeClient, args: argparse.Namespace) -> _Target:
     raw = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, args.crs, args.namespace)
     if raw is None:
         raise UsageError(f"ClusterResourceSet {args.namespace}/{args.crs} not found")
+    if unknown := unknown_fields(raw, CRS_SCHEMA):
+        raise UsageError(
+            f"ClusterResourceSet {args.namespace}/{args.crs}: {describe_unknown(unknown)} "
+            "(not in this crs-controller's schema: the CRD installed is another version's)"
+        )
     crs = parse_crs(raw)
     if crs.problem is not None:
         raise UsageError(f"ClusterResourceSet {args.namespace}/{args.crs}: {crs.problem}")

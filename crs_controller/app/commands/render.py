@@ -12,6 +12,10 @@ manifests. Otherwise the version is unknown, and such resources are left out as 
 controller leaves them (WaitingForVersion), said on stderr. A resource left out is
 absent from every output; -o json|yaml list it under leftOut with its reason.
 
+A ClusterResourceSet with a field its schema does not declare (a typo like
+healthCheck.wiat) is refused, naming the field as the API server's strict field
+validation does (unknown field "spec.healthCheck.wiat"): kubectl apply would refuse it.
+
 Exit code 0: rendered (also when no CRS selects the given cluster, or a resource
 waits for the version: stderr says so), 2: an error, with nothing on stdout."""
 
@@ -52,6 +56,7 @@ from crs_controller.core.api.models import (
     ObjectMeta,
     SourceKey,
 )
+from crs_controller.core.api.strict import CRS_SCHEMA, describe_unknown, unknown_fields
 from crs_controller.core.manifests.documents import object_ref
 from crs_controller.core.render import (
     ClusterValues,
@@ -366,6 +371,10 @@ def read_inputs(documents: list[tuple[str, Obj]]) -> Inputs:
 
 
 def _parsed_crs(where: str, doc: Obj) -> CRS:
+    name = str(metadata(doc).get("name") or "")
+    if unknown := unknown_fields(doc, CRS_SCHEMA):
+        # As kubectl apply would be answered (strict field validation).
+        raise UsageError(f"{where}: ClusterResourceSet {name}: {describe_unknown(unknown)}")
     crs = parse_crs(doc)
     if crs.problem is not None:
         raise UsageError(f"{where}: ClusterResourceSet {crs.name}: {crs.problem}")

@@ -1,0 +1,149 @@
+"""`render` and `diff` decide as the API server does, on the real servers: they refuse
+the unknown fields its strict field validation refuses, naming them as it does."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crs_controller.app.cli import main
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
+
+from .support import (
+    CRS_API,
+    TIMEOUT,
+    add_cluster,
+    admin_kubeconfig,
+    configmap_obj,
+    crs_obj,
+    manifests,
+    source_configmap,
+    unique,
+)
+
+CRD_NAME = "clusterresourcesets.addons.crs.dev"
+
+
+def changed_lines(out: str) -> list[str]:
+    return [
+        line for line in out.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")
+    ]
+
+
+def diff_args(kubeconfig: str, namespace: str, crs: str, cluster: str) -> list[str]:
+    return ["diff", crs, "--cluster", cluster, "-n", namespace, "--kubeconfig", kubeconfig]
+
+
+# --- unknown fields ------------------------------------------------------------------
+
+
+def _server_refuses(mgmt: TestbedClient, namespace: str, crs: dict[str, Any]) -> str:
+    """What the API server answers to ``crs`` under strict field validation (a dry
+    run: nothing stored)."""
+    response = mgmt.http.request(
+        "POST",
+        mgmt.path(CRS_API, "ClusterResourceSet", namespace=namespace),
+        json=crs,
+        params={"fieldValidation": "Strict", "dryRun": "All"},
+    )
+    assert response.status_code == 400, response.text
+    message: str = response.json()["message"]
+    return message
+
+
+def test_render_refuses_the_unknown_fields_the_api_server_refuses(
+    mgmt: TestbedClient, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = source_configmap(namespace, "typo", {"a": manifests(configmap_obj("typo"))})
+    crs = crs_obj(namespace, "typo", [("ConfigMap", "typo")], {"a": "b"}, mode="Reconcile")
+    crs["metadata"]["lables"] = {"team": "a"}
+    crs["spec"]["healthCheck"] = {"wiat": True}
+    crs["spec"]["resources"][0]["substitue"] = True
+    crs["spec"]["rollout"] = {"steps": [{"clusterSelector": {}, "pauseAftr": "1m"}]}
+    given = tmp_path / "crs.yaml"
+    given.write_text(manifests(crs, source))
+    assert main(["render", "-f", str(given)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    said = err.removeprefix(f"crs-controller render: {given} document 1: ").strip()
+    server = _server_refuses(mgmt, namespace, crs)
+    expected = (
+        'strict decoding error: unknown field "metadata.lables", '
+        'unknown field "spec.healthCheck.wiat", '
+        'unknown field "spec.resources[0].substitue", '
+        'unknown field "spec.rollout.steps[0].pauseAftr"'
+    )
+    assert said == f"ClusterResourceSet typo: {expected}"
+    assert server.endswith(expected), server
+
+    # The user's own typo: clusterSelecter, and no clusterSelector.
+    crs = crs_obj(namespace, "typo", [("ConfigMap", "typo")], {"a": "b"})
+    crs["spec"]["clusterSelecter"] = crs["spec"].pop("clusterSelector")
+    given.write_text(manifests(crs, source))
+    assert main(["render", "-f", str(given), "-o", "manifests"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert 'strict decoding error: unknown field "spec.clusterSelecter"' in err
+    assert 'unknown field "spec.clusterSelecter"' in _server_refuses(mgmt, namespace, crs)
+    # Labels, annotations and the rest of metadata are the API server's: no unknown field.
+    crs = crs_obj(namespace, "typo", [("ConfigMap", "typo")], {"a": "b"})
+    crs["metadata"].update(labels={"x": "y"}, annotations={"z": "w"}, generateName="t-")
+    given.write_text(manifests(crs, source))
+    assert main(["render", "-f", str(given)]) == 0, capsys.readouterr().err
+
+
+@pytest.fixture
+def newer_crd(mgmt: TestbedClient) -> Iterator[None]:
+    """The CRD of a newer release on the management cluster: spec.healthCheck has a
+    field this crs-controller does not know. Put back as it was afterwards."""
+    before = mgmt.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", CRD_NAME)
+    newer = copy.deepcopy(before)
+    spec = newer["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["properties"]["healthCheck"]["properties"]["wiat"] = {"type": "boolean"}
+    mgmt.update(newer)
+    try:
+        yield
+    finally:
+        current = mgmt.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", CRD_NAME)
+        current["spec"] = before["spec"]
+        mgmt.update(current)
+
+
+def test_diff_refuses_a_crs_with_a_field_this_version_does_not_know(
+    newer_crd: None,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workloads,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    mgmt.create(source_configmap(namespace, "nw", {"a": manifests(configmap_obj(unique("nw")))}))
+    crs = crs_obj(namespace, "nw", [("ConfigMap", "nw")], {"nw": "1"}, mode="Reconcile")
+    crs["spec"]["healthCheck"] = {"wiat": True}
+
+    def stored() -> bool:
+        try:
+            mgmt.create(copy.deepcopy(crs))
+        except Exception:  # the newer schema is not served yet
+            return False
+        return True
+
+    wait_for(stored, TIMEOUT)
+    live = mgmt.get(CRS_API, "ClusterResourceSet", "nw", namespace)
+    assert live["spec"]["healthCheck"]["wiat"] is True
+    add_cluster(mgmt, workloads[0], namespace, "nw-1", {"nw": "1"}, initialized=False)
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    assert main(diff_args(kubeconfig, namespace, "nw", "nw-1")) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"crs-controller diff: ClusterResourceSet {namespace}/nw: strict decoding error: "
+        'unknown field "spec.healthCheck.wiat" (not in this crs-controller\'s schema: the CRD '
+        "installed is another version's)\n"
+    )
