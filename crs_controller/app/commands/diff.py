@@ -3,6 +3,10 @@ for a ClusterResourceSet now. Every object goes to the API server as a server-si
 apply dry run (nothing is stored) and the answer is compared with the live object,
 as a unified diff; objects the deletion policy would delete are listed as removed.
 
+Objects are sent as the controller sends them: an object it created goes without
+the fields spec.ignore leaves to others (an HPA's replicas), so those are no change;
+one still to be created goes whole.
+
 What the controller would not do is not a change, and stderr says why: a cluster
 the CRS does not select gets nothing (with deletionPolicy: Delete, what the CRS
 applied there before is listed as removed); under mode ApplyOnce an object already
@@ -47,12 +51,14 @@ from crs_controller.core.api.models import (
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
     CRSBinding,
+    ObjectKey,
     ObjectRef,
     ResourceBinding,
 )
 from crs_controller.core.api.strict import CRS_SCHEMA, describe_unknown, unknown_fields
 from crs_controller.core.manifests.documents import apply_body, object_ref
 from crs_controller.core.render import ClusterValues, RenderedResource, render_crs
+from crs_controller.core.spec.ignore import Ignores, leave_out
 from crs_controller.core.spec.objects import CRS, parse_binding_object, parse_cluster, parse_crs
 from crs_controller.core.state.prune_decisions import inventory, stale_objects, wanted_keys
 from crs_controller.core.versions.cluster_version import (
@@ -239,8 +245,9 @@ async def _resource(
     once = target.crs.strategy.apply.only_missing
     recorded = _recorded(target.entry, resource)
     done = once and recorded is not None and recorded.applied
+    created = frozenset(o.key for o in recorded.objects) if recorded else frozenset()
     for obj in resource.objects:
-        ref, live, chunk = await _one(client, obj, manager)
+        ref, live, chunk = await _one(client, obj, manager, target.crs.ignores, created)
         if not chunk:
             continue
         if done or (once and live is not None):
@@ -262,8 +269,14 @@ def _recorded(entry: CRSBinding | None, resource: RenderedResource) -> ResourceB
 
 
 async def _one(
-    client: KubeClient, obj: Obj, field_manager: str
+    client: KubeClient,
+    obj: Obj,
+    field_manager: str,
+    ignores: Ignores,
+    created: frozenset[ObjectKey],
 ) -> tuple[ObjectRef, Obj | None, str]:
+    """One object's diff: the live object against the server's answer to a dry run of
+    the body the controller would send; ``created`` is the resource's inventory."""
     body = apply_body(obj)
     info = await client.resource_info(body["apiVersion"], body["kind"])
     meta = body["metadata"]
@@ -273,6 +286,11 @@ async def _one(
         meta.pop("namespace", None)
     ref = object_ref(body)
     live = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+    # As the controller sends it: an object of the resource's inventory without the
+    # paths left to others (spec.ignore); one to create, whole.
+    left_out = ignores.left_out(ref, created if live is not None else frozenset())
+    if left_out:
+        body = apply_body(leave_out(body, left_out))
     after = await client.apply(body, field_manager=field_manager, dry_run=True)
     return ref, live, _unified(ref, live, after)
 

@@ -1,28 +1,36 @@
-"""`render` and `diff` decide as the API server does, on the real servers: they refuse
-the unknown fields its strict field validation refuses, naming them as it does."""
+"""`render` and `diff` decide as the controller and the API server do, on the real
+servers: they refuse the unknown fields the API server's strict field validation
+refuses, naming them as it does; and fields left to others (spec.ignore) are no
+change in `diff` (a real add-on's Deployment scaled by another manager), and are sent
+when an object is created."""
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from crs_controller.app.cli import main
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
+from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
     CRS_API,
     TIMEOUT,
     add_cluster,
     admin_kubeconfig,
+    binding_entry,
     configmap_obj,
     crs_obj,
     manifests,
     source_configmap,
     unique,
+    wait_object,
 )
 
 CRD_NAME = "clusterresourcesets.addons.crs.dev"
@@ -147,3 +155,72 @@ def test_diff_refuses_a_crs_with_a_field_this_version_does_not_know(
         'unknown field "spec.healthCheck.wiat" (not in this crs-controller\'s schema: the CRD '
         "installed is another version's)\n"
     )
+
+
+# --- fields left to others ---------------------------------------------------------
+
+ADDONS = Path(__file__).resolve().parents[4] / "shared" / "data" / "addons"
+REPLICAS_RULE = {"target": {"group": "apps", "kind": "Deployment"}, "paths": ["/spec/replicas"]}
+
+
+def calico_controllers() -> dict[str, Any]:
+    """calico-kube-controllers, the Deployment of the real Calico manifest."""
+    for doc in yaml.safe_load_all((ADDONS / "calico.yaml").read_text()):
+        if doc and doc["kind"] == "Deployment":
+            return dict(doc)
+    raise AssertionError("calico.yaml has no Deployment")
+
+
+def scale(wl: TestbedClient, name: str, namespace: str, replicas: int) -> None:
+    """What an HPA does: the scale subresource, under a field manager of its own."""
+    response = wl.http.request(
+        "PATCH",
+        wl.path("apps/v1", "Deployment", name, namespace, "scale"),
+        content=json.dumps({"spec": {"replicas": replicas}}),
+        headers={"Content-Type": "application/merge-patch+json"},
+        params={"fieldManager": "hpa-like"},
+    )
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.skipif(not ADDONS.is_dir(), reason=f"shared add-on data not found at {ADDONS}")
+def test_diff_leaves_out_ignored_paths_as_the_controller_does(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workloads,
+    workload_clients,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    addon = calico_controllers()
+    name, where = addon["metadata"]["name"], addon["metadata"]["namespace"]
+    assert addon["spec"]["replicas"] == 1
+    mgmt.create(source_configmap(namespace, "kc", {"calico.yaml": manifests(addon)}))
+    crs = crs_obj(namespace, "kc", [("ConfigMap", "kc")], {"kc": "1"}, mode="Reconcile")
+    crs["spec"]["ignore"] = [REPLICAS_RULE]
+    mgmt.create(crs)
+    add_cluster(mgmt, workloads[0], namespace, "kc-1", {"kc": "1"})
+    wl = workload_clients[0]
+    wait_object(wl, "apps/v1", "Deployment", name, where)
+    wait_for(lambda: binding_entry(mgmt, namespace, "kc-1", "kc"), TIMEOUT)
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    args = diff_args(kubeconfig, namespace, "kc", "kc-1")
+    try:
+        # Another manager scales it: the controller keeps 5, and so does the diff.
+        scale(wl, name, where, 5)
+        assert main(args) == 0, capsys.readouterr()
+        assert capsys.readouterr().out == ""
+        assert main([*args, "-o", "json"]) == 0
+        assert json.loads(capsys.readouterr().out)["changes"] == []
+        assert wl.get("apps/v1", "Deployment", name, where)["spec"]["replicas"] == 5
+
+        # On a cluster where it is still to be created, replicas are sent with it.
+        add_cluster(mgmt, workloads[1], namespace, "kc-2", {"kc": "1"}, initialized=False)
+        assert main(diff_args(kubeconfig, namespace, "kc", "kc-2")) == 1
+        out = capsys.readouterr().out
+        assert f"+++ applied/apps.v1.Deployment.{where}.{name}" in out
+        assert "+  replicas: 1" in changed_lines(out), out
+    finally:
+        wl.delete("apps/v1", "Deployment", name, where)
