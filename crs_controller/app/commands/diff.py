@@ -11,12 +11,15 @@ What the controller would not do is not a change, and stderr says why: a cluster
 the CRS does not select gets nothing (with deletionPolicy: Delete, what the CRS
 applied there before is listed as removed); under mode ApplyOnce an object already
 on the cluster is never changed, and a resource already applied is never applied
-again.
+again. A change the controller holds for now is shown, and stderr says what holds
+it: a paused Cluster or CRS, a Cluster that holds updates, a paused rollout, Cluster
+API upgrading the cluster (-o json|yaml: each change's "held").
 
 A ClusterResourceSet with a field this version's schema does not declare is refused,
 naming it as the API server does (unknown field "spec.healthCheck.wiat").
 
-Exit code 0: no change, 1: changes, 2: an error (kubectl diff's convention)."""
+Exit code 0: no change, 1: changes (held ones too), 2: an error (kubectl diff's
+convention)."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import argparse
 import asyncio
 import difflib
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 
 import yaml
@@ -43,6 +47,7 @@ from crs_controller.app.commands.common import (
     management,
     say,
 )
+from crs_controller.app.commands.holds import NO_HOLDS, Holds, holds, left_alone
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import WorkloadClients, kubeconfig_secret_name
 from crs_controller.core.api.clusters import CLUSTER_GROUP
@@ -57,9 +62,16 @@ from crs_controller.core.api.models import (
 )
 from crs_controller.core.api.strict import CRS_SCHEMA, describe_unknown, unknown_fields
 from crs_controller.core.manifests.documents import apply_body, object_ref
+from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.render import ClusterValues, RenderedResource, render_crs
 from crs_controller.core.spec.ignore import Ignores, leave_out
-from crs_controller.core.spec.objects import CRS, parse_binding_object, parse_cluster, parse_crs
+from crs_controller.core.spec.objects import (
+    CRS,
+    Cluster,
+    parse_binding_object,
+    parse_cluster,
+    parse_crs,
+)
 from crs_controller.core.state.prune_decisions import inventory, stale_objects, wanted_keys
 from crs_controller.core.versions.cluster_version import (
     CONTROL_PLANE_GROUP,
@@ -94,11 +106,20 @@ def register(sub: Subcommands) -> None:
     parser.set_defaults(func=guarded("diff", run))
 
 
+@dataclass(frozen=True)
+class Change:
+    """One object's diff chunk, and what holds it back for now (None: nothing)."""
+
+    object: str
+    chunk: str
+    held: str | None = None
+
+
 @dataclass
 class Report:
-    """The diff chunks of what would change, and why other differences would not."""
+    """The changes, and why other differences would not be changes."""
 
-    chunks: list[str] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # Objects that differ from their manifests but that the controller leaves alone.
     left_alone: list[dict[str, str]] = field(default_factory=list)
@@ -107,21 +128,30 @@ class Report:
 def run(args: argparse.Namespace) -> int:
     found = asyncio.run(_diff(args))
     if args.output != "diff":
-        changes = [{"object": _object_of(chunk), "diff": chunk} for chunk in found.chunks]
+        changes = [{"object": c.object, "diff": c.chunk, "held": c.held} for c in found.changes]
         emit({"changes": changes, "notApplied": found.left_alone}, args.output, str)
     else:
         colour = sys.stdout.isatty()
-        for chunk in found.chunks:
-            print(_coloured(chunk) if colour else chunk, end="")
-    for note in found.notes:
+        for change in found.changes:
+            print(_coloured(change.chunk) if colour else change.chunk, end="")
+    for note in found.notes + held_notes(found.changes):
         say("diff", note)
-    return FINDING if found.chunks else OK
+    return FINDING if found.changes else OK
 
 
-def _object_of(chunk: str) -> str:
-    """The object a diff chunk is about, from its header."""
-    first = chunk.splitlines()[0] if chunk else ""
-    return first.removeprefix("--- live/")
+def held_notes(changes: list[Change]) -> list[str]:
+    """One line per reason that holds some of ``changes``: how many, and why."""
+    total = len(changes)
+    notes = []
+    for why, count in Counter(c.held for c in changes if c.held).items():
+        if total == 1:
+            what = "this change"
+        elif count == total:
+            what = f"these {total} changes"
+        else:
+            what = f"{count} of these {total} changes"
+        notes.append(f"the controller holds {what}: {why}")
+    return notes
 
 
 @dataclass(frozen=True)
@@ -132,6 +162,14 @@ class _Target:
     cluster: Obj
     entry: CRSBinding | None  # what the CRS recorded on the cluster
     others: set[ObjectRef]  # what the cluster's other entries (other CRSs) applied
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the controller would send to the cluster now, and what holds it back."""
+
+    resources: tuple[RenderedResource, ...] = ()
+    holds: Holds = NO_HOLDS
 
 
 async def _diff(args: argparse.Namespace) -> Report:
@@ -177,9 +215,9 @@ async def _target(mgmt: KubeClient, args: argparse.Namespace) -> _Target:
     return _Target(crs, cluster, entry, inventory(entries.values()))
 
 
-async def _rendered(mgmt: KubeClient, target: _Target) -> list[RenderedResource]:
+async def _planned(mgmt: KubeClient, target: _Target, cluster: Cluster) -> _Plan:
     """The CRS's resources with the live Cluster's values, as the controller renders
-    them (core/render), from the sources as they are now."""
+    them (core/render), from the sources as they are now, and what holds them."""
     crs = target.crs
     sources: dict[tuple[str, str], Obj] = {}
     for ref in crs.valid.spec.resources:
@@ -193,7 +231,8 @@ async def _rendered(mgmt: KubeClient, target: _Target) -> list[RenderedResource]
     )
     if rendered.problems:
         raise UsageError(rendered.problems[0])
-    return list(rendered.resources)
+    now = {key: resource_hash(raw) for key, raw in sources.items()}  # in spec order
+    return _Plan(rendered.resources, holds(crs, cluster, target.entry, version, now))
 
 
 async def _version(mgmt: KubeClient, raw: Obj) -> ClusterVersion:
@@ -217,10 +256,10 @@ async def _version(mgmt: KubeClient, raw: Obj) -> ClusterVersion:
 async def _compare(
     mgmt: KubeClient, client: KubeClient, target: _Target, args: argparse.Namespace
 ) -> Report:
-    crs, report = target.crs, Report()
-    resources: list[RenderedResource] = []
-    if crs.selects(parse_cluster(target.cluster)):
-        resources = await _rendered(mgmt, target)
+    crs, report, cluster = target.crs, Report(), parse_cluster(target.cluster)
+    plan = _Plan(holds=Holds(left_alone(crs, cluster)))
+    if crs.selects(cluster):
+        plan = await _planned(mgmt, target, cluster)
     else:
         removes = crs.valid.spec.deletion_policy == "Delete" and target.entry is not None
         report.notes.append(
@@ -228,24 +267,37 @@ async def _compare(
             f"{args.cluster}: nothing would be applied there"
             + (" (deletionPolicy: Delete: what it applied there is removed)" if removes else "")
         )
-    for resource in resources:
-        await _resource(client, target, resource, args.field_manager, report)
+    kept: dict[ObjectKey, str] = {}  # objects of held resources, and why they are held
+    for resource in plan.resources:
+        held = await _resource(client, target, resource, plan.holds, args.field_manager, report)
+        recorded = _recorded(target.entry, resource)
+        if held is not None and recorded is not None:
+            kept.update(dict.fromkeys((o.key for o in recorded.objects), held))
     if crs.valid.spec.deletion_policy == "Delete" and target.entry is not None:
-        wanted = wanted_keys(o for r in resources for o in r.objects)
+        wanted = wanted_keys(o for r in plan.resources for o in r.objects)
+        held_all = plan.holds.everything or plan.holds.update
         for ref in stale_objects(target.entry, target.others, wanted):
-            report.chunks.append(await _removed(client, ref))
-    report.chunks = [chunk for chunk in report.chunks if chunk]
+            chunk = await _removed(client, ref)
+            if chunk:
+                report.changes.append(Change(_name(ref), chunk, held_all or kept.get(ref.key)))
     return report
 
 
 async def _resource(
-    client: KubeClient, target: _Target, resource: RenderedResource, manager: str, report: Report
-) -> None:
-    """Each object's diff, or, under ApplyOnce, why it would not be applied."""
+    client: KubeClient,
+    target: _Target,
+    resource: RenderedResource,
+    holds: Holds,
+    manager: str,
+    report: Report,
+) -> str | None:
+    """Each object's diff, or, under ApplyOnce, why it would not be applied. Returns
+    what holds the resource's change back (None: nothing)."""
     once = target.crs.strategy.apply.only_missing
     recorded = _recorded(target.entry, resource)
     done = once and recorded is not None and recorded.applied
     created = frozenset(o.key for o in recorded.objects) if recorded else frozenset()
+    held = holds.of(resource.kind, resource.name, recorded, resource.hash)
     for obj in resource.objects:
         ref, live, chunk = await _one(client, obj, manager, target.crs.ignores, created)
         if not chunk:
@@ -260,7 +312,8 @@ async def _resource(
             report.left_alone.append({"object": _name(ref), "reason": why})
             report.notes.append(f"{_name(ref)} differs from its manifest, not applied: {why}")
         else:
-            report.chunks.append(chunk)
+            report.changes.append(Change(_name(ref), chunk, held))
+    return held
 
 
 def _recorded(entry: CRSBinding | None, resource: RenderedResource) -> ResourceBinding | None:
