@@ -619,16 +619,14 @@ def test_a_new_generation_is_recorded_without_moving_the_time() -> None:
     assert (later.outcome.observed_generation, later.outcome.time) == (4, EARLIER)
 
 
-def test_an_outcome_waiting_for_ready_is_not_rewritten_as_its_counts_move() -> None:
+def test_an_outcome_waiting_for_ready_keeps_its_time_and_names_what_blocks_now() -> None:
     waiting = Outcome("Applied", "Applied", "waiting for x: 0/3 available", 1, ready=False)
     first = with_outcome(entry("cni"), None, waiting, EARLIER)
-    moved = Outcome("Applied", "Applied", "waiting for x: 2/3 available", 1, ready=False)
+    moved = Outcome("Applied", "Applied", "waiting for y: 2/3 available", 1, ready=False)
     later = with_outcome(entry("cni"), first, moved, NOW)
-    assert later.outcome == first.outcome
-    assert first.outcome is not None and (first.outcome.reason, first.outcome.ready) == (
-        "Applied",
-        False,
-    )
+    assert later.outcome is not None and first.outcome is not None
+    assert (later.outcome.message, later.outcome.time) == (moved.message, EARLIER)
+    assert (first.outcome.reason, first.outcome.ready) == ("Applied", False)
     done = with_outcome(entry("cni"), later, APPLIED, NOW)
     assert done.outcome is not None and (done.outcome.reason, done.outcome.time) == ("Applied", NOW)
 
@@ -678,9 +676,9 @@ def test_an_outcome_message_is_recorded_without_control_characters() -> None:
     assert again.outcome == first.outcome
 
 
-def test_a_forged_progressing_message_is_not_carried_over_raw() -> None:
-    # Waiting for Ready keeps the message it began with; that one is read from a
-    # binding a tenant can write.
+def test_a_forged_progressing_message_is_not_carried_over() -> None:
+    # Waiting for Ready keeps the time it began, read from a binding a tenant can
+    # write; the message is this pass's own.
     forged = with_outcome(
         entry("cni"), None, Outcome("Applied", "Applied", "x", 1, ready=False), EARLIER
     )
@@ -691,4 +689,7 @@ def test_a_forged_progressing_message_is_not_carried_over_raw() -> None:
     later = with_outcome(
         entry("cni"), forged, Outcome("Applied", "Applied", "y", 1, ready=False), NOW
     )
-    assert later.outcome is not None and later.outcome.message == HOSTILE_SHOWN
+    assert later.outcome is not None and (later.outcome.message, later.outcome.time) == (
+        "y",
+        EARLIER,
+    )

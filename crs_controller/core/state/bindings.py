@@ -137,22 +137,20 @@ def with_outcome(
     entry: CRSBinding, previous: CRSBinding | None, outcome: Outcome, now: datetime
 ) -> CRSBinding:
     """``entry`` carrying its outcome. The time moves only when the outcome does —
-    its reason or message, or the content it was reached with (a new revision applied
-    reads "Applied" again, yet a rollout's soak must count from it) — so a steady
-    state writes nothing."""
+    its reason or message (not while waiting for Ready), or the content it was reached
+    with (a new revision applied reads "Applied" again, yet a rollout's soak must
+    count from it) — so a steady state writes nothing."""
     reason, ready = recorded_reason(outcome)
     # Every outcome message reaches the binding through here: object names from
     # manifests and servers' answers in it are made safe once, for every reader.
     message = safe(outcome.message, MESSAGE_LIMIT)
     before = previous.outcome if previous is not None else None
     same_content = previous is not None and _content(previous) == _content(entry)
-    if before is not None and same_content and (before.reason, before.ready) == (reason, ready):
-        if ready is False:
-            # Waiting for objects to be Ready: the counts in the message move with
-            # every look; the binding keeps when the wait began.
-            message = safe(before.message, MESSAGE_LIMIT)  # a binding is tenant-writable
-        if before.message == message:
-            now = before.time or now
+    same = before is not None and same_content and (before.reason, before.ready) == (reason, ready)
+    # Waiting for objects to be Ready (ready False) is one wait whichever object blocks
+    # it: the time stays when the wait began, the message names what blocks now.
+    if before is not None and same and (ready is False or before.message == message):
+        now = before.time or now
     recorded = BindingOutcome(
         reason=reason,
         message=message,

@@ -57,7 +57,8 @@ HELD_REASONS = (
 class Outcome:
     """How the last reconcile of one (CRS, cluster) pair ended. ``ready`` is False
     while an applied cluster waits for its objects to be Ready (healthCheck.wait);
-    ``message`` then says which object it waits for."""
+    ``message`` then says which object it waits for, and ``blocker`` names that
+    object (``Kind namespace/name``) for the next look to compare with."""
 
     state: State
     reason: str
@@ -65,6 +66,7 @@ class Outcome:
     generation: int
     ready: bool = True
     revision: str = ""  # the sources' revision it is for, when a rollout needs to know
+    blocker: str = ""
 
 
 def recorded_reason(outcome: Outcome) -> tuple[str, bool | None]:

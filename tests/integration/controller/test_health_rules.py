@@ -1,19 +1,30 @@
 """Health rules in CEL (spec.healthCheck.rules) on real servers: a custom kind the
 kstatus rules know nothing of is Ready only once its rule says so (the test writes
 its status, the workload servers run no controllers); a rule that does not compile
-makes its CRS InvalidSpec naming the rule, while another CRS keeps working."""
+makes its CRS InvalidSpec naming the rule, while another CRS keeps working; while
+a cluster waits, its outcome names the object that blocks at the latest look (Velero's
+real BackupStorageLocation CRD, Ready by a rule, then a Deployment that is not), and
+keeps the time the wait began."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from crs_controller.testbed import TestbedClient
+import pytest
+
+from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
+    TIMEOUT,
     add_cluster,
+    available,
+    binding_entry,
+    condition,
     configmap_obj,
     crs_obj,
+    deployment,
     loose_crd,
     manifests,
     source_configmap,
@@ -23,6 +34,9 @@ from .support import (
 )
 
 Obj = dict[str, Any]
+
+ADDONS = Path(__file__).resolve().parents[4] / "shared" / "data" / "addons"
+VELERO_CRD = ADDONS / "velero-backupstoragelocations-crd.yaml"
 
 
 def _rule_crs(
@@ -96,3 +110,69 @@ def test_a_rule_that_does_not_compile_is_invalid_spec_and_others_go_on(
     wait_condition(mgmt, namespace, "good", "Ready", "True", "Applied")
     wait_object(workload_clients[1], "v1", "ConfigMap", good, "default")
     assert workload_clients[1].get("v1", "ConfigMap", bad, "default") is None
+
+
+def _outcome(mgmt: TestbedClient, namespace: str, cluster: str, crs: str) -> Obj:
+    entry = binding_entry(mgmt, namespace, cluster, crs) or {}
+    return dict(entry.get("outcome") or {})
+
+
+@pytest.mark.skipif(not VELERO_CRD.is_file(), reason=f"Velero's CRD not found at {VELERO_CRD}")
+def test_a_wait_names_what_blocks_now_and_keeps_when_it_began(
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
+) -> None:
+    wl, velero, web = workload_clients[1], unique("velero"), unique("web")
+    location = {
+        "apiVersion": "velero.io/v1",
+        "kind": "BackupStorageLocation",
+        "metadata": {"name": "default", "namespace": velero},
+        "spec": {"provider": "aws", "objectStorage": {"bucket": "backups"}},
+    }
+    namespace_obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": velero}}
+    # The location comes before the Deployment in apply order: it blocks first.
+    objects = manifests(namespace_obj, location, deployment(web))
+    phase = "has(self.status) && has(self.status.phase) && self.status.phase"
+    rule = {
+        "apiVersion": "velero.io/v1",
+        "kind": "BackupStorageLocation",
+        "ready": f"{phase} == 'Available'",
+        "failed": f"{phase} == 'Unavailable'",
+    }
+    mgmt.create(
+        source_configmap(
+            namespace, "backup", {"a-crd.yaml": VELERO_CRD.read_text(), "b-objects.yaml": objects}
+        )
+    )
+    crs = crs_obj(namespace, "backup", [("ConfigMap", "backup")], {"bsl": "1"}, mode="Reconcile")
+    crs["spec"]["healthCheck"] = {"wait": True, "timeout": "10m", "rules": [rule]}
+    mgmt.create(crs)
+    add_cluster(mgmt, workloads[1], namespace, "bsl1", {"bsl": "1"})
+
+    first = f"BackupStorageLocation {velero}/default"
+    cond = wait_condition(mgmt, namespace, "backup", "Ready", "False", "Progressing")
+    assert first in cond["message"], cond["message"]
+    began = _outcome(mgmt, namespace, "bsl1", "backup")
+    assert first in began["message"] and began["ready"] is False, began
+
+    # Velero marks the location Available (no status subresource in its CRD).
+    live = wait_object(wl, "velero.io/v1", "BackupStorageLocation", "default", velero)
+    live["status"] = {"phase": "Available"}
+    wl.update(live)
+
+    blocker = f"Deployment default/{web}"
+
+    def names_the_deployment() -> Obj | None:
+        ready = condition(mgmt.get(crs["apiVersion"], crs["kind"], "backup", namespace), "Ready")
+        return ready if ready and blocker in ready["message"] else None
+
+    cond = wait_for(names_the_deployment, TIMEOUT, message=f"Ready naming {blocker}")
+    assert cond["reason"] == "Progressing" and first not in cond["message"], cond
+    now = _outcome(mgmt, namespace, "bsl1", "backup")
+    assert blocker in now["message"] and first not in now["message"], now
+    # Still the same wait: the outcome keeps the time it began.
+    assert (now["reason"], now["ready"], now["time"]) == ("Applied", False, began["time"]), now
+
+    deployed = wait_object(wl, "apps/v1", "Deployment", web, "default")
+    deployed["status"] = available(deployed)
+    wl.update_status(deployed)
+    wait_condition(mgmt, namespace, "backup", "Ready", "True", "Applied")

@@ -172,14 +172,36 @@ async def check_health(
     waited = _waited(resources, now)
     if waited is not None and waited >= limit:
         return Checked(_unhealthy(applied, f"{why} (not Ready after {check.timeout})"), RETRY)
-    waiting = replace(applied, message=f"waiting for {why}", ready=False)
-    return Checked(waiting, Result.after(HEALTH_POLL_SECONDS))
+    return Checked(_waiting(applied, previous, label, why), Result.after(HEALTH_POLL_SECONDS))
+
+
+def _waiting(applied: Outcome, previous: Outcome | None, blocker: str, why: str) -> Outcome:
+    """Waiting for ``blocker``, the first object not Ready at this look. Its message
+    is the one from when that object began to block: its counts move with every look,
+    and the binding is not rewritten for them; another object blocking is told at once.
+    When the wait began is the binding's business (``core.state.bindings``), and the
+    timeout counts from the apply (``_waited``), whatever blocks."""
+    message = f"waiting for {why}"
+    if previous is not None and _was_waiting(previous, applied) and previous.blocker == blocker:
+        message = previous.message
+    return replace(applied, message=message, ready=False, blocker=blocker)
 
 
 def _was_ready(previous: Outcome | None, applied: Outcome) -> bool:
     """Ready at the same generation and revision as this pass's outcome."""
     if previous is None or previous.state != "Applied" or not previous.ready:
         return False
+    return _same_target(previous, applied)
+
+
+def _was_waiting(previous: Outcome | None, applied: Outcome) -> bool:
+    """Waiting for Ready at the same generation and revision as this pass's outcome."""
+    if previous is None or previous.state != "Applied" or previous.ready:
+        return False
+    return _same_target(previous, applied)
+
+
+def _same_target(previous: Outcome, applied: Outcome) -> bool:
     return (previous.generation, previous.revision) == (applied.generation, applied.revision)
 
 
