@@ -4,7 +4,8 @@ and their defaults, for every subcommand; ``-n/--namespace`` the same option in
 every command that takes it, the kubeconfig context's namespace without it; shell
 completion that completes; ``-o name``'s form; warnings and errors with one prefix;
 and ``status``'s table, then only what changed (``-w``), with "No resources found"
-on stderr when there is nothing."""
+on stderr when there is nothing; its STATE (a paused CRS, a refused spec) and why,
+in ``-o wide``."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import yaml
 
 from crs_controller.app.cli import _parser, completion_script, main, version
 from crs_controller.app.commands.common import management, object_name
-from crs_controller.app.commands.status import _Printer
+from crs_controller.app.commands.status import _Printer, crs_state, table_rows
 
 SUBCOMMANDS = [
     "run", "demo", "render", "diff", "status", "approve", "convert", "hash", "uninstall",
@@ -358,6 +359,8 @@ def record(name: str, *clusters: dict[str, Any], ns: str = "fleet") -> dict[str,
         "rollout": None,
         "ready": "True",
         "reason": "Applied",
+        "message": f"applied to {len(clusters)} clusters",
+        "paused": False,
         "clusters": list(clusters),
     }
 
@@ -397,6 +400,7 @@ def test_watch_prints_the_table_then_only_changed_rows_in_its_columns(
         "true",
         "Pending",
         "-",
+        "Ready",  # STATE: the CRS's own
         *["-"] * 4,  # no rollout: ROLLOUT, STEP, WAITING, HELD
     ]
     assert added.index("prod-22") == first[1].index("prod-1")  # the first table's columns
@@ -454,3 +458,36 @@ def test_run_reads_the_lease_duration_as_status_reads_its_timeout(
     assert code == 2 and error in err
     parser, _ = _parser()
     assert parser.parse_args(["run", "--lease-duration", "1m30s"]).lease_duration == 90.0
+
+
+@pytest.mark.parametrize(
+    ("fields", "state"),
+    [
+        ({}, "Ready"),
+        ({"paused": True, "ready": "Unknown", "reason": "Paused"}, "Paused"),
+        ({"paused": True}, "Paused"),  # before the controller has written it
+        ({"ready": "False", "reason": "InvalidSpec"}, "InvalidSpec"),
+        ({"ready": None, "reason": "InvalidSpec"}, "InvalidSpec"),
+        ({"ready": "False", "reason": "RolloutHalted"}, "RolloutHalted"),
+        ({"ready": None, "reason": None}, "-"),
+    ],
+)
+def test_status_state_is_the_crs_own(fields: dict[str, Any], state: str) -> None:
+    assert crs_state({**record("cni"), **fields}) == state
+
+
+def test_wide_status_says_why_a_refused_spec_moves_nothing() -> None:
+    problem = "spec.rollout.windows[0]: schedule: Bad hour"
+    invalid = {"ready": "False", "reason": "InvalidSpec", "message": problem}
+    shown = table_rows([{**record("cni", row("prod-1")), **invalid}], wide=True)
+    ((_, cells),) = shown
+    assert (cells[7], cells[-1]) == ("InvalidSpec", problem)
+    assert cells[5] == "Applied"  # the cluster's outcome, as its binding records it
+    alone = table_rows([{**record("cni"), **invalid}], wide=True)
+    assert [cells[5:8] + cells[-1:] for _, cells in alone] == [
+        ["InvalidSpec", "-", "InvalidSpec", problem]
+    ]
+    # Otherwise each row's own message.
+    failing = {**row("prod-1", "ApplyFailed"), "message": "ConfigMap x: boom"}
+    ((_, cells),) = table_rows([record("cni", failing)], wide=True)
+    assert (cells[7], cells[-1]) == ("Ready", "ConfigMap x: boom")

@@ -107,3 +107,42 @@ async def test_rollout_events_are_told_from_the_plan_before_never_from_the_statu
     assert rollout_events(world) == ["RolloutStarted"]
     await reconcile_crs(ctx, NS, "a")  # nothing changed: nothing told again
     assert rollout_events(world) == ["RolloutStarted"]
+
+
+def invalid_spec_events(world: World) -> list[str]:
+    events = [o for k, o in world.mgmt.objects.items() if k[1] == "Event"]
+    return [e["message"] for e in events if e["reason"] == "InvalidSpec" and e["type"] == "Warning"]
+
+
+async def edit_window(world: World, **window: str) -> None:
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    changed = {**stored, "metadata": {**stored["metadata"]}, "spec": {**stored["spec"]}}
+    changed["metadata"]["generation"] += 1
+    first = {**changed["spec"]["rollout"]["windows"][0], **window}
+    changed["spec"]["rollout"] = {"windows": [first]}
+    await world.update(changed)
+
+
+async def test_an_invalid_spec_is_told_once_per_problem_from_the_status() -> None:
+    """A Warning when the status takes a problem it did not hold: not on every look,
+    not by another replica or after a restart (the status holds it), not for the same
+    problem at a new generation; again for another problem, or once fixed and back."""
+    window = {"kind": "Allow", "schedule": "0 99 * * *", "duration": "1h"}
+    world = await world_with(crs("a", "src", rollout={"windows": [window]}))
+    hour = "spec.rollout.windows[0]: schedule: Bad hour"
+    await reconcile_crs(world.crs_context(), NS, "a")
+    await reconcile_crs(world.crs_context(), NS, "a")
+    assert invalid_spec_events(world) == [hour]
+    await edit_window(world, duration="2h")  # the same problem, another generation
+    await reconcile_crs(world.crs_context(), NS, "a")
+    assert status(world)["observedGeneration"] == 2
+    assert invalid_spec_events(world) == [hour]
+    await edit_window(world, schedule="99 0 * * *")
+    await reconcile_crs(world.crs_context(), NS, "a")
+    assert invalid_spec_events(world) == [hour, "spec.rollout.windows[0]: schedule: Bad minute"]
+    await edit_window(world, schedule="0 22 * * *")  # fixed
+    await reconcile(world)
+    await reconcile_crs(world.crs_context(), NS, "a")
+    await edit_window(world, schedule="0 99 * * *")  # and broken again
+    await reconcile_crs(world.crs_context(), NS, "a")
+    assert invalid_spec_events(world)[-1] == hour and len(invalid_spec_events(world)) == 3

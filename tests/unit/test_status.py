@@ -24,6 +24,7 @@ from crs_controller.core.state.status import (
     Outcome,
     Problem,
     invalid_spec,
+    new_problem,
     outcome_of,
     summarize,
 )
@@ -316,6 +317,34 @@ def test_an_invalid_spec_sets_both_conditions_and_keeps_the_counts() -> None:
     ]
     assert (status.matching_clusters, status.applied_clusters) == (3, 2)
     assert status.observed_generation == 4
+
+
+BAD_HOUR = "spec.rollout.windows[0]: schedule: Bad hour"
+BAD_MINUTE = "spec.rollout.windows[0]: schedule: Bad minute"
+
+
+def _invalid(
+    message: str, previous: ClusterResourceSetStatus | None = None
+) -> ClusterResourceSetStatus:
+    return invalid_spec(previous or ClusterResourceSetStatus(), GEN, message, NOW)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "told"),
+    [
+        (ClusterResourceSetStatus(), _invalid(BAD_HOUR), BAD_HOUR),
+        (status([("c1", applied())]), _invalid(BAD_HOUR), BAD_HOUR),
+        (_invalid(BAD_HOUR), _invalid(BAD_HOUR), None),
+        (_invalid(BAD_HOUR), _invalid(BAD_MINUTE), BAD_MINUTE),
+        (_invalid(BAD_HOUR), status([("c1", applied())]), None),
+        (ClusterResourceSetStatus(), status([("c1", failed())]), None),
+    ],
+    ids=["first", "after-applied", "same", "another", "fixed", "not-a-spec-problem"],
+)
+def test_a_spec_problem_is_new_only_when_the_status_did_not_hold_it(
+    before: ClusterResourceSetStatus, after: ClusterResourceSetStatus, told: str | None
+) -> None:
+    assert new_problem(before, after) == told
 
 
 # --- health checks and rollouts ---------------------------------------------------------

@@ -350,6 +350,9 @@ def _crs(
         if ns == crs.namespace and crs.name in b.crs_names
     }
     ready = next((c for c in crs.status.conditions if c.type == "Ready"), None)
+    # Why the CRS is not Ready, as its Ready condition says; a spec the model refuses
+    # is judged here too, so it shows before the controller has written its status.
+    message = str(crs.problem) if crs.problem else (None if ready is None else ready.message)
     return {
         "namespace": crs.namespace,
         "name": crs.name,
@@ -357,6 +360,8 @@ def _crs(
         "rollout": _rollout(crs.status.rollout),
         "ready": None if ready is None else ready.status,
         "reason": crs.problem.reason if crs.problem else (None if ready is None else ready.reason),
+        "message": None if message is None else safe(message, MESSAGE_LIMIT),
+        "paused": crs.paused,
         "clusters": [
             _row(crs, name, bindings.get((crs.namespace, name)), now) for name in sorted(names)
         ],
@@ -402,8 +407,29 @@ def _row(crs: CRS, cluster: str, binding: Binding | None, now: Hashes | None = N
 
 def table_header(wide: bool) -> list[str]:
     header = ["CRS", "CLUSTER", "REVISION", "APPLIED", "CURRENT", "REASON", "LAST APPLIED"]
-    header += ["ROLLOUT", "STEP", "WAITING", "HELD"]
+    header += ["STATE", "ROLLOUT", "STEP", "WAITING", "HELD"]
     return [*header, "MESSAGE"] if wide else header
+
+
+def crs_state(crs: Obj) -> str:
+    """The CRS's own state in a word (from its record): ``Paused`` (annotation
+    cluster.x-k8s.io/paused), ``Ready`` when its Ready condition is True, else that
+    condition's reason (``InvalidSpec``, ``RolloutHalted``, ``Progressing`` ...); '-'
+    before the controller has written one."""
+    if crs.get("paused"):
+        return "Paused"
+    if crs.get("ready") == "True":
+        return "Ready"
+    return str(crs.get("reason") or "-")
+
+
+def row_message(crs: Obj, row: Obj) -> str:
+    """The wide MESSAGE of a row: the cluster's own outcome, except where the CRS
+    itself says why nothing moves — a spec the model refuses (the clusters' outcomes
+    are as they were before), or no cluster to show."""
+    if crs_state(crs) == "InvalidSpec" or not crs["clusters"]:
+        return str(crs.get("message") or "")
+    return str(row.get("message") or "")
 
 
 def rollout_cells(rollout: Obj | None, now: datetime) -> list[str]:
@@ -440,11 +466,12 @@ def table_rows(
     records: list[Obj], wide: bool, now: datetime | None = None
 ) -> list[tuple[tuple[str, str], list[str]]]:
     """Each (CRS, cluster) row, keyed by both: one row per CRS with no cluster. The
-    rollout columns repeat the CRS's on each of its rows, as the CRS column does."""
+    STATE and rollout columns repeat the CRS's on each of its rows, as the CRS column
+    does."""
     now = now or datetime.now(UTC)
     rows = []
     for crs in records:
-        rollout = rollout_cells(crs["rollout"], now)
+        of_crs = [crs_state(crs), *rollout_cells(crs["rollout"], now)]
         for row in crs["clusters"] or [{"cluster": "-", "reason": crs["reason"] or "-"}]:
             current = (
                 "-"
@@ -460,9 +487,9 @@ def table_rows(
                 current,
                 row.get("reason") or "-",
                 row.get("lastApplied") or "-",
-                *rollout,
+                *of_crs,
             ]
             rows.append(
-                ((name, row["cluster"]), [*cells, row.get("message") or ""] if wide else cells)
+                ((name, row["cluster"]), [*cells, row_message(crs, row)] if wide else cells)
             )
     return rows

@@ -272,6 +272,23 @@ def invalid_spec(
     return previous.model_copy(update={"conditions": conditions, "observed_generation": generation})
 
 
+def new_problem(before: ClusterResourceSetStatus, after: ClusterResourceSetStatus) -> str | None:
+    """The spec problem ``after`` records and ``before`` did not (its Ready condition's
+    InvalidSpec message), to be told once; None when there is none new. Judged from the
+    status, where a CRS's own problem is recorded (as a pair's outcome is in the
+    binding), so neither a restart nor a new leader tells it again."""
+    now, was = _find(after, READY), _find(before, READY)
+    if now is None or now.reason != "InvalidSpec":
+        return None
+    if was is not None and (was.reason, was.message) == (now.reason, now.message):
+        return None
+    return now.message
+
+
+def _find(status: ClusterResourceSetStatus, kind: str) -> Condition | None:
+    return next((c for c in status.conditions if c.type == kind), None)
+
+
 def _condition(
     previous: ClusterResourceSetStatus,
     kind: str,

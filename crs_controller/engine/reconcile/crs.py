@@ -19,7 +19,13 @@ from crs_controller.core.api.models import (
 from crs_controller.core.errors import CRSError
 from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.spec.objects import CRS, Cluster
-from crs_controller.core.state.status import Problem, invalid_spec, outcome_of, summarize
+from crs_controller.core.state.status import (
+    Problem,
+    invalid_spec,
+    new_problem,
+    outcome_of,
+    summarize,
+)
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
@@ -92,12 +98,16 @@ async def _tell(ctx: CRSContext, crs: CRS) -> Result:
 
 
 async def _write_invalid_status(ctx: CRSContext, crs: CRS) -> None:
-    """The model refuses the spec: say so on this CRS alone, nothing else changes."""
+    """The model refuses the spec: say so on this CRS alone, nothing else changes. A
+    problem the status did not hold yet is told once, as a Warning, once written."""
     status = invalid_spec(crs.status, crs.generation, str(crs.problem), ctx.clock.wall())
     if to_api(status) == to_api(crs.status):
         return
     await ctx.crss.put_status(crs, status)
     log.warning("invalid spec", crs=f"{crs.namespace}/{crs.name}")
+    problem = new_problem(crs.status, status)
+    if problem is not None:
+        await ctx.events.emit(crs, "Warning", "InvalidSpec", problem)
 
 
 async def _finalize(ctx: CRSContext, crs: CRS) -> Result:

@@ -1,27 +1,36 @@
 """A ClusterResourceSet the controller's model refuses — stored through a looser CRD
 schema, as after a CRD downgrade or a hand-edited schema — gets ``InvalidSpec`` on its
 own status, naming the field and not the value, while another CRS on the same cluster
-converges as usual."""
+converges as usual. A spec the CRD takes and the model refuses (a change window's
+schedule that is no cron) is told by one Warning Event per distinct problem, and
+``crs-controller status`` shows why in ``-o wide`` and ``-o yaml``."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from crs_controller.testbed import KubeError, TestbedClient, wait_for
+from crs_controller.app.cli import main
+from crs_controller.testbed import ControlPlane, KubeError, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
+    CRS_API,
     TIMEOUT,
     add_cluster,
+    admin_kubeconfig,
     configmap_obj,
     crs_obj,
     manifests,
+    reconciles,
     source_configmap,
     unique,
+    until_no_conflict,
     wait_condition,
     wait_object,
 )
@@ -79,3 +88,84 @@ def test_a_crs_the_model_refuses_is_invalid_alone(
     wait_condition(mgmt, namespace, "good", "Ready", "True", "Applied")
     wait_object(workload_clients[2], "v1", "ConfigMap", good, "default")
     assert workload_clients[2].get("v1", "ConfigMap", bad, "default") is None
+
+
+def _invalid_events(mgmt: TestbedClient, namespace: str, crs: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in mgmt.list("v1", "Event", namespace)
+        if e["reason"] == "InvalidSpec" and e["involvedObject"]["name"] == crs
+    ]
+
+
+def _told(mgmt: TestbedClient, namespace: str, crs: str, count: int) -> list[Any] | None:
+    """The InvalidSpec Events of ``crs`` once there are at least ``count``."""
+    events = _invalid_events(mgmt, namespace, crs)
+    return events if len(events) >= count else None
+
+
+def _edit(mgmt: TestbedClient, namespace: str, name: str, change: Any) -> None:
+    def edit() -> None:
+        crs = mgmt.get(CRS_API, "ClusterResourceSet", name, namespace)
+        assert crs is not None
+        change(crs)
+        mgmt.update(crs)
+
+    until_no_conflict(edit)
+
+
+def _schedule(schedule: str) -> Any:
+    def change(crs: dict[str, Any]) -> None:
+        crs["spec"]["rollout"]["windows"][0]["schedule"] = schedule
+
+    return change
+
+
+def test_an_invalid_spec_is_told_once_per_problem_and_shown_by_status(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workloads,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    mgmt.create(source_configmap(namespace, "w", {"a": manifests(configmap_obj(unique("w")))}))
+    crs = crs_obj(namespace, "windowed", [("ConfigMap", "w")], {"iv": "2"}, mode="Reconcile")
+    window = {"kind": "Allow", "schedule": "0 22 * * *", "duration": "2h"}
+    crs["spec"]["rollout"] = {"windows": [window]}
+    mgmt.create(crs)
+    add_cluster(mgmt, workloads[0], namespace, "iv2", {"iv": "2"})
+    wait_condition(mgmt, namespace, "windowed", "Ready", "True", "Applied")
+
+    # The CRD takes any string as a schedule; the controller finds no hour 99.
+    _edit(mgmt, namespace, "windowed", _schedule("0 99 * * *"))
+    cond = wait_condition(mgmt, namespace, "windowed", "Ready", "False", "InvalidSpec")
+    problem = "spec.rollout.windows[0]: schedule: Bad hour"
+    assert cond["message"] == problem, cond
+    (told,) = wait_for(lambda: _told(mgmt, namespace, "windowed", 1), TIMEOUT)
+    assert (told["type"], told["message"]) == ("Warning", problem), told
+
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    args = ["status", "windowed", "-n", namespace, "--kubeconfig", kubeconfig]
+    assert main([*args, "-o", "yaml"]) == 0
+    (shown,) = yaml.safe_load(capsys.readouterr().out)["clusterResourceSets"]
+    assert (shown["reason"], shown["message"]) == ("InvalidSpec", problem), shown
+    assert main([*args, "-o", "wide"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert "STATE" in header.split() and "InvalidSpec" in row.split(), row
+    assert row.endswith(problem), row
+
+    # Looked at again with the same problem: no second Event.
+    key, looked = f"{namespace}/windowed", reconciles(controller, "crs", f"{namespace}/windowed")
+    _edit(mgmt, namespace, "windowed", lambda c: c["metadata"].update(labels={"looked": "1"}))
+    wait_for(lambda: reconciles(controller, "crs", key) > looked, TIMEOUT, message="a look")
+    assert len(_invalid_events(mgmt, namespace, "windowed")) == 1
+
+    # Another problem is told.
+    _edit(mgmt, namespace, "windowed", _schedule("99 0 * * *"))
+    events = wait_for(lambda: _told(mgmt, namespace, "windowed", 2), TIMEOUT)
+    assert sorted(e["message"] for e in events) == [
+        problem,
+        "spec.rollout.windows[0]: schedule: Bad minute",
+    ]
