@@ -2,12 +2,14 @@
 applied: a replica that reconciled none of the clusters (another shard member, or
 this one right after a restart) writes the same status; a cluster with no outcome
 recorded yet counts as not applied and holds observedGeneration back; a replica
-that does not hold the leader Lease writes nothing."""
+that does not hold the leader Lease writes nothing. A spec problem is told once; a
+paused CRS says so (Paused True, Ready Unknown) and keeps the rest."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from crs_controller.core.api.clusters import PAUSED_ANNOTATION as PAUSED
 from crs_controller.core.api.models import API_VERSION
 from crs_controller.engine.reconcile.crs import reconcile_crs
 
@@ -81,7 +83,7 @@ async def test_a_forged_outcome_in_a_binding_cannot_break_the_status() -> None:
     await reconcile_crs(world.crs_context(), NS, "a")
     written = status(world)
     assert (written["matchingClusters"], written["appliedClusters"]) == (2, 1)
-    reasons = {c["reason"] for c in written["conditions"]}
+    reasons = {c["reason"] for c in written["conditions"] if c["type"] != "Paused"}
     assert reasons == {"WaitingForClusters"}, written["conditions"]
 
 
@@ -146,3 +148,35 @@ async def test_an_invalid_spec_is_told_once_per_problem_from_the_status() -> Non
     await edit_window(world, schedule="0 99 * * *")  # and broken again
     await reconcile_crs(world.crs_context(), NS, "a")
     assert invalid_spec_events(world)[-1] == hour and len(invalid_spec_events(world)) == 3
+
+
+def conditions(world: World) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status(world)["conditions"]}
+
+
+async def test_a_paused_crs_says_so_and_is_written_once() -> None:
+    world = await world_with(crs("a", "src"))
+    await reconcile(world)
+    await reconcile_crs(world.crs_context(), NS, "a")
+    assert conditions(world)["Paused"] == ("False", "NotPaused")
+    applied = status(world)
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    annotated = {**stored, "metadata": {**stored["metadata"], "annotations": {PAUSED: ""}}}
+    await world.update(annotated)
+    await reconcile_crs(world.crs_context(), NS, "a")
+    assert conditions(world) == {
+        "ResourcesApplied": ("True", "Applied"),
+        "Ready": ("Unknown", "Paused"),
+        "Paused": ("True", "Paused"),
+    }
+    kept = ("revision", "observedGeneration", "appliedClusters", "matchingClusters")
+    assert {k: status(world).get(k) for k in kept} == {k: applied.get(k) for k in kept}
+    writes = len(world.mgmt.writes())
+    await reconcile_crs(world.crs_context(), NS, "a")
+    assert len(world.mgmt.writes()) == writes  # nothing new to say
+
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    await world.update({**stored, "metadata": {**stored["metadata"], "annotations": {}}})
+    await reconcile_crs(world.crs_context(), NS, "a")
+    assert conditions(world)["Paused"] == ("False", "NotPaused")
+    assert conditions(world)["Ready"] == ("True", "Applied")

@@ -194,6 +194,7 @@ def test_clusterresourceset_crd_shape() -> None:
         "Revision",
         "Rollout",
         "Ready",
+        "Paused",
         "Age",
     ]
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]

@@ -19,13 +19,16 @@ from crs_controller.core.api.models import (
     to_api,
 )
 from crs_controller.core.state.status import (
+    PAUSED,
     READY,
     RESOURCES_APPLIED,
     Outcome,
     Problem,
     invalid_spec,
     new_problem,
+    not_paused,
     outcome_of,
+    paused,
     summarize,
 )
 
@@ -345,6 +348,41 @@ def test_a_spec_problem_is_new_only_when_the_status_did_not_hold_it(
     before: ClusterResourceSetStatus, after: ClusterResourceSetStatus, told: str | None
 ) -> None:
     assert new_problem(before, after) == told
+
+
+LATER = datetime(2026, 11, 22, 11, 0, 0, tzinfo=UTC)
+
+
+def test_a_paused_crs_is_ready_unknown_and_keeps_the_rest() -> None:
+    before = not_paused(status([("c1", applied())]), ClusterResourceSetStatus(), GEN, NOW)
+    before.revision = "xxh3:1"
+    held = paused(before, GEN + 1, LATER)
+    shown = [(c.type, c.status, c.reason) for c in held.conditions]
+    assert shown == [
+        (RESOURCES_APPLIED, "True", "Applied"),
+        (READY, "Unknown", "Paused"),
+        (PAUSED, "True", "Paused"),
+    ]
+    ready = next(c for c in held.conditions if c.type == READY)
+    assert "cluster.x-k8s.io/paused" in ready.message
+    assert (ready.last_transition_time, ready.observed_generation) == ("2026-11-22T11:00:00Z", 5)
+    # Nothing was done meanwhile: what it had reached stays as it was.
+    assert (held.observed_generation, held.revision, held.applied_clusters) == (GEN, "xxh3:1", 1)
+    assert paused(held, GEN + 1, LATER + (LATER - NOW)) == held  # looked again: unchanged
+
+
+def test_unpaused_the_paused_condition_turns_false() -> None:
+    held = paused(ClusterResourceSetStatus(), GEN, NOW)
+    folded = not_paused(status([("c1", applied())]), held, GEN, LATER)
+    shown = [(c.type, c.status, c.reason) for c in folded.conditions]
+    assert shown == [
+        (RESOURCES_APPLIED, "True", "Applied"),
+        (READY, "True", "Applied"),
+        (PAUSED, "False", "NotPaused"),
+    ]
+    assert folded.conditions[-1].last_transition_time == "2026-11-22T11:00:00Z"
+    again = not_paused(folded, folded, GEN, LATER + (LATER - NOW))
+    assert again.conditions[-1] == folded.conditions[-1]  # its time moves with it only
 
 
 # --- health checks and rollouts ---------------------------------------------------------

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import (
     MESSAGE_LIMIT,
     BindingOutcome,
     ClusterResourceSetStatus,
     Condition,
+    ConditionStatus,
     CRSBinding,
     rfc3339,
 )
@@ -25,6 +27,13 @@ from crs_controller.core.text import safe
 
 RESOURCES_APPLIED = "ResourcesApplied"
 READY = "Ready"
+# Cluster API v1beta2's condition for paused objects: True (reason Paused) while the
+# CRS has the cluster.x-k8s.io/paused annotation, else False (reason NotPaused).
+PAUSED = "Paused"
+PAUSED_MESSAGE = (
+    f"annotation {PAUSED_ANNOTATION} is set: nothing is applied, checked or deleted "
+    "for this ClusterResourceSet until it is removed"
+)
 
 # Progressing: held back by the CRS's rollout (its step has not come yet).
 # Waiting: held back by a CRS it depends on, not applied or Ready on the cluster yet,
@@ -272,6 +281,32 @@ def invalid_spec(
     return previous.model_copy(update={"conditions": conditions, "observed_generation": generation})
 
 
+def paused(
+    previous: ClusterResourceSetStatus, generation: int, now: datetime
+) -> ClusterResourceSetStatus:
+    """The status of a paused CRS: ``Paused`` True, and ``Ready`` Unknown with reason
+    Paused — nobody looks at its clusters, so it can claim neither True nor False (and
+    a deliberate pause is no failure to alert on). Everything else stays as it was:
+    nothing is applied, checked or counted meanwhile (observedGeneration included)."""
+    kept = [c for c in previous.conditions if c.type not in (READY, PAUSED)]
+    ready = _condition(previous, READY, "Unknown", "Paused", PAUSED_MESSAGE, generation, now)
+    told = _condition(previous, PAUSED, "True", "Paused", PAUSED_MESSAGE, generation, now)
+    return previous.model_copy(update={"conditions": [*kept, ready, told]})
+
+
+def not_paused(
+    status: ClusterResourceSetStatus,
+    previous: ClusterResourceSetStatus,
+    generation: int,
+    now: datetime,
+) -> ClusterResourceSetStatus:
+    """``status`` (folded, or InvalidSpec) with ``Paused`` False, reason NotPaused, as
+    Cluster API v1beta2 writes it on every object it reconciles."""
+    kept = [c for c in status.conditions if c.type != PAUSED]
+    told = _condition(previous, PAUSED, "False", "NotPaused", "", generation, now)
+    return status.model_copy(update={"conditions": [*kept, told]})
+
+
 def new_problem(before: ClusterResourceSetStatus, after: ClusterResourceSetStatus) -> str | None:
     """The spec problem ``after`` records and ``before`` did not (its Ready condition's
     InvalidSpec message), to be told once; None when there is none new. Judged from the
@@ -292,7 +327,7 @@ def _find(status: ClusterResourceSetStatus, kind: str) -> Condition | None:
 def _condition(
     previous: ClusterResourceSetStatus,
     kind: str,
-    status: Literal["True", "False"],
+    status: ConditionStatus,
     reason: str,
     message: str,
     generation: int,

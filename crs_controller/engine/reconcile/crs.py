@@ -3,7 +3,8 @@
 Applying happens per cluster (``reconcile/cluster``); this folds the per-cluster
 outcomes and the state of the referenced resources into the status, written once and
 only when it changed. On deletion (Orphan) the finalizer goes once no binding names
-the CRS any more; the cluster reconciles remove the entries.
+the CRS any more; the cluster reconciles remove the entries. A paused CRS only says
+so (``Paused`` True, ``Ready`` Unknown); a spec the model refuses is told once.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from crs_controller.core.errors import CRSError
 from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.status import (
+    READY,
     Problem,
     invalid_spec,
     new_problem,
+    not_paused,
     outcome_of,
+    paused,
     summarize,
 )
 from crs_controller.engine.io import metrics
@@ -54,6 +58,7 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
     if crs.deleting:
         return await _finalize(ctx, crs)
     if crs.paused:
+        await _write_paused_status(ctx, crs)
         return Result()
     if FINALIZER not in crs.meta.finalizers:
         crs = await ctx.crss.set_finalizers(crs, [*crs.meta.finalizers, FINALIZER])
@@ -97,10 +102,20 @@ async def _tell(ctx: CRSContext, crs: CRS) -> Result:
     return NOTHING
 
 
+async def _write_paused_status(ctx: CRSContext, crs: CRS) -> None:
+    """Paused: say so (``Paused`` True, ``Ready`` Unknown), and leave all else alone."""
+    status = paused(crs.status, crs.generation, ctx.clock.wall())
+    if to_api(status) != to_api(crs.status):
+        await ctx.crss.put_status(crs, status)
+        log.info("paused", crs=f"{crs.namespace}/{crs.name}")
+
+
 async def _write_invalid_status(ctx: CRSContext, crs: CRS) -> None:
     """The model refuses the spec: say so on this CRS alone, nothing else changes. A
     problem the status did not hold yet is told once, as a Warning, once written."""
-    status = invalid_spec(crs.status, crs.generation, str(crs.problem), ctx.clock.wall())
+    when = ctx.clock.wall()
+    status = invalid_spec(crs.status, crs.generation, str(crs.problem), when)
+    status = not_paused(status, crs.status, crs.generation, when)
     if to_api(status) == to_api(crs.status):
         return
     await ctx.crss.put_status(crs, status)
@@ -171,7 +186,7 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
 
 
 def _log_status(crs: CRS, status: ClusterResourceSetStatus) -> None:
-    ready = status.conditions[-1]
+    ready = next(c for c in status.conditions if c.type == READY)
     log.info(
         "status updated",
         crs=f"{crs.namespace}/{crs.name}",
@@ -196,16 +211,17 @@ def _status(
     outcomes = [
         (c.name, outcome_of(ctx.caches.entry(crs.namespace, c.name, crs.name))) for c in matching
     ]
+    when = ctx.clock.wall()
     status = summarize(
         generation=crs.generation,
         outcomes=sorted(outcomes, key=lambda pair: pair[0]),
         resource_problems=problems,
         previous=crs.status,
-        now=ctx.clock.wall(),
+        now=when,
         rollout=None if made is None else (made.phase, made.message),
     )
     status.rollout = None if made is None else rollout_status(made)
-    return status
+    return not_paused(status, crs.status, crs.generation, when)
 
 
 async def _tell_rollout(

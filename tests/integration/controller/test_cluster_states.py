@@ -76,7 +76,11 @@ def test_paused_crs_is_left_alone_until_unpaused(
         lambda: looked_at(controller, "paused ClusterResourceSets", f"{namespace}/pc1"), TIMEOUT
     )
     assert workload_clients[1].get("v1", "ConfigMap", name, "default") is None
-    assert "status" not in mgmt.get(CRS_API, "ClusterResourceSet", "pc", namespace)
+    # Its status says it is paused, and nothing more: no revision, nothing counted.
+    wait_condition(mgmt, namespace, "pc", "Paused", "True", "Paused")
+    status = mgmt.get(CRS_API, "ClusterResourceSet", "pc", namespace)["status"]
+    assert "revision" not in status and status.get("appliedClusters", 0) == 0, status
+    assert binding(mgmt, namespace, "pc1") is None
 
     unpause = {"metadata": {"annotations": {PAUSED: None}}}
     mgmt.patch_merge(CRS_API, "ClusterResourceSet", "pc", unpause, namespace=namespace)
