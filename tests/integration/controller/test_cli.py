@@ -156,7 +156,7 @@ def test_diff_shows_what_the_controller_would_change_and_exits_1(
     crs = mgmt.get(CRS_API, "ClusterResourceSet", "diffed", namespace)
     crs["metadata"].setdefault("annotations", {})["cluster.x-k8s.io/paused"] = ""
     crs["spec"]["mode"] = "Reconcile"
-    crs = mgmt.update(crs)
+    mgmt.update(crs)
     assert main(args) == 1
     out = capsys.readouterr().out
     assert changed_lines(out) == ["-  v: '1'", "+  v: '2'"], out
@@ -167,8 +167,9 @@ def test_diff_shows_what_the_controller_would_change_and_exits_1(
     # Nothing was stored: the dry run left the object as it was.
     assert workload_clients[1].get("v1", "ConfigMap", name, "default")["data"] == {"v": "1"}
 
-    del crs["metadata"]["annotations"]["cluster.x-k8s.io/paused"]
-    mgmt.update(crs)
+    # The controller wrote the paused CRS's status meanwhile: no resourceVersion here.
+    unpause = {"metadata": {"annotations": {"cluster.x-k8s.io/paused": None}}}
+    mgmt.patch_merge(CRS_API, "ClusterResourceSet", "diffed", unpause, namespace=namespace)
     wait_for(
         lambda: workload_clients[1].get("v1", "ConfigMap", name, "default")["data"] == {"v": "2"},
         TIMEOUT,
