@@ -17,6 +17,7 @@ from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
+    CRS_API,
     TIMEOUT,
     add_cluster,
     available,
@@ -117,20 +118,17 @@ def _outcome(mgmt: TestbedClient, namespace: str, cluster: str, crs: str) -> Obj
     return dict(entry.get("outcome") or {})
 
 
-@pytest.mark.skipif(not VELERO_CRD.is_file(), reason=f"Velero's CRD not found at {VELERO_CRD}")
-def test_a_wait_names_what_blocks_now_and_keeps_when_it_began(
-    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
-) -> None:
-    wl, velero, web = workload_clients[1], unique("velero"), unique("web")
+def _backup_crs(mgmt: TestbedClient, namespace: str, velero: str, web: str) -> None:
+    """CRS "backup": Velero's CRD, a BackupStorageLocation in ``velero`` Ready by a
+    rule, then the Deployment ``web``, which apply order (and so the health check)
+    takes in that order."""
     location = {
         "apiVersion": "velero.io/v1",
         "kind": "BackupStorageLocation",
         "metadata": {"name": "default", "namespace": velero},
         "spec": {"provider": "aws", "objectStorage": {"bucket": "backups"}},
     }
-    namespace_obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": velero}}
-    # The location comes before the Deployment in apply order: it blocks first.
-    objects = manifests(namespace_obj, location, deployment(web))
+    space = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": velero}}
     phase = "has(self.status) && has(self.status.phase) && self.status.phase"
     rule = {
         "apiVersion": "velero.io/v1",
@@ -138,14 +136,28 @@ def test_a_wait_names_what_blocks_now_and_keeps_when_it_began(
         "ready": f"{phase} == 'Available'",
         "failed": f"{phase} == 'Unavailable'",
     }
-    mgmt.create(
-        source_configmap(
-            namespace, "backup", {"a-crd.yaml": VELERO_CRD.read_text(), "b-objects.yaml": objects}
-        )
-    )
+    data = {"a-crd.yaml": VELERO_CRD.read_text(), "b-objects.yaml": manifests(space, location)}
+    data["c-web.yaml"] = manifests(deployment(web))
+    mgmt.create(source_configmap(namespace, "backup", data))
     crs = crs_obj(namespace, "backup", [("ConfigMap", "backup")], {"bsl": "1"}, mode="Reconcile")
     crs["spec"]["healthCheck"] = {"wait": True, "timeout": "10m", "rules": [rule]}
     mgmt.create(crs)
+
+
+def _ready_naming(mgmt: TestbedClient, namespace: str, crs: str, text: str) -> Obj:
+    def check() -> Obj | None:
+        ready = condition(mgmt.get(CRS_API, "ClusterResourceSet", crs, namespace), "Ready")
+        return ready if ready and text in ready["message"] else None
+
+    return wait_for(check, TIMEOUT, message=f"{crs} Ready naming {text}")
+
+
+@pytest.mark.skipif(not VELERO_CRD.is_file(), reason=f"Velero's CRD not found at {VELERO_CRD}")
+def test_a_wait_names_what_blocks_now_and_keeps_when_it_began(
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
+) -> None:
+    wl, velero, web = workload_clients[1], unique("velero"), unique("web")
+    _backup_crs(mgmt, namespace, velero, web)
     add_cluster(mgmt, workloads[1], namespace, "bsl1", {"bsl": "1"})
 
     first = f"BackupStorageLocation {velero}/default"
@@ -160,12 +172,7 @@ def test_a_wait_names_what_blocks_now_and_keeps_when_it_began(
     wl.update(live)
 
     blocker = f"Deployment default/{web}"
-
-    def names_the_deployment() -> Obj | None:
-        ready = condition(mgmt.get(crs["apiVersion"], crs["kind"], "backup", namespace), "Ready")
-        return ready if ready and blocker in ready["message"] else None
-
-    cond = wait_for(names_the_deployment, TIMEOUT, message=f"Ready naming {blocker}")
+    cond = _ready_naming(mgmt, namespace, "backup", blocker)
     assert cond["reason"] == "Progressing" and first not in cond["message"], cond
     now = _outcome(mgmt, namespace, "bsl1", "backup")
     assert blocker in now["message"] and first not in now["message"], now

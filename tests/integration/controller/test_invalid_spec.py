@@ -36,6 +36,7 @@ from .support import (
 )
 
 CRD = "clusterresourcesets.addons.crs.dev"
+BAD_HOUR = "spec.rollout.windows[0]: schedule: Bad hour"
 CRD_API = "apiextensions.k8s.io/v1"
 
 
@@ -121,6 +122,17 @@ def _schedule(schedule: str) -> Any:
     return change
 
 
+def _status_shows(capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+    """``crs-controller status`` shows the refused spec's problem in -o yaml and wide."""
+    assert main([*args, "-o", "yaml"]) == 0
+    (shown,) = yaml.safe_load(capsys.readouterr().out)["clusterResourceSets"]
+    assert (shown["reason"], shown["message"]) == ("InvalidSpec", BAD_HOUR), shown
+    assert main([*args, "-o", "wide"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert row[header.index("STATE") :].split()[0] == "InvalidSpec", row
+    assert row.endswith(BAD_HOUR), row
+
+
 def test_an_invalid_spec_is_told_once_per_problem_and_shown_by_status(
     controller: ControllerProcess,
     control_plane: ControlPlane,
@@ -141,20 +153,12 @@ def test_an_invalid_spec_is_told_once_per_problem_and_shown_by_status(
     # The CRD takes any string as a schedule; the controller finds no hour 99.
     _edit(mgmt, namespace, "windowed", _schedule("0 99 * * *"))
     cond = wait_condition(mgmt, namespace, "windowed", "Ready", "False", "InvalidSpec")
-    problem = "spec.rollout.windows[0]: schedule: Bad hour"
-    assert cond["message"] == problem, cond
+    assert cond["message"] == BAD_HOUR, cond
     (told,) = wait_for(lambda: _told(mgmt, namespace, "windowed", 1), TIMEOUT)
-    assert (told["type"], told["message"]) == ("Warning", problem), told
+    assert (told["type"], told["message"]) == ("Warning", BAD_HOUR), told
 
-    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
-    args = ["status", "windowed", "-n", namespace, "--kubeconfig", kubeconfig]
-    assert main([*args, "-o", "yaml"]) == 0
-    (shown,) = yaml.safe_load(capsys.readouterr().out)["clusterResourceSets"]
-    assert (shown["reason"], shown["message"]) == ("InvalidSpec", problem), shown
-    assert main([*args, "-o", "wide"]) == 0
-    header, row = capsys.readouterr().out.splitlines()
-    assert "STATE" in header.split() and "InvalidSpec" in row.split(), row
-    assert row.endswith(problem), row
+    args = ["status", "windowed", "-n", namespace]
+    _status_shows(capsys, [*args, "--kubeconfig", admin_kubeconfig(control_plane, tmp_path)])
 
     # Looked at again with the same problem: no second Event.
     key, looked = f"{namespace}/windowed", reconciles(controller, "crs", f"{namespace}/windowed")
@@ -166,6 +170,6 @@ def test_an_invalid_spec_is_told_once_per_problem_and_shown_by_status(
     _edit(mgmt, namespace, "windowed", _schedule("99 0 * * *"))
     events = wait_for(lambda: _told(mgmt, namespace, "windowed", 2), TIMEOUT)
     assert sorted(e["message"] for e in events) == [
-        problem,
+        BAD_HOUR,
         "spec.rollout.windows[0]: schedule: Bad minute",
     ]

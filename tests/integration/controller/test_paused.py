@@ -47,6 +47,27 @@ def _table(mgmt: TestbedClient, namespace: str, name: str) -> dict[str, Any]:
     return dict(zip(names, row["cells"], strict=True))
 
 
+def _annotate(mgmt: TestbedClient, namespace: str, name: str, value: str | None) -> None:
+    """Set (or with None, remove) the paused annotation."""
+    change = {"metadata": {"annotations": {PAUSED: value}}}
+    mgmt.patch_merge(CRS_API, "ClusterResourceSet", name, change, namespace=namespace)
+
+
+def _shown_paused(
+    mgmt: TestbedClient, namespace: str, capsys: pytest.CaptureFixture[str], kubeconfig: str
+) -> None:
+    """kubectl's table (Paused, Ready) and ``crs-controller status`` say "held" is paused."""
+    row = _table(mgmt, namespace, "held")
+    assert (row["Paused"], row["Ready"]) == ("True", "Unknown"), row
+    args = ["status", "held", "-n", namespace, "--kubeconfig", kubeconfig]
+    assert main([*args, "-o", "json"]) == 0
+    (shown,) = json.loads(capsys.readouterr().out)["clusterResourceSets"]
+    assert (shown["paused"], shown["ready"], shown["reason"]) == (True, "Unknown", "Paused")
+    assert main(args) == 0
+    header, line = capsys.readouterr().out.splitlines()
+    assert line[header.index("STATE") :].split()[0] == "Paused", line
+
+
 def test_a_paused_crs_says_so_until_unpaused(
     controller: ControllerProcess,
     control_plane: ControlPlane,
@@ -62,42 +83,24 @@ def test_a_paused_crs_says_so_until_unpaused(
     mgmt.create(crs_obj(namespace, "held", [("ConfigMap", "src")], {"pz": "1"}, mode="Reconcile"))
     add_cluster(mgmt, workloads[2], namespace, "pz1", {"pz": "1"})
     wait_condition(mgmt, namespace, "held", "Ready", "True", "Applied")
-    wait_condition(mgmt, namespace, "held", "Paused", "False", "NotPaused")
     revision = mgmt.get(CRS_API, "ClusterResourceSet", "held", namespace)["status"]["revision"]
 
-    pause = {"metadata": {"annotations": {PAUSED: ""}}}
-    mgmt.patch_merge(CRS_API, "ClusterResourceSet", "held", pause, namespace=namespace)
-    paused = wait_condition(mgmt, namespace, "held", "Paused", "True", "Paused")
-    assert PAUSED in paused["message"], paused
-    ready = wait_condition(mgmt, namespace, "held", "Ready", "Unknown", "Paused")
-    assert PAUSED in ready["message"], ready
+    _annotate(mgmt, namespace, "held", "")
+    for kind, status in (("Paused", "True"), ("Ready", "Unknown")):
+        said = wait_condition(mgmt, namespace, "held", kind, status, "Paused")
+        assert PAUSED in said["message"], said
     # An edit of the source: the cluster is looked at, and nothing goes out.
     looked = reconciles(controller, "cluster", f"{namespace}/pz1")
     mgmt.update(source_configmap(namespace, "src", {"a": manifests(configmap_obj(name, v="2"))}))
-    wait_for(
-        lambda: reconciles(controller, "cluster", f"{namespace}/pz1") > looked,
-        TIMEOUT,
-        message="a look at the edit",
-    )
+    wait_for(lambda: reconciles(controller, "cluster", f"{namespace}/pz1") > looked, TIMEOUT)
     assert workload_clients[2].get("v1", "ConfigMap", name, "default")["data"] == {"v": "1"}
     crs = mgmt.get(CRS_API, "ClusterResourceSet", "held", namespace)
     assert crs["status"]["revision"] == revision
     applies = condition(crs, "ResourcesApplied")
     assert applies is not None and applies["reason"] == "Applied", applies
+    _shown_paused(mgmt, namespace, capsys, admin_kubeconfig(control_plane, tmp_path))
 
-    row = _table(mgmt, namespace, "held")
-    assert (row["Paused"], row["Ready"]) == ("True", "Unknown"), row
-    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
-    args = ["status", "held", "-n", namespace, "--kubeconfig", kubeconfig]
-    assert main([*args, "-o", "json"]) == 0
-    (shown,) = json.loads(capsys.readouterr().out)["clusterResourceSets"]
-    assert (shown["paused"], shown["ready"], shown["reason"]) == (True, "Unknown", "Paused")
-    assert main(args) == 0
-    header, line = capsys.readouterr().out.splitlines()
-    assert line[header.index("STATE") :].split()[0] == "Paused", line
-
-    unpause = {"metadata": {"annotations": {PAUSED: None}}}
-    mgmt.patch_merge(CRS_API, "ClusterResourceSet", "held", unpause, namespace=namespace)
+    _annotate(mgmt, namespace, "held", None)
     wait_condition(mgmt, namespace, "held", "Paused", "False", "NotPaused")
     wait_object(
         workload_clients[2], "v1", "ConfigMap", name, "default", lambda o: o["data"] == {"v": "2"}
