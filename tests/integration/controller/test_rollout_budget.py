@@ -34,6 +34,7 @@ from .support import (
     TIMEOUT,
     add_cluster,
     available,
+    binding,
     binding_entry,
     crs_obj,
     deployment,
@@ -118,18 +119,21 @@ class Fleet:
 
             until_no_conflict(mark)
 
-    def hash(self, cluster: str, crs: str) -> str | None:
-        entry = binding_entry(self.mgmt, self.ns, cluster, crs) or {}
+    def hash(self, cluster: str, crs: str, entry: Obj | None = None) -> str | None:
+        if entry is None:
+            entry = binding_entry(self.mgmt, self.ns, cluster, crs) or {}
         resources = entry.get("resources") or [{}]
         return resources[0].get("hash") if resources[0].get("applied") else None
 
-    def state(self, cluster: str, crs: str) -> str:
+    def state(self, cluster: str, crs: str, entries: dict[str, Obj]) -> str:
         """held (BudgetExhausted); updating (Applied on the new revision, not Ready);
         done (Ready on the new revision, or on its first install); installing (a first
-        install, not Ready); old (Ready on the revision before the edit); other."""
-        entry = binding_entry(self.mgmt, self.ns, cluster, crs) or {}
+        install, not Ready); old (Ready on the revision before the edit); other.
+        ``entries``: the cluster's binding entries, read once for all its CRSs (two
+        reads could straddle a binding write and mix two passes)."""
+        entry = entries.get(crs) or {}
         outcome = entry.get("outcome") or {}
-        on, before = self.hash(cluster, crs), self.before.get((cluster, crs))
+        on, before = self.hash(cluster, crs, entry), self.before.get((cluster, crs))
         if outcome.get("reason") == "BudgetExhausted":
             return "held"
         if outcome.get("reason") != "Applied" or on is None:
@@ -139,7 +143,11 @@ class Fleet:
         return "old" if on == before else "done"
 
     def look(self) -> dict[str, dict[str, str]]:
-        seen = {c: {crs: self.state(c, crs) for crs in CRSS} for c in self.server}
+        seen = {}
+        for cluster in self.server:
+            recorded = (binding(self.mgmt, self.ns, cluster) or {}).get("spec") or {}
+            entries = {e["clusterResourceSetName"]: e for e in recorded.get("bindings") or []}
+            seen[cluster] = {crs: self.state(cluster, crs, entries) for crs in CRSS}
         updating = [c for c, states in seen.items() if "updating" in states.values()]
         assert len(updating) <= 1, seen
         for cluster in updating:
