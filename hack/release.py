@@ -17,10 +17,12 @@
   ``clusterctl generate yaml --from addon-components.yaml`` with the variables set.
 
 No kustomize binary is needed: the renderer below implements the kustomization fields
-config/ uses (resources, images) and refuses any other, so it cannot silently differ
-from kustomize; its YAML before the variables is byte for byte what kustomize 5.5
-writes. hack/release.sh compares the objects with ``kubectl kustomize`` output when
-that is available (``--compare-with``).
+config/ uses (resources, images; configurations only tune kustomize's name and
+namespace transformers, which config/default does not run, so they change nothing
+here) and refuses any other, so it cannot silently differ from kustomize; its YAML
+before the variables is byte for byte what kustomize 5.5 writes. hack/release.sh
+compares the objects with ``kubectl kustomize`` output when that is available
+(``--compare-with``).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ PROVIDER_NAME = "addon-crs-controller"  # clusterctl: "addon-" + the provider's 
 MANAGER_CONTAINER = "manager"  # the container clusterctl's contract calls "manager"
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
-KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "resources", "images"}
+KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "resources", "images", "configurations"}
 IMAGE_FIELDS = {"name", "newName", "newTag"}
 CONTAINER_LISTS = ("containers", "initContainers")
 
@@ -267,11 +269,6 @@ def parameterize(documents: list[Obj], version: str) -> list[Obj]:
     manager["image"] = variable(IMAGE_VARIABLE, release_image(dev_image, version))
     for document in documents:
         _label_and_place(document, namespace, namespace_var)
-    # A ServiceAccount named inside a string (the admission policy's CEL names the
-    # controller's user) follows the namespace too.
-    service_account = f"system:serviceaccount:{namespace}:"
-    for document in documents:
-        _replace_strings(document, service_account, f"system:serviceaccount:{namespace_var}:")
     _refuse_leftovers(documents, (namespace, dev_image))
     return documents
 
@@ -322,22 +319,6 @@ def _refuse_leftovers(documents: list[Obj], leftovers: tuple[str, ...]) -> None:
                         f"{_describe(document)}: {where} still names {leftover!r}; "
                         "teach hack/release.py to turn it into a variable"
                     )
-
-
-def _replace_strings(node: Any, old: str, new: str) -> None:
-    """Replace ``old`` with ``new`` inside every string value of ``node``, in place."""
-    items = (
-        node.items()
-        if isinstance(node, dict)
-        else enumerate(node)
-        if isinstance(node, list)
-        else ()
-    )
-    for key, value in list(items):
-        if isinstance(value, str):
-            node[key] = value.replace(old, new)
-        else:
-            _replace_strings(value, old, new)
 
 
 def string_values(node: Any, where: str = "") -> Iterator[tuple[str, str]]:

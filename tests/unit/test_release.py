@@ -55,12 +55,11 @@ def _documents(text: str) -> list[dict[str, Any]]:
 def _config_objects() -> Counter[tuple[str, str]]:
     """What config/default includes, read straight from the files."""
     found: Counter[tuple[str, str]] = Counter()
-    for directory in ("crd/bases", "rbac", "manager", "admission"):
-        for path in sorted((CONFIG / directory).glob("*.yaml")):
-            if path.name != "kustomization.yaml":
-                found.update(
-                    (d["kind"], d["metadata"]["name"]) for d in _documents(path.read_text())
-                )
+    for directory in ("crd", "rbac", "manager", "admission"):
+        kustomization = yaml.safe_load((CONFIG / directory / "kustomization.yaml").read_text())
+        for entry in kustomization["resources"]:
+            path = CONFIG / directory / entry
+            found.update((d["kind"], d["metadata"]["name"]) for d in _documents(path.read_text()))
     return found
 
 
@@ -179,9 +178,18 @@ def test_other_values_substitute_everywhere(built: Any) -> None:
     assert {d["metadata"].get("namespace") for d in documents} == {None, "addons"}
     assert {s["namespace"] for d in documents for s in d.get("subjects", [])} == {"addons"}
     assert _manager_image(documents) == "reg.example/c:v9"
-    (policy,) = [d for d in documents if d["kind"] == "ValidatingAdmissionPolicy"]
-    rule = policy["spec"]["validations"][0]["expression"]
-    assert "'system:serviceaccount:addons:crs-controller'" in rule
+    # The admission policy allows the subjects of the ClusterRoleBinding its binding
+    # names: the one that now binds the ServiceAccount in the new namespace.
+    (policy_binding,) = [d for d in documents if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    (granted,) = [
+        d
+        for d in documents
+        if d["kind"] == "ClusterRoleBinding"
+        and d["metadata"]["name"] == policy_binding["spec"]["paramRef"]["name"]
+    ]
+    assert granted["subjects"] == [
+        {"kind": "ServiceAccount", "name": "crs-controller", "namespace": "addons"}
+    ]
     # An empty value falls back to the default, as with clusterctl's NAME:=default.
     defaulted = _documents(release.substitute(components, {"CRS_CONTROLLER_NAMESPACE": ""}))
     assert {d["metadata"].get("namespace") for d in defaulted} == {None, "crs-system"}
