@@ -7,7 +7,6 @@ stderr)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Sequence
 from importlib import metadata
@@ -16,14 +15,10 @@ from crs_controller.app import logs
 from crs_controller.app.commands import approve, convert, diff, render, status, uninstall
 from crs_controller.app.commands import hash as hash_command
 from crs_controller.app.commands.common import (
-    ERROR,
-    INTERRUPTED,
     Subcommands,
     command_parser,
     duration,
-    say,
 )
-from crs_controller.core.errors import CRSError
 from crs_controller.engine.reconcile.context import Settings
 
 # The commands for people at a terminal (app/commands), each registering itself.
@@ -290,7 +285,7 @@ def _lease_duration(text: str) -> float:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from crs_controller.app.runner import RunOptions, run  # noqa: PLC0415 - keeps `hash` light
+    from crs_controller.app.runner import RunOptions, main  # noqa: PLC0415 - keeps `hash` light
 
     logs.configure(args.log_format, args.log_level)
     settings = Settings(
@@ -314,14 +309,8 @@ def _run(args: argparse.Namespace) -> int:
         extension_cert_dir=args.extension_cert_dir,
         extension_hooks=args.extension_hooks,
     )
-    try:
-        asyncio.run(run(options))
-    except KeyboardInterrupt:
-        return INTERRUPTED
-    except CRSError as exc:
-        say("run", str(exc))
-        return ERROR
-    return 0
+    # Every line it writes is a log line, its failure too (JSON with --log-format json).
+    return main(options)
 
 
 # --- Shell completion, from the parser itself: a new option completes on its own. ---

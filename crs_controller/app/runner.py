@@ -16,7 +16,8 @@ from typing import Any
 import structlog
 from semver import Version
 
-from crs_controller.app import extension, health
+from crs_controller.app import extension, health, logs
+from crs_controller.app.commands.common import ERROR, INTERRUPTED
 from crs_controller.app.serving import Served
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
@@ -52,6 +53,21 @@ def _split(addr: str) -> tuple[str, int] | None:
     return host or "0.0.0.0", int(port)
 
 
+def main(options: RunOptions) -> int:
+    """Run until stopped and return the exit code. Every way out is a log line, never
+    a traceback: a failure is one error record, ``run failed``, with the exception's
+    type and a short message (the tasks that died logged theirs as they did)."""
+    try:
+        asyncio.run(run(options))
+    except KeyboardInterrupt:  # before the signal handlers are installed
+        log.info("interrupted")
+        return INTERRUPTED
+    except BaseException as exc:  # the last place to turn it into a line
+        log.error("run failed", **logs.failure(exc))
+        return ERROR
+    return 0
+
+
 async def run(options: RunOptions) -> None:
     # Drawn once: the User-Agent and the shard Lease must name the same member.
     identity = shard_identity() if options.shard else ""
@@ -73,9 +89,9 @@ async def run(options: RunOptions) -> None:
     try:
         async with asyncio.TaskGroup() as group:
             running = _lead_and_run(options, mgmt, controller, identity)
-            main = supervised(group, running, "controller")
-            await _first(stop, main)
-            main.cancel()
+            task = supervised(group, running, "controller")
+            await _first(stop, task)
+            task.cancel()
     finally:
         for server in servers:
             await server.close()
