@@ -6,10 +6,8 @@ import asyncio
 import functools
 import os
 import signal
-import socket
-import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +19,17 @@ from crs_controller.app.commands.common import ERROR, INTERRUPTED
 from crs_controller.app.serving import Served
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
+from crs_controller.core.text import safe
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import Settings
 from crs_controller.engine.reconcile.hook import hook_status, upgrade_status
 from crs_controller.engine.runtime.controller import Controller, cluster_api_version
-from crs_controller.engine.runtime.membership import LeaderElector, Leases, ShardMembership
+from crs_controller.engine.runtime.membership import (
+    LeaderElector,
+    Leases,
+    ShardMembership,
+    replica_identity,
+)
 from crs_controller.engine.runtime.tasks import supervised
 
 log = structlog.get_logger(__name__)
@@ -68,10 +72,25 @@ def main(options: RunOptions) -> int:
     return 0
 
 
+def user_agent(identity: str, *, shard: bool) -> str:
+    """``crs-controller/<version> (<replica>)``, and ``(shard member <replica>)`` in a
+    shard set: the audit logs of the management and workload API servers tell the
+    replicas apart."""
+    replica = f"shard member {identity}" if shard else identity
+    return safe(f"{USER_AGENT}/{_version()} ({replica})", 256)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("crs_controller")
+    except metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown"
+
+
 async def run(options: RunOptions) -> None:
-    # Drawn once: the User-Agent and the shard Lease must name the same member.
-    identity = shard_identity() if options.shard else ""
-    agent = f"{USER_AGENT} (shard member {identity})" if options.shard else USER_AGENT
+    # Drawn once: the User-Agent and the Leases must name the same replica.
+    identity = replica_identity()
+    agent = user_agent(identity, shard=options.shard)
     mgmt = KubeClient(
         management_endpoint(options.kubeconfig),
         name="management cluster",
@@ -85,7 +104,7 @@ async def run(options: RunOptions) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("starting", namespace=options.settings.namespace or "(all)")
+    log.info("starting", namespace=options.settings.namespace or "(all)", identity=identity)
     try:
         async with asyncio.TaskGroup() as group:
             running = _lead_and_run(options, mgmt, controller, identity)
@@ -163,7 +182,7 @@ async def _lead_and_run(
     if not options.leader_elect:
         await controller.run()
         return
-    elector = _elector(options, mgmt, controller, _lease_namespace(options))
+    elector = _elector(options, mgmt, controller, _lease_namespace(options), identity)
     controller.standing_by = True
     metrics.LEADER.set(0)
     await elector.acquire()
@@ -178,21 +197,18 @@ async def _lead_and_run(
 
 
 def _elector(
-    options: RunOptions, mgmt: KubeClient, controller: Controller, namespace: str
+    options: RunOptions, mgmt: KubeClient, controller: Controller, namespace: str, identity: str
 ) -> LeaderElector:
-    leases = Leases(mgmt, namespace)
-    return LeaderElector(leases, clock=controller.clock, lease_seconds=options.lease_seconds)
+    return LeaderElector(
+        Leases(mgmt, namespace),
+        clock=controller.clock,
+        identity=identity,
+        lease_seconds=options.lease_seconds,
+    )
 
 
 def _lease_namespace(options: RunOptions) -> str:
     return options.leader_namespace or os.environ.get("POD_NAMESPACE") or "default"
-
-
-def shard_identity(environ: Mapping[str, str] = os.environ) -> str:
-    """This replica's name in the shard set: the pod's name (Downward API), else the
-    host name and a random suffix, so two processes on one host are two members (as
-    leader election does). Random on every call: call it once per process."""
-    return environ.get("POD_NAME") or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
 
 
 async def _run_sharded(
@@ -210,7 +226,7 @@ async def _run_sharded(
         on_change=controller.reshard,
     )
     controller.join(membership)
-    elector = _elector(options, mgmt, controller, namespace)
+    elector = _elector(options, mgmt, controller, namespace, identity)
     try:
         async with asyncio.TaskGroup() as group:
             supervised(group, membership.run(), "shard-membership")

@@ -12,8 +12,10 @@ from typing import Any, cast
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from crs_controller.clients.kube import KubeClient
+from crs_controller.core.errors import APIError, Conflict, Unreachable
 from crs_controller.core.membership.lease import (
     LEASE_API,
     LeaseRecord,
@@ -161,12 +163,43 @@ async def test_release_never_raises_when_the_server_is_unreachable() -> None:
     await me.release()
 
 
+@pytest.mark.parametrize(
+    ("error", "level"),
+    [
+        (APIError("get Lease/crs-controller: 403 Forbidden", status=403), "error"),
+        (APIError("get Lease/crs-controller: 401 Unauthorized", status=401), "error"),
+        (Unreachable("get Lease/crs-controller: ConnectError"), "warning"),
+        (APIError("get Lease/crs-controller: 500 Internal Server Error", status=500), "warning"),
+        (Conflict("update Lease/crs-controller: 409 Conflict", status=409), "info"),
+    ],
+    ids=["403", "401", "unreachable", "500", "conflict"],
+)
+async def test_a_refused_lease_is_an_error_naming_the_lease(error: APIError, level: str) -> None:
+    # Missing rights never heal by retrying: an alert on warnings and errors must see
+    # them. Another replica's write (a Conflict) is routine.
+    kube, clock = MemoryKube("management"), FakeClock()
+
+    async def refuse(*args: object, **kwargs: object) -> None:
+        raise error
+
+    kube.get = refuse  # type: ignore[method-assign]
+    with capture_logs() as records:
+        acquiring = asyncio.create_task(elector(kube, clock, "me").acquire())
+        await clock.until_asleep()
+        acquiring.cancel()
+    (record,) = [r for r in records if r["event"] == "lease not acquired"]
+    assert record["log_level"] == level
+    assert record["lease"] == f"{NAMESPACE}/crs-controller"
+    assert record["status"] == error.status
+    assert record["error"] == str(error)
+
+
 def test_each_process_is_a_candidate_of_its_own() -> None:
     kube, clock = MemoryKube("management"), FakeClock()
     leases = Leases(cast(KubeClient, kube), NAMESPACE)
     first, second = LeaderElector(leases, clock=clock), LeaderElector(leases, clock=clock)
     assert first.identity != second.identity
-    host, _, suffix = first.identity.rpartition("_")
+    host, _, suffix = first.identity.rpartition("-")
     assert host and len(suffix) == 8
 
 

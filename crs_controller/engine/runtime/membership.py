@@ -25,15 +25,17 @@ stops it at once, until it is renewed.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import structlog
 
 from crs_controller.clients.api import KubeAPI, Obj
-from crs_controller.core.errors import CRSError
+from crs_controller.core.errors import APIError, Conflict, CRSError
 from crs_controller.core.membership.lease import (
     LEASE_API,
     LEASE_KIND,
@@ -87,10 +89,32 @@ class Leases:
         return WatchSpec(LEASE_API, LEASE_KIND, self.namespace, label_selector=MEMBER_LABEL)
 
 
-def leader_identity() -> str:
-    """This process's name as a leader candidate: the host name and a random suffix,
-    so two processes on one host are two candidates."""
-    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+def replica_identity(environ: Mapping[str, str] = os.environ) -> str:
+    """This replica's name, as the leader Lease's holder, as a shard member and in its
+    User-Agent: the pod's name (``$POD_NAME``, from the Downward API), so audit logs
+    and ``kubectl get lease`` name the pod; else the host name and a random suffix, so
+    two processes on one host are two replicas. Random on every call without a pod
+    name: call it once per process."""
+    return environ.get("POD_NAME") or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+
+
+def lease_failure_level(error: CRSError) -> int:
+    """How loud a failed Lease request is: 401 and 403 are rights that are missing and
+    will not come back by retrying (error, for the alert on warnings and errors); a
+    Conflict is another replica's turn (info); anything else, a server or network
+    trouble that may pass (warning)."""
+    status = error.status if isinstance(error, APIError) else None
+    if status in (401, 403):
+        return logging.ERROR
+    if isinstance(error, Conflict):
+        return logging.INFO
+    return logging.WARNING
+
+
+def log_lease_failure(event: str, lease: str, error: CRSError, **fields: object) -> None:
+    status = error.status if isinstance(error, APIError) else None
+    level = lease_failure_level(error)
+    log.log(level, event, lease=lease, status=status, error=str(error), **fields)
 
 
 class LeaderElector:
@@ -109,16 +133,20 @@ class LeaderElector:
         self._leases = leases
         self._clock = clock
         self._name = name
-        self.identity = identity or leader_identity()
+        self.identity = identity or replica_identity()
         self._lease_seconds = lease_seconds
         self._retry = min(retry_seconds, lease_seconds / 3)
+
+    @property
+    def lease(self) -> str:
+        """``namespace/name`` of the leader Lease, as log lines name it."""
+        return f"{self._leases.namespace}/{self._name}"
 
     async def acquire(self) -> None:
         """Return once this process holds the lease."""
         while not await self._try():
             await sleep_for(self._clock, self._retry)
-        where = f"{self._leases.namespace}/{self._name}"
-        log.info("became leader", lease=where, identity=self.identity)
+        log.info("became leader", lease=self.lease, identity=self.identity)
 
     async def keep(self) -> None:
         """Renew until cancelled; raise if the lease is lost."""
@@ -129,7 +157,8 @@ class LeaderElector:
                 last_renewed = self._clock.now()
             elif self._clock.now() - last_renewed > self._lease_seconds * RENEW_DEADLINE:
                 # Stop before the lease can expire: a standby waits the full duration.
-                raise RuntimeError("leader lease lost")
+                deadline = self._lease_seconds * RENEW_DEADLINE
+                raise RuntimeError(f"leader lease lost: {self.lease} not renewed in {deadline:g}s")
 
     async def release(self) -> None:
         """Give the lease up on a clean shutdown, so a standby takes over at once
@@ -139,9 +168,9 @@ class LeaderElector:
             if lease is None or LeaseRecord.parse(lease).holder != self.identity:
                 return
             await self._leases.write(released(lease))
-            log.info("released leadership", lease=f"{self._leases.namespace}/{self._name}")
+            log.info("released leadership", lease=self.lease)
         except CRSError as exc:
-            log.warning("lease not released", error=str(exc))
+            log_lease_failure("lease not released", self.lease, exc)
 
     async def _try(self) -> bool:
         """Take or renew the lease if it is free for us; True when we hold it now."""
@@ -162,7 +191,7 @@ class LeaderElector:
             await self._leases.write(body)
             return True
         except CRSError as exc:
-            log.info("lease not acquired", error=str(exc))
+            log_lease_failure("lease not acquired", self.lease, exc)
             return False
 
 
@@ -235,7 +264,7 @@ class ShardMembership:
             await self._leases.delete(self.lease)
             log.info("left the shard set", identity=self.identity)
         except CRSError as exc:
-            log.warning("shard lease not released", error=str(exc))
+            log_lease_failure("shard lease not released", self._where(self.lease), exc)
 
     async def _renew_loop(self) -> None:
         period = self._lease_seconds / 3
@@ -244,7 +273,7 @@ class ShardMembership:
                 await self._leases.apply(self._lease_body())
                 self.renewed()
             except CRSError as exc:
-                log.warning("shard lease not renewed", error=str(exc))
+                log_lease_failure("shard lease not renewed", self._where(self.lease), exc)
             self._wake.set()
             await sleep_for(self._clock, period)
 
@@ -274,8 +303,12 @@ class ShardMembership:
                 await self._leases.delete(name)
                 log.info("removed the lease of a departed member", identity=identity)
             except CRSError as exc:
-                log.info("stale lease not removed", identity=identity, error=str(exc))
+                where = self._where(name)
+                log_lease_failure("stale lease not removed", where, exc, identity=identity)
             self._members.forget(identity)
+
+    def _where(self, name: str) -> str:
+        return f"{self._leases.namespace}/{name}"
 
     def renewed(self) -> None:
         """This replica's Lease was just written."""
