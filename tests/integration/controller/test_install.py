@@ -1,0 +1,248 @@
+"""Installing config/ as an operator would, on the real test servers.
+
+A kustomize overlay that moves the controller to another namespace (and renames it
+with a prefix) leaves nothing behind in crs-system: the admission policy lets the
+moved ServiceAccount write ClusterResourceSetBindings and refuses everyone else,
+the old ServiceAccount included, and the ExtensionConfig points at the moved Service
+and its CA Secret. The shipped RBAC (config/rbac) runs a full reconcile, a Secret
+resource included, without one refused request, and the replica is told apart by its
+pod name: the leader Lease's holder and the User-Agent on both servers. The
+namespaced variant (config/namespaced, Roles only) runs a controller started as its
+Deployment says (--namespace $(POD_NAMESPACE)) through a full reconcile without a
+refused request and without one request outside its namespace, and its own policy
+refuses other binding writers there."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
+from crs_controller.testbed.controller import (
+    SA_USER,
+    SYSTEM_NAMESPACE,
+    ControllerProcess,
+    install_rbac,
+)
+
+from .installing import (
+    REFUSED,
+    binding_obj,
+    binding_writer_rbac,
+    build,
+    described,
+    install,
+    one,
+    overlay,
+    refused,
+    requests_of,
+    try_create,
+    uninstall,
+)
+from .support import (
+    TIMEOUT,
+    WORKLOAD_USER,
+    add_cluster,
+    configmap_obj,
+    crs_obj,
+    manifests,
+    source_configmap,
+    source_secret,
+    unique,
+    wait_condition,
+    wait_object,
+)
+
+LEASE_API = "coordination.k8s.io/v1"
+Obj = dict[str, Any]
+
+
+def _strings(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+    elif isinstance(node, str):
+        yield node
+
+
+def test_a_namespace_overlay_leaves_nothing_in_crs_system(tmp_path: Path) -> None:
+    documents = build(
+        overlay(tmp_path, ["default", "extension"], namespace="addons", namePrefix="team-")
+    )
+    for document in documents:
+        leftovers = [s for s in _strings(document) if "crs-system" in s]
+        assert leftovers == [], (document["kind"], leftovers)
+    service, extension = one(documents, "Service"), one(documents, "ExtensionConfig")
+    assert extension["spec"]["clientConfig"]["service"] == {
+        "name": service["metadata"]["name"],
+        "namespace": "addons",
+        "port": 443,
+    }
+    annotation = "runtime.cluster.x-k8s.io/inject-ca-from-secret"
+    assert extension["metadata"]["annotations"][annotation] == (
+        "addons/crs-controller-extension-tls"
+    )
+    # The policy's parameter is the ClusterRoleBinding that now binds the moved
+    # ServiceAccount.
+    grant = one(documents, "ClusterRoleBinding")
+    assert one(documents, "ValidatingAdmissionPolicyBinding")["spec"]["paramRef"] == {
+        "name": grant["metadata"]["name"],
+        "parameterNotFoundAction": "Deny",
+    }
+    account = one(documents, "ServiceAccount")["metadata"]
+    assert grant["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": "addons"}
+    ]
+
+
+def _confined(namespace: str) -> list[Obj]:
+    """An overlay patch keeping the policy to the test's namespace: other tests share
+    the server, and their controller is the ServiceAccount that did not move."""
+    selector = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}
+    patch = [{"op": "add", "path": "/spec/matchResources", "value": selector}]
+    target = {"kind": "ValidatingAdmissionPolicyBinding"}
+    return [{"target": target, "patch": yaml.safe_dump(patch)}]
+
+
+@pytest.fixture
+def writers(
+    mgmt: TestbedClient, control_plane: ControlPlane, namespace: str
+) -> Iterator[dict[str, TestbedClient]]:
+    """Clients for a tenant and for the (unmoved) shipped ServiceAccount, both allowed
+    by RBAC to write bindings in ``namespace``."""
+    install_rbac(mgmt)
+    tenant = unique("tenant")
+    rbac = binding_writer_rbac(namespace, tenant)
+    for obj in rbac:
+        mgmt.apply(obj)
+    clients = {
+        "tenant": TestbedClient(control_plane.management.kubeconfig(tenant, ())),
+        "unmoved": TestbedClient(control_plane.management.kubeconfig(SA_USER, ())),
+    }
+    yield clients
+    for client in clients.values():
+        client.close()
+    uninstall(mgmt, rbac)
+
+
+def test_the_binding_policy_follows_a_moved_service_account(
+    tmp_path: Path,
+    mgmt: TestbedClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    writers: dict[str, TestbedClient],
+) -> None:
+    moved, prefix = unique("moved"), f"{unique('m')}-"
+    fields = {"namespace": moved, "namePrefix": prefix, "patches": _confined(namespace)}
+    installed = install(mgmt, build(overlay(tmp_path, ["default"], **fields)))
+    user = f"system:serviceaccount:{moved}:{prefix}crs-controller"
+    try:
+        probe = binding_obj(namespace, "probe")
+        wait_for(
+            lambda: REFUSED in try_create(writers["tenant"], probe, dry_run=True).text,
+            TIMEOUT,
+            message="the moved policy in force",
+        )
+        with TestbedClient(control_plane.management.kubeconfig(user, ())) as controller:
+            created = try_create(controller, binding_obj(namespace, "by-moved"))
+        assert created.status_code == 201, created.text
+        for who in ("tenant", "unmoved"):
+            answer = try_create(writers[who], binding_obj(namespace, f"by-{who}"))
+            assert answer.status_code == 403, (who, answer.text)
+            assert REFUSED in answer.json()["message"]
+            assert f"ClusterRoleBinding {prefix}crs-controller" in answer.json()["message"]
+    finally:
+        uninstall(mgmt, installed)
+
+
+def _reconcile_fully(
+    mgmt: TestbedClient, control_plane: ControlPlane, wl: TestbedClient, namespace: str
+) -> None:
+    """A Reconcile CRS with a ConfigMap and a resource-set Secret, applied to a
+    Cluster reached through its kubeconfig Secret, until the CRS is Ready."""
+    tag = unique("install")
+    addons = [unique("from-configmap"), unique("from-secret")]
+    mgmt.create(source_configmap(namespace, "addon", {"a": manifests(configmap_obj(addons[0]))}))
+    mgmt.create(source_secret(namespace, "secret", {"b": manifests(configmap_obj(addons[1]))}))
+    sources = [("ConfigMap", "addon"), ("Secret", "secret")]
+    mgmt.create(crs_obj(namespace, "install", sources, {"install": tag}, mode="Reconcile"))
+    add_cluster(mgmt, control_plane.workloads[0], namespace, tag, {"install": tag})
+    wait_condition(mgmt, namespace, "install", "Ready", "True")
+    for name in addons:
+        wait_object(wl, "v1", "ConfigMap", name, "default")
+
+
+def test_the_shipped_rbac_reconciles_without_a_refusal_and_names_the_replica(
+    mgmt: TestbedClient,
+    control_plane: ControlPlane,
+    workload_clients: list[TestbedClient],
+    namespace: str,
+) -> None:
+    install_rbac(mgmt)
+    mgmt.delete(LEASE_API, "Lease", "crs-controller", SYSTEM_NAMESPACE)
+    pod = f"crs-controller-{uuid.uuid4().hex[:5]}-rbac"
+    since = time.time()
+    with ControllerProcess(control_plane.management, "--leader-elect", env={"POD_NAME": pod}):
+        _reconcile_fully(mgmt, control_plane, workload_clients[0], namespace)
+        lease = mgmt.get(LEASE_API, "Lease", "crs-controller", SYSTEM_NAMESPACE)
+        assert lease is not None and lease["spec"]["holderIdentity"] == pod
+    events = requests_of(control_plane.management, SA_USER, since)
+    assert refused(events) == []
+    ours = [e for e in events if e.get("userAgent", "").endswith(f"({pod})")]
+    assert ours, "no request named the pod in its User-Agent"
+    assert all(e["userAgent"].startswith("crs-controller/") for e in ours)
+    applied = requests_of(control_plane.workloads[0], WORKLOAD_USER, since)
+    assert any(e.get("userAgent", "").endswith(f"({pod})") for e in applied)
+
+
+def _deployment_args(documents: list[Obj], namespace: str) -> list[str]:
+    """The manager's arguments as the kubelet would pass them, without ``run``."""
+    container = one(documents, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    args = [a.replace("$(POD_NAMESPACE)", namespace) for a in container["args"]]
+    assert args[0] == "run"
+    return args[1:]
+
+
+def test_the_namespaced_variant_reconciles_inside_its_namespace_only(
+    tmp_path: Path,
+    mgmt: TestbedClient,
+    control_plane: ControlPlane,
+    workload_clients: list[TestbedClient],
+    namespace: str,
+    writers: dict[str, TestbedClient],
+) -> None:
+    prefix = f"{unique('n')}-"
+    documents = build(overlay(tmp_path, ["namespaced"], namespace=namespace, namePrefix=prefix))
+    assert {d["kind"] for d in documents} & {"ClusterRole", "ClusterRoleBinding"} == set()
+    installed = install(mgmt, documents)
+    user = f"system:serviceaccount:{namespace}:{prefix}crs-controller"
+    args = _deployment_args(documents, namespace)
+    assert f"--namespace={namespace}" in args
+    env = {"POD_NAMESPACE": namespace, "POD_NAME": f"{prefix}crs-controller-0"}
+    since = time.time()
+    try:
+        with ControllerProcess(control_plane.management, *args, user=user, env=env):
+            _reconcile_fully(mgmt, control_plane, workload_clients[0], namespace)
+        events = requests_of(control_plane.management, user, since)
+        assert events and refused(events) == []
+        elsewhere = [
+            described(e)
+            for e in events
+            if e.get("objectRef") and e["objectRef"].get("namespace") != namespace
+        ]
+        assert elsewhere == []
+        # Its policy: the tenant, allowed by RBAC, may not write bindings here.
+        answer = try_create(writers["tenant"], binding_obj(namespace, "forged"))
+        assert answer.status_code == 403, answer.text
+        assert f"RoleBinding {namespace}/{prefix}crs-controller" in answer.json()["message"]
+    finally:
+        uninstall(mgmt, installed)
