@@ -75,9 +75,8 @@ def _strings(node: Any) -> Iterator[str]:
 
 
 def test_a_namespace_overlay_leaves_nothing_in_crs_system(tmp_path: Path) -> None:
-    documents = build(
-        overlay(tmp_path, ["default", "extension"], namespace="addons", namePrefix="team-")
-    )
+    bases = ["default", "extension", "network-policy"]
+    documents = build(overlay(tmp_path, bases, namespace="addons", namePrefix="team-"))
     for document in documents:
         leftovers = [s for s in _strings(document) if "crs-system" in s]
         assert leftovers == [], (document["kind"], leftovers)
@@ -98,6 +97,7 @@ def test_a_namespace_overlay_leaves_nothing_in_crs_system(tmp_path: Path) -> Non
         "name": grant["metadata"]["name"],
         "parameterNotFoundAction": "Deny",
     }
+    assert one(documents, "NetworkPolicy")["metadata"]["namespace"] == "addons"
     account = one(documents, "ServiceAccount")["metadata"]
     assert grant["subjects"] == [
         {"kind": "ServiceAccount", "name": account["name"], "namespace": "addons"}
