@@ -213,6 +213,20 @@ def test_objects_outside_the_namespace_are_refused() -> None:
         release.parameterize([*rendered, stray], VERSION)
 
 
+def test_a_namespace_named_inside_a_string_is_refused() -> None:
+    # The admission policy used to name the ServiceAccount in its CEL; a name inside a
+    # string cannot follow the namespace variable, so the release refuses it.
+    rendered = release.render(CONFIG / "default")
+    note = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "note", "namespace": "crs-system"},
+        "data": {"user": "system:serviceaccount:crs-system:crs-controller"},
+    }
+    with pytest.raises(release.ReleaseError, match=r"\.data\.user still names 'crs-system'"):
+        release.parameterize([*rendered, note], VERSION)
+
+
 # --- metadata.yaml and versions -------------------------------------------------------
 
 
