@@ -156,6 +156,30 @@ def wait_condition(
     return wait_for(check, TIMEOUT, message=f"{crs} {kind}={status} {reason or ''}")
 
 
+def crs_status(mgmt: TestbedClient, namespace: str, name: str) -> Obj:
+    """The CRS's status as one read gives it ({} before the first write)."""
+    crs = mgmt.get(CRS_API, "ClusterResourceSet", name, namespace)
+    return dict((crs or {}).get("status") or {})
+
+
+def wait_rollout(
+    mgmt: TestbedClient, namespace: str, name: str, *, after: str | None, **expected: object
+) -> Obj:
+    """Wait until the CRS's status is about a revision other than ``after`` and its
+    ``rollout`` has the ``expected`` fields (``phase="Complete"``, ``waitingFor=...``),
+    both from the same read; returns that ``rollout``. The status is folded a moment
+    after the bindings change, so right after an outcome it may still be the last
+    revision's."""
+
+    def check() -> Obj | None:
+        status = crs_status(mgmt, namespace, name)
+        rollout = dict(status.get("rollout") or {})
+        fresh = status.get("revision") not in (None, after)
+        return rollout if fresh and all(rollout.get(k) == v for k, v in expected.items()) else None
+
+    return wait_for(check, TIMEOUT, message=f"{name}: {expected} for a revision other than {after}")
+
+
 def wait_object(
     client: TestbedClient,
     api_version: str,

@@ -23,17 +23,18 @@ from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
-    CRS_API,
     TIMEOUT,
     add_cluster,
     admin_kubeconfig,
     binding_entry,
     configmap_obj,
     crs_obj,
+    crs_status,
     manifests,
     source_configmap,
     unique,
     wait_condition,
+    wait_rollout,
 )
 
 LEAD = 8.0  # seconds between the edit and the window's opening, on the test's clock
@@ -107,11 +108,6 @@ def value(client: TestbedClient, name: str) -> str | None:
     return None if live is None else live["data"]["v"]
 
 
-def rollout(mgmt: TestbedClient, namespace: str, name: str) -> dict[str, object]:
-    crs = mgmt.get(CRS_API, "ClusterResourceSet", name, namespace) or {}
-    return crs.get("status", {}).get("rollout") or {}
-
-
 def test_outside_the_windows_an_update_waits_and_resumes_at_the_opening(
     controller: ControllerProcess,
     control_plane: ControlPlane,
@@ -138,6 +134,8 @@ def test_outside_the_windows_an_update_waits_and_resumes_at_the_opening(
     with alone(controller), in_process(admin_kubeconfig(control_plane, tmp_path), namespace, clock):
         wait_condition(mgmt, namespace, "nightly", "Ready", "True", "Applied")
         assert value(client, marker) == "1"
+        first = crs_status(mgmt, namespace, "nightly").get("revision")
+        assert first is not None
 
         # The window closed; LEAD seconds before the next one opens, the source changes.
         clock.show(opening + timedelta(days=1) - timedelta(seconds=LEAD))
@@ -151,8 +149,9 @@ def test_outside_the_windows_an_update_waits_and_resumes_at_the_opening(
             TIMEOUT,
         )
         assert held
-        status = rollout(mgmt, namespace, "nightly")
-        assert status.get("waitingFor") == "Window"
+        # The status is folded a moment after the outcome: until then it is still the
+        # first revision's (Complete).
+        status = wait_rollout(mgmt, namespace, "nightly", after=first, waitingFor="Window")
         assert status.get("nextWindow") == (opening + timedelta(days=1)).strftime(
             "%Y-%m-%dT%H:%M:%SZ"
         )
@@ -176,4 +175,4 @@ def test_outside_the_windows_an_update_waits_and_resumes_at_the_opening(
         applied_at = outcome(mgmt, namespace, "installed", "nightly")["time"]
         opened = opening + timedelta(days=1)
         assert applied_at >= opened.strftime("%Y-%m-%dT%H:%M:%SZ")
-        wait_for(lambda: rollout(mgmt, namespace, "nightly").get("phase") == "Complete", TIMEOUT)
+        wait_rollout(mgmt, namespace, "nightly", after=first, phase="Complete")
