@@ -262,6 +262,24 @@ def until_no_conflict(change: Callable[[], object]) -> None:
     wait_for(attempt, TIMEOUT)
 
 
+def audit_caught_up(servers: Iterable[Server]) -> None:
+    """Wait until each server's audit log holds a request made now. A server writes a
+    request's entry just after its response, so the entries of the requests answered
+    before this one are in the log once its own is: a test that asserts a request was
+    not made reads the log after this, never after a sleep."""
+    servers = list(servers)
+    mark = unique("audit-mark")
+    for server in servers:
+        with TestbedClient(server) as client:
+            client.get("v1", "Namespace", mark)  # 404, audited all the same
+
+    def logged(server: Server) -> bool:
+        return any(e.get("objectRef", {}).get("name") == mark for e in server.audit_events())
+
+    for server in servers:
+        wait_for(lambda s=server: logged(s), TIMEOUT, message=f"{server.name}'s audit log")
+
+
 def settle(seconds: float = 3.0) -> float:
     """Let in-flight work finish; returns the time after which nothing should happen."""
     time.sleep(seconds)
