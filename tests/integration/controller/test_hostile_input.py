@@ -2,12 +2,12 @@
 review: a workload kubeconfig that asks to run a command, read or delete local files,
 fall back to the controller's own identity, or use a proxy is refused
 (``UnsupportedKubeconfig``, naming the field, never its value); a YAML alias bomb is
-``InvalidManifest`` while another namespace's CRS converges and the controller's
-memory stays flat; a server that is not a Kubernetes API fails only its cluster and
-the CRS status is still written; server messages about objects from a resource-set
-Secret never quote them; a lost ApplyOnce inventory is re-adopted so Delete still
-deletes; and a standby replica never answers BeforeClusterDelete with 0 while cleanup
-is pending."""
+``InvalidManifest`` while another namespace's CRS converges (the controller's memory
+meanwhile is a figure of hack/bench/parsing.py); a server that is not a Kubernetes
+API fails only its cluster and the CRS status is still written; server messages
+about objects from a resource-set Secret never quote them; a lost ApplyOnce
+inventory is re-adopted so Delete still deletes; and a standby replica never answers
+BeforeClusterDelete with 0 while cleanup is pending."""
 
 from __future__ import annotations
 
@@ -145,18 +145,9 @@ def alias_bomb(levels: int = 9) -> str:
     return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\nbomb:\n{body}\n"
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
 def test_an_alias_bomb_is_invalid_and_nobody_else_waits(
     controller: ControllerProcess, mgmt: TestbedClient, workloads, workload_clients, namespace: str
 ) -> None:
-    assert controller.pid is not None
-    before = rss_mib(controller.pid)
     other_ns = unique("other")
     mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other_ns}})
     try:
@@ -172,7 +163,6 @@ def test_an_alias_bomb_is_invalid_and_nobody_else_waits(
         assert "alias" in cond["message"], cond["message"]
         wait_object(workload_clients[1], "v1", "ConfigMap", good, "default")
         wait_condition(mgmt, other_ns, "g", "Ready", "True", "Applied")
-        assert rss_mib(controller.pid) < before + 100
     finally:
         mgmt.delete("v1", "Namespace", other_ns)
 
