@@ -1,10 +1,11 @@
 """What one workload server can cost the controller, on the real servers: a custom
 resource whose CRD is not installed fails alone (its resource ApplyFailed, every other
 resource applied on the same cluster); a server dripping its answer a byte at a time
-fails its cluster within one request's deadline (``--workload-timeout``, 15 s), not
-the reconcile's 300 s; answers that would decode to gigabytes (many bytes, or a few
-MiB of ``{}``) are refused before decoding, the cluster says why and the controller's
-peak memory stays flat; an encrypted client key is refused, never prompted for.
+fails its cluster at one request's deadline (``--workload-timeout``, 15 s), not the
+reconcile's 300 s; answers that would decode to gigabytes (many bytes, or a few MiB
+of ``{}``) are refused before decoding and the cluster says why (the controller's
+memory meanwhile is a figure of hack/bench/parsing.py); an encrypted client key is
+refused, never prompted for.
 
 Hostile workload servers are small TLS servers on loopback started by the test."""
 
@@ -15,8 +16,6 @@ import contextlib
 import http.server
 import socket
 import threading
-import time
-from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
@@ -32,7 +31,6 @@ from .support import (
     TIMEOUT,
     add_cluster,
     binding_entry,
-    condition,
     configmap_obj,
     crs_obj,
     manifests,
@@ -57,13 +55,6 @@ def failure(mgmt: TestbedClient, namespace: str, crs: str, cluster: str) -> Obj 
     if entry is None or entry.get("outcome", {}).get("reason") in (None, "Applied"):
         return None
     return dict(entry["outcome"])
-
-
-def vm_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no {field}")
 
 
 # --- a CRD that is not installed ----------------------------------------------------
@@ -119,7 +110,6 @@ def test_a_server_dripping_its_answer_fails_its_cluster_within_one_request_deadl
     mgmt.create(source_configmap(namespace, "d", {"a": manifests(configmap_obj(unique("d")))}))
     with hostile_server(drip) as (port, ca_pem):
         config = token_kubeconfig(port, ca_pem)
-        started = time.monotonic()
         add_cluster_with_kubeconfig(mgmt, namespace, "drip", {"drip": "1"}, config)
         mgmt.create(crs_obj(namespace, "d", [("ConfigMap", "d")], {"drip": "1"}))
         outcome = wait_for(
@@ -127,11 +117,9 @@ def test_a_server_dripping_its_answer_fails_its_cluster_within_one_request_deadl
             WORKLOAD_TIMEOUT + TIMEOUT,
             message="a failure outcome for the dripping cluster",
         )
-        took = time.monotonic() - started
     assert outcome["reason"] == "ClusterUnreachable", outcome
+    # Ended by one request's deadline, not by the reconcile's 300 s.
     assert f"no complete answer within {WORKLOAD_TIMEOUT:g}s" in outcome["message"], outcome
-    # One request's deadline and the time to notice the Cluster, not 300 s.
-    assert took < WORKLOAD_TIMEOUT + 20, took
 
 
 # --- answers that decode to gigabytes -----------------------------------------------
@@ -161,11 +149,9 @@ def answer_with(body: bytes) -> Respond:
     return respond
 
 
-def test_answers_that_decode_to_gigabytes_are_refused_and_memory_stays_flat(
+def test_answers_that_decode_to_gigabytes_are_refused_before_decoding(
     controller: ControllerProcess, mgmt: TestbedClient, namespace: str
 ) -> None:
-    pid = controller.pid
-    assert pid is not None
     mgmt.create(source_configmap(namespace, "g", {"a": manifests(configmap_obj(unique("g")))}))
     cases = {
         # 3.5 MiB (under the byte limit) of {}: about 1.2 million values.
@@ -173,8 +159,6 @@ def test_answers_that_decode_to_gigabytes_are_refused_and_memory_stays_flat(
         # 24 MiB of them: refused on bytes before the rest is read.
         "bytes": (empty_objects(24 << 20), "bytes"),
     }
-    Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
-    before = vm_kib(pid, "VmHWM")
     with contextlib.ExitStack() as servers:
         for case, (body, _) in cases.items():
             port, ca_pem = servers.enter_context(hostile_server(answer_with(body)))
@@ -189,14 +173,13 @@ def test_answers_that_decode_to_gigabytes_are_refused_and_memory_stays_flat(
             )
             for case in cases
         }
-    peak = vm_kib(pid, "VmHWM")
-    # Decoded, these answers take ~90 and ~600 MiB; refused, a few MiB of buffers.
-    assert (peak - before) / 1024 < 60, (before / 1024, peak / 1024)
+    # Decoded, these answers would take ~90 and ~600 MiB: each is refused by its limit.
     for case, (_, limit) in cases.items():
         assert outcomes[case]["reason"] == "ClusterUnreachable", outcomes[case]
         assert limit in outcomes[case]["message"], outcomes[case]
-    ready = condition(mgmt.get(CRS_API, "ClusterResourceSet", "g", namespace), "Ready")
-    assert ready is not None and ready["status"] == "False"
+    # The status is folded a moment after the outcomes.
+    ready = wait_condition(mgmt, namespace, "g", "Ready", "False", "ClusterUnreachable")
+    assert "big-values" in ready["message"] or "big-bytes" in ready["message"], ready
 
 
 # --- an encrypted client key --------------------------------------------------------
