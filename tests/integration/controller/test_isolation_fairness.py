@@ -2,8 +2,11 @@
 Clusters whose API server (a local TLS server) answers one byte every 2 s, which no
 per-read timeout ever trips; tenant B has one real workload cluster. With four
 workers, A's clusters hold at most three of them (the fourth is kept for the other
-namespaces), so B's edit reaches its cluster within seconds instead of waiting for a
-worker to come free (up to the 300 s reconcile timeout).
+namespaces), so B's edit reaches its cluster while A's requests are all still held,
+instead of waiting for a worker to come free. The test's controller takes 600 s for a
+workload request (``--workload-timeout``; 15 s by default), longer than a reconcile
+may last (300 s): only a reconcile's end could free one of A's workers, long after
+the test.
 
 Also here, as it is about one process not passing for another: two `run --shard`
 replicas on one host without $POD_NAME are two members, not one.
@@ -14,11 +17,11 @@ and started again afterwards.
 
 from __future__ import annotations
 
+import itertools
 import socket
 import socketserver
 import ssl
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -47,19 +50,21 @@ CONCURRENCY = 4
 SHARE = CONCURRENCY - 1  # the reserve at four workers: one
 SLOW_CLUSTERS = [f"slow-{n}" for n in range(10)]
 DRIP_SECONDS = 2.0
-EDIT_SECONDS = 30.0  # "within seconds", with room for a loaded machine; held by A: minutes
 # Status line and headers alone take minutes at one byte per 2 s.
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
 
 
 class Drip:
     """A TLS server on loopback that reads a request and answers one byte every 2 s.
-    It counts the Clusters (their bearer token) with a connection open right now."""
+    It counts the Clusters (their bearer token) with a connection open right now, and
+    the bytes sent on each open connection."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.open: Counter[str] = Counter()
         self.peak = 0  # most Clusters with a connection open at once
+        self.sent: dict[int, int] = {}  # open connection (its number) -> bytes sent on it
+        self._numbers = itertools.count()
         self.stopped = threading.Event()
         context, self.ca_pem = serving_context("drip-ca")
         drip = self
@@ -78,6 +83,16 @@ class Drip:
         with self.lock:
             return len(+self.open)
 
+    def held(self, drips: int) -> set[int]:
+        """The open connections that have been sent at least ``drips`` bytes: each has
+        been held for ``drips - 1`` drip intervals and more."""
+        with self.lock:
+            return {conn for conn, sent in self.sent.items() if sent >= drips}
+
+    def still_open(self, conns: set[int]) -> bool:
+        with self.lock:
+            return conns <= set(self.sent)
+
     def serve(self, sock: ssl.SSLSocket) -> None:
         request = b""
         try:
@@ -91,18 +106,23 @@ class Drip:
             return
         cluster = _bearer(request)
         with self.lock:
+            conn = next(self._numbers)
             self.open[cluster] += 1
             self.peak = max(self.peak, len(+self.open))
+            self.sent[conn] = 0
         try:
             for n in range(len(ANSWER)):
                 if self.stopped.wait(DRIP_SECONDS if n else 0):
                     return
                 sock.sendall(ANSWER[n : n + 1])
+                with self.lock:
+                    self.sent[conn] += 1
         except OSError:
             return  # the controller gave up on it
         finally:
             with self.lock:
                 self.open[cluster] -= 1
+                del self.sent[conn]
 
     def close(self) -> None:
         self.stopped.set()
@@ -123,6 +143,7 @@ def four_workers(controller: ControllerProcess) -> Iterator[ControllerProcess]:
     controller.stop()
     try:
         extra = ("--concurrency", str(CONCURRENCY), "--log-level", "debug")
+        extra += ("--workload-timeout", "600")
         with ControllerProcess(controller.management, *extra) as process:
             yield process
     finally:
@@ -154,20 +175,23 @@ def test_a_tenant_with_slow_clusters_leaves_a_worker_for_the_others(
             config = kubeconfig(server, {"token": name})
             add_cluster_with_kubeconfig(mgmt, tenant_a, name, {"tenant": "a"}, config)
         mgmt.create(crs_obj(tenant_a, "a", [("ConfigMap", "a")], {"tenant": "a"}))
+
         # Positive sign: A's clusters are being worked on, as many as it may hold
-        # (every worker, without a fair share), and stay held.
-        wait_for(lambda: drip.busy() >= SHARE, TIMEOUT, message="A's clusters being worked on")
-        time.sleep(2 * DRIP_SECONDS)
-        assert drip.busy() >= SHARE
+        # (every worker, without a fair share), and stay held: each of those requests
+        # has been answered three bytes, two drip intervals apart.
+        def held_for_two_drips() -> set[int] | None:
+            conns = drip.held(3)
+            return conns if len(conns) >= SHARE else None
+
+        held = wait_for(held_for_two_drips, TIMEOUT, message="A's clusters held")
 
         source = mgmt.get("v1", "ConfigMap", "b", tenant_b)
         source["data"] = {"a": manifests(configmap_obj(marker, v="2"))}
         mgmt.update(source)
-        wait_for(
-            lambda: _version(workload, marker) == "2",
-            EDIT_SECONDS,
-            message=f"B's edit on its cluster within {EDIT_SECONDS} s while A's are slow",
-        )
+        wait_for(lambda: _version(workload, marker) == "2", TIMEOUT, message="B's edit")
+        # B did not wait for a worker to come free: A's held requests are all still
+        # held, and A never had more than its share.
+        assert drip.still_open(held), "one of A's requests ended before B's edit was applied"
         assert drip.peak <= SHARE, f"{drip.peak} of {CONCURRENCY} workers held by one tenant"
         waits = metric(
             httpx.get(four_workers.url("/metrics"), timeout=5).text, "crs_queue_fair_waits_total"
