@@ -74,6 +74,11 @@ def rollout(mgmt: TestbedClient, namespace: str, name: str) -> Obj:
     return (crs or {}).get("status", {}).get("rollout") or {}
 
 
+def reasons(mgmt: TestbedClient, namespace: str) -> set[str]:
+    """The reasons of the namespace's Events so far."""
+    return {e["reason"] for e in mgmt.list("v1", "Event", namespace)}
+
+
 def edit(mgmt: TestbedClient, namespace: str, name: str, *objects: Obj) -> None:
     source = mgmt.get("v1", "ConfigMap", name, namespace)
     source["data"] = {"a": manifests(*objects)}
@@ -129,8 +134,11 @@ def test_steps_go_in_order_one_cluster_at_a_time_with_a_soak(
     assert set(order[3:]) == {"w4", "w5"}, order
     # The canary's soak: step 2 began at least 2 s after the canary's apply.
     assert done[1][0] - done[0][0] >= 2.0, done
-    events = [e["reason"] for e in mgmt.list("v1", "Event", namespace)]
-    assert "RolloutStarted" in events and "RolloutComplete" in events, events
+    wait_for(
+        lambda: {"RolloutStarted", "RolloutComplete"} <= reasons(mgmt, namespace),
+        TIMEOUT,
+        message="RolloutStarted and RolloutComplete Events",
+    )
     text = httpx.get(controller.url("/metrics")).text
     labels = f'crs="wave",namespace="{namespace}"'
     assert metric(text, f'crs_rollout_phase{{{labels},phase="Complete"}}') == 1.0
@@ -167,7 +175,7 @@ def test_an_unhealthy_canary_halts_and_a_revert_goes_to_it_first(
     # Halted: the others stayed on what they had.
     assert on_hash(mgmt, namespace, "h2", "halt") == before["h2"]
     assert on_hash(mgmt, namespace, "h3", "halt") == before["h3"]
-    assert any(e["reason"] == "RolloutHalted" for e in mgmt.list("v1", "Event", namespace))
+    wait_for(lambda: "RolloutHalted" in reasons(mgmt, namespace), TIMEOUT, message="the Event")
 
     reverted = time.time()
     edit(mgmt, namespace, "halt", good)

@@ -25,13 +25,13 @@ from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
     CLUSTER_API,
-    CRS_API,
     TIMEOUT,
     add_cluster,
     admin_kubeconfig,
     binding_entry,
     configmap_obj,
     crs_obj,
+    crs_status,
     job,
     manifests,
     source_configmap,
@@ -39,6 +39,7 @@ from .support import (
     until_no_conflict,
     wait_condition,
     wait_object,
+    wait_rollout,
 )
 from .test_rollout import add, applies, cluster_user, edit, on_hash, rollout
 
@@ -46,19 +47,14 @@ Obj = dict[str, Any]
 
 
 def revision(mgmt: TestbedClient, namespace: str, name: str) -> str | None:
-    crs = mgmt.get(CRS_API, "ClusterResourceSet", name, namespace)
-    return (crs or {}).get("status", {}).get("revision")
+    return crs_status(mgmt, namespace, name).get("revision")
 
 
 def moved_on(mgmt: TestbedClient, namespace: str, name: str, before: str | None, phase: str) -> Obj:
-    """Wait until the status is about a revision other than ``before``, in ``phase``."""
-
-    def check() -> Obj | None:
-        now = rollout(mgmt, namespace, name)
-        fresh = revision(mgmt, namespace, name) not in (None, before)
-        return now if fresh and now.get("phase") == phase else None
-
-    return wait_for(check, TIMEOUT, message=f"{name}: a new revision {phase}")
+    """Wait until the status is about a revision other than ``before``, in ``phase``
+    (the revision and the phase from one read: two could pair the last revision's
+    phase with the new revision)."""
+    return wait_rollout(mgmt, namespace, name, after=before, phase=phase)
 
 
 def outcome(mgmt: TestbedClient, namespace: str, cluster: str, crs: str) -> Obj:
@@ -164,7 +160,12 @@ def test_a_held_cluster_keeps_its_revision_until_released_and_still_gets_a_first
     set_cluster_initialized(mgmt, name="u4", namespace=namespace)
     updated = on_hash(mgmt, namespace, "u1", "held")
     wait_for(lambda: on_hash(mgmt, namespace, "u4", "held") == updated, TIMEOUT)
-    assert applies(control_plane, ["u4"], added, f"configmaps/{marker}")
+    # The server writes an audit entry just after its response: wait for it.
+    wait_for(
+        lambda: applies(control_plane, ["u4"], added, f"configmaps/{marker}"),
+        TIMEOUT,
+        message="u4's own apply in the audit log",
+    )
     wait_for(lambda: rollout(mgmt, namespace, "held").get("heldClusters") == 2, TIMEOUT)
 
     hold_updates(mgmt, namespace, "u3", hold=False)
