@@ -15,7 +15,6 @@ import os
 import pty
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -225,11 +224,11 @@ async def test_a_dripping_answer_ends_at_the_deadline_of_the_whole_request() -> 
             await writer.drain()
             await asyncio.sleep(0.1)
 
+    # The message says which limit ended it: the whole request's deadline, not the
+    # end of the body (that would be no error at all).
     async with client_of(drip, timeout=1.0) as (client, _):
-        started = time.monotonic()
         with pytest.raises(Unreachable, match=r"GET /api/v1: no complete answer within 1s"):
             await client.resource_info("v1", "ConfigMap")
-        assert time.monotonic() - started < 5
 
 
 # --- a paged LIST -------------------------------------------------------------------
