@@ -25,6 +25,13 @@ settings.load_profile("crs")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = 3
 
+# The suite shares its machine with API servers and other runs: how long one example
+# of a property test takes says nothing about the code under test. No deadline per
+# example (200 ms by default) and no health check on slow data generation; a test
+# that lists the health checks it suppresses lists too_slow as well.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
+
 
 def crd_paths() -> list[Path]:
     """Our CRDs plus the minimal Cluster API Cluster CRD the tests need."""
