@@ -6,7 +6,6 @@ import base64
 import contextlib
 import json
 import ssl
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -278,12 +277,6 @@ def audit_caught_up(servers: Iterable[Server]) -> None:
 
     for server in servers:
         wait_for(lambda s=server: logged(s), TIMEOUT, message=f"{server.name}'s audit log")
-
-
-def settle(seconds: float = 3.0) -> float:
-    """Let in-flight work finish; returns the time after which nothing should happen."""
-    time.sleep(seconds)
-    return time.time()
 
 
 def dumps(obj: Any) -> str:

@@ -15,13 +15,13 @@ from .support import (
     CLUSTER_API,
     TIMEOUT,
     add_cluster,
+    audit_caught_up,
     available,
     configmap_obj,
     crs_obj,
     deployment,
     manifests,
     reconciles,
-    settle,
     source_configmap,
     unique,
     wait_condition,
@@ -83,7 +83,7 @@ def test_an_app_waits_for_its_cni_to_be_ready(
     key = f"{namespace}/c1"
     before = reconciles(controller, "cluster", key)
     wait_for(lambda: reconciles(controller, "cluster", key) > before, TIMEOUT)
-    settle(1)
+    audit_caught_up(control_plane.workloads)
     assert all(
         app not in what for _, what in object_writes(control_plane, "deps-c1", started, "patch")
     )

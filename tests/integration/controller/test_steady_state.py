@@ -16,14 +16,15 @@ from .support import (
     TIMEOUT,
     WORKLOAD_USER,
     add_cluster,
+    audit_caught_up,
     binding_entry,
     configmap_obj,
     crs_obj,
+    crs_status,
     log_records,
     manifests,
     metric,
     reconciles,
-    settle,
     source_configmap,
     source_secret,
     unique,
@@ -105,7 +106,7 @@ def test_no_writes_in_steady_state_nor_after_restart(
         TIMEOUT,
         message="every cluster reconciled after the poke",
     )
-    settle(1)  # the API server writes an audit entry just after its response
+    audit_caught_up(control_plane.servers)
     assert _ours(writes_by(control_plane.servers, CONTROLLER_USERS, since)) == []
 
     controller.restart()
@@ -113,7 +114,7 @@ def test_no_writes_in_steady_state_nor_after_restart(
     # Once the restarted controller has re-listed and reconciled every pair, it
     # must have written nothing: everything is already in place.
     wait_for(lambda: reconciled_clusters(controller) >= len(workloads), TIMEOUT)
-    settle(1)
+    audit_caught_up(control_plane.servers)
     writes = _ours(writes_by(control_plane.servers, CONTROLLER_USERS, restarted))
     assert writes == [], "\n".join(writes)
     wait_condition(mgmt, namespace, "steady", "Ready", "True", "Applied")
@@ -123,7 +124,13 @@ def test_a_change_is_hashed_once_for_all_clusters(
     controller: ControllerProcess, mgmt: TestbedClient, workloads, workload_clients, namespace: str
 ) -> None:
     name = _setup(mgmt, workloads, workload_clients, namespace)
-    settle(2)
+    clusters = [f"s{i}" for i in range(len(workloads))]
+
+    def hashes() -> set[str]:
+        entries = [binding_entry(mgmt, namespace, c, "steady") or {} for c in clusters]
+        return {(e.get("resources") or [{}])[0].get("hash", "") for e in entries}
+
+    old, revision = hashes(), crs_status(mgmt, namespace, "steady").get("revision")
     hashed_before = _hashed(controller, f"{namespace}/ConfigMap/steady")
 
     source = mgmt.get("v1", "ConfigMap", "steady", namespace)
@@ -131,19 +138,14 @@ def test_a_change_is_hashed_once_for_all_clusters(
     mgmt.update(source)
     for wl in workload_clients:
         wait_object(wl, "v1", "ConfigMap", name, "default", lambda o: o["data"] == {"v": "2"})
+    # The positive signs that every pass that reads the new content has run: each
+    # cluster's binding is on it, and so is the CRS's status (its pass hashes too).
+    wait_for(lambda: len(now := hashes()) == 1 and not now & old, TIMEOUT, message="bindings")
     wait_for(
-        lambda: (
-            len(
-                {
-                    binding_entry(mgmt, namespace, f"s{i}", "steady")["resources"][0]["hash"]
-                    for i in range(3)
-                }
-            )
-            == 1
-        ),
+        lambda: crs_status(mgmt, namespace, "steady").get("revision") not in (None, revision),
         TIMEOUT,
+        message="the status of the new revision",
     )
-    settle(2)
     # This source's own record: hashed once for the three clusters.
     assert _hashed(controller, f"{namespace}/ConfigMap/steady") - hashed_before == 1
 
@@ -193,7 +195,7 @@ def test_a_one_object_edit_costs_one_workload_write_per_cluster(
     wait_for(lambda: not (recorded_hashes() & first) and len(recorded_hashes()) == 1, TIMEOUT)
     for wl in workload_clients:
         wait_object(wl, "v1", "ConfigMap", names[1], "default", lambda o: o["data"] == {"v": "2"})
-    settle(1)  # the API server writes an audit entry just after its response
+    audit_caught_up(control_plane.workloads)
 
     writes = writes_by(control_plane.workloads, {WORKLOAD_USER}, edited)
     expected = [f"{server.name} patch configmaps/{names[1]}" for server in control_plane.workloads]
@@ -201,7 +203,7 @@ def test_a_one_object_edit_costs_one_workload_write_per_cluster(
 
     # On the management cluster: each binding, and one Event for the whole edit.
     wait_for(lambda: len(told()) == 2, TIMEOUT, message="the edit's event")
-    settle(1)
+    audit_caught_up([control_plane.management])
     ours = [
         w
         for w in writes_by([control_plane.management], {SA_USER}, edited)

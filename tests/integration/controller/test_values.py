@@ -16,6 +16,7 @@ from crs_controller.testbed.clusters import register_cluster, set_cluster_initia
 
 from .support import (
     CLUSTER_API,
+    audit_caught_up,
     crs_obj,
     manifests,
     requests_by,
@@ -114,7 +115,7 @@ def test_each_cluster_gets_its_own_values_and_a_label_edit_reapplies_it_alone(
         "default",
         lambda o: o["data"]["region"] == "north",
     )
-    time.sleep(1)  # the API server writes an audit entry just after its response
+    audit_caught_up(control_plane.workloads)
     writes = requests_by(
         control_plane.workloads, {"values-v1", "values-v2"}, edited, {"patch", "create", "update"}
     )

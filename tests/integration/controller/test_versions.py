@@ -26,12 +26,12 @@ from .support import (
     TIMEOUT,
     add_cluster,
     admin_kubeconfig,
+    audit_caught_up,
     binding_entry,
     configmap_obj,
     crs_obj,
     manifests,
     reconciles,
-    settle,
     source_configmap,
     unique,
     wait_object,
@@ -154,14 +154,15 @@ def test_orphan_policy_leaves_the_old_version_in_place(
     assert wl.get("v1", "ConfigMap", cpi33, "default") is not None
 
     # A restart reads the control plane before the first pass: the version is known
-    # at once, so the binding is not written (no WaitingForVersion in between).
-    settle(2)  # the last pass's writes are done
+    # at once, so the binding is not written (no WaitingForVersion in between). Read
+    # while no controller runs: no write of the last pass can land after it.
+    controller.stop()
     before = binding_entry(mgmt, namespace, "orphan", "cpi")
     restarted = time.time()
-    controller.restart()
+    controller.start()
     key = f"{namespace}/orphan"
     wait_for(lambda: reconciles(controller, "cluster", key) >= 1, TIMEOUT)
-    settle(1)  # the API server writes an audit entry just after its response
+    audit_caught_up([control_plane.management])
     writes = writes_by([control_plane.management], {SA_USER}, restarted)
     assert "management update clusterresourcesetbindings/orphan" not in writes, writes
     assert binding_entry(mgmt, namespace, "orphan", "cpi") == before
