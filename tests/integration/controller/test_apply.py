@@ -306,9 +306,16 @@ def test_secret_contents_never_reach_status_or_logs(
     cond = wait_condition(mgmt, namespace, "broken", "Ready", "False", "InvalidManifest")
     assert marker not in str(mgmt.get(CRS_API, "ClusterResourceSet", "broken", namespace))
     assert marker not in cond["message"]
-    assert marker not in controller.log_text()
-    events = mgmt.list("v1", "Event", namespace)
+    # Told a moment after the status: wait for the Event before reading it.
+    events = wait_for(
+        lambda: [
+            e for e in mgmt.list("v1", "Event", namespace) if e["reason"] == "InvalidManifest"
+        ],
+        TIMEOUT,
+        message="the InvalidManifest Event",
+    )
     assert marker not in str(events)
+    assert marker not in controller.log_text()
     assert base64.b64encode(marker.encode()).decode() not in controller.log_text()
 
 
@@ -366,7 +373,7 @@ def test_reapply_interval_restores_a_deleted_object_without_a_change(
     first = wait_for(lambda: binding_entry(mgmt, namespace, "iv1", "iv"), TIMEOUT)["resources"][0]
 
     wl.delete("v1", "ConfigMap", name, "default")
-    wait_object(wl, "v1", "ConfigMap", name, "default", timeout=15)
+    wait_object(wl, "v1", "ConfigMap", name, "default")
     again = binding_entry(mgmt, namespace, "iv1", "iv")["resources"][0]
     assert again["hash"] == first["hash"]
     assert again["lastAppliedTime"] >= first["lastAppliedTime"]

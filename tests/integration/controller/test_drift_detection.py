@@ -13,6 +13,7 @@ from .support import (
     TIMEOUT,
     WORKLOAD_USER,
     add_cluster,
+    audit_caught_up,
     binding_entry,
     configmap_obj,
     crs_obj,
@@ -46,11 +47,9 @@ def test_generation_drift_restores_an_edited_and_a_deleted_object(
     wait_condition(mgmt, namespace, "gen", "Ready", "True", "Applied")
 
     wl.patch_merge("apps/v1", "Deployment", name, {"spec": {"replicas": 3}}, namespace="default")
-    wait_object(
-        wl, "apps/v1", "Deployment", name, "default", lambda d: d["spec"]["replicas"] == 1, 20
-    )
+    wait_object(wl, "apps/v1", "Deployment", name, "default", lambda d: d["spec"]["replicas"] == 1)
     wl.delete("apps/v1", "Deployment", name, "default")
-    wait_object(wl, "apps/v1", "Deployment", name, "default", timeout=20)
+    wait_object(wl, "apps/v1", "Deployment", name, "default")
     wait_for(lambda: events_with(mgmt, namespace, "DriftCorrected"), TIMEOUT)
 
 
@@ -94,7 +93,7 @@ def test_content_drift_catches_data_edits_that_generation_misses(
     for name in (by_content, by_generation):
         wl.patch_merge("v1", "ConfigMap", name, {"data": {"v": "edited"}}, namespace="default")
 
-    wait_object(wl, "v1", "ConfigMap", by_content, "default", lambda c: c["data"]["v"] == "1", 20)
+    wait_object(wl, "v1", "ConfigMap", by_content, "default", lambda c: c["data"]["v"] == "1")
     # Generation's checks ran since the edit and saw no drift: a ConfigMap's data
     # bumps no generation.
     before = drift_checks(controller, f"{namespace}/genonly", "ct2")
@@ -125,6 +124,7 @@ def test_content_drift_has_no_false_positives_from_server_defaults(
     before = drift_checks(controller, f"{namespace}/defaults", "d1")
     wait_for(lambda: drift_checks(controller, f"{namespace}/defaults", "d1") >= before + 3, TIMEOUT)
     # ... wrote nothing, and read with one metadata-only LIST each, never a GET.
+    audit_caught_up(control_plane.servers)
     assert writes_by(control_plane.servers, {SA_USER, WORKLOAD_USER}, since) == []
     wait_for(lambda: reads(control_plane, 0, "list", "deployments/None", since) >= 3, TIMEOUT)
     assert reads(control_plane, 0, "get", f"deployments/{name}", since) == 0
