@@ -144,9 +144,11 @@ def test_status_watch_stops_at_its_timeout(
     command = [sys.executable, "-m", "crs_controller.app.cli", "status", "-w", "-n", namespace]
     command += ["--timeout", "2s", "--kubeconfig", admin_kubeconfig(control_plane, tmp_path)]
     started = time.monotonic()
+    # Stops by itself (a hang fails at TIMEOUT), and not before its --timeout: a timer
+    # never fires early, so this lower bound holds on any machine.
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, check=False)
     assert done.returncode == 0, done.stderr
-    assert 2 <= time.monotonic() - started < 20
+    assert time.monotonic() - started >= 2
     assert [line.split()[:2] for line in done.stdout.splitlines()] == [
         ["CRS", "CLUSTER"],
         [f"{namespace}/quiet", "-"],

@@ -9,6 +9,7 @@ from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
 from .support import (
+    TIMEOUT,
     add_cluster,
     configmap_obj,
     crs_obj,
@@ -56,8 +57,8 @@ def test_leader_election_standby_takes_over_after_sigterm(
             lease = mgmt.get(LEASE_API, "Lease", "crs-controller", SYSTEM_NAMESPACE)
             return ((lease or {}).get("spec") or {}).get("holderIdentity") or None
 
-        holder = wait_for(held, 20, message="the first candidate holds the Lease")
-        wait_for(lambda: leading(first) == 1.0, 20)
+        holder = wait_for(held, TIMEOUT, message="the first candidate holds the Lease")
+        wait_for(lambda: leading(first) == 1.0, TIMEOUT)
 
         second.start()
         # The standby is ready (so a rolling update can proceed) but not acting.
@@ -65,7 +66,7 @@ def test_leader_election_standby_takes_over_after_sigterm(
         assert leading(first) == 1.0
 
         assert first.stop() == 0  # SIGTERM: a clean exit that releases the lease
-        wait_for(lambda: leading(second) == 1.0, 20)
+        wait_for(lambda: leading(second) == 1.0, TIMEOUT)
         lease = mgmt.get(LEASE_API, "Lease", "crs-controller", SYSTEM_NAMESPACE)
         assert lease["spec"]["holderIdentity"] not in ("", holder)
 

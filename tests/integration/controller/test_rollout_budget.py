@@ -207,7 +207,7 @@ def test_at_most_one_cluster_takes_a_new_revision_at_once(
         fleet.edit(crs, "example.invalid/app:2")
     first = wait_for(lambda: fleet.next_updating(0), TIMEOUT, message="one cluster updating")
     assert fleet.admitted == [first]
-    wait_for(lambda: fleet.gauge() == 1, 5, message="crs_updating_clusters 1")
+    wait_for(lambda: fleet.gauge() == 1, TIMEOUT, message="crs_updating_clusters 1")
 
     # A first install under a full budget: both CRSs at once, and no place taken.
     fleet.add(LATE, len(CLUSTERS))
@@ -223,7 +223,7 @@ def test_at_most_one_cluster_takes_a_new_revision_at_once(
         fleet.make_ready(fleet.admitted[-1])
         wait_for(lambda c=count: fleet.next_updating(c), TIMEOUT, message="the next one updating")
         assert len(fleet.admitted) == count + 1, fleet.admitted
-        wait_for(lambda: fleet.gauge() == 1, 5, message="crs_updating_clusters 1")
+        wait_for(lambda: fleet.gauge() == 1, TIMEOUT, message="crs_updating_clusters 1")
     fleet.make_ready(fleet.admitted[-1])
     wait_for(
         lambda: all(set(s.values()) == {"done"} for s in fleet.look().values()),
@@ -231,6 +231,6 @@ def test_at_most_one_cluster_takes_a_new_revision_at_once(
         message="every cluster Ready on the new revision",
     )
     assert sorted(fleet.admitted) == sorted(CLUSTERS), fleet.admitted
-    wait_for(lambda: fleet.gauge() == 0, 5, message="crs_updating_clusters 0")
+    wait_for(lambda: fleet.gauge() == 0, TIMEOUT, message="crs_updating_clusters 0")
     for crs in CRSS:
         wait_condition(mgmt, namespace, crs, "Ready", "True", "Applied")

@@ -131,7 +131,7 @@ def test_a_failed_hook_job_aborts_and_the_timeout_lets_deletion_go_on(
     assert wl.get("v1", "ConfigMap", addon, "default") is not None
     assert hook(controller, cluster)["retryAfterSeconds"] > 0
     # After uninstall.timeout the hook stops holding the deletion; nothing was deleted.
-    wait_for(lambda: hook(controller, cluster)["retryAfterSeconds"] == 0, 20)
+    wait_for(lambda: hook(controller, cluster)["retryAfterSeconds"] == 0, TIMEOUT)
     assert wl.get("v1", "ConfigMap", addon, "default") is not None
     _release(mgmt, namespace, "u2")
 
