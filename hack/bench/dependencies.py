@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from crs_controller.core.dependencies import Dependencies, gate
+from crs_controller.core.values.dependencies import Dependencies, gate
 
 RUNS = 5
 SIZE, LINKS, SAMPLE = 800, 10, 20

@@ -292,11 +292,7 @@ class Bench:
         try:
             began = time.monotonic()
             case.write(self.mgmt, workload, hostile, stack)
-            self.mgmt.create(configmap(good, "g", {"a": marker(f"bench-{case.name}-good")}))
-            register_cluster(
-                self.mgmt, workload, name="fine", namespace=good, labels={"fine": good}
-            )
-            self.mgmt.create(crs(good, "g", ["g"], {"fine": good}))
+            self.other_tenant(case, good)
             figures |= self.wait(case, hostile, good, began)
             figures["source_parses"] = parses(process)
             hwm = vm_kib(pid, "VmHWM")
@@ -309,6 +305,13 @@ class Bench:
             process.close()
             stack.close()
         return figures
+
+    def other_tenant(self, case: Case, good: str) -> None:
+        """Another tenant's ordinary CRS, applied while the hostile input is read."""
+        workload = self.plane.workloads[0]
+        self.mgmt.create(configmap(good, "g", {"a": marker(f"bench-{case.name}-good")}))
+        register_cluster(self.mgmt, workload, name="fine", namespace=good, labels={"fine": good})
+        self.mgmt.create(crs(good, "g", ["g"], {"fine": good}))
 
     def wait(self, case: Case, hostile: str, good: str, began: float) -> Figures:
         """Until the hostile CRS's status reports the case and the other tenant's CRS
