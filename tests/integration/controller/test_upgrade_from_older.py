@@ -35,6 +35,7 @@ from .support import (
     TIMEOUT,
     Obj,
     add_cluster,
+    audit_caught_up,
     available,
     binding,
     binding_entry,
@@ -44,7 +45,6 @@ from .support import (
     deployment,
     manifests,
     reconciles,
-    settle,
     source_configmap,
     unique,
     until_no_conflict,
@@ -225,7 +225,7 @@ def test_an_older_binding_is_read_kept_and_its_inventory_used(
     # after it is created, and (the CRS paused) leaves it exactly as the release wrote it.
     wait_for(lambda: reconciles(controller, "cluster", key) > seen, TIMEOUT)
     assert binding_entry(mgmt, namespace, cluster, SOURCE) == older
-    settle(1)
+    audit_caught_up([server, control_plane.management])
 
     # The controller takes over.
     since = time.time()
@@ -241,7 +241,7 @@ def test_an_older_binding_is_read_kept_and_its_inventory_used(
         return entry if done else None
 
     entry = wait_for(upgraded, TIMEOUT, message="the binding's outcome upgraded")
-    settle(1)  # the API server writes an audit entry just after its response
+    audit_caught_up([server, control_plane.management])
 
     # Nothing was applied again: the inventory's hashes are the sources'.
     assert writes_by([server], {user}, since) == []
@@ -296,7 +296,7 @@ def test_an_older_binding_is_read_kept_and_its_inventory_used(
         return entry if done else None
 
     entry = wait_for(recorded_edit, TIMEOUT, message="the edit recorded")
-    settle(1)
+    audit_caught_up([server, control_plane.management])
     writes = writes_by([server], {user}, edited)
     expected = [f"{server.name} delete configmaps/{gone}"]
     if "hash" not in shape["object"]:
