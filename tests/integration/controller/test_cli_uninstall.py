@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from crs_controller.app.cli import main
+from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import FINALIZER
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess, install_rbac
 
 from .support import (
+    CLUSTER_API,
     CRS_API,
     TIMEOUT,
     add_cluster,
@@ -108,7 +110,11 @@ def test_without_a_leader_it_refuses_and_force_names_what_stays(
         except TimeoutError:
             print(process.log_tail(60))
             raise
-    # The controller stopped (its Lease released): the finalizer stays on the CRS.
+    # The controller stopped (its Lease released): the finalizer stays on the CRS. The
+    # suite's own controller (no Lease; every namespace) would still clean up after the
+    # CRS once it is deleted: the Cluster, paused, is left alone by it, as by none.
+    paused = {"metadata": {"annotations": {PAUSED_ANNOTATION: "true"}}}
+    mgmt.patch_merge(CLUSTER_API, "Cluster", "un1", paused, namespace=namespace)
     assert FINALIZER in mgmt.get(CRS_API, KIND, "un", namespace)["metadata"]["finalizers"]
     capsys.readouterr()
 
