@@ -13,6 +13,7 @@ from crs_controller.core.api.models import API_VERSION
 from crs_controller.core.spec.objects import Cluster
 from crs_controller.core.versions.cluster_version import ClusterVersion
 from crs_controller.core.versions.ranges import parse_version
+from crs_controller.engine.memory.notes import RESOURCES_SHOWN, Note, gather
 
 from .builders import NS, Obj, configmap_source, crs, outcome, payload, reconcile, world_with
 from .memory_kube import CLUSTER_API, World
@@ -222,3 +223,12 @@ async def test_a_resource_for_another_version_keeps_no_cluster_off_the_revision(
     await edit(world, "cpi-1-33", "cpi-v133", "2")
     await reconcile(world)
     assert outcome(world, "cpi")[0] == "UpdateHeld"
+
+
+def test_a_deletion_note_keeps_a_bounded_number_of_names() -> None:
+    names = tuple(f"v1 ConfigMap default/o{i:03}" for i in range(RESOURCES_SHOWN))
+    notes = [Note("Normal", "Deleted", f"c{c}", resources=names, more=480) for c in range(3)]
+    (told,) = gather(notes)
+    assert told.message.startswith("deleted v1 ConfigMap default/o000, ")
+    assert "and at least 480 more from 3 clusters" in told.message
+    assert len(told.message) < 1000

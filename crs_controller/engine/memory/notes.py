@@ -51,6 +51,7 @@ class Note:
     cluster: str
     message: str = ""
     resources: tuple[str, ...] = ()
+    more: int = 0  # resources left out of ``resources`` (kept bounded), counted
 
 
 @dataclass(frozen=True)
@@ -155,9 +156,13 @@ PREPOSITIONS = {"Deleted": "from"}
 def _normal(reason: str, by_cluster: dict[str, Note], failed: int) -> str:
     verb, to = VERBS.get(reason, "applied"), PREPOSITIONS.get(reason, "to")
     resources = sorted({r for note in by_cluster.values() for r in note.resources})
+    # A note keeps at most RESOURCES_SHOWN names: past that only a lower bound of the
+    # distinct total is known (the longest note's), and the Event says so.
+    cut = max((len(n.resources) + n.more for n in by_cluster.values() if n.more), default=0)
+    total = max(len(resources), cut)
     shown = ", ".join(resources[:RESOURCES_SHOWN])
-    if len(resources) > RESOURCES_SHOWN:
-        shown += f" and {len(resources) - RESOURCES_SHOWN} more"
+    if total > RESOURCES_SHOWN:
+        shown += f" and {'at least ' if cut else ''}{total - RESOURCES_SHOWN} more"
     message = f"{verb} {shown} {to} {_clusters(sorted(by_cluster))}"
     return message + (f"; {_count(failed)} failed" if failed else "")
 

@@ -38,7 +38,7 @@ from crs_controller.core.values.dependencies import removal_order
 from crs_controller.core.versions.ranges import version_match
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.sources import Source
-from crs_controller.engine.memory.notes import Note
+from crs_controller.engine.memory.notes import RESOURCES_SHOWN, Note
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.recording import write_binding
 from crs_controller.engine.reconcile.result import (
@@ -234,7 +234,9 @@ class ClusterScope:
         ctx, (namespace, name) = self.ctx, self.key
         then = NOTHING
         for crs_name, deleted in pruned.deleted.items():
-            note = Note("Normal", DELETED, name, resources=tuple(str(r) for r in deleted))
+            # At most the names an Event shows are kept; the rest are counted.
+            shown = tuple(str(r) for r in deleted[:RESOURCES_SHOWN])
+            note = Note("Normal", DELETED, name, resources=shown, more=len(deleted) - len(shown))
             quiet = ctx.announcements.note(namespace, crs_name, note)
             then |= Result.waking(Wake(crs_key(namespace, crs_name), quiet))
         for crs_name, refused in pruned.refused.items():
