@@ -198,14 +198,14 @@ def _run_observability_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--metrics-addr",
         metavar="ADDR",
-        default=":8080",
-        help="Prometheus /metrics, 0: off (default: %(default)s)",
+        default="127.0.0.1:8080",
+        help="Prometheus /metrics, 0: off; the Deployment binds :8080 (default: %(default)s)",
     )
     run.add_argument(
         "--health-addr",
         metavar="ADDR",
-        default=":8081",
-        help="/healthz and /readyz, 0: off (default: %(default)s)",
+        default="127.0.0.1:8081",
+        help="/healthz and /readyz, 0: off; the Deployment binds :8081 (default: %(default)s)",
     )
 
 

@@ -39,8 +39,8 @@ log = structlog.get_logger(__name__)
 class RunOptions:
     kubeconfig: str | None
     settings: Settings
-    metrics_addr: str = ":8080"
-    health_addr: str = ":8081"
+    metrics_addr: str = "127.0.0.1:8080"
+    health_addr: str = "127.0.0.1:8081"
     leader_elect: bool = False
     leader_namespace: str | None = None
     shard: bool = False

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -334,6 +335,18 @@ def _apiserver_flags(directory: Path, name: str, etcd_url: str, port: int, url: 
     ]
 
 
+def _await_ready(server: Server, http: httpx.Client, launched: float, timeout: float) -> None:
+    while True:
+        server.process.check_alive()
+        with contextlib.suppress(httpx.HTTPError):
+            if server.is_ready(http):
+                server.started_in = time.monotonic() - launched
+                return
+        if time.monotonic() - launched > timeout:
+            raise _timed_out(server.process, timeout, "/readyz")
+        time.sleep(0.1)
+
+
 def _etcd_healthy(http: httpx.Client, url: str) -> bool:
     try:
         return bool(http.get(f"{url}/health").json().get("health") == "true")
@@ -351,6 +364,8 @@ class ControlPlane:
     workloads: list[Server]
     version: str = ""
     etcd_started_in: float = 0.0
+    etcd_url: str = ""
+    apiserver_binary: Path | None = None
 
     @property
     def servers(self) -> list[Server]:
@@ -376,7 +391,8 @@ class ControlPlane:
         etcd, etcd_url = _etcd(found.etcd, root)
         names = ["management", *(f"workload-{i}" for i in range(workloads))]
         servers = [_server(found.kube_apiserver, root, n, etcd_url, audit) for n in names]
-        plane = cls(root, etcd, servers[0], servers[1:])
+        plane = cls(root, etcd, servers[0], servers[1:], etcd_url=etcd_url)
+        plane.apiserver_binary = found.kube_apiserver
         atexit.register(plane.stop)
         try:
             plane._boot(etcd_url, timeout, stagger)
@@ -423,6 +439,23 @@ class ControlPlane:
         finally:
             for client in clients.values():
                 client.close()
+
+    @contextlib.contextmanager
+    def scratch_server(self, name: str, timeout: float = 120.0) -> Iterator[Server]:
+        """One more kube-apiserver on the shared etcd, under a prefix of its own: a
+        management cluster for a test that deletes what every other test needs (the
+        CRDs, the controller's namespace). Stopped when the block ends; its data stays
+        in etcd under its prefix until the plane stops."""
+        if self.apiserver_binary is None:
+            raise ControlPlaneError("the plane was not started by ControlPlane.start")
+        server = _server(self.apiserver_binary, self.root, name, self.etcd_url, audit=True)
+        server.process.start()
+        try:
+            with http_client(server.kubeconfig(), timeout=2.0) as http:
+                _await_ready(server, http, time.monotonic(), timeout)
+            yield server
+        finally:
+            _stop_all([server.process])
 
     def stop(self) -> None:
         """Stop every process (SIGTERM, then SIGKILL) and delete all state. Idempotent."""

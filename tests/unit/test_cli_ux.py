@@ -65,8 +65,9 @@ def test_an_unknown_flag_prints_the_subcommands_usage(
     ("command", "expected"),
     [
         ("run", ["Run the controller:", "(default: 8)", "(default: crs-",
-                 "(default: 15.0)", "(default: json)", "(default: info)", "(default: :8080)",
-                 "(default: :8081)", "(default: 15s)", "(default: :9443)", "examples:"]),
+                 "(default: 15.0)", "(default: json)", "(default: info)",
+                 "(default: 127.0.0.1:8080)", "(default: 127.0.0.1:8081)", "(default: 15s)",
+                 "(default: :9443)", "examples:"]),
         ("demo", ["Start a local control plane", "(default: 3)", "examples:"]),
         ("hash", ["the hash the controller computes", "-f FILE, --filename FILE",
                   "(default: table)", "examples:", "exit status:"]),

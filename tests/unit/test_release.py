@@ -55,7 +55,8 @@ def _documents(text: str) -> list[dict[str, Any]]:
 def _config_objects() -> Counter[tuple[str, str]]:
     """What config/default includes, read straight from the files."""
     found: Counter[tuple[str, str]] = Counter()
-    for directory in ("crd", "rbac", "manager", "admission"):
+    default = yaml.safe_load((CONFIG / "default" / "kustomization.yaml").read_text())
+    for directory in (entry.removeprefix("../") for entry in default["resources"]):
         kustomization = yaml.safe_load((CONFIG / directory / "kustomization.yaml").read_text())
         for entry in kustomization["resources"]:
             path = CONFIG / directory / entry
@@ -93,10 +94,12 @@ def test_config_default_renders_every_object_of_config_once() -> None:
     # kustomize's order: the namespace and the CRDs before what uses them.
     assert kinds[0] == "Namespace"
     assert kinds.index("CustomResourceDefinition") < kinds.index("ServiceAccount")
-    # Kinds kustomize does not rank (the admission policy) come after the ranked ones.
+    # Kinds kustomize does not rank (the admission policy, the NetworkPolicy) come
+    # after the ranked ones.
     assert kinds[kinds.index("Deployment") + 1 :] == [
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
+        "NetworkPolicy",
     ]
 
 
