@@ -572,3 +572,16 @@ def test_the_follow_the_version_sample_renders_per_version(
             for c in o["spec"]["template"]["spec"]["containers"]
         ]
     assert images["v1.33.4"] != images["v1.34.2"] and all(images.values())
+
+
+def test_a_table_with_no_resource_for_the_version_prints_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    crs = versioned_crs()
+    crs["spec"]["resources"] = [r for r in crs["spec"]["resources"] if "kubernetesVersions" in r]
+    path = write(tmp_path / "cpi.yaml", crs, *(configmap(n, obj(f"{n}-object")) for n in RANGES))
+    code, out, err = render(capsys, "-f", path, "--kubernetes-version", "v1.36.0")
+    assert code == 0 and "(NoResourceForVersion)" in err
+    assert out == ""  # no header alone, as kubectl
+    code, out, _ = render(capsys, "-f", path, "--kubernetes-version", "v1.34.0")
+    assert code == 0 and "cpi-1-34-object" in out

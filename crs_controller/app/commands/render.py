@@ -189,8 +189,11 @@ def run(args: argparse.Namespace) -> int:
         say("render", f"note: {note}")
     if args.output == "manifests":
         print(manifest_stream(rendered), end="")
-    elif selected or args.output != "table":
-        emit({"clusterResourceSets": [report(r) for r in rendered]}, args.output, _table)
+    else:
+        reports = [report(r) for r in rendered]
+        # A table with no row is a header alone: kubectl prints nothing then.
+        if args.output != "table" or any(r["resources"] for r in reports):
+            emit({"clusterResourceSets": reports}, args.output, _table)
     return OK
 
 
