@@ -7,6 +7,7 @@ for a CRS that no Cluster selects."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from typing import Any
@@ -231,6 +232,60 @@ async def test_fetched_contents_are_bounded_by_bytes_and_fetched_again_on_a_miss
     assert [r for r in world.mgmt.requests if r[0] == "get"] == [*gets, ("get", "ConfigMap/s0")]
     assert held is not None and held["data"]["a"] == text
     assert "managedFields" not in held["metadata"]
+
+
+class HeldGets:
+    """The management client's GET, held until ``release``: as a real server's answer
+    takes a while, so that every worker missing the same source misses it at once."""
+
+    def __init__(self, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.gate = asyncio.Event()
+        real = world.mgmt.get
+
+        async def held(api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+            await self.gate.wait()
+            return await real(api_version, kind, name, namespace)
+
+        monkeypatch.setattr(world.mgmt, "get", held)
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def gets_of(world: World) -> list[tuple[str, str]]:
+    return [r for r in world.mgmt.requests if r[0] == "get"]
+
+
+async def test_workers_missing_one_source_together_send_one_get(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = await world_of(configmap("s", objects_text(3)))
+    sources, held = world.ctx.sources, HeldGets(world, monkeypatch)
+    workers = [asyncio.ensure_future(sources.content(NS, "ConfigMap", "s")) for _ in range(8)]
+    await asyncio.sleep(0)  # every worker is waiting for the one GET
+    workers[0].cancel()  # a worker's reconcile timed out: the others still get it
+    held.release()
+    answers = await asyncio.gather(*workers[1:])
+    assert gets_of(world) == [("get", "ConfigMap/s")]
+    assert all(a is not None and a["data"]["a"] == objects_text(3) for a in answers)
+
+
+async def test_a_change_seen_while_a_get_is_in_flight_is_fetched_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = await world_of(configmap("s", objects_text(3)))
+    sources, held = world.ctx.sources, HeldGets(world, monkeypatch)
+    first = asyncio.ensure_future(sources.content(NS, "ConfigMap", "s"))
+    await asyncio.sleep(0)
+    live = world.mgmt.objects[("v1", "ConfigMap", NS, "s")]
+    await world.update({**live, "data": {"a": objects_text(4)}})  # the watch shows it
+    second = asyncio.ensure_future(sources.content(NS, "ConfigMap", "s"))
+    await asyncio.sleep(0)  # it misses too, wanting the newer version
+    held.release()
+    await first
+    newer = await second
+    assert gets_of(world) == [("get", "ConfigMap/s")] * 2
+    assert newer is not None and newer["data"]["a"] == objects_text(4)
 
 
 # --- a CRS that selects no Cluster -------------------------------------------------

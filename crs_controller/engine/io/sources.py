@@ -3,7 +3,8 @@
 ConfigMaps and Secrets are watched as metadata only, so the content of objects no CRS
 references never reaches the controller. A referenced one (or a cluster's kubeconfig
 Secret) is fetched when its resourceVersion moves past the copy held here: one GET per
-change, however many clusters use it. Each source is hashed once per content change
+change, however many clusters use it and however many workers miss it at once (they
+share the one GET in flight). Each source is hashed once per content change
 and parsed once per content.
 
 What is held is bounded by bytes, not by count, since one tenant decides how large
@@ -145,6 +146,7 @@ class Sources:
         self._parsed: ByteBudgetLRU[str, Manifest] = ByteBudgetLRU(PARSED_BUDGET_BYTES)
         self._verdicts: OrderedDict[str, ResourceError | None] = OrderedDict()
         self._parsing: dict[str, asyncio.Future[Manifest | ResourceError]] = {}
+        self._fetching: dict[ContentKey, tuple[int, asyncio.Future[Obj | None]]] = {}
         self._slots = asyncio.Semaphore(PARSES_AT_ONCE)
 
     async def content(self, namespace: str, kind: str, name: str) -> Obj | None:
@@ -155,9 +157,30 @@ class Sources:
             self.forget(*key)
             return None
         held = self._contents.get(key)
-        if held is not None and resource_version(held) >= watched.version(namespace, name):
+        wanted = watched.version(namespace, name)
+        if held is not None and resource_version(held) >= wanted:
             return held
-        fetched = await self._client.get("v1", kind, name, namespace)
+        return await self._fetch_once(key, wanted)
+
+    async def _fetch_once(self, key: ContentKey, wanted: int) -> Obj | None:
+        """GET in a task of its own, shared by every caller that wants this version or
+        an older one meanwhile: the workers that miss together send one GET, not one
+        each; a caller that is cancelled does not cancel it for the others."""
+        running = self._fetching.get(key)
+        if running is None or running[0] < wanted:
+            task = asyncio.ensure_future(self._fetch_and_keep(key))
+            task.add_done_callback(_retrieved)
+            running = self._fetching[key] = (wanted, task)
+        return await asyncio.shield(running[1])
+
+    async def _fetch_and_keep(self, key: ContentKey) -> Obj | None:
+        namespace, kind, name = key
+        try:
+            fetched = await self._client.get("v1", kind, name, namespace)
+        finally:
+            running = self._fetching.get(key)
+            if running is not None and running[1] is asyncio.current_task():
+                del self._fetching[key]
         if fetched is None:
             self.forget(*key)
             return None
@@ -262,6 +285,12 @@ class Sources:
     def forget(self, namespace: str, kind: str, name: str) -> None:
         self._contents.pop((namespace, kind, name))
         self._hashes.pop((namespace, kind, name), None)
+
+
+def _retrieved(task: asyncio.Future[Obj | None]) -> None:
+    """Mark a shared GET's failure as seen: every caller may have been cancelled."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _too_large(raw: Obj) -> InvalidManifest:
