@@ -5,6 +5,7 @@ Clusters come back after the lease duration. No server, no sleeping."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -48,6 +49,26 @@ def test_alone_after_renewing_it_owns_every_cluster() -> None:
     shard.refresh()
     assert mine(shard) == {name for _, name in KEYS}
     assert changes == [(set(), {"replica-a"})]
+
+
+async def test_replicas_started_together_see_each_other_before_either_acts() -> None:
+    clock = FakeClock()
+    shard, changes = membership(clock)
+    listed = asyncio.Event()
+    listed.set()  # the members' Leases are listed: only its own so far
+    shard.renewed()  # its own Lease is written
+    joining = asyncio.ensure_future(shard.join(listed))
+    await clock.until_asleep()
+    assert (shard.ready.is_set(), changes) == (False, [])
+    # The other replica, started at the same moment, writes its Lease a moment later.
+    clock.advance(0.5)
+    shard.on_lease(None, lease("replica-b", "t1"))
+    clock.advance(LEASE / 3 - 0.5)  # one renewal period after its own Lease
+    await joining
+    assert shard.ready.is_set()
+    assert changes == [(set(), {"replica-a", "replica-b"})]  # never the fleet alone
+    members = ["replica-a", "replica-b"]
+    assert mine(shard) == {n for ns, n in KEYS if owner(members, f"{ns}/{n}") == "replica-a"}
 
 
 def test_another_member_takes_its_share_and_gives_it_back_when_silent() -> None:

@@ -246,14 +246,23 @@ class ShardMembership:
         async with asyncio.TaskGroup() as group:
             supervised(group, self._renew_loop(), "shard-lease")
             supervised(group, self._informer.run(), "watch-shard-leases")
-            await self._informer.synced.wait()
-            while self._renewed_at is None:
-                await self._clock.sleep_until(None, self._wake)
-                self._wake.clear()
-            self.refresh()
-            self.ready.set()
-            log.info("joined the shard set", identity=self.identity, members=sorted(self._view))
+            await self.join(self._informer.synced)
             supervised(group, self._expiry_loop(), "shard-expiry")
+
+    async def join(self, listed: asyncio.Event) -> None:
+        """Start acting once the members' Leases have settled: this replica's own Lease
+        written, the others' listed (``listed``), then one renewal period more. Every
+        live member renews within that period, so replicas started together see each
+        other before either reconciles a Cluster, instead of each taking the whole
+        fleet for the moment."""
+        await listed.wait()
+        while self._renewed_at is None:
+            await self._clock.sleep_until(None, self._wake)
+            self._wake.clear()
+        await sleep_for(self._clock, self._lease_seconds / 3)
+        self.refresh()
+        self.ready.set()
+        log.info("joined the shard set", identity=self.identity, members=sorted(self._view))
 
     async def release(self) -> None:
         """Delete this replica's Lease on a clean shutdown: the others take its
