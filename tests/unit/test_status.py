@@ -5,10 +5,11 @@ when lastTransitionTime is renewed, and the message length cap."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crs_controller.core.api.models import (
@@ -16,8 +17,10 @@ from crs_controller.core.api.models import (
     ClusterResourceSetStatus,
     Condition,
     CRSBinding,
+    RolloutStatus,
     to_api,
 )
+from crs_controller.core.rollout.plan import ClusterState, Policy, plan
 from crs_controller.core.state.status import (
     PAUSED,
     READY,
@@ -535,3 +538,42 @@ def test_version_and_upgrade_outcomes_read_back_from_the_binding(reason: str, st
     read = outcome_of(entry)
     assert read is not None
     assert (read.state, read.reason) == (state, reason)
+
+
+# --- a fleet failing everywhere: the status stays small -------------------------------
+
+STATUS_LIMIT = 64 * 1024  # far under etcd's object limit, whatever the fleet
+FLEET = 10_000
+REASONS = ["ApplyFailed", "ClusterUnreachable", "InvalidManifest", "HealthCheckFailed"]
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    st.text(min_size=1, max_size=3000),
+    st.integers(1, 63),
+    st.lists(st.text(max_size=2000), max_size=30),
+)
+def test_every_cluster_failing_keeps_the_status_under_64_kib(
+    message: str, name_length: int, problems: list[str]
+) -> None:
+    """Counts, and a bounded sample of clusters with reasons (the first failing one by
+    name, the first held ones); every other cluster's reason stays in its binding."""
+    names = [f"{i:05d}".rjust(name_length, "c") for i in range(FLEET)]
+    outcomes: list[tuple[str, Outcome | None]] = [
+        (name, failed(REASONS[i % len(REASONS)], f"{message} {name}"))
+        for i, name in enumerate(names)
+    ]
+    states = [ClusterState(n, {}, "xxh3:0", False, True, NOW) for n in names]
+    made = plan("xxh3:0", states, Policy(max_failures=0), NOW)
+    result = summarize(
+        generation=GEN,
+        outcomes=outcomes,
+        resource_problems=[Problem("InvalidManifest", p) for p in problems],
+        previous=ClusterResourceSetStatus(),
+        now=NOW,
+        rollout=(made.phase, made.message),
+    )
+    result.rollout = RolloutStatus(phase=made.phase, step=made.step, message=made.message)
+    assert (result.matching_clusters, result.failed_clusters) == (FLEET, FLEET)
+    assert made.phase == "Halted" and f"and {FLEET - 5} more" in made.message
+    assert len(json.dumps(to_api(result))) <= STATUS_LIMIT
