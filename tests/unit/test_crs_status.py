@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION as PAUSED
 from crs_controller.core.api.models import API_VERSION
 from crs_controller.engine.reconcile.crs import reconcile_crs
+from crs_controller.engine.runtime.controller import status_settle
 
 from .builders import NS, cluster, configmap_source, crs, payload, reconcile, world_with
 from .memory_kube import World
@@ -180,3 +183,19 @@ async def test_a_paused_crs_says_so_and_is_written_once() -> None:
     await reconcile_crs(world.crs_context(), NS, "a")
     assert conditions(world)["Paused"] == ("False", "NotPaused")
     assert conditions(world)["Ready"] == ("True", "Applied")
+
+
+@pytest.mark.parametrize(
+    ("pass_seconds", "settle"),
+    [
+        pytest.param(0.0, 1.0, id="small-fleet-a-second"),
+        pytest.param(0.04, 1.0, id="2000-clusters-still-a-second"),
+        pytest.param(0.2, 4.0, id="10000-clusters-spaced"),
+        pytest.param(5.0, 30.0, id="capped"),
+    ],
+)
+def test_status_passes_are_spaced_by_what_they_cost(pass_seconds: float, settle: float) -> None:
+    """A CRS's pass reads every matching binding: spaced by twenty times its cost, it
+    takes at most a twentieth of the time during a burst of binding writes, however
+    large the fleet, so the CPU of an edit grows linearly with it."""
+    assert status_settle(pass_seconds) == pytest.approx(settle)

@@ -55,6 +55,14 @@ from crs_controller.engine.runtime.waiting import LoopClock, WaitingClock
 log = structlog.get_logger(__name__)
 
 STATUS_SETTLE_SECONDS = 1.0
+# A CRS's pass reads every matching cluster's binding (the leader folds the status,
+# and with a rollout every member plans it): its cost grows with the fleet, and a
+# burst of binding writes (an edit reaching every cluster) would pay it once a second
+# for as long as the burst lasts, which also grows with the fleet. Spaced after each
+# pass by this many times what the pass took, the passes take at most 1/20 of the
+# time whatever the fleet, and the status lags a burst by at most the cap.
+STATUS_PASS_SPACING = 20
+STATUS_SETTLE_MAX_SECONDS = 30.0
 # How long start-up waits for the control plane kinds the Clusters name to be read.
 CONTROL_PLANES_READ_SECONDS = 30.0
 
@@ -115,6 +123,7 @@ class Controller:
         self.shard: ShardMembership | None = None
         self.leading = True
         self._served: set[tuple[str, str]] = set()  # clusters this replica has reconciled
+        self._crs_pass_seconds: dict[tuple[str, str], float] = {}  # each CRS's last pass
 
     def _contexts(
         self,
@@ -173,6 +182,8 @@ class Controller:
         assert crs is not None
         namespace = crs.namespace
         self.queue.add(crs_key(namespace, crs.name))
+        if new is None:
+            self._crs_pass_seconds.pop((namespace, crs.name), None)
         if _status_only(old, new):
             return
         for cluster in self.index.clusters_in(namespace):
@@ -209,7 +220,8 @@ class Controller:
         for crs in sorted(names):
             # The CRS's status is read from the bindings: gather a burst of them
             # (a first apply, an edit reaching every cluster) into one status write.
-            self.queue.add_after(crs_key(namespace, crs), STATUS_SETTLE_SECONDS)
+            settle = status_settle(self._crs_pass_seconds.get((namespace, crs), 0.0))
+            self.queue.add_after(crs_key(namespace, crs), settle)
 
     def _on_source(self, kind: str) -> Callable[[ObjectMeta | None, ObjectMeta | None], None]:
         def handler(old: ObjectMeta | None, new: ObjectMeta | None) -> None:
@@ -296,7 +308,10 @@ class Controller:
             metrics.RECONCILES.labels(kind=kind, result="error").inc()
             return
         finally:
-            metrics.RECONCILE_SECONDS.labels(kind=kind).observe(time.monotonic() - started)
+            took = time.monotonic() - started
+            metrics.RECONCILE_SECONDS.labels(kind=kind).observe(took)
+            if kind == "crs":
+                self._crs_pass_seconds[(namespace, name)] = took
         metrics.RECONCILES.labels(kind=kind, result="retry" if result.retry else "ok").inc()
         log.debug("reconciled", kind=kind, key=f"{namespace}/{name}", retry=result.retry)
         self._follow(key, result)
@@ -385,6 +400,14 @@ class Controller:
 
     async def close(self) -> None:
         await self.workloads.close()
+
+
+def status_settle(pass_seconds: float) -> float:
+    """How long a binding write waits before its CRSs' pass, gathering the writes that
+    follow into one status write: a second, or STATUS_PASS_SPACING times the CRS's last
+    pass (``pass_seconds``) when that is longer, at most STATUS_SETTLE_MAX_SECONDS."""
+    spaced = max(STATUS_SETTLE_SECONDS, STATUS_PASS_SPACING * pass_seconds)
+    return min(spaced, STATUS_SETTLE_MAX_SECONDS)
 
 
 def _metadata(raw: Obj) -> ObjectMeta:
