@@ -10,7 +10,7 @@ so that it can be reported on and its finalizer handled; it harms nobody else.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,6 +28,7 @@ from crs_controller.core.api.models import (
     ClusterResourceSetStatus,
     CRSBinding,
     ObjectMeta,
+    ResourceBinding,
     to_api,
 )
 from crs_controller.core.api.models import Rollout as RolloutSpec
@@ -274,11 +275,15 @@ def parse_cluster(raw: Mapping[str, Any]) -> Cluster:
 @dataclass(frozen=True)
 class Binding:
     """A ClusterResourceSetBinding as cached: ``model``, or ``problem`` when the model
-    refuses it (then the cluster's reconcile stops rather than overwrite it)."""
+    refuses it (then the cluster's reconcile stops rather than overwrite it).
+
+    ``whole`` is False for a summary (``summary_of``): what a replica keeps of the
+    binding of a Cluster it does not own."""
 
     meta: ObjectMeta
     model: ClusterResourceSetBinding | None
     problem: InvalidSpec | None = None
+    whole: bool = True
 
     @property
     def valid(self) -> ClusterResourceSetBinding:
@@ -304,6 +309,52 @@ def parse_binding_object(raw: Mapping[str, Any]) -> Binding:
     except ValidationError as exc:
         problem = InvalidSpec(describe_validation(exc, f"binding {meta.namespace}/{meta.name}"))
         return Binding(meta, None, problem)
+
+
+def summary_of(binding: Binding) -> Binding:
+    """What a CRS's status and rollout plan read of a binding, for any replica: each
+    entry's outcome, validation and resources' hashes; of the inventory of applied
+    objects only whether there is one (at most its first object). A pass on the
+    Cluster reads the whole binding first (``whole`` is False)."""
+    if binding.model is None or not binding.whole:
+        return binding
+    entries = [
+        entry.model_copy(update={"resources": [_first_object(r) for r in entry.resources]})
+        for entry in binding.model.spec.bindings
+    ]
+    spec = binding.model.spec.model_copy(update={"bindings": entries})
+    model = binding.model.model_copy(update={"spec": spec, "metadata": binding.meta})
+    return Binding(binding.meta, model, whole=False)
+
+
+def parse_binding_summary(raw: Mapping[str, Any]) -> Binding:
+    """``summary_of`` the binding ``raw``, never building the inventory it leaves out."""
+    spec = raw.get("spec")
+    if isinstance(spec, Mapping) and isinstance(spec.get("bindings"), list):
+        entries = [_trimmed_entry(entry) for entry in spec["bindings"]]
+        raw = {**raw, "spec": {**spec, "bindings": entries}}
+    parsed = parse_binding_object(raw)
+    if parsed.model is not None:
+        parsed.model.metadata = parsed.meta  # one copy of the metadata, not two
+    return replace(parsed, whole=False)
+
+
+def _trimmed_entry(entry: Any) -> Any:
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("resources"), list):
+        return entry
+    resources = [
+        {**r, "objects": r["objects"][:1]}
+        if isinstance(r, Mapping) and isinstance(r.get("objects"), list)
+        else r
+        for r in entry["resources"]
+    ]
+    return {**entry, "resources": resources}
+
+
+def _first_object(resource: ResourceBinding) -> ResourceBinding:
+    if len(resource.objects) <= 1:
+        return resource
+    return resource.model_copy(update={"objects": resource.objects[:1]})
 
 
 def depends_on(crs: CRS) -> tuple[str, ...]:

@@ -73,6 +73,21 @@ class Informer(Generic[T]):
             self._keep(key, obj)
         return self._store[key]
 
+    def refresh(self, obj: Obj) -> T:
+        """Cache an object just read, also over a cached copy of the same version: what
+        is kept of an object may depend on more than its content (a binding's summary,
+        for a Cluster that was another replica's)."""
+        key = obj_key(obj)
+        if key not in self._store or self._versions[key] <= resource_version(obj):
+            self._keep(key, obj)
+        return self._store[key]
+
+    def reshape(self, namespace: str, name: str, change: Callable[[T], T]) -> None:
+        """Keep ``change`` of the cached object instead of it (same version)."""
+        held = self._store.get((namespace, name))
+        if held is not None:
+            self._store[(namespace, name)] = change(held)
+
     def remove(self, namespace: str, name: str) -> T | None:
         """Forget an object this controller just deleted; returns what was cached."""
         return self._drop((namespace, name))

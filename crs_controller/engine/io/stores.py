@@ -16,7 +16,7 @@ from crs_controller.core.api.models import (
     ClusterResourceSetStatus,
     to_api,
 )
-from crs_controller.core.spec.objects import CRS, Binding
+from crs_controller.core.spec.objects import CRS, Binding, parse_binding_object
 from crs_controller.engine.io.informer import Informer
 
 
@@ -29,6 +29,15 @@ class BindingStore:
         """The binding as the API server has it now (after a Conflict)."""
         raw = await self._mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
         return None if raw is None else self._cache.put(raw)
+
+    async def read_whole(self, namespace: str, name: str) -> Binding | None:
+        """The whole binding (the cache may hold only its summary: the Cluster was
+        another replica's), read from the API server and cached."""
+        raw = await self._mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
+        if raw is None:
+            return None
+        self._cache.refresh(raw)
+        return parse_binding_object(raw)
 
     async def write(self, body: Mapping[str, Any], *, create: bool) -> Binding:
         """Create, or replace with the resourceVersion in ``body`` (Conflict on a race)."""

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import structlog
 
+from crs_controller.clients.workload import kubeconfig_secret_name
 from crs_controller.core.api.models import ClusterResourceSetBinding
 from crs_controller.core.errors import Unreachable
 from crs_controller.core.spec.objects import CRS, Cluster
@@ -30,6 +31,10 @@ log = structlog.get_logger(__name__)
 async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> Result:
     cluster = ctx.caches.cluster(namespace, name)
     cached = ctx.caches.binding(namespace, name)
+    if cached is not None and not cached.whole:
+        # Another replica's Cluster until now: its inventory is read before anything
+        # is decided (the cache held only what status and rollouts read).
+        cached = await ctx.bindings.read_whole(namespace, name)
     # A binding the model refuses stops this cluster (InvalidSpec, retried with
     # backoff) rather than being overwritten: its inventory is all we know.
     binding = None if cached is None else cached.valid
@@ -129,9 +134,10 @@ async def _clean_up(
 
 
 async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> None:
-    """Forget what this process kept for a Cluster: its outcomes, its drift timers
-    and its client (a Cluster gone, or now another replica's)."""
+    """Forget what this process kept for a Cluster: its outcomes, its kubeconfig, its
+    drift timers and its client (a Cluster gone, or now another replica's)."""
     ctx.outcomes.drop_cluster(namespace, name)
+    ctx.sources.forget(namespace, "Secret", kubeconfig_secret_name(name))
     ctx.drift.forget_cluster(namespace, name)
     forget_budget(ctx, (namespace, name))
     await ctx.workloads.forget(namespace, name)

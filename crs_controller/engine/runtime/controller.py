@@ -30,8 +30,10 @@ from crs_controller.core.spec.objects import (
     Binding,
     Cluster,
     parse_binding_object,
+    parse_binding_summary,
     parse_cluster,
     parse_crs,
+    summary_of,
 )
 from crs_controller.engine.index import Index
 from crs_controller.engine.io import metrics
@@ -108,6 +110,7 @@ class Controller:
         # Content is fetched on demand for referenced objects only (engine/sources).
         configmaps, secrets = self._source_informers()
         self.index = Index(crss, clusters, bindings)
+        self.bindings = bindings
         # Watched per kind once a Cluster names it; a change looks at its clusters again.
         self.control_planes = ControlPlanes(
             mgmt, settings.namespace, lambda ns, name: self.queue.add(cluster_key(ns, name))
@@ -162,7 +165,7 @@ class Controller:
         return (
             Informer(mgmt, crs_spec, parse_crs, self._on_crs),
             Informer(mgmt, cluster_spec, parse_cluster, self._on_cluster),
-            Informer(mgmt, binding_spec, parse_binding_object, self._on_binding),
+            Informer(mgmt, binding_spec, self._parse_binding, self._on_binding),
         )
 
     def _source_informers(self) -> tuple[Informer[ObjectMeta], Informer[ObjectMeta]]:
@@ -173,6 +176,18 @@ class Controller:
             Informer(mgmt, configmap_spec, _metadata, self._on_source("ConfigMap")),
             Informer(mgmt, secret_spec, _metadata, self._on_secret),
         )
+
+    def _parse_binding(self, raw: Obj) -> Binding:
+        """Whole for a Cluster this replica owns (or before it knows its share), else
+        the summary a CRS's status and rollout read: another replica's inventory is
+        not held here."""
+        meta = raw.get("metadata") or {}
+        if self._knows_share() and not self.owns(meta.get("namespace", ""), meta.get("name", "")):
+            return parse_binding_summary(raw)
+        return parse_binding_object(raw)
+
+    def _knows_share(self) -> bool:
+        return self.shard is not None and self.shard.ready.is_set()
 
     # -- event -> keys ------------------------------------------------------------
 
@@ -274,13 +289,8 @@ class Controller:
 
     async def _process(self, key: Hashable) -> None:
         kind, namespace, name = cast(tuple[str, str, str], key)
-        if kind == "cluster" and not self.owns(namespace, name):
-            if (namespace, name) in self._served:
-                await self._let_go(namespace, name)
-            log.debug("not ours", kind=kind, key=f"{namespace}/{name}")
+        if kind == "cluster" and not await self._ours(namespace, name):
             return
-        if kind == "cluster" and self.shard is not None:
-            self._served.add((namespace, name))
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.settings.reconcile_timeout):
@@ -315,6 +325,17 @@ class Controller:
         metrics.RECONCILES.labels(kind=kind, result="retry" if result.retry else "ok").inc()
         log.debug("reconciled", kind=kind, key=f"{namespace}/{name}", retry=result.retry)
         self._follow(key, result)
+
+    async def _ours(self, namespace: str, name: str) -> bool:
+        """Is this Cluster this replica's to reconcile? Let go of it when it was."""
+        if not self.owns(namespace, name):
+            if (namespace, name) in self._served:
+                await self._let_go(namespace, name)
+            log.debug("not ours", kind="cluster", key=f"{namespace}/{name}")
+            return False
+        if self.shard is not None:
+            self._served.add((namespace, name))
+        return True
 
     def _follow(self, key: Hashable, result: Result) -> None:
         """What a Result asks for, as queue operations: this key backs off, is
@@ -354,6 +375,8 @@ class Controller:
         for namespace, name in self.index.cluster_keys():
             key = f"{namespace}/{name}"
             was, now = owner(before, key) == me, owner(after, key) == me
+            if not now:
+                self.bindings.reshape(namespace, name, summary_of)
             if was != now:
                 self.queue.add(cluster_key(namespace, name))
                 gained, lost = gained + now, lost + was

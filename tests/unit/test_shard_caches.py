@@ -1,0 +1,202 @@
+"""What a shard member keeps of the fleet: the whole binding (its inventory of applied
+objects) only for the Clusters it owns, a summary for the rest (what a CRS's status
+and rollout plan read); every Cluster in exactly one member's share; after a
+hand-over, nothing whole of another member's share, and a Cluster taken over is
+reconciled from its whole binding, read first. Nothing here runs a server or sleeps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, to_api
+from crs_controller.core.membership.lease import LeaseRecord
+from crs_controller.core.membership.shard import owner
+from crs_controller.core.spec.objects import (
+    parse_binding_object,
+    parse_binding_summary,
+    summary_of,
+)
+from crs_controller.core.state.status import outcome_of
+from crs_controller.engine.reconcile.cluster import forget_cluster
+from crs_controller.engine.reconcile.context import Settings
+from crs_controller.engine.runtime.controller import Controller
+from crs_controller.engine.runtime.membership import ShardMembership
+
+from .builders import NS, cluster, configmap_source, crs, payload, reconcile, world_with
+from .fake_clock import FakeClock
+from .memory_kube import CLUSTER_API, MemoryKube
+
+Obj = dict[str, Any]
+LEASE = 6.0
+NAMES = [f"c{i:02d}" for i in range(40)]
+
+
+def binding(name: str, objects: int = 5, version: int = 5) -> Obj:
+    inventory = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "namespace": NS, "name": f"o{j}", "hash": "h"}
+        for j in range(objects)
+    ]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": CLUSTER_RESOURCE_SET_BINDING_KIND,
+        "metadata": {"name": name, "namespace": NS, "resourceVersion": str(version)},
+        "spec": {
+            "clusterName": name,
+            "bindings": [
+                {
+                    "clusterResourceSetName": "a",
+                    "resources": [
+                        {
+                            "kind": "ConfigMap",
+                            "name": "src",
+                            "hash": "xxh3:1",
+                            "applied": True,
+                            "objects": inventory,
+                        }
+                    ],
+                    "outcome": {"reason": "Applied", "message": "ok", "observedGeneration": 1},
+                }
+            ],
+        },
+    }
+
+
+def test_a_summary_keeps_what_status_and_rollouts_read_and_drops_the_inventory() -> None:
+    whole = parse_binding_object(binding("c00"))
+    summary = parse_binding_summary(binding("c00"))
+    assert (whole.whole, summary.whole) == (True, False)
+    assert summary.crs_names == whole.crs_names == {"a"}
+    entry, kept = whole.entries()["a"], summary.entries()["a"]
+    assert outcome_of(kept) == outcome_of(entry)
+    assert [(r.kind, r.name, r.hash, r.applied) for r in kept.resources] == [
+        (r.kind, r.name, r.hash, r.applied) for r in entry.resources
+    ]
+    assert [len(r.objects) for r in kept.resources] == [1]
+    # Parsed as a summary, or made one from the whole binding: the same.
+    assert to_api(summary_of(whole).valid) == to_api(summary.valid)
+    assert summary_of(summary) is summary
+
+
+def test_a_binding_the_model_refuses_is_refused_as_a_summary_too() -> None:
+    broken = binding("c00")
+    broken["spec"]["bindings"][0]["outcome"]["reason"] = "not a reason!"
+    summary = parse_binding_summary(broken)
+    assert summary.model is None and summary.problem is not None and not summary.whole
+
+
+# --- a shard member's caches ---------------------------------------------------------
+
+
+def lease(identity: str, renewed: str) -> LeaseRecord:
+    return LeaseRecord(f"crs-controller-shard-{identity}", identity, LEASE, renewed, None, 0)
+
+
+def member(identity: str, clock: FakeClock) -> tuple[Controller, ShardMembership]:
+    """A replica's controller, its caches listed before it knows its share."""
+    controller = Controller(MemoryKube("management"), Settings(), CLUSTER_API, clock=clock)
+    shard = ShardMembership(
+        controller.mgmt,
+        "crs-system",
+        identity,
+        lease_seconds=LEASE,
+        clock=clock,
+        on_change=controller.reshard,
+    )
+    controller.join(shard)
+    clusters, bindings = controller.informers[1], controller.informers[2]
+    for name in NAMES:
+        controller.index.update_cluster(None, clusters.put(cluster(name)))
+        controller.index.update_binding(None, bindings.put(binding(name)))
+    return controller, shard
+
+
+def start(shard: ShardMembership, *others: str) -> None:
+    shard.renewed()
+    for other in others:
+        shard.on_lease(None, lease(other, "t1"))
+    shard.refresh()
+    shard.ready.set()
+
+
+def whole_ones(controller: Controller) -> set[str]:
+    found = (controller.bindings.get(NS, name) for name in NAMES)
+    return {b.meta.name for b in found if b is not None and b.whole}
+
+
+def share(members: list[str], me: str) -> set[str]:
+    return {name for name in NAMES if owner(members, f"{NS}/{name}") == me}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sets(st.sampled_from(["a", "b", "c", "d", "e", "f"]), min_size=1))
+def test_every_cluster_is_in_exactly_one_members_share(members: set[str]) -> None:
+    clock = FakeClock()
+    shards = []
+    for identity in sorted(members):
+        shard = ShardMembership(
+            MemoryKube("m"), "ns", identity, lease_seconds=LEASE, clock=clock, on_change=_none
+        )
+        start(shard, *(m for m in members if m != identity))
+        shards.append(shard)
+    for name in NAMES:
+        assert sum(s.owns(NS, name) for s in shards) == 1
+
+
+def _none(before: frozenset[str], after: frozenset[str]) -> None:
+    pass
+
+
+async def test_a_member_holds_whole_bindings_only_for_its_own_share() -> None:
+    clock = FakeClock()
+    controller, shard = member("replica-a", clock)
+    assert whole_ones(controller) == set(NAMES)  # its share unknown yet: nothing dropped
+    start(shard, "replica-b")
+    mine = share(["replica-a", "replica-b"], "replica-a")
+    assert whole_ones(controller) == mine and 5 < len(mine) < 35
+    # A watch event for another member's Cluster is kept as a summary at once.
+    other = sorted(set(NAMES) - mine)[0]
+    controller.bindings.put(binding(other, version=6))
+    assert whole_ones(controller) == mine
+    # A third member joins: what it takes from us is only summarized here now.
+    shard.on_lease(None, lease("replica-c", "t1"))
+    shard.refresh()
+    now_mine = share(["replica-a", "replica-b", "replica-c"], "replica-a")
+    assert now_mine < mine
+    assert whole_ones(controller) == now_mine
+    # Its own Lease lost: it owns nothing, and keeps nothing whole.
+    shard.on_lease(lease("replica-a", "t1"), None)
+    shard.refresh()
+    assert whole_ones(controller) == set()
+
+
+async def test_a_cluster_taken_over_is_reconciled_from_its_whole_binding() -> None:
+    source = configmap_source("src", payload("addon"), payload("more"))
+    world = await world_with(crs("a", "src"), mode_source=source)
+    await reconcile(world)
+    recorded = world.bindings.get(NS, "c1")
+    assert recorded is not None and recorded.whole
+    assert [len(r.objects) for r in recorded.entries()["a"].resources] == [2]
+    # Another member's until now: this replica held only the summary. Reconciled from
+    # it, the pass would record an inventory of one object and forget the other.
+    world.bindings.reshape(NS, "c1", summary_of)
+    await reconcile(world)
+    assert world.mgmt.requests.count(("get", "ClusterResourceSetBinding/c1")) == 1
+    live = world.mgmt.objects[(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, NS, "c1")]
+    resources = live["spec"]["bindings"][0]["resources"]
+    assert [len(r["objects"]) for r in resources] == [2]
+    held = world.bindings.get(NS, "c1")
+    assert held is not None and held.whole
+
+
+async def test_a_cluster_let_go_leaves_nothing_of_it_in_memory() -> None:
+    world = await world_with(crs("a", "src"))
+    await reconcile(world)
+    sources = world.ctx.sources
+    assert (NS, "Secret", "c1-kubeconfig") in sources._contents
+    assert world.ctx.outcomes.get(NS, "a", "c1") is not None
+    await forget_cluster(world.ctx, NS, "c1")
+    assert (NS, "Secret", "c1-kubeconfig") not in sources._contents
+    assert world.ctx.outcomes.get(NS, "a", "c1") is None
