@@ -104,9 +104,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory now; ``field="VmHWM"``: its peak since the process started."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -269,6 +270,7 @@ def measure(
         figures["idle_10s_cpu_seconds"] = round(cpu_seconds(pid) - cpu, 3)
         figures["idle_10s_requests"] = audit_counts(plane, idle, users)
         figures["controller_rss_mib"] = round(rss_mib(pid), 1)
+        figures["controller_peak_rss_mib"] = round(rss_mib(pid, "VmHWM"), 1)
     finally:
         controller.stop()
     return figures | derived(figures, n)

@@ -15,7 +15,8 @@ user ``bench-replica-<i>``) instead of one, all spawned at once (hack/bench/shar
 Start-up then lasts until every replica answers ``/readyz`` and sees all N members;
 first apply and edit still end when every cluster is done; CPU figures are summed
 over the replicas and requests counted for all of them; ``per_replica`` gives each
-one's owned clusters, handovers, CPU, edit requests (by User-Agent) and RSS. There
+one's owned clusters, handovers, CPU, edit requests (by User-Agent), RSS at the end and
+its peak (VmHWM). There
 is no idle phase, and ``replicas`` is printed beside ``concurrency``. With N = 1 the
 output is as without the option.
 
@@ -218,12 +219,15 @@ def main() -> None:
             "cpus": os.cpu_count(),
             "processor": platform.processor() or platform.machine(),
             "python": platform.python_version(),
+            # Others may share the cores: the 1, 5 and 15 minute load at start and end.
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         },
         "concurrency": args.concurrency,
     }
     if args.replicas > 1:
         shared["replicas"] = args.replicas
     results = [one_size(n, args) for n in args.clusters]
+    shared["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     if len(results) == 1:
         print(json.dumps(shared | results[0], indent=2))
     else:

@@ -161,6 +161,7 @@ def _replica(name: str, process: ControllerProcess, first: Span, change: Span) -
             round(change.cpu[name] * 1000 / owned, 2) if owned else None
         ),
         "rss_mib": round(rss_mib(_pid(process)), 1),
+        "peak_rss_mib": round(rss_mib(_pid(process), "VmHWM"), 1),
     }
 
 
