@@ -323,8 +323,9 @@ def summary_of(binding: Binding) -> Binding:
         for entry in binding.model.spec.bindings
     ]
     spec = binding.model.spec.model_copy(update={"bindings": entries})
-    model = binding.model.model_copy(update={"spec": spec, "metadata": binding.meta})
-    return Binding(binding.meta, model, whole=False)
+    meta = _summary_meta(binding.meta)
+    model = binding.model.model_copy(update={"spec": spec, "metadata": meta})
+    return Binding(meta, model, whole=False)
 
 
 def parse_binding_summary(raw: Mapping[str, Any]) -> Binding:
@@ -334,9 +335,18 @@ def parse_binding_summary(raw: Mapping[str, Any]) -> Binding:
         entries = [_trimmed_entry(entry) for entry in spec["bindings"]]
         raw = {**raw, "spec": {**spec, "bindings": entries}}
     parsed = parse_binding_object(raw)
+    meta = _summary_meta(parsed.meta)
     if parsed.model is not None:
-        parsed.model.metadata = parsed.meta  # one copy of the metadata, not two
-    return replace(parsed, whole=False)
+        parsed.model.metadata = meta  # one copy of the metadata, not two
+    return replace(parsed, meta=meta, whole=False)
+
+
+def _summary_meta(meta: ObjectMeta) -> ObjectMeta:
+    """A binding's identity and version; its owners, labels, annotations and
+    finalizers matter only to the pass that writes it, which reads it whole."""
+    return meta.model_copy(
+        update={"owner_references": [], "labels": {}, "annotations": {}, "finalizers": []}
+    )
 
 
 def _trimmed_entry(entry: Any) -> Any:

@@ -183,6 +183,13 @@ def entry_hash(mgmt: TestbedClient, cluster: str, crs: str = "fleet") -> str | N
     return resources[0].get("hash") if resources[0].get("applied") else None
 
 
+def fleet_status(mgmt: TestbedClient) -> dict[str, Any]:
+    crs = mgmt.get(CRS_API, "ClusterResourceSet", "fleet", NAMESPACE)
+    assert crs is not None
+    status: dict[str, Any] = crs.get("status") or {}
+    return status
+
+
 def settled(fleet: Fleet, members: int) -> bool:
     """Every running replica sees ``members`` members."""
     return all(shard_metric(p, "crs_shard_members") == members for p in fleet.replicas.values())
@@ -306,6 +313,7 @@ def test_a_fourth_replica_takes_only_the_clusters_that_now_hash_to_it(
         assert handed(fleet.replicas[name], "out") - handovers[(name, "out")] == moved, name
         # Nothing moved between the two that were there.
         assert handed(fleet.replicas[name], "in") == handovers[(name, "in")], name
+    before_edit = fleet_status(mgmt).get("revision")
     edited = fleet.edit()
     wait_for(
         lambda: len(applies_by_cluster(fleet.plane, edited, fleet.marker)) == 60,
@@ -314,6 +322,17 @@ def test_a_fourth_replica_takes_only_the_clusters_that_now_hash_to_it(
     )
     for cluster, replicas in applies_by_cluster(fleet.plane, edited, fleet.marker).items():
         assert replicas == [str(owner(after, f"{NAMESPACE}/{cluster}"))], cluster
+    # The leader holds whole bindings only for its own share, summaries for the rest:
+    # the status it folds from them counts every cluster on the edit's revision.
+    wait_for(
+        lambda: fleet_status(mgmt).get("revision") not in (None, before_edit),
+        TIMEOUT,
+        message="the status on the edit's revision",
+    )
+    wait_condition(mgmt, NAMESPACE, "fleet", "Ready", "True", "Applied")
+    status = fleet_status(mgmt)
+    assert (status["matchingClusters"], status["appliedClusters"]) == (60, 60)
+    assert status["failedClusters"] == 0
 
 
 def test_restarting_every_replica_at_once_writes_nothing_to_workload_clusters(
