@@ -12,7 +12,15 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from crs_controller.app import logs
-from crs_controller.app.commands import approve, convert, diff, render, status, uninstall
+from crs_controller.app.commands import (
+    approve,
+    convert,
+    dashboard,
+    diff,
+    render,
+    status,
+    uninstall,
+)
 from crs_controller.app.commands import hash as hash_command
 from crs_controller.app.commands.common import (
     Subcommands,
@@ -22,7 +30,7 @@ from crs_controller.app.commands.common import (
 from crs_controller.engine.reconcile.context import Settings
 
 # The commands for people at a terminal (app/commands), each registering itself.
-COMMANDS = [render, diff, status, approve, convert, hash_command, uninstall]
+COMMANDS = [render, diff, status, dashboard, approve, convert, hash_command, uninstall]
 
 RUN_DESCRIPTION = """\
 Run the controller: watch ClusterResourceSets, Clusters and their ConfigMaps and

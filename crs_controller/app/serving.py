@@ -71,7 +71,9 @@ class Served:
         await asyncio.gather(self._task, return_exceptions=True)
 
 
-def config(keep_alive: float = KEEP_ALIVE_TIMEOUT, read_timeout: int = READ_TIMEOUT) -> Config:
+def config(
+    keep_alive: float = KEEP_ALIVE_TIMEOUT, read_timeout: int | None = READ_TIMEOUT
+) -> Config:
     """The hypercorn configuration both servers start from."""
     conf = Config()
     conf.keep_alive_timeout = keep_alive

@@ -107,7 +107,12 @@ def test_the_table_says_current_for_each_cluster() -> None:
     assert rows[("fleet/cpi", "on-1-33")][4] == "true"
     assert rows[("fleet/cpi", "on-1-34")][4] == "false"
     # No binding yet: no revision, so CURRENT says nothing.
-    assert _row(crs, "new", None, NOW) == {"cluster": "new", "reason": "Pending", "applied": False}
+    assert _row(crs, "new", None, NOW) == {
+        "cluster": "new",
+        "state": "Pending",
+        "reason": "Pending",
+        "applied": False,
+    }
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,10 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -57,10 +58,12 @@ from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.spec.objects import (
     CRS,
     Binding,
+    Cluster,
     parse_binding_object,
     parse_cluster,
     parse_crs,
 )
+from crs_controller.core.state.fleet import cluster_state
 from crs_controller.core.text import safe
 from crs_controller.engine.reconcile.rollout import Hashes, entry_revision
 
@@ -73,6 +76,7 @@ EXAMPLES = """examples:
 """
 OUTPUTS = ("table", "wide", "json", "yaml", "name")
 CRS_KIND, BINDING_KIND = CLUSTER_RESOURCE_SET_KIND, CLUSTER_RESOURCE_SET_BINDING_KIND
+T = TypeVar("T")
 
 
 def register(sub: Subcommands) -> None:
@@ -112,7 +116,7 @@ async def _status(args: argparse.Namespace) -> int:
     client = management(args)  # settles args.namespace
     namespace = None if args.all_namespaces else args.namespace
     try:
-        state = await _State.load(client, namespace)
+        state = await FleetState.load(client, namespace)
         await state.hash_sources(client, args.crs)
         document = state.document(args.crs)
         if args.crs and not document["clusterResourceSets"]:
@@ -127,7 +131,7 @@ async def _status(args: argparse.Namespace) -> int:
 
 
 @dataclass
-class _State:
+class FleetState:
     """What the table is made of, kept current by watches while ``--watch`` runs."""
 
     namespace: str | None
@@ -137,9 +141,11 @@ class _State:
     # CRS (namespace, name): the status revision its sources were hashed at, and the
     # hashes of those that follow the Kubernetes version (see hash_sources).
     hashes: dict[tuple[str, str], tuple[str | None, Hashes]] = field(default_factory=dict)
+    # Each object parsed once per version seen: (kind, key): (the raw object, parsed).
+    parsed: dict[tuple[str, tuple[str, str]], tuple[Obj, Any]] = field(default_factory=dict)
 
     @classmethod
-    async def load(cls, client: KubeClient, namespace: str | None) -> _State:
+    async def load(cls, client: KubeClient, namespace: str | None) -> FleetState:
         version = await client.preferred_version(CLUSTER_GROUP) or f"{CLUSTER_GROUP}/v1beta1"
         state = cls(
             namespace, {CRS_KIND: API_VERSION, BINDING_KIND: API_VERSION, "Cluster": version}
@@ -151,6 +157,7 @@ class _State:
     async def relist(self, client: KubeClient, kind: str) -> None:
         items, self.versions[kind] = await client.list(self.apis[kind], kind, self.namespace)
         self.objects[kind] = {_key(o): o for o in items}
+        self.parsed = {k: v for k, v in self.parsed.items() if k[0] != kind}
 
     def seen(self, kind: str, event: str, obj: Obj) -> None:
         """One watch event: the object as it is now, or gone."""
@@ -159,6 +166,7 @@ class _State:
             self.versions[kind] = str(version)
         if event == "DELETED":
             self.objects[kind].pop(_key(obj), None)
+            self.parsed.pop((kind, _key(obj)), None)
         elif event in ("ADDED", "MODIFIED"):
             self.objects[kind][_key(obj)] = obj
 
@@ -167,24 +175,35 @@ class _State:
         a resource that follows the Kubernetes version and that a cluster does not
         have (another version's) is on its source's hash now. Read again only when
         a CRS's revision moves, as a source's new content moves it."""
-        for crs in self._crss(crs_name):
+        for crs in self.crss(crs_name):
             key, refs = (crs.namespace, crs.name), _version_following(crs)
             held = self.hashes.get(key)
             if refs and (held is None or held[0] != crs.status.revision):
                 hashes = await _hashes(client, crs.namespace, refs)
                 self.hashes[key] = (crs.status.revision, hashes)
 
-    def _crss(self, crs_name: str | None) -> list[CRS]:
-        crss = [parse_crs(o) for _, o in sorted(self.objects[CRS_KIND].items())]
+    def crss(self, crs_name: str | None) -> list[CRS]:
+        crss = [c for _, c in sorted(self.each(CRS_KIND, parse_crs).items())]
         return [c for c in crss if crs_name in (None, c.name)]
 
+    def clusters(self) -> dict[tuple[str, str], Cluster]:
+        return self.each("Cluster", parse_cluster)
+
+    def each(self, kind: str, parse: Callable[[Obj], T]) -> dict[tuple[str, str], T]:
+        """Every object of ``kind`` parsed, each parsed again only once it changed: a
+        fleet of thousands is folded again on every change while the command runs."""
+        found: dict[tuple[str, str], T] = {}
+        for key, raw in self.objects[kind].items():
+            held = self.parsed.get((kind, key))
+            if held is None or held[0] is not raw:
+                held = self.parsed[(kind, key)] = (raw, parse(raw))
+            found[key] = held[1]
+        return found
+
     def document(self, crs_name: str | None) -> Obj:
-        raw = self.objects[BINDING_KIND].values()
-        bindings = {
-            (b.meta.namespace or "", b.meta.name): b for b in map(parse_binding_object, raw)
-        }
-        clusters = [parse_cluster(o) for o in self.objects["Cluster"].values()]
-        records = [_crs(crs, clusters, bindings, self._now(crs)) for crs in self._crss(crs_name)]
+        bindings = self.each(BINDING_KIND, parse_binding_object)
+        clusters = list(self.clusters().values())
+        records = [_crs(crs, clusters, bindings, self._now(crs)) for crs in self.crss(crs_name)]
         return {"clusterResourceSets": records}
 
     def _now(self, crs: CRS) -> Hashes | None:
@@ -227,11 +246,11 @@ def _key(obj: Obj) -> tuple[str, str]:
 
 
 async def _follow(
-    client: KubeClient, state: _State, crs: str | None, shown: _Printer, timeout: float | None
+    client: KubeClient, state: FleetState, crs: str | None, shown: _Printer, timeout: float | None
 ) -> None:
     """Print what changes as the watches bring it, until ``timeout`` (or Ctrl-C)."""
     changed = asyncio.Event()
-    watches = [asyncio.create_task(_watch(client, state, kind, changed)) for kind in state.apis]
+    watches = [asyncio.create_task(watch_kind(client, state, kind, changed)) for kind in state.apis]
     deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
     try:
         while True:
@@ -255,7 +274,9 @@ async def _follow(
         await asyncio.gather(*watches, return_exceptions=True)
 
 
-async def _watch(client: KubeClient, state: _State, kind: str, changed: asyncio.Event) -> None:
+async def watch_kind(
+    client: KubeClient, state: FleetState, kind: str, changed: asyncio.Event
+) -> None:
     """One kind's watch, resumed where it ended (the server closes it now and
     then); listed again when the server no longer has that version (410)."""
     while True:
@@ -389,12 +410,16 @@ def _row(crs: CRS, cluster: str, binding: Binding | None, now: Hashes | None = N
     if binding is not None and binding.model is not None:
         entry = binding.entries().get(crs.name)
     if entry is None:
-        return {"cluster": cluster, "reason": "Pending", "applied": False}
+        return {"cluster": cluster, "state": "Pending", "reason": "Pending", "applied": False}
     times = [r.last_applied_time for r in entry.resources if r.last_applied_time is not None]
     outcome = entry.outcome
+    revision = entry_revision(crs, entry, now) if crs.model is not None else None
+    target = crs.status.revision
+    current = None if revision is None or not target else revision == target
     return {
         "cluster": cluster,
-        "revision": entry_revision(crs, entry, now) if crs.model is not None else None,
+        "state": cluster_state(entry, current),
+        "revision": revision,
         "applied": bool(entry.resources) and all(r.applied for r in entry.resources),
         "reason": outcome.reason if outcome else None,
         # Read from a binding, which a tenant can write: shown safe in every output

@@ -95,6 +95,7 @@ __all__ = [
     "plan",
     "policy_of",
     "revision",
+    "step_of",
 ]
 
 # On a CRS: "<revision>/<step>" approves that manual step of that revision.
@@ -371,12 +372,17 @@ def _groups(
     of those matching no selector."""
     members: list[list[ClusterState]] = [[] for _ in range(len(steps) + 1)]
     for cluster in fleet:
-        index = next(
-            (i for i, step in enumerate(steps) if selector_matches(step.selector, cluster.labels)),
-            len(steps),
-        )
-        members[index].append(cluster)
+        members[step_of(steps, cluster.labels) - 1].append(cluster)
     return tuple(tuple(group) for group in members)
+
+
+def step_of(steps: Sequence[Step], labels: Mapping[str, str]) -> int:
+    """The step (1-based) of a cluster with ``labels``: the first whose selector
+    matches them, else the implicit last step, ``len(steps) + 1``."""
+    return next(
+        (i + 1 for i, step in enumerate(steps) if selector_matches(step.selector, labels)),
+        len(steps) + 1,
+    )
 
 
 def _by_name(clusters: Sequence[ClusterState]) -> tuple[ClusterState, ...]:
