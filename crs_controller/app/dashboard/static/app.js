@@ -4,7 +4,7 @@
 (() => {
   const STATES = ["Failed", "Unreachable", "Waiting", "Progressing", "Pending", "Ready"];
   const SYMBOLS = {
-    Ready: "✓", Progressing: "↻", Waiting: "⏸", Failed: "✗", Unreachable: "⊘", Pending: "○",
+    Ready: "✓", Progressing: "↻", Waiting: "‖", Failed: "✗", Unreachable: "⊘", Pending: "○",
   };
   const model = { crs: new Map(), cells: new Map(), clusters: new Map() };
   const cellsOfCrs = new Map(); // CRS key -> Set of cell keys

@@ -1,0 +1,238 @@
+"""`crs-controller dashboard` in a real headless browser (Debian's chromium through
+WebDriver), on the real management server: a CRS in the middle of a rollout (step 1
+done, step 2 waiting for its approval, one cluster holding updates) shows each
+cluster in its step with its state and waiting reason as text; a binding edited on
+the management cluster shows up without a reload; a message holding markup from a
+tenant is shown as text and runs nothing. The CRS carries Cluster API's paused
+annotation and its records are written here as the controller writes them, so the
+session's controller, when it runs, leaves them alone. The page's headers and its
+refusals (another Host, a write) are checked over plain HTTP. A screenshot is left
+in the test artifacts (``build/test-artifacts``, or ``$CRS_CONTROLLER_ARTIFACTS``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION
+from crs_controller.engine.reconcile.rollout import revision_of
+from crs_controller.testbed import ControlPlane, TestbedClient
+from crs_controller.testbed.browser import Browser, browser, missing
+
+from .support import CLUSTER_API, CRS_API, admin_kubeconfig, crs_obj, unique, until_no_conflict
+from .test_cli_ux import Lines
+
+HASH, OLD = "xxh3:0000000000000a11", "xxh3:0000000000000b22"
+REVISION = revision_of({("ConfigMap", "addon"): HASH})
+HOSTILE = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+ARTIFACTS = Path(
+    os.environ.get("CRS_CONTROLLER_ARTIFACTS")
+    or Path(__file__).resolve().parents[3] / "build" / "test-artifacts"
+)
+# Each cluster: (ring, holds updates, recorded reason, ready, hash, message).
+FLEET: dict[str, tuple[str, bool, str, bool | None, str, str]] = {
+    "canary-1": ("canary", False, "Applied", None, HASH, ""),
+    "canary-2": ("canary", False, "Applied", False, HASH, "waits for Deployment kube-system/cni"),
+    "prod-1": ("prod", False, "Progressing", None, OLD, "step 2 waits for approval"),
+    "prod-2": ("prod", False, "ClusterUnreachable", None, OLD, "connection refused"),
+    "prod-3": ("prod", False, "ApplyFailed", None, OLD, f"Deployment x: {HOSTILE}"),
+    "held-1": ("prod", True, "UpdateHeld", None, OLD, "the cluster holds updates"),
+}
+
+pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+
+
+def mid_rollout(mgmt: TestbedClient, namespace: str) -> str:
+    """A paused CRS at step 2 of 2 waiting for approval, its clusters and bindings."""
+    name = unique("fleet")
+    steps = [
+        {"clusterSelector": {"matchLabels": {"ring": "canary"}}},
+        {"clusterSelector": {"matchLabels": {"ring": "prod"}}, "approval": "Manual"},
+    ]
+    crs = crs_obj(namespace, name, [("ConfigMap", "addon")], {"fleet": "on"}, "Reconcile")
+    crs["spec"]["rollout"] = {"steps": steps}
+    crs["metadata"]["annotations"] = {PAUSED_ANNOTATION: "true"}
+    created = mgmt.create(crs)
+    rollout = {
+        "phase": "AwaitingApproval",
+        "step": 2,
+        "waitingFor": "Approval",
+        "heldClusters": 1,
+        "message": "step 2 waits for approval",
+    }
+
+    def write() -> None:
+        live = mgmt.get(CRS_API, "ClusterResourceSet", name, namespace)
+        assert live is not None
+        live["status"] = {**(live.get("status") or {}), "revision": REVISION, "rollout": rollout}
+        mgmt.update_status(live)
+
+    until_no_conflict(write)
+    del created
+    for cluster, (ring, held, reason, ready, digest, message) in FLEET.items():
+        meta: dict[str, Any] = {"name": cluster, "namespace": namespace}
+        meta["labels"] = {"fleet": "on", "ring": ring}
+        if held:
+            meta["annotations"] = {HOLD_UPDATES_ANNOTATION: "true"}
+        mgmt.create({"apiVersion": CLUSTER_API, "kind": "Cluster", "metadata": meta, "spec": {}})
+        mgmt.create(binding(namespace, cluster, name, reason, ready, digest, message))
+    return name
+
+
+def binding(
+    namespace: str,
+    cluster: str,
+    crs: str,
+    reason: str,
+    ready: bool | None,
+    digest: str,
+    message: str,
+) -> dict[str, Any]:
+    outcome: dict[str, Any] = {"reason": reason, "message": message}
+    if ready is not None:
+        outcome["ready"] = ready
+    resource = {"kind": "ConfigMap", "name": "addon", "hash": digest, "applied": True}
+    entry = {"clusterResourceSetName": crs, "resources": [resource], "outcome": outcome}
+    return {
+        "apiVersion": CRS_API,
+        "kind": "ClusterResourceSetBinding",
+        "metadata": {"name": cluster, "namespace": namespace},
+        "spec": {"clusterName": cluster, "bindings": [entry]},
+    }
+
+
+@pytest.fixture
+def served(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[str]:
+    """The dashboard of ``namespace`` on a free port: its URL."""
+    command = [sys.executable, "-m", "crs_controller.app.cli", "dashboard", "-n", namespace]
+    command += ["--address", "127.0.0.1:0"]
+    command += ["--kubeconfig", admin_kubeconfig(control_plane, tmp_path)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        line = Lines(process).wait_for(lambda text: "http://" in text)
+        yield line.split("on ", 1)[1].split()[0].rstrip("/")
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def cells(page: Browser) -> dict[str, str]:
+    """Each drawn cell's cluster name and its text (symbol, name, state and reason)."""
+    found: dict[str, str] = page.run(
+        "const out = {};"
+        "for (const b of document.querySelectorAll('button.cell')) {"
+        "  out[b.querySelector('.name').textContent] = b.querySelector('.state').textContent; }"
+        "return out;"
+    )
+    return found
+
+
+def test_a_rollout_in_the_middle_is_drawn_live_and_tenant_text_stays_text(
+    mgmt: TestbedClient, namespace: str, served: str
+) -> None:
+    name = mid_rollout(mgmt, namespace)
+    with browser() as page:
+        page.open(f"{served}/#/crs/{namespace}/{name}")
+        page.wait("return document.querySelectorAll('button.cell').length === 6")
+        assert cells(page) == {
+            "canary-1": "Ready",
+            "canary-2": "Progressing · Applied",
+            "prod-1": "Waiting · Progressing",
+            "prod-2": "Unreachable · ClusterUnreachable",
+            "prod-3": "Failed · ApplyFailed",
+            "held-1": "Waiting · UpdateHeld",
+        }
+        # Grouped by rollout step; the cluster holding updates in none.
+        headings = page.run(
+            "return [...document.querySelectorAll('section.step h2')].map(h => h.textContent)"
+        )
+        assert headings == [
+            "Step 1 · 2 clusters",
+            "Step 2 · 3 clusters",
+            "Holding updates (in no step) · 1 cluster",
+        ]
+        summary = page.run("return document.getElementById('crs-summary').innerText")
+        assert "AwaitingApproval" in summary
+        assert "2 of 2" in summary
+        assert "approval" in summary
+        # Every cluster's name and state are text in the page, as find-in-page reads it.
+        text = page.run("return document.body.innerText")
+        assert all(cluster in text for cluster in FLEET)
+        page.screenshot(ARTIFACTS / "dashboard-crs.png")
+
+        # The fleet: the CRS's rollout and its clusters counted by state.
+        page.run("window.stayed = true; location.hash = '#/'")
+        row = page.wait(
+            "const r = document.querySelector('table.fleet tbody tr'); return r && r.innerText"
+        )
+        for shown in (f"{namespace}/{name}", "AwaitingApproval", "2 of 2", "approval"):
+            assert shown in row
+        for count in ("Ready 1", "Progressing 1", "Waiting 2", "Unreachable 1", "Failed 1"):
+            assert count in row
+        page.screenshot(ARTIFACTS / "dashboard-fleet.png")
+
+        # An edit on the management cluster, shown without a reload.
+        page.run(f"location.hash = '#/crs/{namespace}/{name}'")
+        page.wait("return document.querySelectorAll('button.cell').length === 6")
+        live = mgmt.get(CRS_API, "ClusterResourceSetBinding", "prod-1", namespace)
+        assert live is not None
+        live["spec"] = binding(namespace, "prod-1", name, "Applied", None, HASH, "")["spec"]
+        mgmt.update(live)
+        page.wait(
+            "return document.querySelector(\"button.cell[data-key$='/prod-1']\")"
+            ".textContent.endsWith('Ready')"
+        )
+        assert page.run("return window.stayed") is True  # the same page: no reload
+
+        # A cluster selected: its reason and its binding's record.
+        page.run("document.querySelector(\"button.cell[data-key$='/canary-2']\").click()")
+        detail = page.wait(
+            "const d = document.getElementById('detail');"
+            "return !d.hidden && d.innerText.includes('outcome') && d.innerText"
+        )
+        assert "waits for Deployment kube-system/cni" in detail
+        assert "ConfigMap/addon" in detail
+        page.screenshot(ARTIFACTS / "dashboard.png")
+
+        # The tenant's markup in a message: shown as text, run nowhere.
+        page.run("document.querySelector(\"button.cell[data-key$='/prod-3']\").click()")
+        detail = page.wait(
+            "const d = document.getElementById('detail');"
+            "return !d.hidden && d.innerText.includes('ApplyFailed') && d.innerText.includes('\"outcome') && d.innerText"
+        )
+        assert HOSTILE in detail
+        assert page.run("return document.querySelectorAll('img, script:not([src])').length") == 0
+        assert page.run("return window.pwned === undefined") is True
+        page.screenshot(ARTIFACTS / "dashboard-hostile.png")
+
+        # One cluster: every CRS on it and its outcome.
+        page.run(f"location.hash = '#/cluster/{namespace}/prod-3'")
+        row = page.wait(
+            "const r = document.querySelector('table.cluster tbody tr'); return r && r.innerText"
+        )
+        assert f"{namespace}/{name}" in row
+        assert "Failed" in row
+        assert HOSTILE in row
+        assert page.run("return window.pwned === undefined") is True
+
+
+def test_the_page_is_read_only_and_answers_its_own_address_only(served: str) -> None:
+    page = httpx.get(f"{served}/")
+    assert page.status_code == 200
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self'" in policy
+    assert "default-src 'none'" in policy
+    assert "unsafe-inline" not in policy
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert '<script src="/app.js"' in page.text
+    assert httpx.get(f"{served}/app.js").headers["content-type"].startswith("text/javascript")
+    assert httpx.post(f"{served}/events").status_code == 405
+    assert httpx.get(f"{served}/", headers={"host": "evil.example:80"}).status_code == 403
+    assert httpx.get(f"{served}/record?namespace=x&cluster=y&crs=z").status_code == 404
