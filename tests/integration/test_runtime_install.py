@@ -3,8 +3,9 @@
 Covers: ``pip install`` of exactly what the Dockerfile copies (pyproject.toml,
 README.md, crs_controller/) into an empty virtualenv, without ``[dev]``, gives a
 ``crs-controller`` that runs ``--help`` and ``render -f config/samples`` (table and
-JSON) from that venv alone, with no test or lint tool installed. Needs no control
-plane; pip uses its configured index, find-links and cache. About 20-30 s.
+JSON) from that venv alone, with no test or lint tool installed, and ships the fleet
+page's assets (package data). Needs no control plane; pip uses its configured index,
+find-links and cache. About 20-30 s.
 """
 
 from __future__ import annotations
@@ -102,3 +103,15 @@ def test_render_shows_the_samples_objects(venv: Path) -> None:
     rendered = json.dumps(json.loads(as_json))
     for name in SAMPLE_NAMES:
         assert f'"{name}"' in rendered
+
+
+def test_the_fleet_page_ships_in_the_package(venv: Path) -> None:
+    """The dashboard's page, script and style are package data: the installed copy
+    serves them with nothing fetched from elsewhere."""
+    probe = (
+        "from crs_controller.app.dashboard.server import ASSETS, asset;"
+        "print(*(len(asset(name)) for name, _ in ASSETS.values()))"
+    )
+    sizes = _run(venv / "bin" / "python", "-c", probe, cwd=venv).stdout.split()
+    assert len(sizes) == 3
+    assert all(int(size) > 0 for size in sizes)

@@ -205,7 +205,8 @@ def test_a_rollout_in_the_middle_is_drawn_live_and_tenant_text_stays_text(
         page.run("document.querySelector(\"button.cell[data-key$='/prod-3']\").click()")
         detail = page.wait(
             "const d = document.getElementById('detail');"
-            "return !d.hidden && d.innerText.includes('ApplyFailed') && d.innerText.includes('\"outcome') && d.innerText"
+            "const t = d.innerText;"
+            "return !d.hidden && t.includes('ApplyFailed') && t.includes('\"outcome') && t"
         )
         assert HOSTILE in detail
         assert page.run("return document.querySelectorAll('img, script:not([src])').length") == 0
