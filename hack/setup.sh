@@ -16,22 +16,35 @@ step "building or reusing kube-apiserver and etcd"
 KUBEBUILDER_ASSETS=$(bash hack/build-binaries.sh | tail -n 1)
 export KUBEBUILDER_ASSETS
 
-# tests/integration/test_image.py builds the image and runs it with buildah, on a base
-# mmdebstrap builds where none can be pulled. As root on Debian, install what is
-# missing (about 10 s); elsewhere that test says why it skips.
-image_tools() {
-  command -v buildah >/dev/null && command -v mmdebstrap >/dev/null && return
+# As root on Debian, install Debian packages some tests need when a command is missing
+# (buildah and mmdebstrap about 10 s, chromium about 30 s); elsewhere those tests say
+# why they skip. debian_packages WHAT TEST COMMAND... -- PACKAGE...
+debian_packages() {
+  local what=$1 test=$2 commands=() packages=()
+  shift 2
+  while [[ $1 != -- ]]; do commands+=("$1"); shift; done
+  shift
+  packages=("$@")
+  local missing=0 cmd
+  for cmd in "${commands[@]}"; do command -v "$cmd" >/dev/null || missing=1; done
+  ((missing)) || return 0
   if [[ $(id -u) != 0 || ! -f /etc/debian_version ]] || ! command -v apt-get >/dev/null; then
-    step "buildah or mmdebstrap missing, not installed (not root on Debian): see tests/integration/test_image.py"
+    step "$what missing, not installed (not root on Debian): see $test"
     return
   fi
-  step "installing buildah and mmdebstrap (for the image test)"
+  step "installing ${packages[*]} (for $test)"
   local log=${TMPDIR:-/tmp}/crs-controller-apt.log
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah mmdebstrap >"$log" 2>&1; then
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${packages[@]}" >"$log" 2>&1; then
     # A fresh machine may have no package lists yet.
     apt-get update -q >>"$log" 2>&1 || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah mmdebstrap >>"$log" 2>&1 \
-      || step "could not install buildah and mmdebstrap (see $log): the image test will skip"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${packages[@]}" >>"$log" 2>&1 \
+      || step "could not install ${packages[*]} (see $log): $test will skip"
   fi
 }
-image_tools
+# test_image.py builds the image and runs it with buildah, on a base mmdebstrap builds
+# where none can be pulled.
+debian_packages "buildah or mmdebstrap" tests/integration/test_image.py \
+  buildah mmdebstrap -- buildah mmdebstrap
+# The fleet page's tests and benchmark drive a real headless browser through WebDriver.
+debian_packages "chromium or chromedriver" tests/integration/controller/test_dashboard.py \
+  /usr/bin/chromium /usr/bin/chromedriver -- chromium chromium-driver

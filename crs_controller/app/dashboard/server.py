@@ -66,12 +66,14 @@ class Feed:
     def __init__(self) -> None:
         self.view: View = {"crs": {}, "cells": {}, "clusters": {}}
         self.followers: set[asyncio.Queue[bytes | None]] = set()
+        self._snapshot: bytes | None = None  # the view encoded, once per view
 
     def publish(self, view: View) -> None:
         delta = changes(self.view, view)
         self.view = view
         if delta is None:
             return
+        self._snapshot = None
         message = event("delta", delta)
         for queue in list(self.followers):
             if queue.full():
@@ -82,7 +84,9 @@ class Feed:
     def follow(self) -> tuple[bytes, asyncio.Queue[bytes | None]]:
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(BACKLOG + 1)
         self.followers.add(queue)
-        return event("snapshot", self.view), queue
+        if self._snapshot is None:
+            self._snapshot = event("snapshot", self.view)
+        return self._snapshot, queue
 
     def leave(self, queue: asyncio.Queue[bytes | None]) -> None:
         self.followers.discard(queue)

@@ -71,6 +71,7 @@
     namespaces();
     draw();
     stats.snapshots += 1;
+    void main.offsetHeight; // laid out: what the first render costs, included
     stats.renderedAt = performance.now();
     stats.cells = main.querySelectorAll("button.cell").length;
   }
@@ -483,7 +484,11 @@
 
   const source = new EventSource("/events");
   source.addEventListener("snapshot", (event) => {
-    snapshot(JSON.parse(event.data));
+    const started = performance.now();
+    const view = JSON.parse(event.data);
+    stats.parseMs = performance.now() - started;
+    snapshot(view);
+    stats.drawMs = performance.now() - started - stats.parseMs;
     live.className = "";
     live.textContent = "live · " + model.crs.size + " sets, " + model.clusters.size + " clusters";
   });
