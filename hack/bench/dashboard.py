@@ -10,9 +10,10 @@ through WebDriver on the CRS's page, where every cluster is a cell.
 Printed as JSON: the machine; how long the server takes to fold the view (ms); the
 snapshot's size; time from navigation to the first full render of the N cells
 (``first_render_ms``, the page's own performance clock, page load and the stream
-included; of which parsing the snapshot and drawing it, laid out); then, for a change of one cluster and of a wave of clusters (the server
-folds, sends a delta, the page patches the cells), the time from the server's
-publishing to the page having drawn it (``update_ms``). A figure, not a pass/fail.
+included; of which parsing the snapshot and drawing it, laid out); then, for a change
+of one cluster and of a wave of clusters (the server folds, sends a delta, the page
+patches the cells), the time from the server's publishing to the page having drawn
+it (``update_ms``). A figure, not a pass/fail.
 
     .venv/bin/python hack/bench/dashboard.py --clusters 10000
 """
