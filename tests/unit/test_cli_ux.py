@@ -24,8 +24,8 @@ from crs_controller.app.commands.common import management, object_name
 from crs_controller.app.commands.status import _Printer, crs_state, table_rows
 
 SUBCOMMANDS = [
-    "run", "demo", "render", "diff", "status", "approve", "convert", "hash", "uninstall",
-    "completion",
+    "run", "demo", "render", "diff", "status", "dashboard", "approve", "convert", "hash",
+    "uninstall", "completion",
 ]  # fmt: skip
 # What each needs besides the unknown flag, so that the flag is the only problem.
 REQUIRED = {
@@ -72,6 +72,7 @@ def test_an_unknown_flag_prints_the_subcommands_usage(
         ("hash", ["the hash the controller computes", "-f FILE, --filename FILE",
                   "(default: table)", "examples:", "exit status:"]),
         ("status", ["-w, --watch", "--timeout", "(default: table)", "(default: never)"]),
+        ("dashboard", ["read-only", "(default: 127.0.0.1:8080", "-A, --all-namespaces"]),
         ("completion", ["bash or zsh", "source <(crs-controller completion bash)"]),
     ],
 )  # fmt: skip
@@ -106,7 +107,8 @@ def test_every_subcommands_help_works(
 
 # The commands that take -n/--namespace, with what else each needs to parse.
 NAMESPACED = {
-    "diff": ["cni", "--cluster", "c"], "status": [], "approve": ["cni"], "uninstall": []
+    "diff": ["cni", "--cluster", "c"], "status": [], "dashboard": [], "approve": ["cni"],
+    "uninstall": []
 }  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from datetime import UTC, datetime
 
@@ -22,18 +23,19 @@ from crs_controller.app.commands.common import (
     Subcommands,
     UsageError,
     add_cluster_access,
+    add_namespace,
     command_parser,
     guarded,
     management,
 )
-from crs_controller.app.commands.status import FleetState, watch_kind
+from crs_controller.app.commands.status import FleetState, watched
 from crs_controller.app.dashboard import view
 from crs_controller.app.dashboard.server import Feed, page_app
 from crs_controller.clients.kube import KubeClient
 
 EXAMPLES = """examples:
-  crs-controller dashboard                           # http://127.0.0.1:8080/
-  crs-controller dashboard -n fleet --address 127.0.0.1:9000
+  crs-controller dashboard -n fleet                  # http://127.0.0.1:8080/
+  crs-controller dashboard -A --address 127.0.0.1:9000
   crs-controller dashboard --kubeconfig mgmt.kubeconfig --context prod
 """
 DEFAULT_ADDRESS = "127.0.0.1:8080"
@@ -58,8 +60,9 @@ def register(sub: Subcommands) -> None:
         metavar="HOST:PORT",
         help="where to listen (default: %(default)s; port 0: any free port)",
     )
+    add_namespace(parser)
     parser.add_argument(
-        "-n", "--namespace", help="one namespace (default: every namespace the page filters)"
+        "-A", "--all-namespaces", action="store_true", help="every namespace (the page filters)"
     )
     add_cluster_access(parser)
     parser.set_defaults(func=guarded("dashboard", run))
@@ -89,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _dashboard(args: argparse.Namespace, host: str, port: int) -> int:
-    namespace = args.namespace  # None: every namespace, whatever the context's
-    client = management(args)
+    client = management(args)  # settles args.namespace
+    namespace = None if args.all_namespaces else args.namespace
     try:
         state = await FleetState.load(client, namespace)
         feed = Feed()
@@ -124,21 +127,7 @@ async def _refresh(client: KubeClient, state: FleetState, feed: Feed) -> None:
 
 async def _follow(client: KubeClient, state: FleetState, feed: Feed) -> None:
     """Fold each change the watches bring into the view, until interrupted."""
-    changed = asyncio.Event()
-    watches = [asyncio.create_task(watch_kind(client, state, kind, changed)) for kind in state.apis]
-    try:
-        while True:
-            waiting = asyncio.create_task(changed.wait())
-            done, _ = await asyncio.wait(
-                [waiting, *watches], timeout=RETELL, return_when=asyncio.FIRST_COMPLETED
-            )
-            waiting.cancel()
-            for task in done - {waiting}:
-                task.result()  # a watch that failed ends the command with its error
-            await asyncio.sleep(SETTLE)
-            changed.clear()
+    changes = watched(client, state, tick=RETELL, settle=SETTLE)
+    async with contextlib.aclosing(changes) as told:
+        async for _ in told:
             await _refresh(client, state, feed)
-    finally:
-        for task in watches:
-            task.cancel()
-        await asyncio.gather(*watches, return_exceptions=True)

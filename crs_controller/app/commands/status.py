@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from asyncio import FIRST_COMPLETED
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -249,29 +251,53 @@ async def _follow(
     client: KubeClient, state: FleetState, crs: str | None, shown: _Printer, timeout: float | None
 ) -> None:
     """Print what changes as the watches bring it, until ``timeout`` (or Ctrl-C)."""
+    async with contextlib.aclosing(watched(client, state, timeout=timeout)) as changes:
+        async for _ in changes:
+            await state.hash_sources(client, crs)
+            shown.changes(state.document(crs))
+
+
+async def watched(
+    client: KubeClient,
+    state: FleetState,
+    *,
+    timeout: float | None = None,
+    tick: float | None = None,
+    settle: float = 0.0,
+) -> AsyncGenerator[bool, None]:
+    """Keep ``state`` current with one watch per kind and tell each change: True once
+    the watches changed it (and ``settle`` seconds passed, so that changes arriving
+    together are told once), False when ``tick`` seconds passed without one; until
+    ``timeout``. A watch that fails ends it with its error."""
     changed = asyncio.Event()
     watches = [asyncio.create_task(watch_kind(client, state, kind, changed)) for kind in state.apis]
-    deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
     try:
-        while True:
-            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
-            if left is not None and left <= 0:
-                return
+        while deadline is None or loop.time() < deadline:
+            left = None if deadline is None else deadline - loop.time()
             waiting = asyncio.create_task(changed.wait())
             done, _ = await asyncio.wait(
-                [waiting, *watches], timeout=left, return_when=asyncio.FIRST_COMPLETED
+                [waiting, *watches], timeout=_soonest(left, tick), return_when=FIRST_COMPLETED
             )
             waiting.cancel()
             for task in done - {waiting}:
                 task.result()  # a watch that failed ends the command with its error
             if waiting in done:
+                await asyncio.sleep(settle)
                 changed.clear()
-                await state.hash_sources(client, crs)
-                shown.changes(state.document(crs))
+                yield True
+            elif tick is not None:
+                yield False
     finally:
         for task in watches:
             task.cancel()
         await asyncio.gather(*watches, return_exceptions=True)
+
+
+def _soonest(*delays: float | None) -> float | None:
+    given = [d for d in delays if d is not None]
+    return min(given) if given else None
 
 
 async def watch_kind(
