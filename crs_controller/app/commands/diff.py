@@ -1,7 +1,9 @@
 """``crs-controller diff``: what the controller would change on one workload cluster
 for a ClusterResourceSet now. Every object goes to the API server as a server-side
 apply dry run (nothing is stored) and the answer is compared with the live object,
-as a unified diff; objects the deletion policy would delete are listed as removed.
+as a unified diff; objects the deletion policy would delete are listed as removed,
+and a CustomResourceDefinition or Namespace it would keep instead (no allowDelete
+names its kind) is named on stderr with why (-o json|yaml: "kept").
 
 Objects are sent as the controller sends them: an object it created goes without
 the fields spec.ignore leaves to others (an HPA's replicas), so those are no change;
@@ -72,6 +74,7 @@ from crs_controller.core.spec.objects import (
     parse_cluster,
     parse_crs,
 )
+from crs_controller.core.state.deletion_guard import allowances, guard
 from crs_controller.core.state.prune_decisions import inventory, stale_objects, wanted_keys
 from crs_controller.core.versions.cluster_version import (
     CONTROL_PLANE_GROUP,
@@ -123,13 +126,16 @@ class Report:
     notes: list[str] = field(default_factory=list)
     # Objects that differ from their manifests but that the controller leaves alone.
     left_alone: list[dict[str, str]] = field(default_factory=list)
+    # Protected objects leaving the desired set that would be kept, not deleted.
+    kept: list[dict[str, str]] = field(default_factory=list)
 
 
 def run(args: argparse.Namespace) -> int:
     found = asyncio.run(_diff(args))
     if args.output != "diff":
         changes = [{"object": c.object, "diff": c.chunk, "held": c.held} for c in found.changes]
-        emit({"changes": changes, "notApplied": found.left_alone}, args.output, str)
+        shown = {"changes": changes, "notApplied": found.left_alone, "kept": found.kept}
+        emit(shown, args.output, str)
     else:
         colour = sys.stdout.isatty()
         for change in found.changes:
@@ -274,13 +280,34 @@ async def _compare(
         if held is not None and recorded is not None:
             kept.update(dict.fromkeys((o.key for o in recorded.objects), held))
     if crs.valid.spec.deletion_policy == "Delete" and target.entry is not None:
-        wanted = wanted_keys(o for r in plan.resources for o in r.objects)
-        held_all = plan.holds.everything or plan.holds.update
-        for ref in stale_objects(target.entry, target.others, wanted):
-            chunk = await _removed(client, ref)
-            if chunk:
-                report.changes.append(Change(_name(ref), chunk, held_all or kept.get(ref.key)))
+        await _deletions(client, target, target.entry, plan, kept, report)
     return report
+
+
+async def _deletions(
+    client: KubeClient,
+    target: _Target,
+    entry: CRSBinding,
+    plan: _Plan,
+    held: dict[ObjectKey, str],
+    report: Report,
+) -> None:
+    """What deletionPolicy: Delete would delete of ``entry`` (the target's), as removed
+    objects, and the protected ones it would keep instead
+    (core/state/deletion_guard), each with why."""
+    wanted = wanted_keys(o for r in plan.resources for o in r.objects)
+    held_all = plan.holds.everything or plan.holds.update
+    stale = stale_objects(entry, target.others, wanted)
+    guarded = guard(entry, stale, allowances(target.crs.valid.spec.resources))
+    for ref in guarded.delete:
+        chunk = await _removed(client, ref)
+        if chunk:
+            report.changes.append(Change(_name(ref), chunk, held_all or held.get(ref.key)))
+    for kept in guarded.kept:
+        live = await client.get(kept.ref.api_version, kept.ref.kind, kept.ref.name)
+        if live is not None:
+            report.kept.append({"object": _name(kept.ref), "reason": kept.why})
+            report.notes.append(f"{_name(kept.ref)} would be kept, not deleted: {kept.why}")
 
 
 async def _resource(

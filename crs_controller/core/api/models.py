@@ -45,6 +45,9 @@ ResourceKind = Literal["ConfigMap", "Secret"]
 Mode = Literal["ApplyOnce", "Reconcile"]
 DriftDetection = Literal["None", "Generation", "Content"]
 DeletionPolicy = Literal["Orphan", "Delete"]
+# The kinds pruning and uninstall keep unless a resource's allowDelete names them:
+# deleting one takes every custom resource of its kind, or everything in it, along.
+ProtectedKind = Literal["CustomResourceDefinition", "Namespace"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 
@@ -137,6 +140,15 @@ class SourceRef(ResourceRef):
     substitute: bool = False
     # A semver range (">=1.34.0, <1.35.0"), compiled by core/versions/ranges.
     kubernetes_versions: str | None = Field(default=None, min_length=1, max_length=200)
+    # The protected kinds this resource's objects may be deleted of (core/state/deletion_guard).
+    allow_delete: list[ProtectedKind] | None = Field(default=None, max_length=2)
+
+    @field_validator("allow_delete")
+    @classmethod
+    def _a_set(cls, value: list[ProtectedKind] | None) -> list[ProtectedKind] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("allowDelete lists a kind twice")
+        return value
 
 
 # Names of variables, and of topology variables.
@@ -285,6 +297,17 @@ class RolloutStatus(APIModel):
     next_window: Timestamp | None = None
 
 
+class SkippedDeletion(APIModel):
+    """A protected object (cluster-scoped: a CustomResourceDefinition or Namespace)
+    kept on a cluster when it left the desired set, as status.deletionsSkipped names
+    it (``cluster``: which one)."""
+
+    cluster: str
+    api_version: str
+    kind: str
+    name: str
+
+
 class ClusterResourceSetStatus(APIModel):
     observed_generation: int | None = None
     revision: str | None = None
@@ -293,6 +316,7 @@ class ClusterResourceSetStatus(APIModel):
     matching_clusters: int = 0
     applied_clusters: int = 0
     failed_clusters: int = 0
+    deletions_skipped: list[SkippedDeletion] | None = None  # written only when some
 
 
 class ClusterResourceSet(APIModel):
@@ -416,6 +440,18 @@ class BindingOutcome(APIModel):
     ready: bool | None = None
 
 
+class KeptObject(APIModel):
+    """A protected object a binding entry names as kept (cluster-scoped, no namespace)."""
+
+    api_version: str = Field(min_length=1, max_length=316)
+    kind: str = Field(min_length=1, max_length=63)
+    name: str = Field(min_length=1, max_length=253)
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.api_version, self.kind, "", self.name)
+
+
 class ValidationRecord(APIModel):
     """A rollout step's validation on this cluster, for one revision: running since
     ``started``, or how it ended (``finished``) and why."""
@@ -433,6 +469,9 @@ class CRSBinding(APIModel):
     resources: list[ResourceBinding] = Field(default_factory=list)
     outcome: BindingOutcome | None = None
     validation: ValidationRecord | None = None
+    # Protected objects kept when they left the desired set (forgotten from
+    # ``resources``): what the status names, until applied again.
+    deletions_skipped: list[KeptObject] | None = Field(default=None, max_length=20)
 
 
 class ClusterResourceSetBindingSpec(APIModel):

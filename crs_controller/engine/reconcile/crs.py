@@ -20,6 +20,7 @@ from crs_controller.core.api.models import (
 from crs_controller.core.errors import CRSError
 from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.deletion_guard import skipped_status
 from crs_controller.core.state.status import (
     READY,
     Problem,
@@ -208,9 +209,8 @@ def _status(
     """From the bindings, not from what this process did: any replica computes the
     same status, also right after a restart. A cluster with no outcome recorded yet
     counts as not applied, and holds observedGeneration back."""
-    outcomes = [
-        (c.name, outcome_of(ctx.caches.entry(crs.namespace, c.name, crs.name))) for c in matching
-    ]
+    entries = [(c.name, ctx.caches.entry(crs.namespace, c.name, crs.name)) for c in matching]
+    outcomes = [(name, outcome_of(entry)) for name, entry in entries]
     when = ctx.clock.wall()
     status = summarize(
         generation=crs.generation,
@@ -221,6 +221,7 @@ def _status(
         rollout=None if made is None else (made.phase, made.message),
     )
     status.rollout = None if made is None else rollout_status(made)
+    status.deletions_skipped = skipped_status(entries) or None
     return not_paused(status, crs.status, crs.generation, when)
 
 

@@ -32,6 +32,12 @@ from crs_controller.core.api.models import (
 from crs_controller.core.errors import ResourceError, Unreachable
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.bindings import entries_by_crs, owner_reference, with_outcome
+from crs_controller.core.state.deletion_guard import (
+    DELETION_SKIPPED,
+    allowances,
+    carried,
+    describe,
+)
 from crs_controller.core.state.prune_decisions import wanted_keys
 from crs_controller.core.state.status import WARNING_REASONS, Outcome
 from crs_controller.core.values.dependencies import removal_order
@@ -141,7 +147,7 @@ class ClusterScope:
         Every matching CRS gets an entry, even before anything was applied: the
         binding is where every replica reads this pair's outcome from."""
         ctx, previous = self.ctx, self._before.get(crs.name)
-        told = with_outcome(done.entry, previous, done.outcome, ctx.clock.wall())
+        told = with_outcome(carried(done.entry, previous), previous, done.outcome, ctx.clock.wall())
         self._now[crs.name] = told
         then = done.then | self._budget_after(crs.name, done.outcome)
         changed = ctx.outcomes.record(crs.namespace, crs.name, self.cluster.name, done.outcome)
@@ -198,7 +204,8 @@ class ClusterScope:
         still exists has a say, including those being deleted or no longer matching."""
         ctx, namespace = self.ctx, self.cluster.namespace
         present = ctx.caches.crss_in(namespace)
-        policies = {c.name: c.valid.spec.deletion_policy for c in present if not c.left_alone}
+        deciding = [c for c in present if not c.left_alone]
+        policies = {c.name: c.valid.spec.deletion_policy for c in deciding}
         if not any(policies.get(n) == "Delete" for n in self._before):
             return NOTHING
         pruned = await prune(
@@ -208,6 +215,7 @@ class ClusterScope:
             policies,
             await self._wanted(crss),
             removal_order(self._before, ctx.caches.dependencies(namespace)),
+            allowed={c.name: allowances(c.valid.spec.resources) for c in deciding},
             field_manager=ctx.settings.field_manager,
         )
         self._now = pruned.entries
@@ -244,6 +252,11 @@ class ClusterScope:
             if owner := ctx.caches.crs(namespace, crs_name):
                 message = f"cluster {name}: {refused}"
                 await ctx.events.emit(owner, "Warning", "DeletionRefused", message)
+        for crs_name, kept in pruned.kept.items():
+            # Protected kinds no allowDelete names: left on the cluster, and forgotten.
+            if owner := ctx.caches.crs(namespace, crs_name):
+                message = f"cluster {name}: {describe(kept)}"
+                await ctx.events.emit(owner, "Warning", DELETION_SKIPPED, message)
         for crs_name, errors in pruned.errors.items():
             message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
             log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")

@@ -1,7 +1,8 @@
 """deletionPolicy: Delete on real servers: objects leaving the ConfigMap, resources
 leaving spec.resources, clusters that stop matching, and deleted CRSs take their
 objects with them (custom resources before CRDs, namespaced objects before their
-Namespace) — except objects another CRS still wants."""
+Namespace, which their resource's allowDelete lets go) — except objects another CRS
+still wants."""
 
 from __future__ import annotations
 
@@ -108,7 +109,9 @@ def test_deleting_a_crs_deletes_in_reverse_order_but_spares_shared_objects(
     doc = manifests(namespace_obj, crd, widget, configmap_obj(shared))
     mgmt.create(source_configmap(namespace, "full", {"a": doc}))
     mgmt.create(source_configmap(namespace, "shared", {"a": manifests(configmap_obj(shared))}))
-    mgmt.create(_crs(namespace, "full", ["full"], {"rev": "1"}))
+    full = _crs(namespace, "full", ["full"], {"rev": "1"})
+    full["spec"]["resources"][0]["allowDelete"] = ["CustomResourceDefinition", "Namespace"]
+    mgmt.create(full)
     mgmt.create(crs_obj(namespace, "keeper", [("ConfigMap", "shared")], {"rev": "1"}))
     add_cluster(mgmt, workloads[1], namespace, "rev1", {"rev": "1"})
     wl = workload_clients[1]

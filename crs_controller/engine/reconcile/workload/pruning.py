@@ -5,7 +5,9 @@ inventory in the binding, so the next attempt knows what is left to delete.
 Every delete first reads the live object: only what our field manager applied is
 deleted. The binding's inventory is tenant-writable; an entry naming an object we
 never applied is refused (logged, reported by the caller) and dropped from the
-inventory, so it is neither deleted nor tried again."""
+inventory, so it is neither deleted nor tried again. A CustomResourceDefinition or
+Namespace no allowDelete names is kept, named in the entry's deletionsSkipped and
+forgotten from the inventory (``core.state.deletion_guard``)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,13 @@ from crs_controller.clients.api import KubeAPI
 from crs_controller.core.api.models import CRSBinding, ObjectKey
 from crs_controller.core.errors import CRSError, NotFound, Unreachable
 from crs_controller.core.manifests.documents import ObjectRef
+from crs_controller.core.state.deletion_guard import (
+    Allowances,
+    Guarded,
+    Kept,
+    guard,
+    with_skipped,
+)
 from crs_controller.core.state.prune_decisions import (
     inventory,
     keep_pending,
@@ -33,12 +42,14 @@ log = structlog.get_logger(__name__)
 @dataclass
 class Pruned:
     """After pruning: the binding entries to record, and per CRS name what failed
-    (tried again) and what was refused as not provably ours (reported once)."""
+    (tried again), what was refused as not provably ours and what was kept as
+    protected (each reported once)."""
 
     entries: dict[str, CRSBinding]
     errors: dict[str, list[str]] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
     deleted: dict[str, list[ObjectRef]] = field(default_factory=dict)
+    kept: dict[str, list[Kept]] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,6 +82,7 @@ async def prune(
     wanted: set[ObjectKey],
     order: Sequence[str] = (),
     *,
+    allowed: Mapping[str, Allowances] | None = None,
     field_manager: str = Settings.field_manager,
 ) -> Pruned:
     """Delete stale objects of every CRS whose policy is Delete (``client`` None: the
@@ -83,7 +95,8 @@ async def prune(
     deletion did not finish keeps its old inventory in the returned entries.
     ``order``: the CRS names in removal order (dependents before what they depend
     on); names not in it come after, by name. Only objects ``field_manager``
-    applied are deleted.
+    applied are deleted; of the protected kinds, only those the CRS's ``allowed``
+    (by CRS name; none: nothing allowed) lets go.
     """
     pruned = Pruned(dict(new_entries))
     new_entries = pruned.entries
@@ -98,22 +111,35 @@ async def prune(
         if client is None:  # not contactable now: remember, delete later
             new_entries[name] = keep_pending(new_entries.get(name), old)
             continue
-        await _prune_one(client, name, old, stale, field_manager, pruned)
+        guarded = guard(old, stale, (allowed or {}).get(name, {}))
+        await _prune_one(client, name, old, guarded, field_manager, pruned)
     return pruned
+
+
+def _keep(pruned: Pruned, name: str, kept: Sequence[Kept]) -> None:
+    """Kept objects are in no new entry already (forgotten); a matching CRS's entry
+    names them."""
+    pruned.kept[name] = list(kept)
+    if (entry := pruned.entries.get(name)) is not None:
+        pruned.entries[name] = with_skipped(entry, (k.ref for k in kept))
 
 
 async def _prune_one(
     client: KubeAPI,
     name: str,
     old: CRSBinding,
-    stale: Sequence[ObjectRef],
+    stale: Guarded,
     field_manager: str,
     pruned: Pruned,
 ) -> None:
     """Delete one CRS's stale objects; what failed stays pending in its entry, what
-    was refused is reported once and forgotten."""
+    was refused or kept is reported once and forgotten."""
+    if stale.kept:
+        _keep(pruned, name, stale.kept)
+    if not stale.delete:
+        return
     try:
-        done = await delete_objects(client, stale, field_manager)
+        done = await delete_objects(client, stale.delete, field_manager)
     except Unreachable as exc:
         done = Deletion(failed=[str(exc)])
     if done.deleted:
@@ -121,8 +147,8 @@ async def _prune_one(
     if done.refused:
         pruned.refused[name] = done.refusals()
     if done.failed:
-        # Stale objects are in no new entry: a refused one is only in ``old``.
-        pending = without(old, done.refused_refs)
+        # Stale objects are in no new entry: a refused or kept one is only in ``old``.
+        pending = without(old, [*done.refused_refs, *(k.ref for k in stale.kept)])
         pruned.entries[name] = keep_pending(pruned.entries.get(name), pending)
         pruned.errors[name] = done.failed
 

@@ -4,8 +4,10 @@ For every CRS recorded in the cluster's binding that asks for it: apply its
 ``beforeDelete`` hook objects and wait for the Jobs among them; a failed Job aborts
 (retried with backoff, nothing deleted meanwhile); then delete what the CRS applied,
 in reverse order, sparing what other CRSs recorded and refusing (with a
-DeletionRefused event) what the live object does not show we applied. The entry
-leaves the binding once done, which is what the BeforeClusterDelete hook reports on.
+DeletionRefused event) what the live object does not show we applied, keeping (with
+a DeletionSkipped event) the CustomResourceDefinitions and Namespaces no allowDelete
+names. The entry leaves the binding once done, which is what the BeforeClusterDelete
+hook reports on.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ from crs_controller.core.errors import CRSError, ResourceError, Unreachable
 from crs_controller.core.manifests.documents import object_ref
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.bindings import entries_by_crs
+from crs_controller.core.state.deletion_guard import (
+    DELETION_SKIPPED,
+    allowances,
+    describe,
+    guard,
+)
 from crs_controller.core.state.prune_decisions import inventory, stale_objects, without
 from crs_controller.core.state.uninstall_decisions import cleanup_due, is_job, job_state
 from crs_controller.core.values.dependencies import removal_order
@@ -104,9 +112,16 @@ async def _delete(
     ``cleanup.remaining`` once done (refused objects never hold it)."""
     name, entry = crs.name, cleanup.remaining[crs.name]
     others = [e for n, e in cleanup.remaining.items() if n != name]
-    stale = stale_objects(entry, inventory(others), set())
+    stale = guard(
+        entry,
+        stale_objects(entry, inventory(others), set()),
+        allowances(crs.valid.spec.resources),
+    )
+    if stale.kept:
+        message = f"cluster {cluster.name}: {describe(stale.kept)}"
+        await ctx.events.emit(crs, "Warning", DELETION_SKIPPED, message)
     try:
-        done = await delete_objects(client, stale, ctx.settings.field_manager)
+        done = await delete_objects(client, stale.delete, ctx.settings.field_manager)
     except Unreachable as exc:
         done = Deletion(failed=[str(exc)])
     if done.refused:
@@ -114,11 +129,12 @@ async def _delete(
         await ctx.events.emit(crs, "Warning", "DeletionRefused", message)
     if done.failed:
         await _report(ctx, crs, cluster, "; ".join(done.failed))
-        cleanup.remaining[name] = without(entry, done.refused_refs)
+        forgotten = [*done.refused_refs, *(k.ref for k in stale.kept)]
+        cleanup.remaining[name] = without(entry, forgotten)
         cleanup.then |= RETRY
         return
     del cleanup.remaining[name]
-    removed = len(stale) - len(done.refused)
+    removed = len(stale.delete) - len(done.refused)
     message = f"removed {removed} objects from cluster {cluster.name}"
     await ctx.events.emit(crs, "Normal", "Uninstalled", message)
 
