@@ -82,6 +82,21 @@ class KubeAPI(Protocol):
         """Every item, and the list's resourceVersion (to start a watch from)."""
         ...
 
+    def pages(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
+    ) -> AsyncIterator[tuple[builtins.list[Obj], str]]:
+        """The same items as ``list``, one page at a time, each with the list's
+        resourceVersion ("" until the last page): a caller that keeps what it makes
+        of each page holds one page of JSON at a time, never the whole list's."""
+        ...
+
     def watch(
         self,
         api_version: str,

@@ -262,6 +262,30 @@ class KubeClient:
 
         ``metadata_only`` asks for PartialObjectMetadata: names, labels and
         resourceVersions without the content (no Secret data crosses the wire)."""
+        items: builtins.list[Obj] = []
+        version = ""
+        async for page, listed in self.pages(
+            api_version,
+            kind,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            metadata_only=metadata_only,
+        ):
+            items.extend(page)
+            version = listed
+        return items, version
+
+    async def pages(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
+    ) -> AsyncIterator[tuple[builtins.list[Obj], str]]:
         headers = {"Accept": METADATA_LIST} if metadata_only else {}
         params: dict[str, Any] = {"limit": LIST_PAGE}
         if label_selector:
@@ -269,16 +293,17 @@ class KubeClient:
         if field_selector:
             params["fieldSelector"] = field_selector
         path = await self.path(api_version, kind, namespace)
-        return await self._pages(path, params, headers)
+        async for page in self._pages(path, params, headers):
+            yield page
 
     async def _pages(
         self, path: str, params: dict[str, Any], headers: Mapping[str, str]
-    ) -> tuple[builtins.list[Obj], str]:
+    ) -> AsyncIterator[tuple[builtins.list[Obj], str]]:
         """Every page of a LIST, within the limits per call: pages, items, and JSON
         values of all pages together. A page over the byte limit is asked again with
         a tenth of the items (large objects are legitimate, only not 500 at once)."""
         limits, where = self.limits, f"{self.name}: LIST {path}"
-        items: builtins.list[Obj] = []
+        count = 0
         budget = Budget(limits.values, per="in total")
         pages = 0
         while True:
@@ -300,11 +325,13 @@ class KubeClient:
                 raise Unreachable(f"{where}: items is not a list of objects")
             if not isinstance(meta, dict):
                 raise Unreachable(f"{where}: metadata is not an object")
-            items.extend(found)
-            if len(items) > limits.items:
+            count += len(found)
+            if count > limits.items:
                 raise AnswerTooLarge(f"{where}: more than {limits.items} items", limit="items")
             if not meta.get("continue"):
-                return items, str(meta.get("resourceVersion", ""))
+                yield found, str(meta.get("resourceVersion", ""))
+                return
+            yield found, ""
             params["continue"] = meta["continue"]
 
     async def watch(

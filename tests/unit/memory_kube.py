@@ -119,6 +119,26 @@ class MemoryKube:
         ]
         return found, str(self._version)
 
+    async def pages(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
+    ) -> AsyncIterator[tuple[builtins.list[Obj], str]]:
+        """``list`` as one page."""
+        yield await self.list(
+            api_version,
+            kind,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            metadata_only=metadata_only,
+        )
+
     async def watch(
         self,
         api_version: str,

@@ -489,3 +489,17 @@ def test_an_encrypted_key_is_refused_in_process() -> None:
     )
     with pytest.raises(UnsupportedKubeconfig, match="encrypted: not supported"):
         KubeClient(endpoint, name="cluster ns/c1")
+
+
+async def test_pages_come_one_at_a_time_with_the_version_on_the_last() -> None:
+    async def three(method: str, target: str, writer: asyncio.StreamWriter) -> None:
+        n = int(query(target).get("continue", "0"))
+        await reply(writer, 200, page([item(n)], str(n + 1) if n < 2 else ""))
+
+    async with client_of(with_discovery(three)) as (client, seen):
+        got = []
+        async for items, version in client.pages("v1", "ConfigMap", "default"):
+            asked = sum("/configmaps" in s for s in seen)
+            got.append(([i["metadata"]["name"] for i in items], version, asked))
+    # Each page is handed on before the next is asked for.
+    assert got == [(["cm-0"], "", 1), (["cm-1"], "", 2), (["cm-2"], "7", 3)]

@@ -179,3 +179,33 @@ def test_the_cached_graph_is_always_a_fresh_one(
         assert cached.graph == built.graph
         assert cached.cycles() == built.cycles()
         assert cached.dependency_order(NAMES) == built.dependency_order(NAMES)
+
+
+class PagedList:
+    """A LIST of three pages; ``asked`` counts the pages asked for so far."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def pages(self, *args: Any, **kwargs: Any) -> Any:
+        for n in range(3):
+            self.asked += 1
+            yield [named(f"cm-{n}", NS, version=2)], ("9" if n == 2 else "")
+
+
+async def test_a_relist_parses_each_page_before_asking_for_the_next() -> None:
+    client = PagedList()
+    seen: list[tuple[str | None, str | None, int]] = []
+
+    def name(parsed: Any) -> str | None:
+        return None if parsed is None else str(parsed.meta.name)
+
+    def handler(old: Any, new: Any) -> None:
+        seen.append((name(old), name(new), client.asked))
+
+    informer = Informer(client, WatchSpec("v1", "ConfigMap"), parse_crs, handler)  # type: ignore[arg-type]
+    informer.put(named("gone", NS))  # cached before, no longer listed
+    informer.put(named("cm-0", NS, version=2))  # cached at the listed version already
+    assert await informer._relist() == "9"
+    assert seen == [(None, "cm-1", 2), (None, "cm-2", 3), ("gone", None, 3)]
+    assert informer.get(NS, "gone") is None and informer.get(NS, "cm-2") is not None

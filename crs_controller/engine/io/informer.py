@@ -120,21 +120,27 @@ class Informer(Generic[T]):
                 backoff = min(backoff * 2, 30.0)
 
     async def _relist(self) -> str:
+        """List page by page, parsing each page as it comes: what is held at once is
+        one page's JSON and the parsed cache, never the whole list's JSON."""
         s = self.spec
-        items, version = await self._client.list(
+        seen: set[Key] = set()
+        version = ""
+        async for items, listed in self._client.pages(
             s.api_version,
             s.kind,
             s.namespace,
             label_selector=s.label_selector,
             field_selector=s.field_selector,
             metadata_only=s.metadata_only,
-        )
-        fresh = {obj_key(o): o for o in items}
-        for key in [k for k in self._store if k not in fresh]:
+        ):
+            version = listed
+            for obj in items:
+                key = obj_key(obj)
+                seen.add(key)
+                if key not in self._store or self._versions[key] != resource_version(obj):
+                    self._handler(*self._keep(key, obj))
+        for key in [k for k in self._store if k not in seen]:
             self._handler(self._drop(key), None)
-        for key, obj in fresh.items():
-            if key not in self._store or self._versions[key] != resource_version(obj):
-                self._handler(*self._keep(key, obj))
         return version
 
     async def _watch(self, version: str) -> str:
