@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 
 from crs_controller.app import logs
 from crs_controller.app.commands import (
@@ -27,6 +28,8 @@ from crs_controller.app.commands.common import (
     command_parser,
     duration,
 )
+from crs_controller.core.notifications.delivery import Receiver, receiver_url
+from crs_controller.core.notifications.payloads import FORMATS
 from crs_controller.engine.reconcile.context import Settings
 
 # The commands for people at a terminal (app/commands), each registering itself.
@@ -134,6 +137,7 @@ def _add_run(sub: Subcommands) -> None:
     _run_observability_options(run)
     _run_leader_options(run)
     _run_extension_options(run)
+    _run_notify_options(run)
 
 
 def _run_cluster_options(run: argparse.ArgumentParser) -> None:
@@ -266,6 +270,51 @@ def _run_extension_options(run: argparse.ArgumentParser) -> None:
     )
 
 
+def _run_notify_options(run: argparse.ArgumentParser) -> None:
+    """Notifications to the operator's receivers (docs/operations.md#notifications)."""
+    run.add_argument(
+        "--notify-url",
+        metavar="URL",
+        action="append",
+        type=_notify_url,
+        default=[],
+        help="POST a notification here when a rollout halts, waits for approval or "
+        "completes, a validation fails or a deletion is refused (repeatable; http or https)",
+    )
+    run.add_argument(
+        "--notify-format",
+        choices=FORMATS,
+        default="cloudevents",
+        help="the body: a CloudEvent (structured JSON) or a Slack incoming webhook's "
+        "message (default: %(default)s)",
+    )
+    run.add_argument(
+        "--notify-token-file",
+        metavar="FILE",
+        type=_token_file,
+        default=None,
+        help="send the token this file holds as 'Authorization: Bearer' to every receiver",
+    )
+
+
+def _notify_url(text: str) -> str:
+    try:
+        return receiver_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _token_file(path: str) -> str:
+    """The token the file holds (read once, at start), without surrounding space."""
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {type(exc).__name__}") from exc
+    if not token or any(c.isspace() or not c.isprintable() for c in token):
+        raise argparse.ArgumentTypeError(f"{path} must hold one token, on one line")
+    return token
+
+
 def _hooks(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     known = (
@@ -316,6 +365,9 @@ def _run(args: argparse.Namespace) -> int:
         extension_addr=args.extension_addr,
         extension_cert_dir=args.extension_cert_dir,
         extension_hooks=args.extension_hooks,
+        receivers=tuple(
+            Receiver(url, args.notify_format, args.notify_token_file) for url in args.notify_url
+        ),
     )
     # Every line it writes is a log line, its failure too (JSON with --log-format json).
     return main(options)

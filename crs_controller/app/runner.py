@@ -19,8 +19,10 @@ from crs_controller.app.commands.common import ERROR, INTERRUPTED
 from crs_controller.app.serving import Served
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
+from crs_controller.core.notifications.delivery import Receiver
 from crs_controller.core.text import safe
 from crs_controller.engine.io import metrics
+from crs_controller.engine.io.webhooks import WebhookPoster
 from crs_controller.engine.reconcile.context import Settings
 from crs_controller.engine.reconcile.hook import hook_status, upgrade_status
 from crs_controller.engine.runtime.controller import Controller, cluster_api_version
@@ -30,7 +32,9 @@ from crs_controller.engine.runtime.membership import (
     ShardMembership,
     replica_identity,
 )
+from crs_controller.engine.runtime.notifying import Notifier
 from crs_controller.engine.runtime.tasks import supervised
+from crs_controller.engine.runtime.waiting import LoopClock
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +52,7 @@ class RunOptions:
     extension_addr: str = ""
     extension_cert_dir: str = ""
     extension_hooks: tuple[str, ...] | None = None  # None: every hook served
+    receivers: tuple[Receiver, ...] = ()  # where notifications go (--notify-url)
 
 
 def _split(addr: str) -> tuple[str, int] | None:
@@ -98,7 +103,10 @@ async def run(options: RunOptions) -> None:
         limits=MANAGEMENT_LIMITS,  # the operator's own server: the fleet's lists are large
     )
     version = await cluster_api_version(mgmt)
-    controller = Controller(mgmt, options.settings, version, user_agent=agent)
+    poster = WebhookPoster(agent)
+    notifier = Notifier(options.receivers, poster.post, LoopClock())
+    tell = notifier.tell if options.receivers else None
+    controller = Controller(mgmt, options.settings, version, user_agent=agent, notify=tell)
     servers = await _serve(options, controller)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -107,13 +115,17 @@ async def run(options: RunOptions) -> None:
     log.info("starting", namespace=options.settings.namespace or "(all)", identity=identity)
     try:
         async with asyncio.TaskGroup() as group:
+            # Apart from the reconciles: a receiver that hangs holds only its own line.
+            sending = supervised(group, notifier.run(), "notifications")
             running = _lead_and_run(options, mgmt, controller, identity)
             task = supervised(group, running, "controller")
             await _first(stop, task)
             task.cancel()
+            sending.cancel()
     finally:
         for server in servers:
             await server.close()
+        await poster.close()
         await controller.close()
         await mgmt.close()
         log.info("stopped")

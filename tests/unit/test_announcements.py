@@ -33,6 +33,7 @@ def test_two_hundred_clusters_are_one_event() -> None:
             "Normal",
             "Applied",
             "applied ConfigMap/cni to 200 clusters (c000, c001, c002, c003, c004 and 195 more)",
+            tuple(f"c{i:03d}" for i in range(200)),
         )
     ]
 
@@ -43,6 +44,8 @@ def test_failures_are_counted_in_the_normal_event_and_told_in_one_warning() -> N
     assert normal.message == "applied ConfigMap/cni to 2 clusters (a, b); 2 clusters failed"
     assert (warning.type, warning.reason) == ("Warning", "ApplyFailed")
     assert warning.message == "ApplyFailed on 2 clusters: c: z; d: y"
+    # Each names the clusters it is about, for the notification it may make.
+    assert (normal.clusters, warning.clusters) == (("a", "b"), ("c", "d"))
 
 
 def test_one_cluster_reads_naturally_and_resources_are_merged() -> None:

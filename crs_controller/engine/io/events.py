@@ -4,14 +4,17 @@ an outcome changed, never on a reconcile that found nothing to do."""
 from __future__ import annotations
 
 import secrets
+import uuid
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
 import structlog
 
-from crs_controller.clients.api import KubeAPI
+from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, rfc3339
 from crs_controller.core.errors import CRSError
+from crs_controller.core.notifications.payloads import Notice, notice
 from crs_controller.core.spec.objects import CRS
 from crs_controller.core.text import safe
 
@@ -26,42 +29,78 @@ REASON_LIMIT = 128
 
 
 class EventRecorder:
-    def __init__(self, client: KubeAPI) -> None:
+    """Writes the Events, and hands those of a notified reason to ``notify`` (the
+    runtime's: it tells the receivers when this process writes status)."""
+
+    def __init__(self, client: KubeAPI, notify: Callable[[Notice], None] | None = None) -> None:
         self._client = client
+        self._notify = notify
 
     async def emit(
-        self, crs: CRS, kind: Literal["Normal", "Warning"], reason: str, message: str
+        self,
+        crs: CRS,
+        kind: Literal["Normal", "Warning"],
+        reason: str,
+        message: str,
+        *,
+        clusters: Sequence[str] = (),
+        revision: str | None = None,
     ) -> None:
-        meta = crs.meta
-        now = rfc3339(datetime.now(UTC))
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{meta.name}.{secrets.token_hex(8)}",
-                "namespace": meta.namespace,
-            },
-            "involvedObject": {
-                "apiVersion": API_VERSION,
-                "kind": CLUSTER_RESOURCE_SET_KIND,
-                "name": meta.name,
-                "namespace": meta.namespace,
-                "uid": meta.uid,
-                "resourceVersion": meta.resource_version,
-            },
-            # Every Event goes out through here: messages quote tenants' names and
-            # servers' answers, so they are made safe here, once.
-            "reason": safe(reason, REASON_LIMIT),
-            "message": safe(message, MESSAGE_LIMIT),
-            "type": kind,
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        """``clusters``: those the Event is about, for the notification (the message
+        names them too, bounded); ``revision``: the one it is about, when not the
+        status's."""
+        self._tell(crs, reason, message, clusters, revision or crs.status.revision)
         try:
-            await self._client.create(event)
+            await self._client.create(_event(crs, kind, reason, message))
         except CRSError as exc:
             # Events are best effort: losing one must never fail a reconcile.
             log.warning("event not recorded", reason=reason, error=str(exc))
+
+    def _tell(
+        self, crs: CRS, reason: str, message: str, clusters: Sequence[str], revision: str | None
+    ) -> None:
+        if self._notify is None:
+            return
+        told = notice(
+            reason,
+            crs.namespace,
+            crs.name,
+            message,
+            revision=revision,
+            clusters=clusters,
+            id=str(uuid.uuid4()),
+            time=datetime.now(UTC),
+        )
+        if told is not None:
+            self._notify(told)
+
+
+def _event(crs: CRS, kind: Literal["Normal", "Warning"], reason: str, message: str) -> Obj:
+    meta = crs.meta
+    now = rfc3339(datetime.now(UTC))
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{meta.name}.{secrets.token_hex(8)}",
+            "namespace": meta.namespace,
+        },
+        "involvedObject": {
+            "apiVersion": API_VERSION,
+            "kind": CLUSTER_RESOURCE_SET_KIND,
+            "name": meta.name,
+            "namespace": meta.namespace,
+            "uid": meta.uid,
+            "resourceVersion": meta.resource_version,
+        },
+        # Every Event goes out through here: messages quote tenants' names and
+        # servers' answers, so they are made safe here, once.
+        "reason": safe(reason, REASON_LIMIT),
+        "message": safe(message, MESSAGE_LIMIT),
+        "type": kind,
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }

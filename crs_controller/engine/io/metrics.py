@@ -72,3 +72,15 @@ def forget_rollout(namespace: str, crs: str) -> None:
     for each in ("Progressing", "Paused", "Halted", "Complete", "AwaitingApproval"):
         with contextlib.suppress(KeyError):  # never shown for this CRS
             ROLLOUT_PHASE.remove(namespace, crs, each)
+
+
+NOTIFICATIONS = Counter(
+    "crs_notifications_total",
+    "Notifications by result: sent (answered 2xx), failed (refused, or unanswered after "
+    "the last retry)",
+    ["result"],
+)
+NOTIFICATIONS_DROPPED = Counter(
+    "crs_notifications_dropped_total",
+    "Notifications dropped unsent: a receiver's queue was full and the oldest went",
+)

@@ -59,6 +59,7 @@ class Announcement:
     type: EventType
     reason: str
     message: str
+    clusters: tuple[str, ...] = ()  # the clusters it is about, in name order
 
 
 @dataclass
@@ -145,7 +146,7 @@ def gather(notes: list[Note]) -> list[Announcement]:
             message = _normal(reason, by_cluster, failed)
         else:
             message = _warning(reason, by_cluster)
-        told.append(Announcement(kind, reason, message))
+        told.append(Announcement(kind, reason, message, tuple(sorted(by_cluster))))
     return told
 
 

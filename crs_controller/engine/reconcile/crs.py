@@ -9,6 +9,8 @@ so (``Paused`` True, ``Ready`` Unknown); a spec the model refuses is told once.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import structlog
 
 from crs_controller.core.api.models import (
@@ -35,6 +37,8 @@ from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 from crs_controller.engine.reconcile.rollout import (
+    Hashes,
+    concerned,
     plan_rollout,
     revision_of,
     rollout_status,
@@ -99,7 +103,7 @@ async def _tell(ctx: CRSContext, crs: CRS) -> Result:
 
     # A missing source's Warning is told only if the source is still missing now.
     for told in ctx.announcements.take(crs.namespace, crs.name, current):
-        await ctx.events.emit(crs, told.type, told.reason, told.message)
+        await ctx.events.emit(crs, told.type, told.reason, told.message, clusters=told.clusters)
     return NOTHING
 
 
@@ -172,7 +176,7 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     status = _status(ctx, crs, matching, problems, made)
     status.revision = target
     if made is not None and target is not None:
-        await _tell_rollout(ctx, crs, target, made, previous)
+        await _tell_rollout(ctx, crs, (target, made), previous, matching, now)
     if to_api(status) == to_api(crs.status):
         return then
     try:
@@ -226,16 +230,21 @@ def _status(
 
 
 async def _tell_rollout(
-    ctx: CRSContext, crs: CRS, target: str, made: Plan, previous: tuple[str, Plan] | None
+    ctx: CRSContext,
+    crs: CRS,
+    planned: tuple[str, Plan],
+    previous: tuple[str, Plan] | None,
+    matching: list[Cluster],
+    hashes: Hashes | None,
 ) -> None:
     """Events a person can follow: started, step done, soaking, a new phase (awaiting
     approval, paused, halted, complete). Told from the plan before ``made`` as this
     process made it, never from the status it wrote: right after a restart (or on a
     new leader) there is none, and nothing is told until the next change, which the
-    status shows meanwhile."""
+    status shows meanwhile. Each names the clusters it is about (``concerned``)."""
     if previous is None:
         return
-    revision, before = previous
+    (target, made), (revision, before) = planned, previous
     told: list[tuple[str, str]] = []
     if revision != target and made.phase != "Complete":
         told.append(("RolloutStarted", f"rolling out revision {target}"))
@@ -247,8 +256,7 @@ async def _tell_rollout(
         told.append(("RolloutStepDone", f"step {before.step} done; {made.message}"))
     elif made.soaking and not (before.soaking and before.step == made.step):
         told.append(("RolloutSoaking", made.message))
+    about = concerned(ctx, crs, target, matching, made.phase, hashes) if told else []
     for reason, message in told:
-        if reason == "RolloutHalted":
-            await ctx.events.emit(crs, "Warning", reason, message)
-        else:
-            await ctx.events.emit(crs, "Normal", reason, message)
+        kind: Literal["Normal", "Warning"] = "Warning" if reason == "RolloutHalted" else "Normal"
+        await ctx.events.emit(crs, kind, reason, message, clusters=about, revision=target)

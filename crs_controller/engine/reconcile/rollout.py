@@ -100,6 +100,27 @@ def plan_rollout(
     return made, Result.after(made.wake_after) | Result.waking(*wake)
 
 
+def concerned(
+    ctx: CRSContext,
+    crs: CRS,
+    target: str,
+    matching: list[Cluster],
+    phase: str,
+    hashes: Hashes | None,
+) -> list[str]:
+    """The clusters an Event about the rollout's ``phase`` is about: those failed on
+    ``target`` when it halted, those on it when complete, else those not on it yet."""
+    states = [
+        _state(crs, ctx.caches.entry(crs.namespace, c.name, crs.name), c, target, hashes)
+        for c in matching
+    ]
+    if phase == "Halted":
+        return [s.name for s in states if s.failed]
+    if phase == "Complete":
+        return [s.name for s in states if s.revision == target]
+    return [s.name for s in states if s.revision != target]
+
+
 def _failed(entry: CRSBinding | None) -> bool:
     """Is a cluster's outcome a failure, whatever revision it is on?"""
     outcome = outcome_of(entry)

@@ -251,7 +251,9 @@ class ClusterScope:
             # A binding entry naming objects we cannot show we applied: forged or stale.
             if owner := ctx.caches.crs(namespace, crs_name):
                 message = f"cluster {name}: {refused}"
-                await ctx.events.emit(owner, "Warning", "DeletionRefused", message)
+                await ctx.events.emit(
+                    owner, "Warning", "DeletionRefused", message, clusters=(name,)
+                )
         for crs_name, kept in pruned.kept.items():
             # Protected kinds no allowDelete names: left on the cluster, and forgotten.
             if owner := ctx.caches.crs(namespace, crs_name):

@@ -25,6 +25,7 @@ from crs_controller.core.api.models import (
 )
 from crs_controller.core.errors import Conflict, CRSError
 from crs_controller.core.membership.shard import owner
+from crs_controller.core.notifications.payloads import Notice
 from crs_controller.core.spec.objects import (
     CRS,
     Binding,
@@ -100,8 +101,10 @@ class Controller:
         *,
         user_agent: str = USER_AGENT,
         clock: WaitingClock | None = None,
+        notify: Callable[[Notice], None] | None = None,
     ) -> None:
         self.mgmt = mgmt
+        self._notify = notify
         self.settings = settings
         self.cluster_api_version = cluster_version
         self.clock = clock or LoopClock()
@@ -141,7 +144,7 @@ class Controller:
         shared = Shared(
             caches=self.index,
             sources=Sources(mgmt, configmaps, secrets),
-            events=EventRecorder(mgmt),
+            events=EventRecorder(mgmt, self._tell if self._notify else None),
             announcements=Announcements(clock),
             outcomes=Outcomes(),
             rollouts=Rollouts(),
@@ -156,6 +159,12 @@ class Controller:
         )
         crs_ctx = CRSContext.over(shared, crss=CRSStore(mgmt, crss), leading=lambda: self.leading)
         return cluster_ctx, crs_ctx
+
+    def _tell(self, told: Notice) -> None:
+        """Notifications leave the leader alone (the replica that writes status): a
+        shard set sends each once."""
+        if self.leading and self._notify is not None:
+            self._notify(told)
 
     def _object_informers(self) -> tuple[Informer[CRS], Informer[Cluster], Informer[Binding]]:
         mgmt, ns = self.mgmt, self.settings.namespace

@@ -126,7 +126,7 @@ async def _delete(
         done = Deletion(failed=[str(exc)])
     if done.refused:
         message = f"cluster {cluster.name}: {done.refusals()}"
-        await ctx.events.emit(crs, "Warning", "DeletionRefused", message)
+        await ctx.events.emit(crs, "Warning", "DeletionRefused", message, clusters=(cluster.name,))
     if done.failed:
         await _report(ctx, crs, cluster, "; ".join(done.failed))
         forgotten = [*done.refused_refs, *(k.ref for k in stale.kept)]

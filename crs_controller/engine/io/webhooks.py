@@ -1,0 +1,44 @@
+"""POSTing a notification's body to one receiver: the only network code of the
+notifications. One deadline per POST; redirects are not followed (a receiver that
+moved is a refusal, not a reason to send the body elsewhere) and the answer's body is
+never read."""
+
+from __future__ import annotations
+
+import httpx
+import structlog
+
+from crs_controller.core.notifications.delivery import DEADLINE, Receiver
+
+log = structlog.get_logger(__name__)
+
+
+class WebhookPoster:
+    def __init__(
+        self,
+        user_agent: str,
+        deadline: float = DEADLINE,
+        transport: httpx.AsyncBaseTransport | None = None,  # tests swap the network
+    ) -> None:
+        self._agent = user_agent
+        self._client = httpx.AsyncClient(
+            timeout=deadline, follow_redirects=False, transport=transport
+        )
+
+    async def post(self, receiver: Receiver, body: bytes, content_type: str) -> int | None:
+        """The answer's status code; None when none came (no connection, a timeout)."""
+        headers = {"Content-Type": content_type, "User-Agent": self._agent}
+        if receiver.token:
+            headers["Authorization"] = f"Bearer {receiver.token}"
+        try:
+            async with self._client.stream(
+                "POST", receiver.url, content=body, headers=headers
+            ) as answer:
+                return answer.status_code
+        except httpx.HTTPError as exc:
+            # The exception's text may quote the URL, whose path can be a secret.
+            log.info("notification not answered", receiver=receiver.shown, error=type(exc).__name__)
+            return None
+
+    async def close(self) -> None:
+        await self._client.aclose()
