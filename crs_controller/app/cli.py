@@ -309,9 +309,9 @@ def _token_file(path: str) -> str:
     try:
         token = Path(path).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
-        raise argparse.ArgumentTypeError(f"cannot read {path}: {type(exc).__name__}") from exc
+        raise argparse.ArgumentTypeError(f"{path}: cannot be read ({type(exc).__name__})") from exc
     if not token or any(c.isspace() or not c.isprintable() for c in token):
-        raise argparse.ArgumentTypeError(f"{path} must hold one token, on one line")
+        raise argparse.ArgumentTypeError(f"{path}: must hold one token, on one line")
     return token
 
 
