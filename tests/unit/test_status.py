@@ -17,10 +17,12 @@ from crs_controller.core.api.models import (
     ClusterResourceSetStatus,
     Condition,
     CRSBinding,
+    KeptObject,
     RolloutStatus,
     to_api,
 )
 from crs_controller.core.rollout.plan import ClusterState, Policy, plan
+from crs_controller.core.state.deletion_guard import skipped_status
 from crs_controller.core.state.status import (
     PAUSED,
     READY,
@@ -574,6 +576,11 @@ def test_every_cluster_failing_keeps_the_status_under_64_kib(
         rollout=(made.phase, made.message),
     )
     result.rollout = RolloutStatus(phase=made.phase, step=made.step, message=made.message)
+    # Every cluster also keeps as many protected objects as an entry records, with
+    # names as long as the API allows: the status names a bounded few.
+    kept = [KeptObject(api_version="v" * 316, kind="Namespace", name="n" * 253)] * 20
+    entry = CRSBinding(cluster_resource_set_name="a", deletions_skipped=kept)
+    result.deletions_skipped = skipped_status((name, entry) for name in names)
     assert (result.matching_clusters, result.failed_clusters) == (FLEET, FLEET)
     assert made.phase == "Halted" and f"and {FLEET - 5} more" in made.message
     assert len(json.dumps(to_api(result))) <= STATUS_LIMIT
