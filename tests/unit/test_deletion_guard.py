@@ -22,6 +22,7 @@ from crs_controller.core.api.models import (
     SourceRef,
 )
 from crs_controller.core.state.deletion_guard import (
+    DELETION_SKIPPED,
     SKIPPED_KEPT,
     allowances,
     carried,
@@ -32,6 +33,7 @@ from crs_controller.core.state.deletion_guard import (
     with_skipped,
 )
 from crs_controller.core.state.prune_decisions import inventory
+from crs_controller.engine.memory.notes import Note, gather
 from crs_controller.engine.reconcile.workload.pruning import prune
 
 from .memory_kube import MemoryKube
@@ -229,3 +231,17 @@ async def test_a_crs_without_allowances_keeps_every_protected_object() -> None:
     assert [k.ref for k in pruned.kept["a"]] == [CRD, NS]
     assert pruned.entries == {} and pruned.errors == {}
     assert len(kube.objects) == 2
+
+
+def test_kept_objects_are_told_once_for_every_cluster_and_are_no_failure() -> None:
+    kept_crd = describe(guard(entry(res=[CRD]), [CRD], {}).kept)
+    notes = [
+        Note("Normal", "Deleted", f"c{i}", resources=("v1 ConfigMap default/cm",)) for i in range(4)
+    ] + [Note("Warning", DELETION_SKIPPED, f"c{i}", message=kept_crd) for i in range(4)]
+    deleted, skipped = gather(notes)
+    assert deleted.message == (
+        "deleted v1 ConfigMap default/cm from 4 clusters (c0, c1, c2, c3)"
+    ), deleted.message
+    assert (skipped.type, skipped.reason) == ("Warning", DELETION_SKIPPED)
+    assert skipped.message.startswith("DeletionSkipped on 4 clusters: c0: kept (not deleted): ")
+    assert "ws.x.io" in skipped.message and skipped.message.endswith("; and 1 more")

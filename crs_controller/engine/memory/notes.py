@@ -23,6 +23,7 @@ from typing import Literal
 
 from crs_controller.core.api.models import CRSKey
 from crs_controller.core.clock import Clock
+from crs_controller.core.state.deletion_guard import DELETION_SKIPPED
 from crs_controller.core.text import safe
 
 EventType = Literal["Normal", "Warning"]
@@ -32,6 +33,8 @@ LONGEST_SECONDS = 10.0
 GRACE_SECONDS = 5.0
 # Failures that often heal by themselves within seconds (see the module's docstring).
 GRACED_REASONS = frozenset({"ResourceNotFound"})
+# Warnings that tell of no failure: the clusters they name did not fail.
+NOT_FAILURES = frozenset({DELETION_SKIPPED})
 NAMES_SHOWN = 5
 # Resources (or, for deletions, objects) named in one Event; the count of the rest.
 RESOURCES_SHOWN = 20
@@ -139,7 +142,14 @@ def gather(notes: list[Note]) -> list[Announcement]:
     grouped: dict[tuple[EventType, str], dict[str, Note]] = {}
     for note in notes:
         grouped.setdefault((note.type, note.reason), {})[note.cluster] = note
-    failed = len({c for (kind, _), by in grouped.items() if kind == "Warning" for c in by})
+    failed = len(
+        {
+            c
+            for (kind, reason), by in grouped.items()
+            if kind == "Warning" and reason not in NOT_FAILURES
+            for c in by
+        }
+    )
     told = []
     for (kind, reason), by_cluster in sorted(grouped.items(), key=lambda i: i[0][0] != "Normal"):
         if kind == "Normal":

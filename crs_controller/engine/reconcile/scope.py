@@ -34,6 +34,7 @@ from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.bindings import entries_by_crs, owner_reference, with_outcome
 from crs_controller.core.state.deletion_guard import (
     DELETION_SKIPPED,
+    Kept,
     allowances,
     carried,
     describe,
@@ -255,16 +256,29 @@ class ClusterScope:
                     owner, "Warning", "DeletionRefused", message, clusters=(name,)
                 )
         for crs_name, kept in pruned.kept.items():
-            # Protected kinds no allowDelete names: left on the cluster, and forgotten.
-            if owner := ctx.caches.crs(namespace, crs_name):
-                message = f"cluster {name}: {describe(kept)}"
-                await ctx.events.emit(owner, "Warning", DELETION_SKIPPED, message)
+            then |= await self._tell_kept(crs_name, kept)
         for crs_name, errors in pruned.errors.items():
             message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
             log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")
             if owner := ctx.caches.crs(namespace, crs_name):
                 await ctx.events.emit(owner, "Warning", "DeleteFailed", message)
         return then
+
+    async def _tell_kept(self, crs_name: str, kept: list[Kept]) -> Result:
+        """Protected objects no allowDelete names, left on the cluster and forgotten:
+        told with the other clusters' as one Warning for the CRS, or at once for a
+        CRS being deleted (its notes are never told)."""
+        ctx, (namespace, name) = self.ctx, self.key
+        owner = ctx.caches.crs(namespace, crs_name)
+        if owner is None:
+            return NOTHING
+        if owner.deleting:
+            message = f"cluster {name}: {describe(kept)}"
+            await ctx.events.emit(owner, "Warning", DELETION_SKIPPED, message)
+            return NOTHING
+        note = Note("Warning", DELETION_SKIPPED, name, message=describe(kept))
+        quiet = ctx.announcements.note(namespace, crs_name, note)
+        return Result.waking(Wake(crs_key(namespace, crs_name), quiet))
 
     async def record(self, entries: Mapping[str, CRSBinding] | None = None) -> None:
         """Write the binding once (``entries``: what a cleanup left instead of this
