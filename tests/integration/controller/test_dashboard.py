@@ -1,13 +1,16 @@
 """`crs-controller dashboard` in a real headless browser (Debian's chromium through
-WebDriver), on the real management server: a CRS in the middle of a rollout (step 1
-done, step 2 waiting for its approval, one cluster holding updates) shows each
-cluster in its step with its state and waiting reason as text; a binding edited on
-the management cluster shows up without a reload; a message holding markup from a
-tenant is shown as text and runs nothing. The CRS carries Cluster API's paused
-annotation and its records are written here as the controller writes them, so the
-session's controller, when it runs, leaves them alone. The page's headers and its
-refusals (another Host, a write) are checked over plain HTTP. A screenshot is left
-in the test artifacts (``build/test-artifacts``, or ``$CRS_CONTROLLER_ARTIFACTS``)."""
+WebDriver), on the real management server: a rollout the session's controller runs
+(the canary on the new revision, the rest waiting for the approval of their step);
+a CRS in the middle of a rollout (step 1 done, step 2 waiting for its approval, one
+cluster holding updates) shows each cluster in its step with its state and waiting
+reason as text; a binding edited on the management cluster shows up without a
+reload; a message holding markup from a tenant is shown as text and runs nothing;
+with ``-A``, the filters (namespace, state, labels), the rollout moving on and a
+Cluster joining. Those CRSs carry Cluster API's paused annotation and their records
+are written here as the controller writes them, so the session's controller leaves
+them alone. The page's headers and its refusals (another Host, a write) are checked
+over plain HTTP. Screenshots are left in the test artifacts (``build/test-artifacts``,
+or ``$CRS_CONTROLLER_ARTIFACTS``)."""
 
 from __future__ import annotations
 
@@ -23,11 +26,26 @@ import pytest
 
 from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION
 from crs_controller.engine.reconcile.rollout import revision_of
-from crs_controller.testbed import ControlPlane, TestbedClient
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.browser import Browser, browser, missing
+from crs_controller.testbed.controller import ControllerProcess
 
-from .support import CLUSTER_API, CRS_API, admin_kubeconfig, crs_obj, unique, until_no_conflict
+from .support import (
+    CLUSTER_API,
+    CRS_API,
+    TIMEOUT,
+    admin_kubeconfig,
+    configmap_obj,
+    crs_obj,
+    manifests,
+    source_configmap,
+    unique,
+    until_no_conflict,
+    wait_condition,
+)
 from .test_cli_ux import Lines
+from .test_rollout import add, edit
+from .test_rollout_controls import REST, canary, moved_on, revision, rollout_crs
 
 HASH, OLD = "xxh3:0000000000000a11", "xxh3:0000000000000b22"
 REVISION = revision_of({("ConfigMap", "addon"): HASH})
@@ -68,13 +86,7 @@ def mid_rollout(mgmt: TestbedClient, namespace: str) -> str:
         "message": "step 2 waits for approval",
     }
 
-    def write() -> None:
-        live = mgmt.get(CRS_API, "ClusterResourceSet", name, namespace)
-        assert live is not None
-        live["status"] = {**(live.get("status") or {}), "revision": REVISION, "rollout": rollout}
-        mgmt.update_status(live)
-
-    until_no_conflict(write)
+    until_no_conflict(lambda: write_rollout(mgmt, namespace, name, rollout))
     del created
     for cluster, (ring, held, reason, ready, digest, message) in FLEET.items():
         meta: dict[str, Any] = {"name": cluster, "namespace": namespace}
@@ -84,6 +96,15 @@ def mid_rollout(mgmt: TestbedClient, namespace: str) -> str:
         mgmt.create({"apiVersion": CLUSTER_API, "kind": "Cluster", "metadata": meta, "spec": {}})
         mgmt.create(binding(namespace, cluster, name, reason, ready, digest, message))
     return name
+
+
+def write_rollout(mgmt: TestbedClient, namespace: str, name: str, rollout: dict[str, Any]) -> None:
+    """The rollout as the controller writes it, beside what the status holds (the
+    session's controller, when it runs, marks the paused CRS Paused)."""
+    live = mgmt.get(CRS_API, "ClusterResourceSet", name, namespace)
+    assert live is not None
+    live["status"] = {**(live.get("status") or {}), "revision": REVISION, "rollout": rollout}
+    mgmt.update_status(live)
 
 
 def binding(
@@ -108,10 +129,9 @@ def binding(
     }
 
 
-@pytest.fixture
-def served(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[str]:
-    """The dashboard of ``namespace`` on a free port: its URL."""
-    command = [sys.executable, "-m", "crs_controller.app.cli", "dashboard", "-n", namespace]
+def dashboard(control_plane: ControlPlane, tmp_path: Path, *where: str) -> Iterator[str]:
+    """The dashboard of ``where`` (``-n NS`` or ``-A``) on a free port: its URL."""
+    command = [sys.executable, "-m", "crs_controller.app.cli", "dashboard", *where]
     command += ["--address", "127.0.0.1:0"]
     command += ["--kubeconfig", admin_kubeconfig(control_plane, tmp_path)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
@@ -121,6 +141,26 @@ def served(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Itera
     finally:
         process.terminate()
         process.wait(30)
+
+
+@pytest.fixture
+def served(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[str]:
+    yield from dashboard(control_plane, tmp_path, "-n", namespace)
+
+
+@pytest.fixture
+def served_all(control_plane: ControlPlane, tmp_path: Path) -> Iterator[str]:
+    yield from dashboard(control_plane, tmp_path, "-A")
+
+
+def choose(page: Browser, control: str, value: str) -> None:
+    """A filter set as a person sets it: the value, then the input event."""
+    page.run(
+        "const c = document.getElementById(arguments[0]); c.value = arguments[1];"
+        "c.dispatchEvent(new Event('input'))",
+        control,
+        value,
+    )
 
 
 def cells(page: Browser) -> dict[str, str]:
@@ -237,3 +277,98 @@ def test_the_page_is_read_only_and_answers_its_own_address_only(served: str) -> 
     assert httpx.post(f"{served}/events").status_code == 405
     assert httpx.get(f"{served}/", headers={"host": "evil.example:80"}).status_code == 403
     assert httpx.get(f"{served}/record?namespace=x&cluster=y&crs=z").status_code == 404
+
+
+def test_filters_a_rollout_moving_on_and_a_cluster_joining(
+    mgmt: TestbedClient, namespace: str, served_all: str
+) -> None:
+    """With -A, every namespace, filtered on the page; the CRS's own status and a new
+    Cluster arrive by the watches too."""
+    name = mid_rollout(mgmt, namespace)
+    with browser() as page:
+        page.open(f"{served_all}/#/")
+        page.wait(
+            "return [...document.getElementById('f-namespace').options]"
+            ".some(o => o.value === arguments[0])",
+            namespace,
+        )
+        choose(page, "f-namespace", namespace)
+        rows = page.run(
+            "return [...document.querySelectorAll('table.fleet tbody tr')]"
+            ".map(r => r.cells[0].innerText)"
+        )
+        assert rows == [f"{namespace}/{name}"]
+
+        page.run(f"window.stayed = true; location.hash = '#/crs/{namespace}/{name}'")
+        page.wait("return document.querySelectorAll('button.cell').length === 6")
+        choose(page, "f-state", "Waiting")
+        assert cells(page) == {
+            "prod-1": "Waiting · Progressing",
+            "held-1": "Waiting · UpdateHeld",
+        }
+        choose(page, "f-state", "")
+        choose(page, "f-label", "ring=canary")
+        assert set(cells(page)) == {"canary-1", "canary-2"}
+        choose(page, "f-label", "ring!=canary, fleet")
+        assert set(cells(page)) == {"prod-1", "prod-2", "prod-3", "held-1"}
+        choose(page, "f-label", "")
+
+        # The rollout goes on: the CRS's header follows its status.
+        rollout = {"phase": "Progressing", "step": 2, "heldClusters": 1, "message": "step 2 goes"}
+        until_no_conflict(lambda: write_rollout(mgmt, namespace, name, rollout))
+        summary = page.wait(
+            "const s = document.getElementById('crs-summary').innerText;"
+            "return s.includes('step 2 goes') && s"
+        )
+        assert "AwaitingApproval" not in summary
+        assert "approval" not in summary
+
+        # A Cluster joins: its cell appears, Pending until its binding records anything.
+        meta = {"name": "prod-4", "namespace": namespace, "labels": {"fleet": "on", "ring": "prod"}}
+        mgmt.create({"apiVersion": CLUSTER_API, "kind": "Cluster", "metadata": meta, "spec": {}})
+        page.wait("return document.querySelectorAll('button.cell').length === 7")
+        assert cells(page)["prod-4"] == "Pending"
+        assert page.run("return window.stayed") is True
+
+
+def test_a_rollout_the_controller_runs_is_shown_where_it_stands(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    namespace: str,
+    served: str,
+) -> None:
+    """The session's controller rolls a new revision out: the canary takes it, the
+    rest wait for the approval of their Manual step."""
+    marker = unique("paged")
+    mgmt.create(
+        source_configmap(namespace, "paged", {"a": manifests(configmap_obj(marker, v="1"))})
+    )
+    mgmt.create(rollout_crs(namespace, "paged", [canary(), {**REST, "approval": "Manual"}]))
+    for index, (name, ring) in enumerate({"m1": "canary", "m2": "rest", "m3": "rest"}.items()):
+        add(mgmt, control_plane, namespace, index, name, ring=ring)
+    wait_condition(mgmt, namespace, "paged", "Ready", "True", "Applied")  # first installs
+    before = revision(mgmt, namespace, "paged")
+    edit(mgmt, namespace, "paged", configmap_obj(marker, v="2"))
+    status = moved_on(mgmt, namespace, "paged", before, "AwaitingApproval")
+    assert status["step"] == 2, status
+
+    with browser() as page:
+        page.open(f"{served}/#/crs/{namespace}/paged")
+        page.wait("return document.querySelectorAll('button.cell').length === 3")
+        wait_for(
+            lambda: (
+                cells(page)
+                == {"m1": "Ready", "m2": "Waiting · Progressing", "m3": "Waiting · Progressing"}
+            ),
+            TIMEOUT,
+            message=f"the cells as the rollout stands: {cells(page)}",
+        )
+        headings = page.run(
+            "return [...document.querySelectorAll('section.step h2')].map(h => h.textContent)"
+        )
+        assert headings == ["Step 1 · 1 cluster", "Step 2 · 2 clusters"]
+        summary = page.run("return document.getElementById('crs-summary').innerText")
+        for shown in ("AwaitingApproval", "2 of 2", "approval", "Ready 1", "Waiting 2"):
+            assert shown in summary, summary
+        page.screenshot(ARTIFACTS / "dashboard-controller.png")

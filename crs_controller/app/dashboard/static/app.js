@@ -31,6 +31,10 @@
     return node;
   }
 
+  function plural(n, noun) {
+    return n + " " + noun + (n === 1 ? "" : "s");
+  }
+
   function link(href, text) {
     const a = el("a", null, text);
     a.href = href;
@@ -240,7 +244,7 @@
       for (const [state, n] of Object.entries(counts)) total[state] = (total[state] || 0) + n;
     }
     const head = el("div", "totals");
-    head.append(el("h2", null, rows.length + " ClusterResourceSets"), countsList(total));
+    head.append(el("h2", null, plural(rows.length, "ClusterResourceSet")), countsList(total));
     page.append(head);
     if (!rows.length) {
       page.append(el("p", "empty", "No ClusterResourceSet matches."));
@@ -339,7 +343,7 @@
     for (const step of order) {
       const cells = groups.get(step).sort(([, a], [, b]) => a.cluster.localeCompare(b.cluster));
       const section = el("section", "step");
-      const title = stepTitle(step, crs) + " · " + cells.length + " cluster" + (cells.length === 1 ? "" : "s");
+      const title = stepTitle(step, crs) + " · " + plural(cells.length, "cluster");
       const list = el("ul", "cells");
       list.setAttribute("aria-label", title);
       for (const [cellKey, cell] of cells) {
@@ -490,7 +494,7 @@
     snapshot(view);
     stats.drawMs = performance.now() - started - stats.parseMs;
     live.className = "";
-    live.textContent = "live · " + model.crs.size + " sets, " + model.clusters.size + " clusters";
+    live.textContent = "live · " + plural(model.crs.size, "set") + ", " + plural(model.clusters.size, "cluster");
   });
   source.addEventListener("delta", (event) => delta(JSON.parse(event.data)));
   source.addEventListener("error", () => {
