@@ -2,7 +2,9 @@
 leaving the desired set is deleted only when every resource that recorded it lists
 its kind in allowDelete; the rest go as before. Kept objects are forgotten from the
 inventory, named in the entry until applied again, and in the status (bounded);
-pruning keeps them without a request to the cluster."""
+pruning keeps them without a request to the cluster; a cluster pass tells a keep
+once, as a Warning gathered over the clusters that is no failure, and the next pass
+writes nothing."""
 
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ from crs_controller.core.state.prune_decisions import inventory
 from crs_controller.engine.memory.notes import Note, gather
 from crs_controller.engine.reconcile.workload.pruning import prune
 
+from .builders import NS as HERE
+from .builders import configmap_source, crs, payload, reconcile, world_with
 from .memory_kube import MemoryKube
 
 MANAGER = "crs-controller"
@@ -245,3 +249,38 @@ def test_kept_objects_are_told_once_for_every_cluster_and_are_no_failure() -> No
     assert (skipped.type, skipped.reason) == ("Warning", DELETION_SKIPPED)
     assert skipped.message.startswith("DeletionSkipped on 4 clusters: c0: kept (not deleted): ")
     assert "ws.x.io" in skipped.message and skipped.message.endswith("; and 1 more")
+
+
+async def test_a_cluster_pass_keeps_a_removed_namespace_tells_it_once_then_writes_nothing() -> None:
+    world = await world_with(
+        crs("a", "src", deletionPolicy="Delete"),
+        mode_source=configmap_source("src", configmap(NS), payload("addon")),
+    )
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    assert ("apply", "Namespace/addon") in workload.writes()
+    source = await world.mgmt.get("v1", "ConfigMap", "src", HERE)
+    assert source is not None
+    source["data"] = configmap_source("src", payload("other"))["data"]
+    await world.update(source)
+    world.ctx.announcements.take(HERE, "a")  # what the first pass told
+    workload.requests.clear()
+
+    await reconcile(world)
+    assert ("delete", "ConfigMap/addon") in workload.writes()
+    assert not [w for w in workload.writes() if "Namespace" in w[1]]
+    entry = world.bindings.get(HERE, "c1").entries()["a"]  # type: ignore[union-attr]
+    assert entry.deletions_skipped == [kept(NS)]
+    assert NS not in inventory([entry])
+    told = {(t.type, t.reason) for t in world.ctx.announcements.take(HERE, "a")}
+    assert ("Warning", DELETION_SKIPPED) in told and ("Normal", "Deleted") in told
+
+    # Nothing changed since: nothing written, nothing told, still named.
+    workload.requests.clear()
+    world.mgmt.requests.clear()
+    await reconcile(world)
+    assert workload.writes() == []
+    assert [w for w in world.mgmt.writes() if "Binding" in w[1]] == []
+    assert world.ctx.announcements.take(HERE, "a") == []
+    entry = world.bindings.get(HERE, "c1").entries()["a"]  # type: ignore[union-attr]
+    assert entry.deletions_skipped == [kept(NS)]
