@@ -33,7 +33,7 @@ from crs_controller.core.state.status import (
     paused,
     summarize,
 )
-from crs_controller.engine.io import metrics
+from crs_controller.engine.io import fleet_metrics
 from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 from crs_controller.engine.reconcile.rollout import (
@@ -56,7 +56,7 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
         ctx.outcomes.drop_crs(namespace, name)
         ctx.announcements.drop(namespace, name)
         ctx.rollouts.drop(namespace, name)
-        metrics.forget_rollout(namespace, name)
+        fleet_metrics.forget_crs(namespace, name)
         return Result()
     if not ctx.leading():
         return await _follow(ctx, crs)
@@ -215,6 +215,7 @@ def _status(
     counts as not applied, and holds observedGeneration back."""
     entries = [(c.name, ctx.caches.entry(crs.namespace, c.name, crs.name)) for c in matching]
     outcomes = [(name, outcome_of(entry)) for name, entry in entries]
+    fleet_metrics.show_fleet(crs.namespace, crs.name, (o for _, o in outcomes))
     when = ctx.clock.wall()
     status = summarize(
         generation=crs.generation,

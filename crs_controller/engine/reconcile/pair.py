@@ -21,7 +21,7 @@ from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.bindings import record_apply, recorded, select_objects
 from crs_controller.core.state.status import NO_BUILD, Outcome
 from crs_controller.core.versions.ranges import version_match
-from crs_controller.engine.io import metrics
+from crs_controller.engine.io import fleet_metrics, metrics
 from crs_controller.engine.io.sources import Source
 from crs_controller.engine.memory.notes import Note
 from crs_controller.engine.reconcile.admission import Go
@@ -312,6 +312,9 @@ def _announce(scope: ClusterScope, crs: CRS, progress: _Progress) -> Result:
     """What this pass applied, per reason: told with the other clusters' passes as one
     event for the CRS (memory/notes), which the Result wakes once they settle."""
     then = NOTHING
+    if "DriftCorrected" in progress.applied:
+        now = scope.ctx.clock.now()
+        fleet_metrics.drift_corrected(crs.namespace, crs.name, scope.cluster.name, now)
     for why, resources in progress.applied.items():
         note = Note("Normal", why, scope.cluster.name, resources=tuple(resources))
         quiet = scope.ctx.announcements.note(crs.namespace, crs.name, note)

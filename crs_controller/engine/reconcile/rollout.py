@@ -20,7 +20,7 @@ from crs_controller.core.rollout.plan import (
 )
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.status import outcome_of
-from crs_controller.engine.io import metrics
+from crs_controller.engine.io import fleet_metrics
 from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
 from crs_controller.engine.reconcile.result import Result, Wake, cluster_key
 
@@ -95,7 +95,7 @@ def plan_rollout(
         # holds back look again, so their outcomes say why.
         admitted |= {s.name for s in states if s.revision not in (None, target)}
     on = Counter(state.revision or "none" for state in states)
-    metrics.show_rollout(crs.namespace, crs.name, dict(on), made.phase)
+    fleet_metrics.show_rollout(crs.namespace, crs.name, dict(on), made.phase)
     wake = (Wake(cluster_key(crs.namespace, name)) for name in admitted)
     return made, Result.after(made.wake_after) | Result.waking(*wake)
 

@@ -52,6 +52,7 @@ from crs_controller.engine.reconcile.crs import reconcile_crs
 from crs_controller.engine.reconcile.result import Result, cluster_key, crs_key
 from crs_controller.engine.runtime.membership import ShardMembership
 from crs_controller.engine.runtime.queue import WorkQueue
+from crs_controller.engine.runtime.queue_metrics import QueueMetrics
 from crs_controller.engine.runtime.tasks import supervised
 from crs_controller.engine.runtime.waiting import LoopClock, WaitingClock
 
@@ -73,7 +74,12 @@ CONTROL_PLANES_READ_SECONDS = 30.0
 def _fair_queue(clock: WaitingClock, settings: Settings, index: Index) -> WorkQueue:
     """The work queue, fair between namespaces: the reserve is kept while more than one
     namespace has objects, busy or idle, so it is there before a second tenant's key is."""
-    return WorkQueue(clock=clock, concurrency=settings.concurrency, tenants=index.namespace_count)
+    return WorkQueue(
+        clock=clock,
+        concurrency=settings.concurrency,
+        tenants=index.namespace_count,
+        metrics=QueueMetrics(clock),
+    )
 
 
 def _workload_clients(settings: Settings, user_agent: str) -> WorkloadClients:
@@ -317,21 +323,19 @@ class Controller:
                 error=str(exc),
                 retry_in=delay,
             )
-            metrics.RECONCILES.labels(kind=kind, result="error").inc()
+            metrics.reconciled(kind, time.monotonic() - started, "error")
             return
         except Exception:
             # A bug or an object we did not foresee: this key backs off, every other
             # CRS and cluster carries on. The traceback names no object content.
             delay = self.queue.add_rate_limited(key)
             log.exception("reconcile crashed", kind=kind, key=f"{namespace}/{name}", retry_in=delay)
-            metrics.RECONCILES.labels(kind=kind, result="error").inc()
+            metrics.reconciled(kind, time.monotonic() - started, "error")
             return
         finally:
-            took = time.monotonic() - started
-            metrics.RECONCILE_SECONDS.labels(kind=kind).observe(took)
             if kind == "crs":
-                self._crs_pass_seconds[(namespace, name)] = took
-        metrics.RECONCILES.labels(kind=kind, result="retry" if result.retry else "ok").inc()
+                self._crs_pass_seconds[(namespace, name)] = time.monotonic() - started
+        metrics.reconciled(kind, time.monotonic() - started, _result_label(result))
         log.debug("reconciled", kind=kind, key=f"{namespace}/{name}", retry=result.retry)
         self._follow(key, result)
 
@@ -440,6 +444,14 @@ def status_settle(pass_seconds: float) -> float:
     pass (``pass_seconds``) when that is longer, at most STATUS_SETTLE_MAX_SECONDS."""
     spaced = max(STATUS_SETTLE_SECONDS, STATUS_PASS_SPACING * pass_seconds)
     return min(spaced, STATUS_SETTLE_MAX_SECONDS)
+
+
+def _result_label(result: Result) -> str:
+    """controller-runtime's ``result`` label for a reconcile that returned."""
+    if result.retry:
+        return "requeue"
+    after = result.requeue_after
+    return "requeue_after" if after is not None and after > 0 else "success"
 
 
 def _metadata(raw: Obj) -> ObjectMeta:

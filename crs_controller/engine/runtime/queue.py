@@ -27,6 +27,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from crs_controller.engine.io import metrics
+from crs_controller.engine.runtime.queue_metrics import QueueMetrics
 from crs_controller.engine.runtime.waiting import LoopClock, WaitingClock
 
 __all__ = ["WorkQueue", "ceiling", "namespace_of"]
@@ -97,11 +98,14 @@ class WorkQueue:
         clock: WaitingClock | None = None,
         concurrency: int | None = None,
         tenants: Callable[[], int] = lambda: 0,
+        metrics: QueueMetrics | None = None,
     ) -> None:
         """``concurrency``: the workers that share the queue (None: no ceiling, only
         turns). ``tenants``: how many namespaces have objects, idle ones included, so
-        the reserve is kept before a second tenant's first key arrives."""
+        the reserve is kept before a second tenant's first key arrives. ``metrics``:
+        where adds, waits and work are counted (None: nowhere)."""
         self._clock: WaitingClock = clock if clock is not None else LoopClock()
+        self._metrics = metrics
         self._concurrency = concurrency
         self._tenants = tenants
         # Exactly the flows with ready or in-flight keys.
@@ -135,14 +139,23 @@ class WorkQueue:
         return keys
 
     def add(self, key: Hashable) -> None:
+        if key in self._queued or key in self._dirty:
+            return
+        if self._metrics is not None:
+            self._metrics.added(key)
         if key in self._active:
             self._dirty.add(key)
-        elif key not in self._queued:
-            self._queued.add(key)
-            self._flow(namespace_of(key)).ready[key] = None
-            self._notify()
+        else:
+            self._enqueue(key)
+
+    def _enqueue(self, key: Hashable) -> None:
+        self._queued.add(key)
+        self._flow(namespace_of(key)).ready[key] = None
+        self._notify()
 
     def add_after(self, key: Hashable, delay: float) -> None:
+        if self._metrics is not None:
+            self._metrics.retried(key)
         if delay <= 0:
             self.add(key)
             return
@@ -199,9 +212,11 @@ class WorkQueue:
         if key in self._active:
             self._active.discard(key)
             self._flows[name].busy -= 1
+        if self._metrics is not None:
+            self._metrics.done(key)
         if key in self._dirty:
             self._dirty.discard(key)
-            self.add(key)
+            self._enqueue(key)  # counted as added when it came in
         flow = self._flows.get(name)
         if flow is not None and not flow.ready and not flow.busy:
             del self._flows[name]  # idle: coming back, it is served before busy flows
@@ -251,6 +266,8 @@ class WorkQueue:
         key = _serve(flow, self._tick)
         self._queued.discard(key)
         self._active.add(key)
+        if self._metrics is not None:
+            self._metrics.taken(key)
         return key
 
     def _notify(self) -> None:

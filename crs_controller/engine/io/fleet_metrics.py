@@ -1,0 +1,277 @@
+"""Per-CRS gauges with a bounded number of series, however many CRSs tenants make.
+
+A CRS's series carry its own ``namespace`` and ``crs`` labels while there is room: at
+most ``PER_NAMESPACE`` CRSs of one namespace and ``TOTAL`` label pairs in all, first
+come first served (a CRS keeps its place until it is deleted). A CRS that finds no
+room is counted, summed with the others that found none, under its namespace's
+``crs="_other"`` while that pair still fits in ``TOTAL``, else under the one pair
+``namespace="_other", crs="_other"``. So each gauge has at most ``TOTAL + 1`` label
+pairs times its values. Summed, the gauges stay right: a ``_other`` series is the
+sum over the CRSs it holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter as Tally
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+
+from prometheus_client import Counter, Gauge
+
+from crs_controller.core.state.status import Outcome
+
+__all__ = [
+    "FLEET_STATES",
+    "OTHER",
+    "RepeatWatch",
+    "SeriesSlots",
+    "SlottedGauge",
+    "drift_corrected",
+    "fleet_counts",
+    "forget_crs",
+    "show_fleet",
+    "show_rollout",
+]
+
+OTHER = "_other"
+TOTAL = 200
+PER_NAMESPACE = 20
+
+Labels = tuple[str, str]
+
+
+class SeriesSlots:
+    """Which (namespace, crs) label values each CRS's series carry."""
+
+    def __init__(self, total: int = TOTAL, per_namespace: int = PER_NAMESPACE) -> None:
+        self._total = total
+        self._per_namespace = per_namespace
+        self._of: dict[Labels, Labels] = {}
+        self._members: Tally[Labels] = Tally()  # CRSs per label pair in use
+        self._own: Tally[str] = Tally()  # CRSs with their own labels, per namespace
+
+    def of(self, namespace: str, name: str) -> Labels:
+        """The labels of this CRS's series, taking a place the first time."""
+        key = (namespace, name)
+        labels = self._of.get(key)
+        if labels is None:
+            labels = self._place(namespace, name)
+            self._of[key] = labels
+            self._members[labels] += 1
+            if labels == key:
+                self._own[namespace] += 1
+        return labels
+
+    def _place(self, namespace: str, name: str) -> Labels:
+        # The one (_other, _other) pair is the extra one, beyond ``total``.
+        room = len(self._members) - ((OTHER, OTHER) in self._members) < self._total
+        if room and self._own[namespace] < self._per_namespace:
+            return (namespace, name)
+        if (namespace, OTHER) in self._members or room:
+            return (namespace, OTHER)
+        return (OTHER, OTHER)
+
+    def release(self, namespace: str, name: str) -> Labels | None:
+        """The CRS is gone: its place is freed. Returns the labels it had, if any."""
+        labels = self._of.pop((namespace, name), None)
+        if labels is None:
+            return None
+        self._members[labels] -= 1
+        if self._members[labels] <= 0:
+            del self._members[labels]
+        if labels == (namespace, name):
+            self._own[namespace] -= 1
+        return labels
+
+    def holds(self, labels: Labels) -> bool:
+        """Whether some CRS's series still carry these labels."""
+        return labels in self._members
+
+
+class SlottedGauge:
+    """A gauge labelled ``namespace``, ``crs`` and one more label, whose per-CRS values
+    are summed per label pair the slots give. ``always``: values of the third label
+    shown (at 0) for every CRS; any other shows while its sum is not 0."""
+
+    def __init__(self, gauge: Gauge, always: Sequence[str] = ()) -> None:
+        self._gauge = gauge
+        self._always = tuple(always)
+        self._values: dict[Labels, dict[str, float]] = {}
+        self._sums: dict[Labels, Tally[str]] = {}
+
+    def show(self, labels: Labels, key: Labels, values: Mapping[str, float]) -> None:
+        """Set CRS ``key``'s values; its series carry ``labels``."""
+        before = self._values.get(key, {})
+        self._values[key] = dict(values)
+        sums = self._sums.setdefault(labels, Tally())
+        sums.subtract(before)
+        sums.update(values)
+        self._publish(labels, set(before) | set(values))
+
+    def forget(self, labels: Labels, key: Labels) -> None:
+        before = self._values.pop(key, {})
+        sums = self._sums.setdefault(labels, Tally())
+        sums.subtract(before)
+        self._publish(labels, set(before))
+
+    def drop(self, labels: Labels) -> None:
+        """No CRS carries these labels any more: their series go."""
+        for value in set(self._sums.pop(labels, Tally())) | set(self._always):
+            self._remove(labels, value)
+
+    def _publish(self, labels: Labels, touched: Iterable[str]) -> None:
+        sums = self._sums[labels]
+        for value in (*self._always, *touched):
+            total = sums.get(value, 0)
+            if total or value in self._always:
+                self._gauge.labels(*labels, value).set(total)
+            else:
+                sums.pop(value, None)
+                self._remove(labels, value)
+
+    def _remove(self, labels: Labels, value: str) -> None:
+        with contextlib.suppress(KeyError):  # never shown
+            self._gauge.remove(*labels, value)
+
+
+FLEET_STATES = ("applied", "progressing", "waiting", "failed", "unreachable", "pending")
+WAITING_REASONS = ("DependencyNotReady", "WaitingForVersion", "NoResourceForVersion")
+ROLLOUT_PHASES = ("Progressing", "Paused", "Halted", "Complete", "AwaitingApproval")
+
+FLEET_CLUSTERS = Gauge(
+    "crs_fleet_clusters",
+    "Matching clusters of a CRS by state (applied, progressing, waiting, failed, "
+    "unreachable, pending); CRSs past the series bound are summed under crs=_other",
+    ["namespace", "crs", "state"],
+)
+FLEET_WAITING = Gauge(
+    "crs_fleet_waiting_clusters",
+    "Matching clusters of a CRS waiting, by reason; CRSs past the series bound are summed "
+    "under crs=_other",
+    ["namespace", "crs", "reason"],
+)
+CLUSTERS_BY_REVISION = Gauge(
+    "crs_rollout_clusters",
+    "Matching clusters of a CRS with a rollout, by the revision they are on (none: not installed)",
+    ["namespace", "crs", "revision"],
+)
+ROLLOUT_PHASE = Gauge(
+    "crs_rollout_phase",
+    "1 for the phase the CRS's rollout is in (Progressing, Paused, Halted, Complete, "
+    "AwaitingApproval), else 0; under crs=_other, how many of the CRSs it sums are in it",
+    ["namespace", "crs", "phase"],
+)
+_SLOTS = SeriesSlots()
+_FLEET = SlottedGauge(FLEET_CLUSTERS, FLEET_STATES)
+_WAITING = SlottedGauge(FLEET_WAITING, WAITING_REASONS)
+_REVISIONS = SlottedGauge(CLUSTERS_BY_REVISION)
+_PHASE = SlottedGauge(ROLLOUT_PHASE, ROLLOUT_PHASES)
+_GAUGES = (_FLEET, _WAITING, _REVISIONS, _PHASE)
+
+
+def show_rollout(namespace: str, name: str, revisions: Mapping[str, int], phase: str) -> None:
+    """Set both rollout gauges for one CRS; revisions no cluster is on any more go."""
+    key = (namespace, name)
+    labels = _SLOTS.of(namespace, name)
+    _REVISIONS.show(labels, key, revisions)
+    _PHASE.show(labels, key, {phase: 1})
+
+
+def fleet_state(outcome: Outcome | None) -> str:
+    """Which of ``FLEET_STATES`` a cluster's outcome counts in."""
+    if outcome is None or outcome.state == "Pending":
+        return "pending"
+    if outcome.state == "Applied":
+        return "applied" if outcome.ready else "progressing"
+    if outcome.state == "Failed":
+        return "unreachable" if outcome.reason == "ClusterUnreachable" else "failed"
+    return outcome.state.lower()  # Progressing (held back), Waiting
+
+
+def fleet_counts(outcomes: Iterable[Outcome | None]) -> tuple[Tally[str], Tally[str]]:
+    """The clusters by state, and the waiting ones by reason."""
+    states: Tally[str] = Tally()
+    waiting: Tally[str] = Tally()
+    for outcome in outcomes:
+        state = fleet_state(outcome)
+        states[state] += 1
+        if state == "waiting" and outcome is not None:
+            waiting[outcome.reason] += 1
+    return states, waiting
+
+
+def show_fleet(namespace: str, name: str, outcomes: Iterable[Outcome | None]) -> None:
+    """Set the fleet gauges of one CRS from its matching clusters' outcomes."""
+    key = (namespace, name)
+    labels = _SLOTS.of(namespace, name)
+    states, waiting = fleet_counts(outcomes)
+    _FLEET.show(labels, key, states)
+    _WAITING.show(labels, key, waiting)
+
+
+def forget_crs(namespace: str, name: str) -> None:
+    """The CRS is gone: its counts leave the gauges (fleet, rollout, drift), its place
+    is freed."""
+    labels = _SLOTS.release(namespace, name)
+    if labels is None:
+        return
+    key = (namespace, name)
+    for gauge in _GAUGES:
+        gauge.forget(labels, key)
+        if not _SLOTS.holds(labels):
+            gauge.drop(labels)
+    if not _SLOTS.holds(labels):
+        for counter in (DRIFT_CORRECTIONS, DRIFT_REPEATS):
+            with contextlib.suppress(KeyError):  # never counted
+                counter.remove(*labels)
+
+
+# -- drift corrected again and again -----------------------------------------------------
+REPEAT_WINDOW = 3600.0  # seconds: a correction this soon after the last is a repeat
+
+DRIFT_CORRECTIONS = Counter(
+    "crs_drift_corrections_total",
+    "Passes that reapplied a CRS's resources on a cluster after drift",
+    ["namespace", "crs"],
+)
+DRIFT_REPEATS = Counter(
+    "crs_drift_corrections_repeated_total",
+    "Drift corrections on a cluster whose previous correction for the same CRS was less "
+    "than an hour before (something on the cluster keeps undoing the CRS)",
+    ["namespace", "crs"],
+)
+
+
+class RepeatWatch:
+    """When each (namespace, CRS, cluster) was last corrected, within the window only:
+    older entries are dropped as new ones come, so memory follows the pairs corrected
+    in the last hour."""
+
+    def __init__(self, window: float = REPEAT_WINDOW) -> None:
+        self._window = window
+        self._last: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+
+    def corrected(self, pair: tuple[str, str, str], now: float) -> bool:
+        """Note a correction at ``now``; True when the pair's previous one is recent."""
+        while self._last and next(iter(self._last.values())) <= now - self._window:
+            self._last.popitem(last=False)
+        repeated = pair in self._last
+        self._last.pop(pair, None)
+        self._last[pair] = now
+        return repeated
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+
+_REPEATS = RepeatWatch()
+
+
+def drift_corrected(namespace: str, name: str, cluster: str, now: float) -> None:
+    """One pass corrected drift of CRS ``namespace/name`` on ``cluster`` at ``now``
+    (monotonic seconds)."""
+    labels = _SLOTS.of(namespace, name)
+    DRIFT_CORRECTIONS.labels(*labels).inc()
+    if _REPEATS.corrected((namespace, name, cluster), now):
+        DRIFT_REPEATS.labels(*labels).inc()

@@ -1,0 +1,135 @@
+"""Per-CRS gauges stay bounded however many CRSs tenants make: at most ``total`` label
+pairs of their own (``per_namespace`` per namespace) plus one ``_other`` pair, and the
+series summed over every CRS still tell the whole fleet. Also: which state each
+cluster outcome counts in, and what counts as drift corrected again."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Gauge
+
+from crs_controller.core.state.status import Outcome
+from crs_controller.engine.io.fleet_metrics import (
+    OTHER,
+    PER_NAMESPACE,
+    TOTAL,
+    RepeatWatch,
+    SeriesSlots,
+    SlottedGauge,
+    fleet_counts,
+    fleet_state,
+)
+
+
+def outcome(state: str, reason: str = "", ready: bool = True) -> Outcome:
+    return Outcome(state, reason, "", 1, ready=ready)  # type: ignore[arg-type]
+
+
+def test_the_bound_is_what_the_docs_say() -> None:
+    assert (TOTAL, PER_NAMESPACE) == (200, 20)
+
+
+def test_each_outcome_counts_in_one_state() -> None:
+    table = [
+        (None, "pending"),
+        (outcome("Pending", "WaitingForCluster"), "pending"),
+        (outcome("Applied", "Applied"), "applied"),
+        (outcome("Applied", "Applied", ready=False), "progressing"),
+        (outcome("Progressing", "OutsideWindow"), "progressing"),
+        (outcome("Waiting", "DependencyNotReady"), "waiting"),
+        (outcome("Failed", "ClusterUnreachable"), "unreachable"),
+        (outcome("Failed", "ApplyFailed"), "failed"),
+    ]
+    for given_outcome, state in table:
+        assert fleet_state(given_outcome) == state
+    states, waiting = fleet_counts([o for o, _ in table])
+    assert states == Counter(
+        pending=2, applied=1, progressing=2, waiting=1, unreachable=1, failed=1
+    )
+    assert waiting == Counter(DependencyNotReady=1)
+
+
+def test_slots_first_come_per_namespace_then_other() -> None:
+    slots = SeriesSlots(total=4, per_namespace=2)
+    assert [slots.of("a", n) for n in ("x", "y", "z", "w")] == [
+        ("a", "x"),
+        ("a", "y"),
+        ("a", OTHER),
+        ("a", OTHER),
+    ]
+    assert slots.of("b", "x") == ("b", "x")  # the fourth pair
+    assert slots.of("c", "x") == (OTHER, OTHER)  # no room left
+    assert slots.of("a", "x") == ("a", "x")  # a CRS keeps its place
+    assert slots.release("b", "x") == ("b", "x")
+    assert slots.of("c", "y") == ("c", "y")  # a freed place is taken again
+    assert slots.release("nope", "x") is None
+
+
+crs_names = st.lists(
+    st.tuples(st.sampled_from("abcdefg"), st.integers(0, 60).map(str)), max_size=300
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(crs_names, st.lists(st.integers(0, 299), max_size=100))
+def test_series_stay_bounded_and_sums_stay_whole(
+    crss: list[tuple[str, str]], deleted: list[int]
+) -> None:
+    registry = CollectorRegistry()
+    gauge = Gauge("g", "", ["namespace", "crs", "state"], registry=registry)
+    slots = SeriesSlots(total=12, per_namespace=3)
+    slotted = SlottedGauge(gauge, ("applied", "failed"))
+    alive: dict[tuple[str, str], int] = {}
+    for i, key in enumerate(crss):
+        alive[key] = i % 5 + 1
+        slotted.show(slots.of(*key), key, {"applied": alive[key], "failed": 1})
+    for index in deleted:
+        if index < len(crss) and crss[index] in alive:
+            key = crss[index]
+            del alive[key]
+            labels = slots.release(*key)
+            assert labels is not None
+            slotted.forget(labels, key)
+            if not slots.holds(labels):
+                slotted.drop(labels)
+    samples = [s for m in registry.collect() for s in m.samples]
+    pairs = {(s.labels["namespace"], s.labels["crs"]) for s in samples}
+    assert len(pairs) <= 12 + 1
+    for namespace in "abcdefg":
+        own = {p for p in pairs if p[0] == namespace and p[1] != OTHER}
+        assert len(own) <= 3
+    applied = sum(s.value for s in samples if s.labels["state"] == "applied")
+    assert applied == sum(alive.values())
+    assert sum(s.value for s in samples if s.labels["state"] == "failed") == len(alive)
+
+
+def test_a_gone_crs_leaves_no_series() -> None:
+    registry = CollectorRegistry()
+    gauge = Gauge("g", "", ["namespace", "crs", "reason"], registry=registry)
+    slots = SeriesSlots()
+    slotted = SlottedGauge(gauge)
+    key = ("ns", "addons")
+    slotted.show(slots.of(*key), key, {"DependencyNotReady": 2})
+    slotted.show(slots.of(*key), key, {"WaitingForVersion": 1})  # the other reason went
+    assert [s.labels["reason"] for m in registry.collect() for s in m.samples] == [
+        "WaitingForVersion"
+    ]
+    labels = slots.release(*key)
+    assert labels is not None
+    slotted.forget(labels, key)
+    slotted.drop(labels)
+    assert [s for m in registry.collect() for s in m.samples] == []
+
+
+def test_a_repeat_is_a_correction_within_the_window_on_the_same_pair() -> None:
+    watch = RepeatWatch(window=3600.0)
+    first, other = ("ns", "addons", "c1"), ("ns", "addons", "c2")
+    assert watch.corrected(first, 0.0) is False
+    assert watch.corrected(other, 10.0) is False
+    assert watch.corrected(first, 3000.0) is True
+    assert watch.corrected(first, 6500.0) is True  # 3500 s after the previous one
+    assert len(watch) == 1  # the pair corrected at 10.0 has left the window
+    assert watch.corrected(first, 10101.0) is False  # 3601 s after
