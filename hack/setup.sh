@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shared set-up for hack/test.sh and hack/demo.sh: a virtualenv with the package and
-# its dev extras, and the real kube-apiserver and etcd binaries (built once, cached).
-# Sourced, not run: it exports KUBEBUILDER_ASSETS for the caller.
+# its dev extras, the real kube-apiserver and etcd binaries and promtool (built once,
+# cached).
+# Sourced, not run: it exports KUBEBUILDER_ASSETS (and PROMTOOL) for the caller.
 
 step() { echo "==> $*" >&2; }
 
@@ -15,6 +16,16 @@ step "installing crs_controller[dev] into .venv"
 step "building or reusing kube-apiserver and etcd"
 KUBEBUILDER_ASSETS=$(bash hack/build-binaries.sh | tail -n 1)
 export KUBEBUILDER_ASSETS
+
+# promtool checks and unit-tests config/monitoring's alerts; without it those tests
+# skip, saying why.
+step "building or reusing promtool"
+if PROMTOOL=$(bash hack/build-promtool.sh | tail -n 1); then
+  export PROMTOOL
+else
+  step "promtool could not be built: the alert rule tests will skip"
+  unset PROMTOOL
+fi
 
 # As root on Debian, install Debian packages some tests need when a command is missing
 # (buildah and mmdebstrap about 10 s, chromium about 30 s); elsewhere those tests say
