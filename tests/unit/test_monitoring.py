@@ -22,6 +22,11 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
+
+import crs_controller.engine.io.fleet_metrics
+import crs_controller.engine.io.metrics  # noqa: F401  (both register their families)
+from tests.unit.promql import all_needs, dashboard_expressions, needs, rule_expressions
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "config" / "monitoring"
@@ -165,3 +170,45 @@ def test_the_servicemonitor_scrapes_the_service_the_alerts_select() -> None:
     assert shared
     for alert in shared:
         assert job in alert["expr"], alert["alert"]
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ('max by (namespace, crs) (x{phase="Halted"}) > 0', {"x": {"namespace", "crs", "phase"}}),
+        ('(max(crs_leader{job="j"}) or vector(0)) < 1', {"crs_leader": {"job"}}),
+        (
+            'histogram_quantile(0.99, sum by (controller, le) (rate(t_bucket{job="j"}[5m])))',
+            {"t_bucket": {"controller", "le", "job"}},
+        ),
+        (
+            "sum by (i) (a) > 0 unless on (i, c) sum by (i) (rate(b[10m])) > 0",
+            {"a": {"i", "c"}, "b": {"i", "c"}},
+        ),
+        ('sum(increase(c_total{state=~"a|b"}[1h])) / sum(d)', {"c_total": {"state"}, "d": set()}),
+        ("topk(10, sum by (ns) (e))", {"e": {"ns"}}),
+    ],
+)
+def test_promql_needs_reads_names_and_labels(expr: str, expected: dict[str, set[str]]) -> None:
+    assert needs(expr) == expected
+
+
+def test_the_rules_and_the_dashboard_read_metrics_this_controller_serves() -> None:
+    """By name, against the metric families the process defines (the integration test
+    checks the labels on a live scrape)."""
+    served = {s.name for m in REGISTRY.collect() for s in m.samples}
+    served |= {f"{m.name}_bucket" for m in REGISTRY.collect() if m.type == "histogram"}
+    expressions = rule_expressions(MONITORING / "prometheusrule.yaml")
+    expressions += dashboard_expressions(MONITORING / "dashboard.json")
+    wanted = set(all_needs(expressions))
+    prefixes = ("crs_", "workqueue_", "controller_runtime_")
+    assert {n for n in wanted if n.startswith(prefixes)} == wanted
+    assert {n for n in wanted if n.startswith("crs_")} <= served | {
+        # Per-CRS families: no series until a CRS is reconciled (integration test).
+        "crs_fleet_clusters",
+        "crs_fleet_waiting_clusters",
+        "crs_rollout_phase",
+        "crs_drift_corrections_total",
+        "crs_drift_corrections_repeated_total",
+    }
+    assert {n for n in wanted if not n.startswith("crs_")} <= served

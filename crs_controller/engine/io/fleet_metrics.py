@@ -208,6 +208,10 @@ def show_fleet(namespace: str, name: str, outcomes: Iterable[Outcome | None]) ->
     states, waiting = fleet_counts(outcomes)
     _FLEET.show(labels, key, states)
     _WAITING.show(labels, key, waiting)
+    # The drift counters exist at 0 from the first status on: an increase over a
+    # series that appears with its first correction would miss that correction.
+    DRIFT_CORRECTIONS.labels(*labels)
+    DRIFT_REPEATS.labels(*labels)
 
 
 def forget_crs(namespace: str, name: str) -> None:

@@ -123,7 +123,13 @@ def _zero_controller_series() -> None:
             RECONCILE_TOTAL.labels(controller, result)
         RECONCILE_ERRORS.labels(controller)
         RECONCILE_TIME.labels(controller)
-        for family in (WORKQUEUE_DEPTH, WORKQUEUE_ADDS, WORKQUEUE_RETRIES):
+        for family in (
+            WORKQUEUE_DEPTH,
+            WORKQUEUE_ADDS,
+            WORKQUEUE_RETRIES,
+            WORKQUEUE_UNFINISHED,
+            WORKQUEUE_LONGEST,
+        ):
             family.labels(controller, controller)
         for histogram in (WORKQUEUE_QUEUE_DURATION, WORKQUEUE_WORK_DURATION):
             histogram.labels(controller, controller)
