@@ -2,7 +2,8 @@
 with grafanalib (a dev extra). Run `python hack/dashboard.py` after changing it;
 tests/unit/test_monitoring.py checks the checked-in file is this script's output.
 
-Usage: python hack/dashboard.py [--check]   (--check: exit 1 if the file differs)
+Usage: python hack/dashboard.py [--check] [--out FILE]
+  --check: write nothing; exit 1 if the file differs from what would be written
 """
 
 from __future__ import annotations
@@ -217,13 +218,14 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
+    out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else OUT
     text = render()
     if "--check" in argv:
-        if OUT.read_text() != text:
-            print(f"{OUT} is out of date: run python hack/dashboard.py", file=sys.stderr)
+        if not out.exists() or out.read_text() != text:
+            print(f"{out} is out of date: run python hack/dashboard.py", file=sys.stderr)
             return 1
         return 0
-    OUT.write_text(text)
+    out.write_text(text)
     return 0
 
 
