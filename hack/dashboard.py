@@ -129,7 +129,7 @@ def fleet() -> list[TimeSeries]:
             "short",
             (
                 "topk(10, sum by (namespace, crs) "
-                '(crs_fleet_clusters{state=~"failed|unreachable"}))',
+                '(crs_fleet_clusters{state=~"Failed|Unreachable"}))',
                 "{{namespace}}/{{crs}}",
             ),
         ),

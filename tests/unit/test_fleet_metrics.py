@@ -11,45 +11,48 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Gauge
 
-from crs_controller.core.state.status import Outcome
+from crs_controller.core.api.models import CRSBinding
+from crs_controller.core.state.fleet import CLUSTER_STATES
 from crs_controller.engine.io.fleet_metrics import (
     OTHER,
     PER_NAMESPACE,
     TOTAL,
+    WAITING_REASONS,
     RepeatWatch,
     SeriesSlots,
     SlottedGauge,
     fleet_counts,
-    fleet_state,
 )
 
 
-def outcome(state: str, reason: str = "", ready: bool = True) -> Outcome:
-    return Outcome(state, reason, "", 1, ready=ready)  # type: ignore[arg-type]
+def entry(reason: str | None) -> CRSBinding | None:
+    if reason is None:
+        return None
+    return CRSBinding.model_validate({"clusterResourceSetName": "c", "outcome": {"reason": reason}})
 
 
 def test_the_bound_is_what_the_docs_say() -> None:
     assert (TOTAL, PER_NAMESPACE) == (200, 20)
 
 
-def test_each_outcome_counts_in_one_state() -> None:
-    table = [
-        (None, "pending"),
-        (outcome("Pending", "WaitingForCluster"), "pending"),
-        (outcome("Applied", "Applied"), "applied"),
-        (outcome("Applied", "Applied", ready=False), "progressing"),
-        (outcome("Progressing", "OutsideWindow"), "progressing"),
-        (outcome("Waiting", "DependencyNotReady"), "waiting"),
-        (outcome("Failed", "ClusterUnreachable"), "unreachable"),
-        (outcome("Failed", "ApplyFailed"), "failed"),
+def test_clusters_count_by_the_state_status_shows_and_waiting_by_reason() -> None:
+    """The states are core/state/fleet's (tests/unit/test_dashboard.py has the table):
+    each cluster counts once; a Waiting one also under what holds it."""
+    clusters = [
+        (entry(None), None),
+        (entry("Applied"), True),
+        (entry("Applied"), False),  # applied on an older revision
+        (entry("Progressing"), False),  # held by its rollout step
+        (entry("DependencyNotReady"), None),
+        (entry("DependencyNotReady"), None),
+        (entry("ClusterUnreachable"), None),
+        (entry("ApplyFailed"), None),
     ]
-    for given_outcome, state in table:
-        assert fleet_state(given_outcome) == state
-    states, waiting = fleet_counts([o for o, _ in table])
-    assert states == Counter(
-        pending=2, applied=1, progressing=2, waiting=1, unreachable=1, failed=1
-    )
-    assert waiting == Counter(DependencyNotReady=1)
+    states, waiting = fleet_counts(clusters)
+    assert states == Counter(Pending=1, Ready=1, Progressing=1, Waiting=3, Unreachable=1, Failed=1)
+    assert waiting == Counter(DependencyNotReady=2, Progressing=1)
+    assert set(states) <= set(CLUSTER_STATES)
+    assert set(waiting) <= set(WAITING_REASONS)
 
 
 def test_slots_first_come_per_namespace_then_other() -> None:

@@ -19,10 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from prometheus_client import Counter, Gauge
 
-from crs_controller.core.state.status import Outcome
+from crs_controller.core.api.models import CRSBinding
+from crs_controller.core.state.fleet import CLUSTER_STATES, cluster_state
+from crs_controller.core.state.status import HELD_REASONS, NO_BUILD, outcome_of
 
 __all__ = [
-    "FLEET_STATES",
     "OTHER",
     "RepeatWatch",
     "SeriesSlots",
@@ -135,14 +136,15 @@ class SlottedGauge:
             self._gauge.remove(*labels, value)
 
 
-FLEET_STATES = ("applied", "progressing", "waiting", "failed", "unreachable", "pending")
-WAITING_REASONS = ("DependencyNotReady", "WaitingForVersion", "NoResourceForVersion")
+# What holds a Waiting cluster back (core/state/status: the reasons recorded as held
+# or waiting), all shown for every CRS.
+WAITING_REASONS = (*HELD_REASONS, "DependencyNotReady", "WaitingForVersion", NO_BUILD)
 ROLLOUT_PHASES = ("Progressing", "Paused", "Halted", "Complete", "AwaitingApproval")
 
 FLEET_CLUSTERS = Gauge(
     "crs_fleet_clusters",
-    "Matching clusters of a CRS by state (applied, progressing, waiting, failed, "
-    "unreachable, pending); CRSs past the series bound are summed under crs=_other",
+    "Matching clusters of a CRS by state (Ready, Progressing, Waiting, Unreachable, Failed, "
+    "Pending, as status shows them); CRSs past the series bound are summed under crs=_other",
     ["namespace", "crs", "state"],
 )
 FLEET_WAITING = Gauge(
@@ -163,7 +165,7 @@ ROLLOUT_PHASE = Gauge(
     ["namespace", "crs", "phase"],
 )
 _SLOTS = SeriesSlots()
-_FLEET = SlottedGauge(FLEET_CLUSTERS, FLEET_STATES)
+_FLEET = SlottedGauge(FLEET_CLUSTERS, CLUSTER_STATES)
 _WAITING = SlottedGauge(FLEET_WAITING, WAITING_REASONS)
 _REVISIONS = SlottedGauge(CLUSTERS_BY_REVISION)
 _PHASE = SlottedGauge(ROLLOUT_PHASE, ROLLOUT_PHASES)
@@ -178,34 +180,29 @@ def show_rollout(namespace: str, name: str, revisions: Mapping[str, int], phase:
     _PHASE.show(labels, key, {phase: 1})
 
 
-def fleet_state(outcome: Outcome | None) -> str:
-    """Which of ``FLEET_STATES`` a cluster's outcome counts in."""
-    if outcome is None or outcome.state == "Pending":
-        return "pending"
-    if outcome.state == "Applied":
-        return "applied" if outcome.ready else "progressing"
-    if outcome.state == "Failed":
-        return "unreachable" if outcome.reason == "ClusterUnreachable" else "failed"
-    return outcome.state.lower()  # Progressing (held back), Waiting
-
-
-def fleet_counts(outcomes: Iterable[Outcome | None]) -> tuple[Tally[str], Tally[str]]:
-    """The clusters by state, and the waiting ones by reason."""
+def fleet_counts(
+    clusters: Iterable[tuple[CRSBinding | None, bool | None]],
+) -> tuple[Tally[str], Tally[str]]:
+    """The clusters by state, and the Waiting ones by reason, from each one's binding
+    entry for the CRS and whether it is on the CRS's revision (None: not known)."""
     states: Tally[str] = Tally()
     waiting: Tally[str] = Tally()
-    for outcome in outcomes:
-        state = fleet_state(outcome)
+    for entry, current in clusters:
+        state = cluster_state(entry, current)
         states[state] += 1
-        if state == "waiting" and outcome is not None:
+        outcome = outcome_of(entry)
+        if state == "Waiting" and outcome is not None:
             waiting[outcome.reason] += 1
     return states, waiting
 
 
-def show_fleet(namespace: str, name: str, outcomes: Iterable[Outcome | None]) -> None:
-    """Set the fleet gauges of one CRS from its matching clusters' outcomes."""
+def show_fleet(
+    namespace: str, name: str, clusters: Iterable[tuple[CRSBinding | None, bool | None]]
+) -> None:
+    """Set the fleet gauges of one CRS from its matching clusters (see ``fleet_counts``)."""
     key = (namespace, name)
     labels = _SLOTS.of(namespace, name)
-    states, waiting = fleet_counts(outcomes)
+    states, waiting = fleet_counts(clusters)
     _FLEET.show(labels, key, states)
     _WAITING.show(labels, key, waiting)
     # The drift counters exist at 0 from the first status on: an increase over a

@@ -39,6 +39,7 @@ from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 from crs_controller.engine.reconcile.rollout import (
     Hashes,
     concerned,
+    entry_revision,
     plan_rollout,
     revision_of,
     rollout_status,
@@ -175,6 +176,7 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         made, then = plan_rollout(ctx, crs, target, matching, now)
     status = _status(ctx, crs, matching, problems, made)
     status.revision = target
+    _show_fleet(ctx, crs, matching, now, target)
     if made is not None and target is not None:
         await _tell_rollout(ctx, crs, (target, made), previous, matching, now)
     if to_api(status) == to_api(crs.status):
@@ -188,6 +190,19 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         return then | RETRY
     _log_status(crs, status)
     return then
+
+
+def _show_fleet(
+    ctx: CRSContext, crs: CRS, matching: list[Cluster], now: Hashes | None, target: str | None
+) -> None:
+    """The fleet gauges: each matching cluster's state as ``status`` and the fleet page
+    tell it (on the revision or not, as they count it)."""
+    states = []
+    for cluster in matching:
+        entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)
+        revision = None if target is None else entry_revision(crs, entry, now)
+        states.append((entry, None if revision is None else revision == target))
+    fleet_metrics.show_fleet(crs.namespace, crs.name, states)
 
 
 def _log_status(crs: CRS, status: ClusterResourceSetStatus) -> None:
@@ -215,7 +230,6 @@ def _status(
     counts as not applied, and holds observedGeneration back."""
     entries = [(c.name, ctx.caches.entry(crs.namespace, c.name, crs.name)) for c in matching]
     outcomes = [(name, outcome_of(entry)) for name, entry in entries]
-    fleet_metrics.show_fleet(crs.namespace, crs.name, (o for _, o in outcomes))
     when = ctx.clock.wall()
     status = summarize(
         generation=crs.generation,

@@ -85,7 +85,7 @@ def test_every_metric_the_alerts_and_dashboard_read_is_served(
 
     def shown() -> bool:
         text = httpx.get(controller.url("/metrics"), timeout=5).text
-        return _sample(text, "crs_fleet_clusters", namespace, "applied") == 1.0
+        return _sample(text, "crs_fleet_clusters", namespace, "Ready") == 1.0
 
     wait_for(shown, TIMEOUT, message="the fleet gauges of the new CRS")
     assert missing(controller) == {}
