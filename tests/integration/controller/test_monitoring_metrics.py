@@ -89,15 +89,26 @@ def test_every_metric_the_alerts_and_dashboard_read_is_served(
 
     wait_for(shown, TIMEOUT, message="the fleet gauges of the new CRS")
     assert missing(controller) == {}
+    # The controller-runtime families count the work just done, under each controller.
+    text = httpx.get(controller.url("/metrics"), timeout=5).text
+    for controller_name in ("cluster", "clusterresourceset"):
+        queue = {"name": controller_name, "controller": controller_name}
+        assert _value(text, "workqueue_adds_total", queue) >= 1
+        assert _value(text, "workqueue_work_duration_seconds_count", queue) >= 1
+        done = {"controller": controller_name, "result": "success"}
+        assert _value(text, "controller_runtime_reconcile_total", done) >= 1
+
+
+def _value(text: str, name: str, labels: dict[str, str]) -> float:
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    raise AssertionError(f"no {name}{labels} served")
 
 
 def _sample(text: str, name: str, namespace: str, state: str) -> float | None:
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and sample.labels == {
-                "namespace": namespace,
-                "crs": "scraped",
-                "state": state,
-            }:
-                return float(sample.value)
-    return None
+    try:
+        return _value(text, name, {"namespace": namespace, "crs": "scraped", "state": state})
+    except AssertionError:
+        return None
