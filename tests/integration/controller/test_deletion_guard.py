@@ -2,8 +2,9 @@
 Delete a removed CustomResourceDefinition (Velero's BackupStorageLocation CRD) or
 Namespace stays on the workload cluster, with a DeletionSkipped Event and the CRS
 status naming it, while a ConfigMap removed in the same change is deleted; with the
-kind in the resource's allowDelete it is deleted; a deleted CRS and uninstall before
-a Cluster's deletion keep them too; and `crs-controller diff` shows each deletion,
+kind in the resource's allowDelete it is deleted; a version-matched resource leaving
+as the cluster's version moves, a deleted CRS and uninstall before a Cluster's
+deletion keep them too; and `crs-controller diff` shows each deletion,
 and each keep with why, before it is made."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from crs_controller.app.cli import main
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
+from crs_controller.testbed.clusters import set_control_plane_version
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -252,3 +254,39 @@ def test_uninstall_before_a_cluster_is_deleted_keeps_an_unallowed_namespace(
         CLUSTER_API, "Cluster", "u1", {"metadata": {"finalizers": None}}, namespace=namespace
     )
     wait_for(lambda: mgmt.get(CLUSTER_API, "Cluster", "u1", namespace) is None, TIMEOUT)
+
+
+def test_a_version_matched_namespace_is_kept_when_the_version_moves(
+    controller: ControllerProcess,
+    mgmt: TestbedClient,
+    workload_clients,
+    workloads,
+    namespace: str,
+) -> None:
+    wl = workload_clients[SERVER]
+    space, old, new = unique("cpi-ns"), unique("cpi-v133"), unique("cpi-v134")
+    mgmt.create(
+        source_configmap(namespace, "v133", {"a": manifests(_namespace(space), configmap_obj(old))})
+    )
+    mgmt.create(source_configmap(namespace, "v134", {"a": manifests(configmap_obj(new))}))
+    crs = crs_obj(
+        namespace,
+        "cpi",
+        [("ConfigMap", "v133"), ("ConfigMap", "v134")],
+        {"guard": "cpi"},
+        mode="Reconcile",
+        deletionPolicy="Delete",
+    )
+    crs["spec"]["resources"][0]["kubernetesVersions"] = ">=1.33.0, <1.34.0"
+    crs["spec"]["resources"][1]["kubernetesVersions"] = ">=1.34.0, <1.35.0"
+    mgmt.create(crs)
+    add_cluster(mgmt, workloads[SERVER], namespace, "cp1", {"guard": "cpi"}, version="v1.33.2")
+    wait_for(lambda: _inventory(mgmt, namespace, "cp1", "cpi") == {space, old}, TIMEOUT)
+
+    set_control_plane_version(mgmt, name="cp1", namespace=namespace, version="v1.34.0")
+    wait_object(wl, "v1", "ConfigMap", new, "default")
+    gone(wl, "v1", "ConfigMap", old, "default")
+    event = _skipped_event(mgmt, namespace, "cpi", f"v1 Namespace {space}")
+    assert "ConfigMap/v133" in event["message"], event
+    wait_for(lambda: _inventory(mgmt, namespace, "cp1", "cpi") == {new}, TIMEOUT)
+    assert wl.get("v1", "Namespace", space)["metadata"].get("deletionTimestamp") is None
