@@ -18,7 +18,9 @@ from crs_controller.app.commands import (
     convert,
     dashboard,
     diff,
+    history,
     render,
+    rollback,
     status,
     uninstall,
 )
@@ -33,7 +35,18 @@ from crs_controller.core.notifications.payloads import FORMATS
 from crs_controller.engine.reconcile.context import Settings
 
 # The commands for people at a terminal (app/commands), each registering itself.
-COMMANDS = [render, diff, status, dashboard, approve, convert, hash_command, uninstall]
+COMMANDS = [
+    render,
+    diff,
+    status,
+    dashboard,
+    history,
+    approve,
+    rollback,
+    convert,
+    hash_command,
+    uninstall,
+]
 
 RUN_DESCRIPTION = """\
 Run the controller: watch ClusterResourceSets, Clusters and their ConfigMaps and

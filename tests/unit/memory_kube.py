@@ -24,6 +24,7 @@ from crs_controller.core.spec.objects import parse_binding_object, parse_cluster
 from crs_controller.engine.index import Index
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.informer import Informer, WatchSpec
+from crs_controller.engine.io.snapshots import Snapshots
 from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.io.stores import BindingStore, CRSStore
 from crs_controller.engine.memory.notes import Announcements
@@ -281,9 +282,11 @@ class World:
         self.index = Index(self.crss, self.clusters, self.bindings)
         self._bindings_seen: set[tuple[str, str]] = set()
         clock = FakeClock()
+        sources = Sources(mgmt, self.configmaps, self.secrets)
         self.shared = Shared(
             caches=self.index,
-            sources=Sources(mgmt, self.configmaps, self.secrets),
+            sources=sources,
+            snapshots=Snapshots(mgmt, sources, self.configmaps, self.secrets),
             events=EventRecorder(mgmt),
             announcements=Announcements(clock),
             outcomes=Outcomes(),

@@ -24,14 +24,16 @@ from crs_controller.app.commands.common import management, object_name
 from crs_controller.app.commands.status import _Printer, crs_state, table_rows
 
 SUBCOMMANDS = [
-    "run", "demo", "render", "diff", "status", "dashboard", "approve", "convert", "hash",
-    "uninstall", "completion",
+    "run", "demo", "render", "diff", "status", "dashboard", "history", "approve", "rollback",
+    "convert", "hash", "uninstall", "completion",
 ]  # fmt: skip
 # What each needs besides the unknown flag, so that the flag is the only problem.
 REQUIRED = {
     "render": ["-f", "x.yaml"],
     "diff": ["cni", "--cluster", "c"],
     "approve": ["cni"],
+    "history": ["cni"],
+    "rollback": ["cni"],
     "convert": ["-f", "x.yaml"],
     "completion": ["bash"],
 }
@@ -107,8 +109,8 @@ def test_every_subcommands_help_works(
 
 # The commands that take -n/--namespace, with what else each needs to parse.
 NAMESPACED = {
-    "diff": ["cni", "--cluster", "c"], "status": [], "dashboard": [], "approve": ["cni"],
-    "uninstall": []
+    "diff": ["cni", "--cluster", "c"], "status": [], "dashboard": [], "history": ["cni"],
+    "approve": ["cni"], "rollback": ["cni"], "uninstall": []
 }  # fmt: skip
 
 

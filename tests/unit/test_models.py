@@ -462,6 +462,7 @@ FULL_CRS: dict[str, Any] = {
         ],
         "dependsOn": [{"name": "cni"}],
         "gateUpgrades": True,
+        "revisionHistoryLimit": 10,
         "ignore": [
             {
                 "target": {"group": "apps", "kind": "Deployment", "name": "web"},
@@ -478,12 +479,31 @@ FULL_CRS: dict[str, Any] = {
             ],
             "maxFailures": 1,
             "paused": False,
+            "onFailure": "Rollback",
         },
     },
     "status": {
         "observedGeneration": 3,
         "revision": "xxh3:00000000000000aa",
-        "rollout": {"phase": "Progressing", "step": 1, "updatedClusters": 3, "message": "step 1/2"},
+        "rollout": {
+            "phase": "Progressing",
+            "step": 1,
+            "updatedClusters": 3,
+            "message": "rolling back from xxh3:00000000000000bb: step 1/2",
+            "rolledBackFrom": "xxh3:00000000000000bb",
+        },
+        "history": [
+            {
+                "revision": "xxh3:00000000000000bb",
+                "firstSeen": "2026-11-22T09:00:00Z",
+                "outcome": "RolledBack",
+            },
+            {
+                "revision": "xxh3:00000000000000aa",
+                "firstSeen": "2026-11-21T09:00:00Z",
+                "outcome": "Progressing",
+            },
+        ],
         "conditions": [
             {
                 "type": "ResourcesApplied",
@@ -606,6 +626,7 @@ def test_snake_case_names_build_the_same_object() -> None:
                 max_concurrent="25%",
                 steps=crs.spec.rollout.steps if crs.spec.rollout else [],
                 max_failures=1,
+                on_failure="Rollback",
             ),
         ),
         status=crs.status,

@@ -25,19 +25,17 @@ from crs_controller.app.commands.common import (
     UsageError,
     add_cluster_access,
     add_namespace,
+    annotate,
     command_parser,
+    get_crs,
     guarded,
     management,
     printable,
 )
 from crs_controller.core.api.models import (
-    API_VERSION,
-    CLUSTER_RESOURCE_SET_KIND,
     ClusterResourceSetStatus,
 )
-from crs_controller.core.errors import Conflict, NotFound
 from crs_controller.core.rollout.plan import APPROVE_ANNOTATION
-from crs_controller.core.spec.objects import parse_crs
 
 AWAITING_APPROVAL = "AwaitingApproval"
 
@@ -136,10 +134,7 @@ async def _approve(args: argparse.Namespace) -> int:
     client = management(args)  # settles args.namespace
     where = f"ClusterResourceSet {args.namespace}/{args.crs}"
     try:
-        raw = await client.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, args.crs, args.namespace)
-        if raw is None:
-            raise UsageError(f"{where} not found")
-        crs = parse_crs(raw)
+        crs = await get_crs(client, args.namespace, args.crs)
         decision = decide(crs.status, args.step, crs.meta.annotations.get(APPROVE_ANNOTATION))
         if isinstance(decision, Refuse):
             raise UsageError(f"{where}: {decision.reason}")
@@ -148,22 +143,7 @@ async def _approve(args: argparse.Namespace) -> int:
         if isinstance(decision, Approved):
             print(printable(f"already approved: {done}"))
             return OK
-        patch = {
-            "metadata": {
-                # Written only over what was read: a status that moved on in between
-                # (a new revision, another step) is not approved by mistake.
-                "resourceVersion": crs.meta.resource_version,
-                "annotations": {APPROVE_ANNOTATION: decision.annotation},
-            }
-        }
-        try:
-            await client.merge_patch(
-                API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs.name, crs.namespace, patch
-            )
-        except Conflict as exc:
-            raise UsageError(f"{where} changed meanwhile, run again") from exc
-        except NotFound as exc:
-            raise UsageError(f"{where} not found") from exc
+        await annotate(client, crs, APPROVE_ANNOTATION, decision.annotation, where)
     finally:
         await client.close()
     print(printable(f"approved {done}"))

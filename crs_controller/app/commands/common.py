@@ -16,9 +16,11 @@ import yaml
 
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, KubeClient
 from crs_controller.clients.kubeconfig import management_access
+from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND
 from crs_controller.core.durations import parse_duration
-from crs_controller.core.errors import CRSError, InvalidManifest
+from crs_controller.core.errors import Conflict, CRSError, InvalidManifest, NotFound
 from crs_controller.core.manifests.documents import load_documents
+from crs_controller.core.spec.objects import CRS, parse_crs
 from crs_controller.core.text import safe
 
 OK, FINDING, ERROR = 0, 1, 2
@@ -123,6 +125,31 @@ def management(args: argparse.Namespace) -> KubeClient:
     if "namespace" in vars(args) and args.namespace is None:
         args.namespace = access.namespace or DEFAULT_NAMESPACE
     return KubeClient(access.endpoint, name="management cluster", limits=MANAGEMENT_LIMITS)
+
+
+async def get_crs(client: KubeClient, namespace: str, name: str) -> CRS:
+    """The CRS as the API server has it now; UsageError (exit 2) when there is none."""
+    raw = await client.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, name, namespace)
+    if raw is None:
+        raise UsageError(f"ClusterResourceSet {namespace}/{name} not found")
+    return parse_crs(raw)
+
+
+async def annotate(client: KubeClient, crs: CRS, key: str, value: str, where: str) -> None:
+    """Set one annotation of ``crs`` with a JSON merge patch carrying the
+    resourceVersion read: a CRS that changed in between (a new revision, another
+    step) is not written, and the user is told to run again (exit 2)."""
+    patch = {
+        "metadata": {"resourceVersion": crs.meta.resource_version, "annotations": {key: value}}
+    }
+    try:
+        await client.merge_patch(
+            API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs.name, crs.namespace, patch
+        )
+    except Conflict as exc:
+        raise UsageError(f"{where} changed meanwhile, run again") from exc
+    except NotFound as exc:
+        raise UsageError(f"{where} not found") from exc
 
 
 def emit(data: Any, output: str, table: Callable[[Any], str]) -> None:

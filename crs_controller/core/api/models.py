@@ -228,6 +228,7 @@ class Rollout(APIModel):
     max_failures: IntOrPercent = 0
     paused: bool = False
     windows: list[RolloutWindow] | None = Field(default=None, max_length=20)
+    on_failure: Literal["Halt", "Rollback"] = "Halt"
 
 
 class IgnoreTarget(APIModel):
@@ -265,6 +266,7 @@ class ClusterResourceSetSpec(APIModel):
     variables: list[Variable] = Field(default_factory=list, max_length=50)
     depends_on: list[Dependency] = Field(default_factory=list, max_length=10)
     gate_upgrades: bool = False
+    revision_history_limit: int = Field(default=10, ge=1, le=100)
     ignore: list[IgnoreRule] = Field(default_factory=list, max_length=20)
 
 
@@ -283,7 +285,11 @@ class Condition(APIModel):
     observed_generation: int | None = None
 
 
-RolloutPhase = Literal["Progressing", "Paused", "Halted", "Complete", "AwaitingApproval"]
+RolloutPhase = Literal[
+    "Progressing", "Paused", "Halted", "Complete", "AwaitingApproval", "RolledBack"
+]
+# How a revision's rollout ended, as status.history says.
+RevisionOutcome = Literal["Progressing", "Complete", "Halted", "RolledBack"]
 WaitingFor = Literal["Window", "Approval", "Validation", "Budget"]
 
 
@@ -295,6 +301,15 @@ class RolloutStatus(APIModel):
     held_clusters: int | None = None  # written only when some cluster holds
     waiting_for: WaitingFor | None = None
     next_window: Timestamp | None = None
+    rolled_back_from: str | None = None  # the sources' revision, not applied meanwhile
+
+
+class RevisionRecord(APIModel):
+    """One kept revision of the sources (status.history)."""
+
+    revision: str
+    first_seen: Timestamp
+    outcome: RevisionOutcome
 
 
 class SkippedDeletion(APIModel):
@@ -312,6 +327,7 @@ class ClusterResourceSetStatus(APIModel):
     observed_generation: int | None = None
     revision: str | None = None
     rollout: RolloutStatus | None = None
+    history: list[RevisionRecord] | None = None
     conditions: list[Condition] = Field(default_factory=list)
     matching_clusters: int = 0
     applied_clusters: int = 0

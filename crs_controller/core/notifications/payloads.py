@@ -29,6 +29,7 @@ NOTIFIED_REASONS = (
     "ValidationFailed",
     "RolloutComplete",
     "DeletionRefused",
+    "RolloutRolledBack",
 )
 CLUSTERS_SHOWN = 20
 MESSAGE_LIMIT = 1000  # as an Event's message

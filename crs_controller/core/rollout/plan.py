@@ -101,7 +101,8 @@ __all__ = [
 # On a CRS: "<revision>/<step>" approves that manual step of that revision.
 APPROVE_ANNOTATION = "addons.crs.dev/approve"
 
-Phase = Literal["Progressing", "Paused", "Halted", "Complete", "AwaitingApproval"]
+# RolledBack: never planned here; a rollback's plan once Complete (engine's rollout).
+Phase = Literal["Progressing", "Paused", "Halted", "Complete", "AwaitingApproval", "RolledBack"]
 
 NAMES_SHOWN = 5
 _PERCENT = re.compile(r"(\d+)%")

@@ -35,6 +35,7 @@ from crs_controller.core.api.models import Rollout as RolloutSpec
 from crs_controller.core.api.selectors import matches_validated, validate_selector
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.health.cel_rules import CompiledRule, compile_rules
+from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION, Undo, decide, parse_request
 from crs_controller.core.rollout.plan import APPROVE_ANNOTATION, Policy, compile_windows, policy_of
 from crs_controller.core.spec.ignore import NO_IGNORES, Ignores, compile_ignores
 from crs_controller.core.spec.modes import ApplyOnce, Reconcile, Strategy, compile_strategy
@@ -180,6 +181,14 @@ class CRS(_Named):
         if named != revision or not step.isdigit() or len(step) > 3:
             return None
         return int(step)
+
+    def undo(self, sources: str) -> Undo:
+        """What is rolled out while the sources are on revision ``sources``: them, or
+        the revision a rollback returns to (``core.rollout.history.decide``)."""
+        request = parse_request(self.meta.annotations.get(ROLLBACK_ANNOTATION))
+        rollout = self.status.rollout
+        back = rollout.rolled_back_from if rollout is not None else None
+        return decide(sources, request, back, self.status.revision)
 
     def selects(self, cluster: Cluster) -> bool:
         """Its selector matches the Cluster (same namespace only)."""

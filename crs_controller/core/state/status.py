@@ -44,6 +44,7 @@ ROLLOUT_REASONS = {
     "Paused": "RolloutPaused",
     "Halted": "RolloutHalted",
     "AwaitingApproval": "AwaitingApproval",
+    "RolledBack": "RolledBack",
 }
 # A cluster whose Kubernetes version none of a CRS's version-matched resources is for
 # keeps what it has of them (state Waiting, Ready False, a Warning Event).

@@ -139,7 +139,9 @@ class SlottedGauge:
 # What holds a Waiting cluster back (core/state/status: the reasons recorded as held
 # or waiting), all shown for every CRS.
 WAITING_REASONS = (*HELD_REASONS, "DependencyNotReady", "WaitingForVersion", NO_BUILD)
-ROLLOUT_PHASES = ("Progressing", "Paused", "Halted", "Complete", "AwaitingApproval")
+ROLLOUT_PHASES = (
+    "Progressing", "Paused", "Halted", "Complete", "AwaitingApproval", "RolledBack"
+)  # fmt: skip
 
 FLEET_CLUSTERS = Gauge(
     "crs_fleet_clusters",
@@ -161,7 +163,8 @@ CLUSTERS_BY_REVISION = Gauge(
 ROLLOUT_PHASE = Gauge(
     "crs_rollout_phase",
     "1 for the phase the CRS's rollout is in (Progressing, Paused, Halted, Complete, "
-    "AwaitingApproval), else 0; under crs=_other, how many of the CRSs it sums are in it",
+    "AwaitingApproval, RolledBack), else 0; under crs=_other, how many of the CRSs it "
+    "sums are in it",
     ["namespace", "crs", "phase"],
 )
 _SLOTS = SeriesSlots()

@@ -44,6 +44,15 @@ NOTIFICATIONS = Counter(
     "the last retry)",
     ["result"],
 )
+ROLLBACKS = Counter(
+    "crs_rollbacks_total",
+    "Rollbacks started, by trigger (OnFailure: a halted rollout under onFailure: "
+    "Rollback; Manual: crs-controller rollback)",
+    ["trigger"],
+)
+SNAPSHOTS_WRITTEN = Counter(
+    "crs_snapshots_written_total", "Revision snapshots written (once per revision)"
+)
 NOTIFICATIONS_DROPPED = Counter(
     "crs_notifications_dropped_total",
     "Notifications dropped unsent: a receiver's queue was full and the oldest went",

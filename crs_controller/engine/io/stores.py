@@ -63,6 +63,14 @@ class CRSStore:
         )
         return self._cache.put(written)
 
+    async def drop_annotation(self, crs: CRS, key: str) -> CRS:
+        """Remove one annotation (a merge patch at the cached resourceVersion)."""
+        meta = {"annotations": {key: None}, "resourceVersion": crs.meta.resource_version}
+        written = await self._mgmt.merge_patch(
+            API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs.name, crs.namespace, {"metadata": meta}
+        )
+        return self._cache.put(written)
+
     async def put_status(self, crs: CRS, status: ClusterResourceSetStatus) -> CRS:
         """Replace the status subresource at the cached resourceVersion (the server
         keeps everything but the status as stored)."""

@@ -15,11 +15,24 @@ class Rollouts:
     def __init__(self) -> None:
         self._plans: dict[CRSKey, tuple[str, Plan]] = {}
         self._halted: dict[CRSKey, str] = {}
+        self._because: dict[CRSKey, str] = {}
 
     def halted(self, namespace: str, crs: str) -> str | None:
         """The last revision whose rollout halted (its clusters take the next first);
         forgotten once a rollout completes, and on restart."""
         return self._halted.get((namespace, crs))
+
+    def because(self, namespace: str, crs: str) -> str | None:
+        """Why this process rolled the CRS back by itself (the halted rollout's
+        message), for the RolloutRolledBack Event; forgotten on restart."""
+        return self._because.get((namespace, crs))
+
+    def rolled_back(self, namespace: str, crs: str, because: str | None) -> None:
+        """Remember why (None: no rollback of its own is in force)."""
+        if because is None:
+            self._because.pop((namespace, crs), None)
+        else:
+            self._because[(namespace, crs)] = because
 
     def admitted(self, namespace: str, crs: str, cluster: str, revision: str) -> bool:
         """May ``cluster`` take ``revision`` of this CRS now? False until the CRS
@@ -48,7 +61,7 @@ class Rollouts:
         self._plans[(namespace, crs)] = (revision, plan)
         if plan.phase == "Halted":
             self._halted[(namespace, crs)] = revision
-        elif plan.phase == "Complete":
+        elif plan.phase in ("Complete", "RolledBack"):
             self._halted.pop((namespace, crs), None)
         if was is None:
             return plan.admit | plan.validate
@@ -58,3 +71,4 @@ class Rollouts:
     def drop(self, namespace: str, crs: str) -> None:
         self._plans.pop((namespace, crs), None)
         self._halted.pop((namespace, crs), None)
+        self._because.pop((namespace, crs), None)

@@ -29,7 +29,7 @@ from crs_controller.core.state.status import Outcome, outcome_of
 from crs_controller.core.values.dependencies import Cycle, Missing, Wait
 from crs_controller.core.values.dependencies import Go as DependenciesDone
 from crs_controller.core.values.dependencies import describe as describe_dependency
-from crs_controller.engine.reconcile.rollout import entry_revision, revision_of, source_hashes
+from crs_controller.engine.reconcile.rollout import entry_revision
 from crs_controller.engine.reconcile.scope import ClusterScope
 
 __all__ = [
@@ -146,10 +146,10 @@ class Gate:
         limit = ctx.settings.max_updating_clusters
         if crs.policy is None and not cluster.holds_updates and limit is None:
             return Go()
-        now = await source_hashes(ctx, crs)
-        if now is None:
+        rolled = await scope.rolled(crs)
+        if rolled is None:
             return Go(keep_installed=entry_revision(crs, entry) is not None)
-        target = revision_of(now)
+        now, target = rolled.hashes, rolled.target
         rollout_target = target if crs.policy is not None else None
         on = entry_revision(crs, entry, now)
         if on is None or on == target:

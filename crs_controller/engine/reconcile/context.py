@@ -13,6 +13,7 @@ from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.engine.index import Caches
 from crs_controller.engine.io.control_planes import ControlPlaneVersions, NoControlPlanes
 from crs_controller.engine.io.events import EventRecorder
+from crs_controller.engine.io.snapshots import Snapshots
 from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.io.stores import BindingStore, CRSStore
 from crs_controller.engine.memory.budget import Budget
@@ -42,6 +43,7 @@ class Shared:
 
     caches: Caches
     sources: Sources
+    snapshots: Snapshots  # each revision's content, to roll back to
     events: EventRecorder
     announcements: Announcements  # for what a pass did: told once per CRS
     outcomes: Outcomes

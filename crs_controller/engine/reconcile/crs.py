@@ -33,17 +33,24 @@ from crs_controller.core.state.status import (
     paused,
     summarize,
 )
-from crs_controller.engine.io import fleet_metrics
+from crs_controller.engine.io import fleet_metrics, metrics
 from crs_controller.engine.reconcile.context import CRSContext
-from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
+from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, cluster_key
+from crs_controller.engine.reconcile.revisions import (
+    Kept,
+    by_itself,
+    drop_stale_request,
+    history,
+    snapshot,
+)
 from crs_controller.engine.reconcile.rollout import (
     Hashes,
+    RolledOut,
     concerned,
     entry_revision,
     plan_rollout,
-    revision_of,
+    rolled_out,
     rollout_status,
-    source_hashes,
 )
 
 log = structlog.get_logger(__name__)
@@ -85,9 +92,8 @@ async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     rolling = model is not None and model.spec.rollout is not None and not crs.deleting
     matching = ctx.caches.matching_clusters(crs) if rolling else []
     if model is not None and matching:
-        now = await source_hashes(ctx, crs)
-        target = None if now is None else revision_of(now)
-        then = NOTHING if target is None else plan_rollout(ctx, crs, target, matching, now)[1]
+        rolled = await rolled_out(ctx, crs)
+        then = NOTHING if rolled is None else plan_rollout(ctx, crs, rolled, matching)[1]
     return then | await _tell(ctx, crs)
 
 
@@ -138,6 +144,12 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
         # The deletion's watch event brought those clusters' reconciles (see
         # Controller._on_crs); check back until their bindings let go.
         return Result.after(DELETION_POLL)
+    try:
+        # The garbage collector would, from their owner reference, where one runs.
+        await ctx.snapshots.delete_all(crs)
+    except CRSError as exc:
+        log.info("snapshot deletion failed", crs=f"{crs.namespace}/{crs.name}", error=str(exc))
+        return RETRY
     await ctx.crss.set_finalizers(crs, [f for f in crs.meta.finalizers if f != FINALIZER])
     ctx.outcomes.drop_crs(crs.namespace, crs.name)
     return Result()
@@ -160,25 +172,26 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     and this CRS again when its soak ends."""
     matching = ctx.caches.matching_clusters(crs)
     problems: list[Problem] = []
-    target, now = None, None
+    rolled = None
     # With no Cluster matching, no source is needed: none is fetched, hashed or parsed
     # (a tenant's CRS naming large sources costs nothing until a Cluster matches). The
     # status says NoMatchingClusters, as the spec has it, and carries no revision:
     # nothing is rolled out. A Cluster that starts matching requeues this CRS.
     if matching:
         problems = await _problems(ctx, crs, model)
-        now = await source_hashes(ctx, crs)
-        target = None if now is None else revision_of(now)
+        rolled = await rolled_out(ctx, crs)
     made, then = None, NOTHING
     # The plan before this one, as this process made it (None after a restart).
     previous = ctx.rollouts.plan(crs.namespace, crs.name)
-    if crs.policy is not None and target is not None:
-        made, then = plan_rollout(ctx, crs, target, matching, now)
-    status = _status(ctx, crs, matching, problems, made)
-    status.revision = target
-    _show_fleet(ctx, crs, matching, now, target)
-    if made is not None and target is not None:
-        await _tell_rollout(ctx, crs, (target, made), previous, matching, now)
+    if rolled is not None:
+        rolled, made, then = await _roll(ctx, crs, rolled, matching, previous)
+    status = _status(ctx, crs, matching, problems, made, rolled)
+    kept = history(ctx, crs, rolled, made, status)
+    status.history = kept.history
+    if rolled is None:
+        _show_fleet(ctx, crs, matching, None, None)
+    else:
+        _show_fleet(ctx, crs, matching, rolled.hashes, rolled.target)
     if to_api(status) == to_api(crs.status):
         return then
     try:
@@ -189,6 +202,51 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         log.info("status write failed", crs=f"{crs.namespace}/{crs.name}", error=str(exc))
         return then | RETRY
     _log_status(crs, status)
+    return then | await _after_write(ctx, crs, rolled, kept, matching)
+
+
+async def _roll(
+    ctx: CRSContext,
+    crs: CRS,
+    rolled: RolledOut,
+    matching: list[Cluster],
+    previous: tuple[str, Plan] | None,
+) -> tuple[RolledOut, Plan | None, Result]:
+    """What is rolled out (a rollback by itself decided, a stale request dropped, the
+    sources' snapshot written) and its plan, told. A rollback (or one refused) has a
+    rollout status of its own even without spec.rollout: every cluster at once."""
+    crs = await drop_stale_request(ctx, crs, rolled)
+    rolled = await by_itself(ctx, crs, rolled, matching)
+    await snapshot(ctx, crs, rolled)
+    if crs.policy is None and not rolled.undo.rolled_back_from and not rolled.refused:
+        return rolled, None, NOTHING
+    made, then = plan_rollout(ctx, crs, rolled, matching)
+    planned = (rolled.target, made)
+    await _tell_rollout(ctx, crs, planned, previous, matching, rolled.hashes)
+    return rolled, made, then
+
+
+async def _after_write(
+    ctx: CRSContext, crs: CRS, rolled: RolledOut | None, kept: Kept, matching: list[Cluster]
+) -> Result:
+    """Once the status says so: a rollback that starts is counted (and a refused one
+    told), the snapshots of the revisions dropped from the history go. A rollback
+    that starts or ends wakes the clusters: they take another revision."""
+    before = crs.status.rollout.rolled_back_from if crs.status.rollout else None
+    back = rolled.undo.rolled_back_from if rolled is not None else None
+    if back is not None and back != before:
+        trigger = "OnFailure" if ctx.rollouts.because(crs.namespace, crs.name) else "Manual"
+        metrics.ROLLBACKS.labels(trigger).inc()
+    then = NOTHING
+    if back != before:
+        then = Result.waking(*(Wake(cluster_key(crs.namespace, c.name)) for c in matching))
+    told = crs.status.rollout.message if crs.status.rollout else ""
+    if rolled is not None and rolled.refused is not None and rolled.refused not in told:
+        await ctx.events.emit(crs, "Warning", "RollbackRefused", rolled.refused)
+    try:
+        await ctx.snapshots.delete(crs, kept.dropped)
+    except CRSError as exc:  # left for the garbage collector (owner reference)
+        log.info("snapshot deletion failed", crs=f"{crs.namespace}/{crs.name}", error=str(exc))
     return then
 
 
@@ -224,6 +282,7 @@ def _status(
     matching: list[Cluster],
     problems: list[Problem],
     made: Plan | None,
+    rolled: RolledOut | None,
 ) -> ClusterResourceSetStatus:
     """From the bindings, not from what this process did: any replica computes the
     same status, also right after a restart. A cluster with no outcome recorded yet
@@ -239,7 +298,11 @@ def _status(
         now=when,
         rollout=None if made is None else (made.phase, made.message),
     )
-    status.rollout = None if made is None else rollout_status(made)
+    back = None if rolled is None else rolled.undo.rolled_back_from
+    status.rollout = None if made is None else rollout_status(made, back)
+    if status.rollout is not None and rolled is not None and rolled.refused is not None:
+        status.rollout.message += f"; rollback refused: {rolled.refused}"
+    status.revision = None if rolled is None else rolled.target
     status.deletions_skipped = skipped_status(entries) or None
     return not_paused(status, crs.status, crs.generation, when)
 
@@ -261,7 +324,9 @@ async def _tell_rollout(
         return
     (target, made), (revision, before) = planned, previous
     told: list[tuple[str, str]] = []
-    if revision != target and made.phase != "Complete":
+    if revision != target and made.phase == "RolledBack":  # back at once
+        told.append(("RolloutRolledBack", made.message))
+    elif revision != target and made.phase != "Complete":
         told.append(("RolloutStarted", f"rolling out revision {target}"))
         if made.phase == "AwaitingApproval":  # its first step asks at once
             told.append(("RolloutAwaitingApproval", made.message))
@@ -272,6 +337,10 @@ async def _tell_rollout(
     elif made.soaking and not (before.soaking and before.step == made.step):
         told.append(("RolloutSoaking", made.message))
     about = concerned(ctx, crs, target, matching, made.phase, hashes) if told else []
-    for reason, message in told:
+    because = ctx.rollouts.because(crs.namespace, crs.name)
+    for reason, said in told:
+        # The failure rolled back from, when this process saw it.
+        rolled = reason == "RolloutRolledBack" and because
+        message = f"{said}: {because}" if rolled else said
         kind: Literal["Normal", "Warning"] = "Warning" if reason == "RolloutHalted" else "Normal"
         await ctx.events.emit(crs, kind, reason, message, clusters=about, revision=target)

@@ -277,7 +277,7 @@ class _Loaded:
 
 async def _resource_pass(scope: ClusterScope, run: _PairRun, turn: _Turn) -> _Done:
     previous, name = turn.previous, turn.name
-    source = await scope.source(turn.ref)
+    source = await scope.source(run.crs, turn.ref)
     if source.error is not None:
         return _failed(name, previous, source.error.reason, str(source.error))
     try:

@@ -7,24 +7,75 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from crs_controller.core.api.models import CRSBinding, RolloutStatus
 from crs_controller.core.render import source_hash
+from crs_controller.core.rollout.history import Undo
 from crs_controller.core.rollout.plan import (
     ClusterState,
     Plan,
+    Policy,
     halted_revision,
     plan,
     revision,
 )
+from crs_controller.core.rollout.snapshots import SnapshotRefused
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.status import outcome_of
 from crs_controller.engine.io import fleet_metrics
+from crs_controller.engine.io.sources import Source
 from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
 from crs_controller.engine.reconcile.result import Result, Wake, cluster_key
 
 Hashes = Mapping[tuple[str, str], str]  # (kind, name) -> a source's hash now
+Key = tuple[str, str]  # kind, name of a source
+
+
+@dataclass(frozen=True)
+class RolledOut:
+    """What a CRS rolls out now: ``undo`` says the target (and the sources' revision a
+    rollback replaces), ``hashes`` are the target's sources' hashes, ``snapshot`` its
+    sources when they come from a snapshot (None: the sources as they are), and
+    ``refused`` why a rollback asked for could not be used (its snapshot)."""
+
+    undo: Undo
+    hashes: Hashes
+    snapshot: Mapping[Key, Source] | None = None
+    refused: str | None = None
+
+    @property
+    def target(self) -> str:
+        return self.undo.target
+
+    @property
+    def sources(self) -> str:
+        """The revision of the sources as they are."""
+        return self.undo.rolled_back_from or self.undo.target
+
+
+async def rolled_out(ctx: ClusterContext | CRSContext, crs: CRS) -> RolledOut | None:
+    """What ``crs`` rolls out now (None while a source cannot be read): its sources,
+    or the snapshot of the revision a rollback in force returns to."""
+    live = await source_hashes(ctx, crs)
+    if live is None:
+        return None
+    return await roll_to(ctx, crs, crs.undo(revision_of(live)), live)
+
+
+async def roll_to(
+    ctx: ClusterContext | CRSContext, crs: CRS, undo: Undo, live: Hashes
+) -> RolledOut:
+    """``undo`` with its snapshot read and checked; a snapshot refused leaves the
+    sources as they are, saying why."""
+    if undo.rolled_back_from is None:
+        return RolledOut(undo, live)
+    try:
+        snapshot = await ctx.snapshots.sources_of(crs, undo.target)
+    except SnapshotRefused as exc:
+        return RolledOut(Undo(undo.rolled_back_from), live, refused=str(exc))
+    return RolledOut(undo, {key: source.hash for key, source in snapshot.items()}, snapshot)
 
 
 async def source_hashes(ctx: ClusterContext | CRSContext, crs: CRS) -> Hashes | None:
@@ -63,31 +114,16 @@ def entry_revision(crs: CRS, entry: CRSBinding | None, now: Hashes | None = None
 
 
 def plan_rollout(
-    ctx: CRSContext,
-    crs: CRS,
-    target: str,
-    matching: list[Cluster],
-    hashes: Hashes | None = None,
+    ctx: CRSContext, crs: CRS, rolled: RolledOut, matching: list[Cluster]
 ) -> tuple[Plan, Result]:
-    """Plan ``target`` over the ``matching`` clusters, from their bindings and outcomes;
-    the plan is kept for the cluster reconciles. The Result wakes the clusters it
-    newly admits, and this CRS when time alone changes the plan (a soak's end).
-    ``hashes`` are the sources' hashes ``target`` was made of."""
-    policy = crs.policy
-    assert policy is not None
-    states, failures = [], []
-    for cluster in matching:
-        entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)
-        state = _state(crs, entry, cluster, target, hashes)
-        states.append(state)
-        failures.append((state.revision, _failed(entry)))
-    # Remembered since it halted; else (a restart, a new leader) found from the bindings.
-    halted = ctx.rollouts.halted(crs.namespace, crs.name) or halted_revision(
-        target, failures, policy
-    )
-    now = ctx.clock.wall()
-    approved = crs.approved(target)
-    made = plan(target, states, policy, now, None if halted == target else halted, approved)
+    """Plan what ``crs`` rolls out over the ``matching`` clusters, from their bindings
+    and outcomes; the plan is kept for the cluster reconciles. The Result wakes the
+    clusters it newly admits, and this CRS when time alone changes the plan (a
+    soak's end). A rollback's clusters on the revision rolled back from go first."""
+    target, back = rolled.target, rolled.undo.rolled_back_from
+    made, states = try_plan(ctx, crs, target, matching, rolled.hashes, back)
+    if back is not None:
+        made = rolling_back(made, back, target)
     before = ctx.rollouts.plan(crs.namespace, crs.name)
     admitted = ctx.rollouts.set(crs.namespace, crs.name, target, made)
     if before is None or before[0] != target or before[1].waiting_for != made.waiting_for:
@@ -116,9 +152,46 @@ def concerned(
     ]
     if phase == "Halted":
         return [s.name for s in states if s.failed]
-    if phase == "Complete":
+    if phase in ("Complete", "RolledBack"):
         return [s.name for s in states if s.revision == target]
     return [s.name for s in states if s.revision != target]
+
+
+def try_plan(
+    ctx: CRSContext,
+    crs: CRS,
+    target: str,
+    matching: list[Cluster],
+    hashes: Hashes | None = None,
+    halted: str | None = None,
+) -> tuple[Plan, list[ClusterState]]:
+    """The plan of ``target``, and the clusters' states it was made from, without
+    keeping it. Without ``spec.rollout`` (a rollback), every cluster at once."""
+    policy = crs.policy or Policy()
+    states, failures = [], []
+    for cluster in matching:
+        entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)
+        state = _state(crs, entry, cluster, target, hashes)
+        states.append(state)
+        failures.append((state.revision, _failed(entry)))
+    # Remembered since it halted; else (a restart, a new leader) found from the bindings.
+    halted = (
+        halted
+        or ctx.rollouts.halted(crs.namespace, crs.name)
+        or halted_revision(target, failures, policy)
+    )
+    now = ctx.clock.wall()
+    approved = crs.approved(target)
+    made = plan(target, states, policy, now, None if halted == target else halted, approved)
+    return made, states
+
+
+def rolling_back(made: Plan, back: str, target: str) -> Plan:
+    """The plan of a rollback: RolledBack once its clusters are back, naming the
+    revision rolled back from."""
+    if made.phase != "Complete":
+        return replace(made, message=f"rolling back from {back}: {made.message}")
+    return replace(made, phase="RolledBack", message=f"rolled back from {back} to {target}")
 
 
 def _failed(entry: CRSBinding | None) -> bool:
@@ -151,8 +224,9 @@ def _state(
     )
 
 
-def rollout_status(made: Plan) -> RolloutStatus:
+def rollout_status(made: Plan, rolled_back_from: str | None = None) -> RolloutStatus:
     return RolloutStatus(
+        rolled_back_from=rolled_back_from,
         phase=made.phase,
         step=made.step,
         updated_clusters=made.updated,

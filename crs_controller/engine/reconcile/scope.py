@@ -56,6 +56,7 @@ from crs_controller.engine.reconcile.result import (
     cluster_key,
     crs_key,
 )
+from crs_controller.engine.reconcile.rollout import RolledOut, rolled_out
 from crs_controller.engine.reconcile.workload.pruning import Pruned, prune
 
 log = structlog.get_logger(__name__)
@@ -90,6 +91,7 @@ class ClusterScope:
         keep = {c.name for c in ctx.caches.crss_in(cluster.namespace) if c.left_alone}
         self._now = {n: e for n, e in self._before.items() if n in keep}
         self._sources: dict[tuple[str, str], Source] = {}
+        self._rolled: dict[str, RolledOut | None] = {}
 
     @property
     def key(self) -> tuple[str, str]:
@@ -134,9 +136,20 @@ class ClusterScope:
             return Outcome("Failed", exc.reason, str(exc), 0)
         return None
 
-    async def source(self, ref: ResourceRef) -> Source:
-        """A source as it is now, loaded once in this pass whoever asks (a pair,
-        then pruning's wanted set)."""
+    async def rolled(self, crs: CRS) -> RolledOut | None:
+        """What ``crs`` rolls out now (``reconcile.rollout.rolled_out``), found once in
+        this pass whoever asks (the gate, the pair, pruning's wanted set)."""
+        if crs.name not in self._rolled:
+            self._rolled[crs.name] = await rolled_out(self.ctx, crs)
+        return self._rolled[crs.name]
+
+    async def source(self, crs: CRS, ref: ResourceRef) -> Source:
+        """A source of ``crs`` as it rolls out now: from the snapshot of the revision
+        a rollback returns to, else as it is now, loaded once in this pass whoever
+        asks (a pair, then pruning's wanted set)."""
+        rolled = await self.rolled(crs)
+        if rolled is not None and rolled.snapshot is not None:
+            return rolled.snapshot[(ref.kind, ref.name)]
         key = (ref.kind, ref.name)
         if key not in self._sources:
             self._sources[key] = await self.ctx.sources.load(self.cluster.namespace, ref)
@@ -231,7 +244,7 @@ class ClusterScope:
             for index, ref in enumerate(crs.valid.spec.resources):
                 if version_match(crs.version_range(index), self.version.version) == "outside":
                     continue
-                source = await self.source(ref)
+                source = await self.source(crs, ref)
                 if source.error is None:
                     with contextlib.suppress(ResourceError):
                         wanted |= wanted_keys(await self.ctx.sources.objects(source))

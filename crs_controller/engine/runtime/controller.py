@@ -26,6 +26,7 @@ from crs_controller.core.api.models import (
 from crs_controller.core.errors import Conflict, CRSError
 from crs_controller.core.membership.shard import owner
 from crs_controller.core.notifications.payloads import Notice
+from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
 from crs_controller.core.spec.objects import (
     CRS,
     Binding,
@@ -41,6 +42,7 @@ from crs_controller.engine.io import metrics
 from crs_controller.engine.io.control_planes import ControlPlanes
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.informer import Informer, WatchSpec
+from crs_controller.engine.io.snapshots import Snapshots
 from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.io.stores import BindingStore, CRSStore
 from crs_controller.engine.memory.notes import Announcements
@@ -147,9 +149,11 @@ class Controller:
         """What the two reconcilers share: the caches, the sources, the events, and
         the process's memory (outcomes, rollout plans, notes)."""
         mgmt, clock = self.mgmt, self.clock
+        sources = Sources(mgmt, configmaps, secrets)
         shared = Shared(
             caches=self.index,
-            sources=Sources(mgmt, configmaps, secrets),
+            sources=sources,
+            snapshots=Snapshots(mgmt, sources, configmaps, secrets),
             events=EventRecorder(mgmt, self._tell if self._notify else None),
             announcements=Announcements(clock),
             outcomes=Outcomes(),
@@ -473,4 +477,12 @@ def _status_only(old: CRS | None, new: CRS | None) -> bool:
     """True when only status (or other bookkeeping) changed: clusters need nothing."""
     if old is None or new is None:
         return False
+    if _rollback(old) != _rollback(new):
+        return False  # a rollback asked for, started or ended: another revision
     return (old.generation, old.deleting, old.paused) == (new.generation, new.deleting, new.paused)
+
+
+def _rollback(crs: CRS) -> tuple[str | None, str | None]:
+    """The rollback asked for (annotation) and the one the status records."""
+    back = crs.status.rollout.rolled_back_from if crs.status.rollout else None
+    return crs.meta.annotations.get(ROLLBACK_ANNOTATION), back

@@ -203,7 +203,8 @@ def tenant_rbac(mgmt: TestbedClient) -> list[dict[str, Any]]:
                 "apiGroups": ["addons.crs.dev"],
                 "resources": ["clusterresourcesetbindings"],
                 "verbs": ["get", "list", "create", "update", "patch", "delete"],
-            }
+            },
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]},
         ],
     }
     grant = {
@@ -278,6 +279,19 @@ def test_only_the_controller_writes_bindings_under_the_shipped_policy(
         tenant.update(live)
     assert forged.value.status == 403 and REFUSED in forged.value.message
     assert inventory_names(mgmt, namespace, "pol1", "pol") == [addon]
+
+    # Nor write a revision snapshot (the content a rollback applies); any other
+    # ConfigMap it may write.
+    snapshot = configmap_obj(unique("snap"), namespace, a="1")
+    snapshot["metadata"]["labels"] = {"addons.crs.dev/snapshot-of": "some-uid"}
+    refused = try_create(tenant, snapshot, dry_run=False)
+    assert refused.status_code == 403, refused.text
+    assert "may write revision snapshots" in refused.json()["message"]
+    plain = tenant.create(configmap_obj(unique("plain"), namespace, a="1"))
+    plain["metadata"]["labels"] = {"addons.crs.dev/snapshot-of": "some-uid"}
+    with pytest.raises(KubeError) as labelled:
+        tenant.update(plain)
+    assert labelled.value.status == 403
 
     # The controller's identity may create one directly; deleting stays open to all.
     with TestbedClient(control_plane.management.kubeconfig(SA_USER, SA_GROUPS)) as sa:

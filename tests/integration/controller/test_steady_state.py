@@ -223,5 +223,9 @@ def test_a_one_object_edit_costs_one_workload_write_per_cluster(
         if "/three." in w or any(w.endswith(f"clusterresourcesetbindings/{c}") for c in clusters)
     ]
     bindings = [f"management update clusterresourcesetbindings/{c}" for c in clusters]
-    assert sorted(w for w in ours if "events/" not in w) == sorted(bindings)
+    # And the new revision's snapshot, written once for every cluster.
+    snapshot = [w for w in ours if "configmaps/three.revision." in w]
+    assert [w.split(" ")[1] for w in snapshot] == ["create"], ours
+    rest = [w for w in ours if "events/" not in w and w not in snapshot]
+    assert sorted(rest) == sorted(bindings)
     assert len([w for w in ours if "events/" in w]) == 1, ours

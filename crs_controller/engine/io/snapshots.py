@@ -1,0 +1,137 @@
+"""Each revision's snapshot on the management cluster (``core.rollout.snapshots``):
+written once per revision by the CRS reconcile (never per cluster), read and checked
+by every pass that rolls a CRS back, deleted when its revision leaves the history or
+the CRS goes.
+
+Reads go through ``engine.io.sources`` (one GET per change, held within its byte
+budget); a checked snapshot is kept here, by bytes, so passes over hundreds of
+clusters hash it once. Deletes touch only objects labelled with the CRS's uid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+
+import structlog
+
+from crs_controller.clients.api import KubeAPI
+from crs_controller.core.api.models import ObjectMeta
+from crs_controller.core.errors import Conflict
+from crs_controller.core.manifests.hashing import resource_hash
+from crs_controller.core.rollout.snapshots import (
+    SNAPSHOT_LABEL,
+    SnapshotRefused,
+    SnapshotTooLarge,
+    build,
+    read,
+    snapshot_name,
+)
+from crs_controller.core.spec.objects import CRS
+from crs_controller.engine.io.informer import Informer, resource_version
+from crs_controller.engine.io.sources import ByteBudgetLRU, Source, Sources
+
+log = structlog.get_logger(__name__)
+
+CHECKED_BUDGET_BYTES = 16 * 1024 * 1024
+TOO_LARGE_KEPT = 1024
+Key = tuple[str, str]  # kind, name
+
+__all__ = ["SnapshotRefused", "SnapshotTooLarge", "Snapshots"]
+
+
+class Snapshots:
+    def __init__(
+        self,
+        client: KubeAPI,
+        sources: Sources,
+        configmaps: Informer[ObjectMeta],
+        secrets: Informer[ObjectMeta],
+    ) -> None:
+        self._client = client
+        self._sources = sources
+        self._informers = {"ConfigMap": configmaps, "Secret": secrets}
+        self._too_large: dict[tuple[str, str], SnapshotTooLarge] = {}  # (uid, revision)
+        self._checked: ByteBudgetLRU[tuple[str, ...], dict[Key, Source]] = ByteBudgetLRU(
+            CHECKED_BUDGET_BYTES
+        )
+
+    def kept(self, crs: CRS, rev: str) -> bool:
+        """Is the snapshot of ``rev`` there (as the watch says)?"""
+        meta = self._informers["ConfigMap"].get(crs.namespace, snapshot_name(crs.name, rev))
+        return meta is not None and meta.labels.get(SNAPSHOT_LABEL) == crs.meta.uid
+
+    async def write(self, crs: CRS, rev: str, sources: Mapping[Key, Source]) -> None:
+        """Write the snapshot of ``rev`` from the sources it was hashed from, unless it
+        is there; raises SnapshotTooLarge (nothing written)."""
+        if self.kept(crs, rev) or crs.meta.uid is None:
+            return
+        refused = self._too_large.get((crs.meta.uid, rev))
+        if refused is not None:  # not encoded again on every pass
+            raise refused.with_traceback(None)
+        keys = [(ref.kind, ref.name) for ref in crs.valid.spec.resources]
+        raws = {key: source.raw or {} for key, source in sources.items()}
+        try:
+            objects = build(crs.namespace, (crs.name, crs.meta.uid), rev, keys, raws)
+        except SnapshotTooLarge as exc:
+            if len(self._too_large) >= TOO_LARGE_KEPT:
+                self._too_large.clear()
+            self._too_large[(crs.meta.uid, rev)] = exc
+            raise
+        # The ConfigMap last: once it is there, the snapshot is whole.
+        for obj in reversed(objects):
+            # Written before (or the name is taken: the check on use refuses it).
+            with contextlib.suppress(Conflict):
+                await self._client.create(obj)
+        log.info("snapshot written", crs=f"{crs.namespace}/{crs.name}", revision=rev)
+
+    async def sources_of(self, crs: CRS, rev: str) -> Mapping[Key, Source]:
+        """The sources of revision ``rev`` of ``crs``, from its snapshot once checked;
+        raises SnapshotRefused."""
+        namespace, name = crs.namespace, snapshot_name(crs.name, rev)
+        refs = list(crs.valid.spec.resources)
+        keys = [(ref.kind, ref.name) for ref in refs]
+        configmap = await self._sources.content(namespace, "ConfigMap", name)
+        secret = None
+        if any(kind == "Secret" for kind, _ in keys):
+            secret = await self._sources.content(namespace, "Secret", name)
+        held = (namespace, name, rev, str(crs.meta.uid), *map(str, keys))
+        versions = tuple(str(resource_version(o)) if o else "-" for o in (configmap, secret))
+        cached = self._checked.get((*held, *versions))
+        if cached is not None:
+            return cached
+        raws = read(configmap, secret, str(crs.meta.uid), rev, keys)
+        found: dict[Key, Source] = {}
+        for ref in refs:
+            raw = raws[(ref.kind, ref.name)]
+            found[(ref.kind, ref.name)] = Source(ref, hash=resource_hash(raw), raw=raw)
+        cost = sum(len(str(raw)) for raw in raws.values())
+        self._checked.put((*held, *versions), found, cost)
+        return found
+
+    async def delete(self, crs: CRS, revisions: list[str]) -> None:
+        """Delete the snapshots of ``revisions``: only objects labelled as this CRS's."""
+        for rev in revisions:
+            name = snapshot_name(crs.name, rev)
+            for kind, informer in self._informers.items():
+                meta = informer.get(crs.namespace, name)
+                if meta is not None and meta.labels.get(SNAPSHOT_LABEL) == crs.meta.uid:
+                    await self._client.delete("v1", kind, name, crs.namespace, uid=meta.uid)
+        if revisions:
+            log.info("snapshots deleted", crs=f"{crs.namespace}/{crs.name}", count=len(revisions))
+
+    async def delete_all(self, crs: CRS) -> None:
+        """Every snapshot of ``crs``, as it is deleted (the garbage collector would,
+        from the owner reference, where one runs)."""
+        if crs.meta.uid is None:
+            return
+        selector = f"{SNAPSHOT_LABEL}={crs.meta.uid}"
+        for kind in ("ConfigMap", "Secret"):
+            items, _ = await self._client.list(
+                "v1", kind, crs.namespace, label_selector=selector, metadata_only=True
+            )
+            for item in items:
+                meta = item.get("metadata") or {}
+                await self._client.delete(
+                    "v1", kind, meta.get("name", ""), crs.namespace, uid=meta.get("uid")
+                )

@@ -1,0 +1,124 @@
+"""A CRS's revisions, kept by the CRS reconcile of the leader: the snapshot of each
+new revision of the sources (written once per revision, never per cluster),
+``status.history`` with at most ``spec.revisionHistoryLimit`` entries, the snapshots
+of the revisions dropped from it, and the rollback a halted rollout starts by itself
+under ``spec.rollout.onFailure: Rollback`` (``core.rollout.history`` decides).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import structlog
+
+from crs_controller.core.api.models import ClusterResourceSetStatus, RevisionRecord
+from crs_controller.core.errors import APIError, CRSError
+from crs_controller.core.rollout.history import (
+    ROLLBACK_ANNOTATION,
+    Undo,
+    advance,
+    outcome_of_phase,
+    parse_request,
+    rollback_on_failure,
+)
+from crs_controller.core.rollout.plan import Plan
+from crs_controller.core.rollout.snapshots import SnapshotTooLarge
+from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.status import READY
+from crs_controller.engine.io import metrics
+from crs_controller.engine.io.sources import Source
+from crs_controller.engine.reconcile.context import CRSContext
+from crs_controller.engine.reconcile.rollout import RolledOut, roll_to, try_plan
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """The history to write, and the revisions it dropped (their snapshots go once
+    the status is written)."""
+
+    history: list[RevisionRecord] | None
+    dropped: list[str] = field(default_factory=list)
+
+
+async def by_itself(
+    ctx: CRSContext, crs: CRS, rolled: RolledOut, matching: list[Cluster]
+) -> RolledOut:
+    """``rolled``, or the rollback its halted rollout starts under ``onFailure:
+    Rollback``: to the last revision whose rollout completed (its snapshot checked)."""
+    if rolled.undo.rolled_back_from:
+        return rolled
+    ctx.rollouts.rolled_back(crs.namespace, crs.name, None)  # none in force
+    spec = crs.valid.spec.rollout
+    if spec is None or spec.on_failure != "Rollback":
+        return rolled
+    made, _ = try_plan(ctx, crs, rolled.target, matching, rolled.hashes)
+    to = rollback_on_failure(rolled.undo, made.phase, spec.on_failure, crs.status.history or [])
+    if to is None:
+        return rolled
+    back = await roll_to(ctx, crs, Undo(to, rolled.target), rolled.hashes)
+    if back.refused is None:
+        ctx.rollouts.rolled_back(crs.namespace, crs.name, made.message)
+        log.warning("rolling back", crs=f"{crs.namespace}/{crs.name}", to=to, reason=made.message)
+    return back
+
+
+def history(
+    ctx: CRSContext,
+    crs: CRS,
+    rolled: RolledOut | None,
+    made: Plan | None,
+    status: ClusterResourceSetStatus,
+) -> Kept:
+    """The history with this pass's revision recorded: how its rollout stands (the
+    plan's phase; without a rollout, Complete once Ready)."""
+    if rolled is None:
+        return Kept(crs.status.history)
+    if made is not None:
+        outcome = outcome_of_phase(made.phase)
+    else:
+        ready = next((c for c in status.conditions if c.type == READY), None)
+        outcome = "Complete" if ready is not None and ready.status == "True" else "Progressing"
+    limit = crs.valid.spec.revision_history_limit
+    kept, dropped = advance(crs.status.history or [], rolled.undo, outcome, ctx.clock.wall(), limit)
+    return Kept(kept, dropped)
+
+
+async def snapshot(ctx: CRSContext, crs: CRS, rolled: RolledOut) -> None:
+    """Write the snapshot of the sources' revision, unless it is there. Too large, it
+    is not written: a Warning Event says so the first time the revision is seen."""
+    rev = rolled.sources
+    if rolled.undo.rolled_back_from is not None or ctx.snapshots.kept(crs, rev):
+        return
+    sources: dict[tuple[str, str], Source] = {}
+    for ref in crs.valid.spec.resources:
+        source = await ctx.sources.load(crs.namespace, ref)
+        if source.error is not None:
+            return
+        sources[(ref.kind, ref.name)] = source
+    try:
+        await ctx.snapshots.write(crs, rev, sources)
+    except SnapshotTooLarge as exc:
+        if all(r.revision != rev for r in crs.status.history or []):
+            message = f"revision {rev} cannot be rolled back to: {exc}"
+            await ctx.events.emit(crs, "Warning", exc.reason, message)
+        return
+    except APIError as exc:  # written on a later pass
+        log.info("snapshot not written", crs=f"{crs.namespace}/{crs.name}", error=str(exc))
+        return
+    metrics.SNAPSHOTS_WRITTEN.inc()
+
+
+async def drop_stale_request(ctx: CRSContext, crs: CRS, rolled: RolledOut) -> CRS:
+    """A rollback request about another revision than the sources' is over (the
+    sources moved on): removed, so that sources changed back to that revision later
+    are rolled out, not rolled back again."""
+    request = parse_request(crs.meta.annotations.get(ROLLBACK_ANNOTATION))
+    if request is None or request.source == rolled.sources:
+        return crs
+    try:
+        return await ctx.crss.drop_annotation(crs, ROLLBACK_ANNOTATION)
+    except CRSError as exc:  # removed on a later pass
+        log.info("rollback request kept", crs=f"{crs.namespace}/{crs.name}", error=str(exc))
+        return crs

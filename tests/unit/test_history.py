@@ -1,0 +1,329 @@
+"""The revision history and the rollback decisions (core/rollout/history.py) and the
+snapshots a rollback applies (core/rollout/snapshots.py): the history stays within
+its limit and keeps what is rolled out; a request holds only for the sources'
+revision it names; a halted rollout goes back by itself only under onFailure:
+Rollback, to the last completed revision; a snapshot round-trips, keeps Secret
+content out of the ConfigMap, and is refused when edited, forged or too large."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crs_controller.core.api.models import RevisionRecord
+from crs_controller.core.manifests.hashing import resource_hash
+from crs_controller.core.rollout.history import (
+    Request,
+    Undo,
+    advance,
+    decide,
+    last_complete,
+    outcome_of_phase,
+    parse_request,
+    request_for,
+    rollback_on_failure,
+)
+from crs_controller.core.rollout.plan import revision
+from crs_controller.core.rollout.snapshots import (
+    MAX_SNAPSHOT_BYTES,
+    SNAPSHOT_KEY,
+    SnapshotRefused,
+    SnapshotTooLarge,
+    build,
+    read,
+)
+
+T0 = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
+
+
+def rec(rev: str, outcome: str = "Complete", minutes: int = 0) -> RevisionRecord:
+    return RevisionRecord.model_validate(
+        {"revision": rev, "firstSeen": T0 + timedelta(minutes=minutes), "outcome": outcome}
+    )
+
+
+# --- the history ----------------------------------------------------------------------
+
+
+def test_a_new_revision_is_added_last_and_the_oldest_go_beyond_the_limit() -> None:
+    history = [rec("a"), rec("b", minutes=1)]
+    kept, dropped = advance(history, Undo("c"), "Progressing", T0 + timedelta(hours=1), 2)
+    assert [r.revision for r in kept] == ["b", "c"]
+    assert dropped == ["a"]
+    assert kept[-1].first_seen == T0 + timedelta(hours=1)
+    assert kept[-1].outcome == "Progressing"
+
+
+def test_a_revision_rolled_out_again_moves_last_and_keeps_its_first_seen() -> None:
+    history = [rec("a"), rec("b", minutes=1)]
+    kept, dropped = advance(history, Undo("a"), "Progressing", T0 + timedelta(hours=1), 10)
+    assert [r.revision for r in kept] == ["b", "a"]
+    assert kept[-1].first_seen == T0
+    assert dropped == []
+
+
+def test_a_rollback_marks_the_revision_rolled_back_from() -> None:
+    history = [rec("a"), rec("b", "Halted", minutes=1)]
+    kept, _ = advance(history, Undo("a", "b"), "Progressing", T0 + timedelta(hours=1), 10)
+    assert [(r.revision, r.outcome) for r in kept] == [("b", "RolledBack"), ("a", "Progressing")]
+
+
+@given(
+    st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=40),
+    st.integers(min_value=1, max_value=5),
+)
+def test_the_history_never_exceeds_its_limit_and_ends_with_the_target(
+    targets: list[str], limit: int
+) -> None:
+    history: list[RevisionRecord] = []
+    for step, target in enumerate(targets):
+        before = {r.revision for r in history}
+        history, dropped = advance(
+            history, Undo(target), "Progressing", T0 + timedelta(minutes=step), limit
+        )
+        revisions = [r.revision for r in history]
+        assert len(history) <= limit
+        assert revisions[-1] == target
+        assert len(set(revisions)) == len(revisions)
+        assert target not in dropped
+        assert set(dropped) | set(revisions) == before | {target}
+
+
+@pytest.mark.parametrize(
+    ("phase", "outcome"),
+    [
+        ("Complete", "Complete"),
+        ("RolledBack", "Complete"),
+        ("Halted", "Halted"),
+        ("Paused", "Progressing"),
+        ("AwaitingApproval", "Progressing"),
+        (None, "Progressing"),
+    ],
+)
+def test_a_phase_stands_in_the_history_as(phase: str | None, outcome: str) -> None:
+    assert outcome_of_phase(phase) == outcome
+
+
+def test_the_last_complete_revision_is_the_newest_completed_one_not_excluded() -> None:
+    history = [rec("a"), rec("b"), rec("c", "Halted")]
+    assert last_complete(history, excluding=("c",)) == "b"
+    assert last_complete(history, excluding=("b", "c")) == "a"
+    assert last_complete([rec("c", "Halted")], excluding=()) is None
+
+
+# --- the decisions --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "request_"),
+    [
+        ("s/p", Request("s", "p")),
+        ("s/resume", Request("s", None)),
+        (None, None),
+        ("", None),
+        ("s", None),
+        ("s/p/q", None),
+        ("/p", None),
+        ("s/", None),
+        ("s/" + "x" * 300, None),
+    ],
+)
+def test_the_request_annotation_is_read(value: str | None, request_: Request | None) -> None:
+    assert parse_request(value) == request_
+
+
+@pytest.mark.parametrize(
+    ("sources", "request_", "back", "out", "undo"),
+    [
+        # Nothing asked or recorded: the sources.
+        ("s", None, None, "s", Undo("s")),
+        # A request about the sources' revision rolls back.
+        ("s", Request("s", "p"), None, "s", Undo("p", "s")),
+        # ... not once the sources moved on to another revision.
+        ("n", Request("s", "p"), "s", "p", Undo("n")),
+        # The status keeps a rollback when the annotation is gone (GitOps re-applied).
+        ("s", None, "s", "p", Undo("p", "s")),
+        # Resume: the sources again, whatever the status recorded.
+        ("s", Request("s", None), "s", "p", Undo("s", resumed=True)),
+        # A request for the sources' own revision is no rollback.
+        ("s", Request("s", "s"), None, "s", Undo("s")),
+    ],
+)
+def test_what_is_rolled_out(
+    sources: str, request_: Request | None, back: str | None, out: str, undo: Undo
+) -> None:
+    assert decide(sources, request_, back, out) == undo
+
+
+@pytest.mark.parametrize(
+    ("undo", "phase", "on_failure", "to"),
+    [
+        (Undo("s"), "Halted", "Rollback", "b"),
+        (Undo("s"), "Halted", "Halt", None),
+        (Undo("s"), "Progressing", "Rollback", None),
+        (Undo("s"), "Complete", "Rollback", None),
+        (Undo("p", "s"), "Halted", "Rollback", None),  # rolling back already
+        (Undo("s", resumed=True), "Halted", "Rollback", None),  # the operator resumed it
+    ],
+)
+def test_a_halted_rollout_goes_back_by_itself_only_under_rollback(
+    undo: Undo, phase: str, on_failure: str, to: str | None
+) -> None:
+    history = [rec("a"), rec("b"), rec("s", "Halted")]
+    assert rollback_on_failure(undo, phase, on_failure, history) == to
+
+
+def test_no_rollback_by_itself_without_a_completed_revision() -> None:
+    assert rollback_on_failure(Undo("s"), "Halted", "Rollback", [rec("s", "Halted")]) is None
+
+
+HISTORY = [rec("xxh3:aaaa"), rec("xxh3:abcd"), rec("xxh3:bbbb", "Halted"), rec("xxh3:cccc")]
+
+
+@pytest.mark.parametrize(
+    ("out", "back", "to", "resume", "written"),
+    [
+        ("xxh3:cccc", None, None, False, "xxh3:cccc/xxh3:abcd"),
+        ("xxh3:cccc", None, "xxh3:aaaa", False, "xxh3:cccc/xxh3:aaaa"),
+        ("xxh3:cccc", None, "xxh3:bb", False, "xxh3:cccc/xxh3:bbbb"),  # a prefix
+        ("xxh3:abcd", "xxh3:cccc", "xxh3:aaaa", False, "xxh3:cccc/xxh3:aaaa"),
+        ("xxh3:abcd", "xxh3:cccc", None, True, "xxh3:cccc/resume"),
+        ("xxh3:abcd", "xxh3:cccc", "xxh3:cccc", False, "xxh3:cccc/resume"),
+        ("xxh3:cccc", None, None, True, None),  # nothing to resume
+        ("xxh3:cccc", None, "xxh3:cccc", False, None),  # on it already
+    ],
+)
+def test_the_rollback_command_asks(
+    out: str, back: str | None, to: str | None, resume: bool, written: str | None
+) -> None:
+    assert request_for(out, back, HISTORY, to, resume=resume) == written
+
+
+@pytest.mark.parametrize(
+    ("out", "history", "to", "says"),
+    [
+        (None, HISTORY, None, "no revision in its status"),
+        ("xxh3:cccc", HISTORY, "xxh3:ffff", "is not in status.history"),
+        ("xxh3:cccc", HISTORY, "xxh3:a", "is ambiguous"),
+        ("xxh3:cccc", [rec("xxh3:cccc")], None, "no earlier revision completed"),
+    ],
+)
+def test_the_rollback_command_refuses(
+    out: str | None, history: list[RevisionRecord], to: str | None, says: str
+) -> None:
+    with pytest.raises(ValueError, match=says):
+        request_for(out, None, history, to)
+
+
+# --- snapshots ------------------------------------------------------------------------
+
+UID = "0d6f4a3e-0000-4000-8000-000000000001"
+RESOURCES = [("ConfigMap", "cni"), ("Secret", "token")]
+
+
+def sources(cm: dict[str, str], secret: dict[str, str]) -> dict[tuple[str, str], Any]:
+    encoded = {k: base64.b64encode(v.encode()).decode() for k, v in secret.items()}
+    return {
+        ("ConfigMap", "cni"): {
+            "kind": "ConfigMap",
+            "metadata": {"name": "cni", "namespace": "fleet"},
+            "data": cm,
+        },
+        ("Secret", "token"): {
+            "kind": "Secret",
+            "metadata": {"name": "token", "namespace": "fleet"},
+            "type": "addons.cluster.x-k8s.io/resource-set",
+            "data": encoded,
+        },
+    }
+
+
+def rev_of(raws: dict[tuple[str, str], Any]) -> str:
+    return revision([(k, n, resource_hash(raws[(k, n)])) for k, n in RESOURCES])
+
+
+def snapshot(
+    cm: dict[str, str], secret: dict[str, str]
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    raws = sources(cm, secret)
+    rev = rev_of(raws)
+    configmap, secret_obj = build("fleet", ("cni", UID), rev, RESOURCES, raws)
+    return rev, configmap, secret_obj
+
+
+keys = st.from_regex(r"[a-z][a-z0-9.]{0,8}", fullmatch=True)
+values = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
+
+
+@given(st.dictionaries(keys, values, max_size=4), st.dictionaries(keys, values, max_size=4))
+def test_a_snapshot_gives_back_the_content_it_was_hashed_from(
+    cm: dict[str, str], secret: dict[str, str]
+) -> None:
+    rev, configmap, secret_obj = snapshot(cm, secret)
+    found = read(configmap, secret_obj, UID, rev, RESOURCES)
+    assert rev_of(found) == rev
+
+
+def test_secret_content_is_kept_only_in_the_secret() -> None:
+    _, configmap, secret_obj = snapshot({"a": "kind: ConfigMap"}, {"t": "s3cr3t-value"})
+    assert "s3cr3t" not in json.dumps(configmap)
+    assert base64.b64encode(b"s3cr3t-value").decode() not in json.dumps(configmap)
+    assert secret_obj["kind"] == "Secret" and secret_obj["type"] == "Opaque"
+    for obj in (configmap, secret_obj):
+        assert obj["immutable"] is True
+        assert obj["metadata"]["ownerReferences"][0]["uid"] == UID
+
+
+def edited(obj: dict[str, Any]) -> dict[str, Any]:
+    forged = copy.deepcopy(obj)
+    document = json.loads(forged["data"][SNAPSHOT_KEY])
+    document["sources"][0]["data"]["a"] = "kind: Namespace"
+    forged["data"][SNAPSHOT_KEY] = json.dumps(document)
+    return forged
+
+
+def relabelled(obj: dict[str, Any]) -> dict[str, Any]:
+    forged = copy.deepcopy(obj)
+    forged["metadata"]["labels"] = {"addons.crs.dev/snapshot-of": "someone-else"}
+    return forged
+
+
+def mutable(obj: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "immutable": False}
+
+
+@pytest.mark.parametrize(
+    ("forge", "says"),
+    [
+        (edited, "does not hash to it"),
+        (relabelled, "is not this ClusterResourceSet's"),
+        (mutable, "is not immutable"),
+    ],
+)
+def test_an_edited_or_forged_snapshot_is_refused(forge: Any, says: str) -> None:
+    rev, configmap, secret_obj = snapshot({"a": "kind: ConfigMap"}, {"t": "x"})
+    with pytest.raises(SnapshotRefused, match=says):
+        read(forge(configmap), secret_obj, UID, rev, RESOURCES)
+
+
+def test_a_snapshot_naming_other_resources_or_missing_is_refused() -> None:
+    rev, configmap, secret_obj = snapshot({"a": "x"}, {"t": "y"})
+    with pytest.raises(SnapshotRefused, match="other resources"):
+        read(configmap, secret_obj, UID, rev, [("ConfigMap", "cni")])
+    with pytest.raises(SnapshotRefused, match="no snapshot"):
+        read(None, None, UID, rev, RESOURCES)
+    with pytest.raises(SnapshotRefused, match=r"Secret of revision .* is missing"):
+        read(configmap, None, UID, rev, RESOURCES)
+
+
+def test_sources_larger_than_a_snapshot_holds_are_refused_naming_the_bound() -> None:
+    raws = sources({"a": "x" * MAX_SNAPSHOT_BYTES}, {})
+    with pytest.raises(SnapshotTooLarge, match="900 KiB"):
+        build("fleet", ("cni", UID), rev_of(raws), RESOURCES, raws)
