@@ -30,6 +30,7 @@ from crs_controller.app.commands.common import (
     command_parser,
     duration,
 )
+from crs_controller.clients.workload import WARM_CLIENTS
 from crs_controller.core.notifications.delivery import Receiver, receiver_url
 from crs_controller.core.notifications.payloads import FORMATS
 from crs_controller.engine.reconcile.context import Settings
@@ -194,6 +195,14 @@ def _run_workload_options(run: argparse.ArgumentParser) -> None:
         action="store_true",
         help="honour proxy-url in workload kubeconfigs (refused by default: a tenant could "
         "route the controller's requests through a host of its choosing)",
+    )
+    run.add_argument(
+        "--workload-idle-connections",
+        metavar="N",
+        type=_positive,
+        default=WARM_CLIENTS,
+        help="at most N workload clusters keep their idle connection and TLS context; "
+        "the others connect again when next reconciled (default: %(default)s)",
     )
     run.add_argument(
         "--max-updating-clusters",
@@ -364,6 +373,7 @@ def _run(args: argparse.Namespace) -> int:
         field_manager=args.field_manager,
         workload_timeout=args.workload_timeout,
         allow_proxy_url=args.allow_proxy_url,
+        workload_idle_connections=args.workload_idle_connections,
         max_updating_clusters=args.max_updating_clusters,
     )
     options = RunOptions(

@@ -6,6 +6,8 @@ Only an endpoint from the operator's own kubeconfig can name an exec plugin, whi
 client runs when it needs a credential, again once that expires or the server refuses
 it (401: the request is sent once more), with new connections for a new client
 certificate: it is part of the TLS handshake, so the credentials hold the connections.
+They can let go of the connections and the TLS context while no request is under way
+(``release``): both are built again, from the same endpoint, for the next request.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ class Auth:
 class Credentials:
     """The credentials of one client's requests and the connections they go over
     (``pool``): the endpoint's, or the exec plugin's, with a new pool for each new
-    client certificate the plugin prints."""
+    client certificate the plugin prints. The TLS context is built here once, so a CA
+    or key that is not PEM is refused when the client is built, not at a request."""
 
     def __init__(self, endpoint: Endpoint, name: str, connect: Connect) -> None:
         self._endpoint = endpoint
@@ -45,14 +48,38 @@ class Credentials:
         # The operator's exec plugin (never set for a workload cluster's kubeconfig).
         self._exec = ExecCredentials(endpoint.exec) if endpoint.exec else None
         self._connect = connect
-        self.pool = connect(endpoint, ssl_context(endpoint, name))
+        self._pool: Transport | None = connect(endpoint, ssl_context(endpoint, name))
+        # What the current pool is built from: the endpoint, with the plugin's
+        # certificate once it printed one; a released pool is built again from it.
+        self._pool_endpoint = endpoint
         self._pool_pair = (endpoint.cert_pem, endpoint.key_pem)
         self._retired: list[tuple[float, Transport]] = []
+
+    @property
+    def pool(self) -> Transport:
+        """The connections of the next request, with their TLS context: built again
+        from the same endpoint if they were released."""
+        if self._pool is None:
+            endpoint = self._pool_endpoint
+            self._pool = self._connect(endpoint, ssl_context(endpoint, self._name))
+        return self._pool
+
+    @property
+    def holds_pool(self) -> bool:
+        return self._pool is not None
+
+    async def release(self) -> None:
+        """Close the connections and drop the TLS context (about 25 KB, and each idle
+        TLS connection about 40 KB); call only while no request is under way."""
+        pool, self._pool = self._pool, None  # swapped before the await
+        if pool is not None:
+            await pool.aclose()
 
     async def close(self) -> None:
         for _, pool in self._retired:
             await pool.aclose()
-        await self.pool.aclose()
+        self._retired.clear()
+        await self.release()
 
     async def authorize(self) -> Auth:
         """The credentials of the next request: the endpoint's, or the exec plugin's
@@ -85,8 +112,10 @@ class Credentials:
             ) from None
         now = time.monotonic()
         # Swapped before the first await: a concurrent request sees the new pool.
-        self._retired.append((now, self.pool))
-        self.pool = self._connect(endpoint, context)
+        if self._pool is not None:
+            self._retired.append((now, self._pool))
+        self._pool = self._connect(endpoint, context)
+        self._pool_endpoint = endpoint
         self._pool_pair = (credential.cert_pem, credential.key_pem)
         for retired in [r for r in self._retired if now - r[0] > RETIRED_POOL_SECONDS]:
             self._retired.remove(retired)

@@ -108,9 +108,26 @@ class KubeClient:
         self._target = Target.of(endpoint.server)
         self._credentials = Credentials(endpoint, name, transport or connection_pool)
         self._discovery = Discovery(name, self._get)
+        self._in_flight = 0  # requests under way, answers being read included
 
     async def close(self) -> None:
         await self._credentials.close()
+
+    @property
+    def busy(self) -> bool:
+        return self._in_flight > 0
+
+    @property
+    def connected(self) -> bool:
+        """Whether the client holds its connections and TLS context now."""
+        return self._credentials.holds_pool
+
+    async def release(self) -> None:
+        """Let go of the connections and the TLS context while no request is under
+        way (else nothing is done); the next request builds them again. What was
+        discovered of the server is kept."""
+        if not self.busy:
+            await self._credentials.release()
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -130,6 +147,7 @@ class KubeClient:
         the credentials to send (default: the current ones)."""
         auth = auth or await self._credentials.authorize()
         where = f"{self.name}: {method} {path}"
+        self._in_flight += 1
         try:
             request = self._request_for(method, path, params, content, headers, timeout, auth)
             async with exchange(self._credentials.pool, request) as raw:
@@ -143,6 +161,8 @@ class KubeClient:
         except TRANSPORT_ERRORS as exc:
             # Every transport failure, whatever its type, means "cannot talk to it".
             raise Unreachable(f"{where}: {type(exc).__name__}") from exc
+        finally:
+            self._in_flight -= 1
 
     def _request_for(
         self,

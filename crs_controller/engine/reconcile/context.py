@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from crs_controller.clients.api import WorkloadAPIs
+from crs_controller.clients.workload import WARM_CLIENTS
 from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.engine.index import Caches
 from crs_controller.engine.io.control_planes import ControlPlaneVersions, NoControlPlanes
@@ -30,6 +31,8 @@ class Settings:
     field_manager: str = "crs-controller"
     workload_timeout: float = 15.0
     allow_proxy_url: bool = False
+    # At most this many workload clusters keep their idle connection and TLS context.
+    workload_idle_connections: int = WARM_CLIENTS
     reconcile_timeout: float = 300.0
     # At most this many clusters take a new revision at once, across every CRS (this
     # replica's share in a shard set); None: no limit.

@@ -86,11 +86,13 @@ def _fair_queue(clock: WaitingClock, settings: Settings, index: Index) -> WorkQu
 
 def _workload_clients(settings: Settings, user_agent: str) -> WorkloadClients:
     """The workload clusters' client cache, with the settings' one deadline per
-    request and whether a kubeconfig may name a proxy."""
+    request, whether a kubeconfig may name a proxy and how many clusters keep their
+    idle connections."""
     return WorkloadClients(
         timeout=settings.workload_timeout,
         allow_proxy=settings.allow_proxy_url,
         user_agent=user_agent,
+        warm=settings.workload_idle_connections,
     )
 
 
