@@ -2,11 +2,13 @@
 servers in threads of the test: a health check that fails halts a rollout and exactly
 one ``RolloutHalted`` CloudEvent arrives, with the contract's attributes and data and
 the operator's bearer token; a receiver that never answers holds back neither another
-receiver nor another tenant's edit, which is applied while that receiver still hangs
+receiver nor another team's edit, which is applied while that receiver still hangs
 (its delivery neither answered nor given up yet).
 
 The session's controller is stopped meanwhile (two controllers would each write the
-status and each notify), and started again afterwards.
+status and each notify), and started again afterwards. The test's controller watches
+the test's namespace only: with one worker, every other test's leftovers would come
+first, so both teams' sets live in that namespace.
 """
 
 from __future__ import annotations
@@ -96,10 +98,11 @@ class Receiver:
 
 @pytest.fixture
 def notifying(
-    controller: ControllerProcess, tmp_path: Path
+    controller: ControllerProcess, tmp_path: Path, namespace: str
 ) -> Iterator[Callable[..., ControllerProcess]]:
-    """Start a controller that notifies the given receivers, in place of the session's
-    (one worker: a POST made in a reconcile would hold every other one)."""
+    """Start a controller that notifies the given receivers, in place of the session's,
+    for ``namespace`` only (one worker: a POST made in a reconcile would hold every
+    other one)."""
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     started: list[ControllerProcess] = []
@@ -107,7 +110,7 @@ def notifying(
     def start(*receivers: Receiver) -> ControllerProcess:
         urls = [arg for r in receivers for arg in ("--notify-url", r.url)]
         args = ("--concurrency", "1", "--log-level", "debug", "--notify-token-file", str(token))
-        process = ControllerProcess(controller.management, *args, *urls)
+        process = ControllerProcess(controller.management, *args, *urls, "--namespace", namespace)
         started.append(process)
         process.start()
         return process
@@ -215,26 +218,25 @@ def test_a_halted_rollout_is_told_once_as_a_cloudevent(
         assert notifications(process, "sent") >= 1
 
 
-def test_a_receiver_that_never_answers_holds_back_no_other_tenant(
+def test_a_receiver_that_never_answers_holds_back_no_other_set(
     notifying: Callable[..., ControllerProcess],
     control_plane: ControlPlane,
     mgmt: TestbedClient,
     workload_clients: list[TestbedClient],
     namespace: str,
 ) -> None:
-    other = unique("other-tenant")
-    mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
+    other = namespace  # the test's controller watches this namespace only
     with receivers(True, False) as (hanging, answering):
         process = notifying(hanging, answering)
         workload = control_plane.workloads[0]
-        # The other tenant: a set whose edits should go out as always.
+        # The other team: a set whose edits should go out as always.
         theirs = unique("theirs")
         mgmt.create(source_configmap(other, "b", {"a": manifests(configmap_obj(theirs, v="1"))}))
         add_cluster(mgmt, workload, other, "b1", {"tenant": "b"})
         mgmt.create(crs_obj(other, "b", [("ConfigMap", "b")], {"tenant": "b"}, "Reconcile"))
         wait_condition(mgmt, other, "b", "Ready", "True", "Applied")
 
-        # This tenant: a rollout whose progress is told to both receivers (its first
+        # This team: a rollout whose progress is told to both receivers (its first
         # install completing, or at the latest the edit's rollout completing).
         mine = unique("mine")
         mgmt.create(source_configmap(namespace, "a", {"a": manifests(configmap_obj(mine, v="1"))}))
@@ -245,7 +247,7 @@ def test_a_receiver_that_never_answers_holds_back_no_other_tenant(
         wait_condition(mgmt, namespace, "a", "Ready", "True", "Applied")
         edit(mgmt, namespace, "a", configmap_obj(mine, v="2"))
         # The positive sign: the hanging receiver holds a POST; the other has it. The
-        # other tenant's edit follows at once: the hanging delivery is far from
+        # other team's edit follows at once: the hanging delivery is far from
         # given up (that takes four attempts of 10 s each, and the waits between).
         subject = f"{namespace}/a"
         wait_for(lambda: hanging.about(subject), TIMEOUT, message="the hanging POST")
@@ -258,10 +260,9 @@ def test_a_receiver_that_never_answers_holds_back_no_other_tenant(
             found = client.get("v1", "ConfigMap", theirs, "default")
             return found is not None and found.get("data", {}).get("v") == "2"
 
-        wait_for(applied, TIMEOUT, message="the other tenant's edit")
+        wait_for(applied, TIMEOUT, message="the other team's edit")
         # Applied while the delivery to the hanging receiver is still under way: never
         # answered, and not given up yet.
         assert hanging.answered == 0
         assert notifications(process, "failed") == 0
     mgmt.delete(CRS_API, "ClusterResourceSet", "b", other)
-    mgmt.delete("v1", "Namespace", other)
