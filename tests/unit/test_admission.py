@@ -5,15 +5,17 @@ install and a cluster already on the revision are never held by the rollout."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import yaml
 
 from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION
-from crs_controller.core.api.models import API_VERSION
+from crs_controller.core.api.models import API_VERSION, CRSBinding
 from crs_controller.core.errors import ResourceNotFound
 from crs_controller.core.rollout.plan import Plan
+from crs_controller.core.state.bindings import with_outcome
 from crs_controller.core.state.status import Outcome, State
 from crs_controller.core.values.dependencies import Cycle, Missing, Wait
 from crs_controller.engine.io.sources import Source
@@ -98,9 +100,25 @@ async def test_the_rollout_holds_an_update_until_the_plan_admits_the_cluster() -
     assert hashes is not None
     target = revision_of(hashes)
     gate = Gate(scope_of(world, "c1"))
-    assert await gate.admit(the_crs) == Held(RolloutStep(), 1)
+    assert await gate.admit(the_crs) == Held(RolloutStep(planned=False), 1)
     ctx.rollouts.set(NS, "a", target, Plan(frozenset({"c1"}), "Progressing", 1, 0, "", None))
     assert await gate.admit(the_crs) == Go(target)
+
+
+def test_a_hold_not_planned_yet_keeps_the_recorded_outcome() -> None:
+    recorded = with_outcome(
+        CRSBinding(cluster_resource_set_name="a"),
+        None,
+        describe(Held(RolloutStep("Approval"), 2)),
+        datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    unplanned = Held(RolloutStep(planned=False), 2)
+    assert unplanned.outcome(recorded) == describe(Held(RolloutStep("Approval"), 2))
+    # Nothing recorded yet: it says it waits for its step.
+    assert unplanned.outcome(None) == describe(Held(RolloutStep(), 2))
+    # Planned, the plan's answer is recorded whatever the binding had.
+    planned = Held(RolloutStep("Window"), 2)
+    assert planned.outcome(recorded) == describe(planned)
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,11 @@ class Rollouts:
         current = self._plans.get((namespace, crs))
         return current is not None and current[0] == revision and cluster in current[1].validate
 
+    def planned(self, namespace: str, crs: str, revision: str) -> bool:
+        """Has the CRS reconcile planned ``revision`` yet?"""
+        current = self._plans.get((namespace, crs))
+        return current is not None and current[0] == revision
+
     def waiting_for(self, namespace: str, crs: str, revision: str) -> str | None:
         """What the rollout of ``revision`` waits for, as the plan says."""
         current = self._plans.get((namespace, crs))

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from crs_controller.core.api.models import CRSBinding
 from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.status import Outcome, outcome_of
 from crs_controller.core.values.dependencies import Cycle, Missing, Wait
@@ -62,9 +63,13 @@ class Go:
 class RolloutStep:
     """The sources changed and the rollout does not let this cluster take them yet
     (``waiting_for``: what the rollout waits for, as the plan says); it keeps what
-    it has."""
+    it has. ``planned`` is False while the CRS reconcile has not planned this
+    revision yet (a restart, a new leader, a revision just seen): what the rollout
+    waits for is not known, so the cluster keeps the outcome it recorded until the
+    plan wakes it."""
 
     waiting_for: str | None = None
+    planned: bool = True
 
 
 @dataclass(frozen=True)
@@ -89,8 +94,14 @@ class Held:
     why: Hold
     generation: int
 
-    @property
-    def outcome(self) -> Outcome:
+    def outcome(self, recorded: CRSBinding | None) -> Outcome:
+        """The outcome to record, ``recorded`` being the CRS's entry before the pass:
+        a hold whose plan is not known yet keeps the recorded outcome, so a restart
+        rewrites no binding of a cluster waiting for its step."""
+        if isinstance(self.why, RolloutStep) and not self.why.planned:
+            kept = outcome_of(recorded)
+            if kept is not None:
+                return kept
         return describe(self)
 
 
@@ -169,7 +180,8 @@ class Gate:
         step = 1
         if crs.policy is not None:
             if not ctx.rollouts.admitted(ns, crs.name, cluster.name, target):
-                return RolloutStep(ctx.rollouts.waiting_for(ns, crs.name, target))
+                planned = ctx.rollouts.planned(ns, crs.name, target)
+                return RolloutStep(ctx.rollouts.waiting_for(ns, crs.name, target), planned)
             made = ctx.rollouts.plan(ns, crs.name)
             step = made[1].step if made is not None else 1
         if limit is not None and not scope.ask_budget(crs.name, step):

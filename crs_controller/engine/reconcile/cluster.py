@@ -102,7 +102,7 @@ async def _pass(scope: ClusterScope, gate: Gate, crs: CRS) -> CRSPass:
     try:
         admitted = await gate.admit(crs)
         if isinstance(admitted, Held):
-            return CRSPass(scope.kept(crs.name), admitted.outcome)
+            return CRSPass(scope.kept(crs.name), admitted.outcome(scope.before(crs.name)))
         return await reconcile_pair(scope, crs, admitted)
     except Unreachable as exc:
         # The cluster stopped answering, or answered more than we read, mid-pass (a
