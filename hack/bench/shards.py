@@ -58,7 +58,7 @@ def scrape(process: ControllerProcess) -> dict[str, float]:
     return out
 
 
-def _each(
+def each(
     action: Callable[[ControllerProcess], object], processes: Iterable[ControllerProcess]
 ) -> None:
     """``action`` on every process at once (start-up and shutdown take seconds each)."""
@@ -67,7 +67,7 @@ def _each(
         list(pool.map(action, batch))
 
 
-def _pid(process: ControllerProcess) -> int:
+def pid(process: ControllerProcess) -> int:
     assert process.pid is not None, "replica not running"
     return process.pid
 
@@ -90,7 +90,7 @@ class ShardSet:
 
     def start(self) -> None:
         """Spawn every replica at once; return when each answers /readyz and sees all."""
-        _each(ControllerProcess.start, self.processes.values())
+        each(ControllerProcess.start, self.processes.values())
         wait_for(
             self._all_members, 60, message=f"every replica seeing {len(self.processes)} members"
         )
@@ -104,10 +104,10 @@ class ShardSet:
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds each replica has used since it was spawned."""
-        return {name: cpu_seconds(_pid(p)) for name, p in self.processes.items()}
+        return {name: cpu_seconds(pid(p)) for name, p in self.processes.items()}
 
     def close(self) -> None:
-        _each(ControllerProcess.close, self.processes.values())
+        each(ControllerProcess.close, self.processes.values())
 
 
 @dataclass
@@ -160,8 +160,8 @@ def _replica(name: str, process: ControllerProcess, first: Span, change: Span) -
         "edit_cpu_ms_per_owned_cluster": (
             round(change.cpu[name] * 1000 / owned, 2) if owned else None
         ),
-        "rss_mib": round(rss_mib(_pid(process)), 1),
-        "peak_rss_mib": round(rss_mib(_pid(process), "VmHWM"), 1),
+        "rss_mib": round(rss_mib(pid(process)), 1),
+        "peak_rss_mib": round(rss_mib(pid(process), "VmHWM"), 1),
     }
 
 
