@@ -182,6 +182,7 @@ def _reconcile_fully(
 
 
 def test_the_shipped_rbac_reconciles_without_a_refusal_and_names_the_replica(
+    controller: ControllerProcess,
     mgmt: TestbedClient,
     control_plane: ControlPlane,
     workload_clients: list[TestbedClient],
@@ -191,10 +192,16 @@ def test_the_shipped_rbac_reconciles_without_a_refusal_and_names_the_replica(
     mgmt.delete(LEASE_API, "Lease", "crs-controller", SYSTEM_NAMESPACE)
     pod = f"crs-controller-{uuid.uuid4().hex[:5]}-rbac"
     since = time.time()
-    with ControllerProcess(control_plane.management, "--leader-elect", env={"POD_NAME": pod}):
-        _reconcile_fully(mgmt, control_plane, workload_clients[0], namespace)
-        lease = mgmt.get(LEASE_API, "Lease", "crs-controller", SYSTEM_NAMESPACE)
-        assert lease is not None and lease["spec"]["holderIdentity"] == pod
+    # The session's controller stands aside: had it applied the set first, this
+    # replica would find everything in place and send nothing to the workload.
+    controller.stop()
+    try:
+        with ControllerProcess(control_plane.management, "--leader-elect", env={"POD_NAME": pod}):
+            _reconcile_fully(mgmt, control_plane, workload_clients[0], namespace)
+            lease = mgmt.get(LEASE_API, "Lease", "crs-controller", SYSTEM_NAMESPACE)
+            assert lease is not None and lease["spec"]["holderIdentity"] == pod
+    finally:
+        controller.start()
     events = requests_of(control_plane.management, SA_USER, since)
     assert refused(events) == []
     ours = [e for e in events if e.get("userAgent", "").endswith(f"({pod})")]
