@@ -20,7 +20,12 @@ import pytest
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.notifications.delivery import ATTEMPTS, DEADLINE, Receiver, backoff
-from crs_controller.core.notifications.payloads import Notice, notice
+from crs_controller.core.notifications.payloads import (
+    FOUND_BY_THE_OWNER,
+    NOTIFIED_REASONS,
+    Notice,
+    notice,
+)
 from crs_controller.core.spec.objects import CRS, parse_crs
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.events import EventRecorder
@@ -289,13 +294,17 @@ async def test_events_of_a_notified_reason_are_handed_on_with_their_clusters() -
     assert reasons == ["DeletionRefused", "RolloutHalted", "RolloutStarted"]
 
 
-def test_only_the_replica_that_writes_status_notifies() -> None:
+def test_the_rollout_is_told_by_the_leader_and_a_pass_finding_by_the_owner() -> None:
     handed: list[Notice] = []
     controller = Controller(
         MemoryKube("management"), Settings(), "cluster.x-k8s.io/v1beta1", notify=handed.append
     )
     controller.leading = False  # a shard member, as ``join`` leaves it
-    controller._tell(told("follower"))
+    for reason in NOTIFIED_REASONS:
+        controller._tell(told(f"follower-{reason}", reason))
     controller.leading = True  # as ``lead`` or an unsharded process has it
     controller._tell(told("leader"))
-    assert [n.crs for n in handed] == ["leader"]
+    # Only the member owning the cluster emits these Events: it tells them.
+    owners = [f"follower-{reason}" for reason in NOTIFIED_REASONS if reason in FOUND_BY_THE_OWNER]
+    assert owners == ["follower-ValidationFailed", "follower-DeletionRefused"]
+    assert [n.crs for n in handed] == [*owners, "leader"]

@@ -1,6 +1,6 @@
 """What a notification says, and the two bodies receivers read.
 
-A ``Notice`` is made from an Event the leader emits for one of ``NOTIFIED_REASONS``.
+A ``Notice`` is made from an Event this replica emits for one of ``NOTIFIED_REASONS``.
 Everything in it that a tenant wrote (names, messages quoting manifests or workload
 servers) is made safe once, here (``core.text.safe``: no control or bidi characters,
 bounded), and the clusters it names are bounded. Nothing secret goes in: a notice
@@ -31,6 +31,10 @@ NOTIFIED_REASONS = (
     "DeletionRefused",
     "RolloutRolledBack",
 )
+# Of those, the reasons a cluster's own pass finds: only the replica that owns the
+# cluster emits their Event, so that replica tells them, leader or not. The others
+# are the rollout's, told by the leader alone: a shard set sends each once.
+FOUND_BY_THE_OWNER = ("ValidationFailed", "DeletionRefused")
 CLUSTERS_SHOWN = 20
 MESSAGE_LIMIT = 1000  # as an Event's message
 NAME_LIMIT = 253  # an object name's own limit

@@ -25,7 +25,7 @@ from crs_controller.core.api.models import (
 )
 from crs_controller.core.errors import Conflict, CRSError
 from crs_controller.core.membership.shard import owner
-from crs_controller.core.notifications.payloads import Notice
+from crs_controller.core.notifications.payloads import FOUND_BY_THE_OWNER, Notice
 from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
 from crs_controller.core.spec.objects import (
     CRS,
@@ -173,9 +173,12 @@ class Controller:
         return cluster_ctx, crs_ctx
 
     def _tell(self, told: Notice) -> None:
-        """Notifications leave the leader alone (the replica that writes status): a
-        shard set sends each once."""
-        if self.leading and self._notify is not None:
+        """The rollout's notifications leave the leader alone (the replica that writes
+        status); what a cluster's pass found leaves the replica that owns the cluster.
+        Either way a shard set sends each once."""
+        if self._notify is None:
+            return
+        if self.leading or told.reason in FOUND_BY_THE_OWNER:
             self._notify(told)
 
     def _object_informers(self) -> tuple[Informer[CRS], Informer[Cluster], Informer[Binding]]:
