@@ -19,10 +19,11 @@ from crs_controller.app.commands.status import (
     _version_following,
     table_rows,
 )
-from crs_controller.core.api.models import API_VERSION, ResourceRef
+from crs_controller.core.api.models import API_VERSION, KeptObject, ResourceRef
 from crs_controller.core.errors import APIError
 from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.spec.objects import CRS, parse_binding_object, parse_crs
+from crs_controller.core.text import safe
 from crs_controller.engine.reconcile.rollout import revision_of
 
 V133, V134 = ">=1.33.0, <1.34.0", ">=1.34.0, <1.35.0"
@@ -113,6 +114,24 @@ def test_the_table_says_current_for_each_cluster() -> None:
         "reason": "Pending",
         "applied": False,
     }
+
+
+def test_objects_kept_on_a_cluster_are_shown_with_it_as_text() -> None:
+    """The binding's ``deletionsSkipped``: in the row (JSON, YAML) and the wide
+    MESSAGE, a name a tenant wrote made safe."""
+    kept = binding(ON_133)
+    entry = kept.model.spec.bindings[0]
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}
+    hostile = "x.example.com\x1b[2J\u202e"
+    entry.deletions_skipped = [KeptObject(**crd, name=hostile)]  # type: ignore[arg-type]
+    record = _crs(the_crs(), [], {("fleet", "c"): kept}, NOW)
+    (row,) = record["clusters"]
+    assert row["deletionsSkipped"] == [{**crd, "name": safe(hostile, 1000)}]
+    assert "\x1b" not in row["deletionsSkipped"][0]["name"]
+    message = dict(table_rows([record], wide=True))[("fleet/cpi", "c")][-1]
+    assert message.endswith(f"kept (not deleted): CustomResourceDefinition/{safe(hostile, 1000)}")
+    # Nothing kept: the message is the outcome's alone.
+    assert _row(the_crs(), "c", binding(ON_133), NOW)["deletionsSkipped"] == []
 
 
 @pytest.mark.parametrize(

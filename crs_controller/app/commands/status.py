@@ -51,6 +51,7 @@ from crs_controller.core.api.models import (
     CLUSTER_RESOURCE_SET_KIND,
     MESSAGE_LIMIT,
     CRSBinding,
+    KeptObject,
     ResourceRef,
     RolloutStatus,
     rfc3339,
@@ -453,6 +454,17 @@ def _row(crs: CRS, cluster: str, binding: Binding | None, now: Hashes | None = N
         "message": safe(outcome.message, MESSAGE_LIMIT) if outcome else None,
         "since": rfc3339(outcome.time) if outcome and outcome.time else None,
         "lastApplied": rfc3339(max(times)) if times else None,
+        "deletionsSkipped": [_kept(k) for k in entry.deletions_skipped or ()],
+    }
+
+
+def _kept(kept: KeptObject) -> Obj:
+    """A protected object kept on the cluster (``deletionsSkipped``), read from a
+    binding: shown safe, as its message is."""
+    return {
+        "apiVersion": safe(kept.api_version, MESSAGE_LIMIT),
+        "kind": safe(kept.kind, MESSAGE_LIMIT),
+        "name": safe(kept.name, MESSAGE_LIMIT),
     }
 
 
@@ -480,7 +492,12 @@ def row_message(crs: Obj, row: Obj) -> str:
     are as they were before), or no cluster to show."""
     if crs_state(crs) == "InvalidSpec" or not crs["clusters"]:
         return str(crs.get("message") or "")
-    return str(row.get("message") or "")
+    message = str(row.get("message") or "")
+    kept = row.get("deletionsSkipped") or []
+    if kept:
+        names = ", ".join(f"{k['kind']}/{k['name']}" for k in kept)
+        message += f"{'; ' if message else ''}kept (not deleted): {names}"
+    return message
 
 
 def rollout_cells(rollout: Obj | None, now: datetime) -> list[str]:

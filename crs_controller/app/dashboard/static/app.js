@@ -472,6 +472,8 @@
       table.tBodies[0].append(row);
     }
     box.append(table);
+    const kept = found.deletionsSkipped || [];
+    if (kept.length) box.append(el("p", null, "Kept, not deleted: " + kept.map((k) => k.kind + "/" + k.name).join(", ")));
     box.append(el("pre", null, JSON.stringify({ outcome: found.outcome, validation: found.validation }, null, 2)));
     return box;
   }
