@@ -5,6 +5,9 @@ as a unified diff; objects the deletion policy would delete are listed as remove
 and a CustomResourceDefinition or Namespace it would keep instead (no allowDelete
 names its kind) is named on stderr with why (-o json|yaml: "kept").
 
+The content is what the controller applies: the sources, or while a rollback is in
+force the snapshot of the revision it returned to (stderr says so).
+
 Objects are sent as the controller sends them: an object it created goes without
 the fields spec.ignore leaves to others (an HPA's replicas), so those are no change;
 one still to be created goes whole.
@@ -66,6 +69,7 @@ from crs_controller.core.api.strict import CRS_SCHEMA, describe_unknown, unknown
 from crs_controller.core.manifests.documents import apply_body, object_ref
 from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.render import ClusterValues, RenderedResource, render_crs
+from crs_controller.core.rollout.snapshots import SnapshotRefused, read, snapshot_name
 from crs_controller.core.spec.ignore import Ignores, leave_out
 from crs_controller.core.spec.objects import (
     CRS,
@@ -83,6 +87,7 @@ from crs_controller.core.versions.cluster_version import (
     cluster_version,
     parse_control_plane,
 )
+from crs_controller.engine.reconcile.rollout import revision_of
 
 EXAMPLES = """examples:
   crs-controller diff cni --cluster prod-1 -n fleet
@@ -176,6 +181,7 @@ class _Plan:
 
     resources: tuple[RenderedResource, ...] = ()
     holds: Holds = NO_HOLDS
+    note: str | None = None  # which revision is shown, when a rollback is in force
 
 
 async def _diff(args: argparse.Namespace) -> Report:
@@ -231,6 +237,7 @@ async def _planned(mgmt: KubeClient, target: _Target, cluster: Cluster) -> _Plan
         if source is not None:
             source.setdefault("kind", ref.kind)
             sources[(ref.kind, ref.name)] = source
+    sources, note = await _rolled_back(mgmt, crs, sources)
     version = await _version(mgmt, target.cluster)
     rendered = render_crs(
         crs, lambda k, n: sources.get((k, n)), ClusterValues(target.cluster), version=version
@@ -238,7 +245,33 @@ async def _planned(mgmt: KubeClient, target: _Target, cluster: Cluster) -> _Plan
     if rendered.problems:
         raise UsageError(rendered.problems[0])
     now = {key: resource_hash(raw) for key, raw in sources.items()}  # in spec order
-    return _Plan(rendered.resources, holds(crs, cluster, target.entry, version, now))
+    return _Plan(rendered.resources, holds(crs, cluster, target.entry, version, now), note)
+
+
+async def _rolled_back(
+    mgmt: KubeClient, crs: CRS, sources: dict[tuple[str, str], Obj]
+) -> tuple[dict[tuple[str, str], Obj], str | None]:
+    """The sources the controller renders now: ``sources`` as they are, or, while a
+    rollback is in force, the snapshot of the revision it returns to, checked as the
+    controller checks it (``core.rollout.snapshots.read``); and a note saying which."""
+    keys = [(ref.kind, ref.name) for ref in crs.valid.spec.resources]
+    if any(key not in sources for key in keys):
+        return sources, None
+    undo = crs.undo(revision_of({key: resource_hash(sources[key]) for key in keys}))
+    if undo.rolled_back_from is None:
+        return sources, None
+    name, rev = snapshot_name(crs.name, undo.target), undo.target
+    configmap = await mgmt.get("v1", "ConfigMap", name, crs.namespace)
+    secret = None
+    if any(kind == "Secret" for kind, _ in keys):
+        secret = await mgmt.get("v1", "Secret", name, crs.namespace)
+    try:
+        raws = read(configmap, secret, str(crs.meta.uid), rev, keys)
+    except SnapshotRefused as exc:
+        return sources, f"a rollback to {rev} is asked for, but {exc}: the sources are applied"
+    back = undo.rolled_back_from
+    note = f"a rollback is in force: revision {rev} (its snapshot), not the sources' {back}"
+    return {key: {**raw, "kind": key[0]} for key, raw in raws.items()}, note
 
 
 async def _version(mgmt: KubeClient, raw: Obj) -> ClusterVersion:
@@ -266,6 +299,7 @@ async def _compare(
     plan = _Plan(holds=Holds(left_alone(crs, cluster)))
     if crs.selects(cluster):
         plan = await _planned(mgmt, target, cluster)
+        report.notes += [plan.note] if plan.note else []
     else:
         removes = crs.valid.spec.deletion_policy == "Delete" and target.entry is not None
         report.notes.append(

@@ -425,6 +425,7 @@ def _rollout(rollout: RolloutStatus | None) -> Obj | None:
         "waitingFor": rollout.waiting_for,
         "nextWindow": rfc3339(rollout.next_window) if rollout.next_window else None,
         "heldClusters": rollout.held_clusters,
+        "rolledBackFrom": rollout.rolled_back_from,
         # Names from tenants' objects can be part of it: shown safe, as conditions are.
         "message": safe(rollout.message, MESSAGE_LIMIT),
     }

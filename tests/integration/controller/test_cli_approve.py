@@ -245,6 +245,7 @@ def test_status_shows_the_rollout(
         "waitingFor": "Approval",
         "nextWindow": None,
         "heldClusters": 1,
+        "rolledBackFrom": None,
         "message": message,
     }
 

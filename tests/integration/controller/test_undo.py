@@ -164,6 +164,7 @@ def test_a_manual_rollback_goes_back_and_resume_goes_forward(
     workload_clients: list[TestbedClient],
     namespace: str,
     kubeconfig: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     marker = unique("man")
     mgmt.create(source_configmap(namespace, "man", {"a": manifests(configmap_obj(marker, v="1"))}))
@@ -187,6 +188,11 @@ def test_a_manual_rollback_goes_back_and_resume_goes_forward(
     assert (rollout["phase"], rollout["rolledBackFrom"]) == ("RolledBack", second)
     assert status(mgmt, namespace, "man")["revision"] == first
     assert history(mgmt, namespace, "man") == [(second, "RolledBack"), (first, "Complete")]
+    # diff shows what the controller applies: the snapshot rolled back to, in place.
+    capsys.readouterr()
+    assert main(["diff", "man", "--cluster", "man0", *cli]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and f"a rollback is in force: revision {first}" in err, err
 
     assert main(["rollback", "man", *cli, "--resume"]) == 0
     wait_for(lambda: value_on(wl, marker) == "2", TIMEOUT, message="the sources' content again")
