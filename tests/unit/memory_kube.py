@@ -17,16 +17,20 @@ from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
-    ObjectMeta,
 )
 from crs_controller.core.errors import Conflict, NotFound, Unreachable
-from crs_controller.core.spec.objects import parse_binding_object, parse_cluster, parse_crs
+from crs_controller.core.spec.objects import (
+    parse_binding_object,
+    parse_cluster,
+    parse_crs,
+    parse_source_meta,
+)
 from crs_controller.engine.index import Index
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.informer import Informer, WatchSpec
 from crs_controller.engine.io.snapshots import Snapshots
 from crs_controller.engine.io.sources import Sources
-from crs_controller.engine.io.stores import BindingStore, CRSStore
+from crs_controller.engine.io.stores import BindingStore, ClusterStore, CRSStore
 from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
@@ -277,8 +281,8 @@ class World:
         self.bindings = informer(
             API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, parse_binding_object
         )
-        self.configmaps = informer("v1", "ConfigMap", _metadata)
-        self.secrets = informer("v1", "Secret", _metadata)
+        self.configmaps = informer("v1", "ConfigMap", parse_source_meta)
+        self.secrets = informer("v1", "Secret", parse_source_meta)
         self.index = Index(self.crss, self.clusters, self.bindings)
         self._bindings_seen: set[tuple[str, str]] = set()
         clock = FakeClock()
@@ -298,6 +302,7 @@ class World:
             settings=Settings(),
             workloads=Workloads(workloads),
             bindings=BindingStore(mgmt, self.bindings),
+            clusters=ClusterStore(mgmt, self.clusters),
         )
 
     def crs_context(self, *, leading: bool = True) -> CRSContext:
@@ -344,10 +349,6 @@ class World:
         for namespace, name in self._bindings_seen - seen:
             self.index.update_binding(self.bindings.remove(namespace, name), None)
         self._bindings_seen = seen
-
-
-def _metadata(raw: Obj) -> ObjectMeta:
-    return ObjectMeta.model_validate(raw["metadata"])
 
 
 def _selected(obj: Obj, selector: str | None) -> bool:

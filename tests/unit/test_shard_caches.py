@@ -1,25 +1,42 @@
 """What a shard member keeps of the fleet: the whole binding (its inventory of applied
-objects) only for the Clusters it owns, a summary for the rest (what a CRS's status
-and rollout plan read); every Cluster in exactly one member's share; after a
-hand-over, nothing whole of another member's share, and a Cluster taken over is
-reconciled from its whole binding, read first. Nothing here runs a server or sleeps."""
+objects) and the whole Cluster (what its variables read) only for the Clusters it
+owns, a summary for the rest (what a CRS's selector, status and rollout plan read);
+every Cluster in exactly one member's share; after a hand-over, nothing whole of
+another member's share, and a Cluster taken over is reconciled from its whole Cluster
+and binding, read first. Nothing here runs a server or sleeps."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, to_api
+from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION, is_paused
+from crs_controller.core.api.models import (
+    API_VERSION,
+    CLUSTER_RESOURCE_SET_BINDING_KIND,
+    ObjectMeta,
+    to_api,
+)
 from crs_controller.core.membership.lease import LeaseRecord
 from crs_controller.core.membership.shard import owner
+from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL
 from crs_controller.core.spec.objects import (
+    Cluster,
+    SourceMeta,
+    cluster_summary,
     parse_binding_object,
     parse_binding_summary,
+    parse_cluster,
+    parse_cluster_summary,
+    parse_crs,
+    parse_source_meta,
     summary_of,
 )
 from crs_controller.core.state.status import outcome_of
+from crs_controller.core.values.substitution import readable_part
 from crs_controller.engine.reconcile.cluster import forget_cluster
 from crs_controller.engine.reconcile.context import Settings
 from crs_controller.engine.runtime.controller import Controller
@@ -87,6 +104,68 @@ def test_a_binding_the_model_refuses_is_refused_as_a_summary_too() -> None:
     assert summary.model is None and summary.problem is not None and not summary.whole
 
 
+def test_summaries_of_a_fleet_share_their_equal_parts() -> None:
+    first, second = (parse_binding_summary(binding(name)).entries()["a"] for name in NAMES[:2])
+    assert first.resources[0] is second.resources[0]
+    assert first.outcome is second.outcome
+    # Of the inventory, only the first object's identity: no records of it.
+    kept = first.resources[0].objects
+    assert [(o.name, o.hash, o.fields) for o in kept] == [("o0", None, None)]
+
+
+annotation_keys = st.sampled_from([HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION, "a", "b/c"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    labels=st.dictionaries(st.sampled_from(["env", "tier"]), st.sampled_from(["prod", ""])),
+    annotations=st.dictionaries(annotation_keys, st.sampled_from(["true", "false", ""])),
+    deleting=st.booleans(),
+    spec=st.fixed_dictionaries(
+        {},
+        optional={
+            "paused": st.booleans(),
+            "topology": st.just({"version": "v1.34.4"}),
+            "controlPlaneRef": st.just({"kind": "KubeadmControlPlane", "name": "cp"}),
+        },
+    ),
+    status=st.sampled_from([{}, {"controlPlaneReady": True}]),
+)
+def test_a_cluster_summary_keeps_every_field_but_what_variables_read(
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    deleting: bool,
+    spec: Obj,
+    status: Obj,
+) -> None:
+    raw = cluster("c00", **spec)
+    raw["metadata"].update(labels=labels, annotations=annotations, uid="u", managedFields=[{}])
+    if deleting:
+        raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    raw["status"] = status
+    whole, summary = parse_cluster(raw), parse_cluster_summary(raw)
+    assert (whole.whole, summary.whole, summary.raw) == (True, False, {})
+    for read in fields(Cluster):
+        if read.name not in ("raw", "whole"):
+            assert getattr(summary, read.name) == getattr(whole, read.name), read.name
+    assert whole.raw == readable_part(raw)
+    # What is read of the metadata is what the whole metadata says.
+    full = ObjectMeta.model_validate(raw["metadata"])
+    assert (whole.name, whole.namespace, whole.meta.labels) == (full.name, full.namespace, labels)
+    assert whole.deleting == (full.deletion_timestamp is not None)
+    assert whole.holds_updates == (full.annotations.get(HOLD_UPDATES_ANNOTATION) == "true")
+    assert whole.paused == is_paused(raw)
+    selecting = parse_crs(crs("a", "src"))
+    assert selecting.selects(summary) == selecting.selects(Cluster(full))
+
+
+def test_a_configmap_or_secret_is_held_as_what_is_read_of_it() -> None:
+    labels = {SNAPSHOT_LABEL: "crs-uid", "x": "y"}
+    meta = {"name": "s", "namespace": NS, "uid": "u", "labels": labels, "managedFields": [{}]}
+    assert parse_source_meta({"metadata": meta}) == SourceMeta("s", NS, "u", "crs-uid")
+    assert parse_source_meta({"metadata": {"name": "s"}}) == SourceMeta("s")
+
+
 # --- a shard member's caches ---------------------------------------------------------
 
 
@@ -122,8 +201,12 @@ def start(shard: ShardMembership, *others: str) -> None:
 
 
 def whole_ones(controller: Controller) -> set[str]:
+    """The Clusters whose binding is held whole; their Cluster is too, and only theirs."""
     found = (controller.bindings.get(NS, name) for name in NAMES)
-    return {b.meta.name for b in found if b is not None and b.whole}
+    bindings = {b.meta.name for b in found if b is not None and b.whole}
+    clusters = (controller.clusters.get(NS, name) for name in NAMES)
+    assert {c.name for c in clusters if c is not None and c.whole} == bindings
+    return bindings
 
 
 def share(members: list[str], me: str) -> set[str]:
@@ -159,6 +242,9 @@ async def test_a_member_holds_whole_bindings_only_for_its_own_share() -> None:
     # A watch event for another member's Cluster is kept as a summary at once.
     other = sorted(set(NAMES) - mine)[0]
     controller.bindings.put(binding(other, version=6))
+    controller.clusters.put(
+        {**cluster(other), "metadata": {**cluster(other)["metadata"], "resourceVersion": "6"}}
+    )
     assert whole_ones(controller) == mine
     # A third member joins: what it takes from us is only summarized here now.
     shard.on_lease(None, lease("replica-c", "t1"))
@@ -191,6 +277,22 @@ async def test_a_cluster_taken_over_is_reconciled_from_its_whole_binding() -> No
     assert held is not None and held.whole
 
 
+async def test_a_cluster_taken_over_is_reconciled_from_the_whole_cluster() -> None:
+    world = await world_with(crs("a", "src"))
+    await reconcile(world)
+    # Another member's until now: this replica held what selectors and status read,
+    # not what the Cluster's variables read.
+    world.clusters.reshape(NS, "c1", cluster_summary)
+    held = world.clusters.get(NS, "c1")
+    assert held is not None and not held.whole and held.raw == {}
+    await reconcile(world)
+    assert world.mgmt.requests.count(("get", "Cluster/c1")) == 1
+    held = world.clusters.get(NS, "c1")
+    assert held is not None and held.whole and held.raw["metadata"]["name"] == "c1"
+    await reconcile(world)  # held whole now: not read again
+    assert world.mgmt.requests.count(("get", "Cluster/c1")) == 1
+
+
 async def test_a_cluster_let_go_leaves_nothing_of_it_in_memory() -> None:
     world = await world_with(crs("a", "src"))
     await reconcile(world)
@@ -200,3 +302,12 @@ async def test_a_cluster_let_go_leaves_nothing_of_it_in_memory() -> None:
     await forget_cluster(world.ctx, NS, "c1")
     assert (NS, "Secret", "c1-kubeconfig") not in sources._contents
     assert world.ctx.outcomes.get(NS, "a", "c1") is None
+
+
+def test_long_text_is_not_shared() -> None:
+    """What the shared values hold is bounded: a binding's long text stays its own."""
+    raw = binding("c00")
+    raw["spec"]["bindings"][0]["resources"][0]["hash"] = "h" * 2000
+    first, second = (parse_binding_summary(raw).entries()["a"] for _ in range(2))
+    assert first.resources[0] == second.resources[0]
+    assert first.resources[0] is not second.resources[0]

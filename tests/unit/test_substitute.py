@@ -32,6 +32,7 @@ from crs_controller.core.values.substitution import (
     VariableSpec,
     cluster_values,
     field_path_problem,
+    readable_part,
     substitute,
     values_digest,
     where_looked,
@@ -936,3 +937,63 @@ def test_cluster_values_never_raise_on_odd_clusters(cluster: Any) -> None:
     for name, value in values.items():
         assert name == "T" or isinstance(value, str)
     json.dumps(values)
+
+
+# --- what of a Cluster is kept for its values ------------------------------------------
+
+# Paths under every root a clusterField may start at, and beside them.
+READ_PATHS = [
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.labels['region']",
+    "metadata.annotations['note']",
+    "spec.a",
+    "spec.a[0]",
+    "spec.clusterNetwork.pods.cidrBlocks[1]",
+    "status.phase",
+    "status.a['b']",
+]
+metadata_trees = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": json_trees,
+        "namespace": json_trees,
+        "labels": json_trees,
+        "annotations": json_trees,
+        "managedFields": json_trees,
+        "ownerReferences": json_trees,
+        "uid": json_trees,
+    },
+)
+cluster_trees = st.fixed_dictionaries(
+    {},
+    optional={
+        "apiVersion": json_trees,
+        "metadata": metadata_trees | json_trees,
+        "spec": json_trees,
+        "status": json_trees,
+        "extra": json_trees,
+    },
+)
+
+
+@settings(max_examples=300)
+@given(cluster_trees, st.sampled_from([V1BETA1, V1BETA2]))
+def test_the_readable_part_of_a_cluster_defines_the_same_values(
+    odd: dict[str, Any], base: dict[str, Any]
+) -> None:
+    specs = [VariableSpec(f"V{n}", cluster_field=path) for n, path in enumerate(READ_PATHS)]
+    specs.append(VariableSpec("T", topology_variable="cniMTU"))
+    for cluster in (odd, {**base, **odd}, base):
+        kept = readable_part(cluster)
+        assert cluster_values(kept, specs) == cluster_values(cluster, specs)
+        assert readable_part(kept) == kept
+
+
+def test_the_readable_part_leaves_out_what_no_variable_reads() -> None:
+    cluster = copy.deepcopy(V1BETA2)
+    cluster["metadata"].update(managedFields=[{"manager": "m"}], uid="u", finalizers=["f"])
+    kept = readable_part(cluster)
+    assert set(kept) == {"metadata", "spec", "status"} & set(cluster)
+    assert set(kept["metadata"]) <= {"name", "namespace", "labels", "annotations"}
+    assert kept["spec"] is cluster["spec"]

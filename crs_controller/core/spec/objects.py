@@ -9,11 +9,11 @@ so that it can be reported on and its finalizer handled; it harms nobody else.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from semver import Version
 
 from crs_controller.core.api.clusters import (
@@ -23,12 +23,14 @@ from crs_controller.core.api.clusters import (
     is_paused,
 )
 from crs_controller.core.api.models import (
+    BindingOutcome,
     ClusterResourceSet,
     ClusterResourceSetBinding,
     ClusterResourceSetStatus,
     CRSBinding,
     ObjectMeta,
     ResourceBinding,
+    ValidationRecord,
     to_api,
 )
 from crs_controller.core.api.models import Rollout as RolloutSpec
@@ -37,8 +39,10 @@ from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.health.cel_rules import CompiledRule, compile_rules
 from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION, Undo, decide, parse_request
 from crs_controller.core.rollout.plan import APPROVE_ANNOTATION, Policy, compile_windows, policy_of
+from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL
 from crs_controller.core.spec.ignore import NO_IGNORES, Ignores, compile_ignores
 from crs_controller.core.spec.modes import ApplyOnce, Reconcile, Strategy, compile_strategy
+from crs_controller.core.values.substitution import readable_part
 from crs_controller.core.versions.cluster_version import (
     ControlPlaneRef,
     RefProblem,
@@ -47,6 +51,40 @@ from crs_controller.core.versions.cluster_version import (
     topology_version,
 )
 from crs_controller.core.versions.ranges import VersionRange, compile_range
+
+T = TypeVar("T")
+
+
+class Shared:
+    """Equal values held once, however many cached objects hold them: the summaries of
+    a fleet's bindings repeat the same resources, outcomes and names cluster after
+    cluster. What is shared is never changed in place. Bounded: at most ``size``
+    values, each with at most SHARED_KEY_CHARS characters of text in its key (longer
+    ones are not shared), emptied when full (a value then held twice costs memory,
+    never correctness)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._held: dict[Hashable, Any] = {}
+
+    def one(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
+        """The value held for ``key``, made (and kept) when there is none."""
+        if sum(len(part) for part in key if isinstance(part, str)) > SHARED_KEY_CHARS:
+            return make()
+        held = self._held.get(key)
+        if held is None:
+            if len(self._held) >= self._size:
+                self._held.clear()
+            held = self._held[key] = make()
+        return cast(T, held)
+
+    def text(self, value: str) -> str:
+        """One copy of a short string (a name, a namespace)."""
+        return self.one((value,), lambda: value)
+
+
+SHARED_KEY_CHARS = 1024
+SHARED = Shared(8192)
 
 
 def _meta(raw: Mapping[str, Any]) -> ObjectMeta:
@@ -246,18 +284,22 @@ def _policy(spec: RolloutSpec | None, pauses: tuple[float, ...]) -> Policy | Non
 
 @dataclass(frozen=True)
 class Cluster(_Named):
-    """A Cluster API Cluster (v1beta1 or v1beta2): what the engine decides on."""
+    """A Cluster API Cluster (v1beta1 or v1beta2): what the engine decides on.
+
+    ``whole`` is False for a summary (``cluster_summary``): what a replica keeps of a
+    Cluster it does not own, without ``raw``."""
 
     meta: ObjectMeta
     paused: bool = False
     initialized: bool = False
-    # The object as the API server sent it: per-cluster values (spec.variables and
-    # the built-ins) are read from its fields.
+    # What per-cluster values (spec.variables and the built-ins) read: the fields a
+    # variable can reach (``readable_part``), not the whole object.
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # spec.controlPlaneRef (core/versions/cluster_version), read once.
     control_plane: ControlPlaneRef | RefProblem | None = None
     upgrading: bool = False  # its TopologyReconciled condition says it upgrades
     topology_version: str | None = None
+    whole: bool = True
 
     @property
     def deleting(self) -> bool:
@@ -269,16 +311,50 @@ class Cluster(_Named):
         return self.meta.annotations.get(HOLD_UPDATES_ANNOTATION) == "true"
 
 
+# What a cached Cluster's metadata keeps: the engine reads its name, labels (the
+# selectors, rollout steps), deletion and these annotations; a variable reads the
+# others from ``raw``.
+CLUSTER_ANNOTATIONS_READ = (HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION)
+
+
 def parse_cluster(raw: Mapping[str, Any]) -> Cluster:
     return Cluster(
-        _meta(raw),
+        _cluster_meta(raw),
         is_paused(raw),
         control_plane_initialized(raw),
-        raw,
+        readable_part(raw),
         control_plane_ref(raw),
         topology_upgrading(raw),
         topology_version(raw),
     )
+
+
+def cluster_summary(cluster: Cluster) -> Cluster:
+    """What any replica reads of a Cluster (a CRS's selector, status and rollout plan,
+    the control plane it names): everything but ``raw``, which only a pass on the
+    Cluster reads, after reading it whole (``whole`` is False)."""
+    return replace(cluster, raw={}, whole=False) if cluster.whole else cluster
+
+
+def parse_cluster_summary(raw: Mapping[str, Any]) -> Cluster:
+    return cluster_summary(parse_cluster(raw))
+
+
+def _cluster_meta(raw: Mapping[str, Any]) -> ObjectMeta:
+    meta = raw.get("metadata")
+    if not isinstance(meta, Mapping):
+        return _meta(raw)
+    kept = {
+        key: meta[key]
+        for key in ("name", "namespace", "labels", "deletionTimestamp")
+        if key in meta
+    }
+    annotations = meta.get("annotations")
+    if isinstance(annotations, Mapping):
+        kept["annotations"] = {
+            key: annotations[key] for key in CLUSTER_ANNOTATIONS_READ if key in annotations
+        }
+    return ObjectMeta.model_validate(kept)
 
 
 @dataclass(frozen=True)
@@ -322,19 +398,12 @@ def parse_binding_object(raw: Mapping[str, Any]) -> Binding:
 
 def summary_of(binding: Binding) -> Binding:
     """What a CRS's status and rollout plan read of a binding, for any replica: each
-    entry's outcome, validation and resources' hashes; of the inventory of applied
-    objects only whether there is one (at most its first object). A pass on the
-    Cluster reads the whole binding first (``whole`` is False)."""
+    entry's outcome, validation, kept objects and resources' hashes; of the inventory
+    of applied objects only whether there is one (its first object's identity). A
+    pass on the Cluster reads the whole binding first (``whole`` is False)."""
     if binding.model is None or not binding.whole:
         return binding
-    entries = [
-        entry.model_copy(update={"resources": [_first_object(r) for r in entry.resources]})
-        for entry in binding.model.spec.bindings
-    ]
-    spec = binding.model.spec.model_copy(update={"bindings": entries})
-    meta = _summary_meta(binding.meta)
-    model = binding.model.model_copy(update={"spec": spec, "metadata": meta})
-    return Binding(meta, model, whole=False)
+    return _summarized(binding.meta, binding.model)
 
 
 def parse_binding_summary(raw: Mapping[str, Any]) -> Binding:
@@ -344,18 +413,69 @@ def parse_binding_summary(raw: Mapping[str, Any]) -> Binding:
         entries = [_trimmed_entry(entry) for entry in spec["bindings"]]
         raw = {**raw, "spec": {**spec, "bindings": entries}}
     parsed = parse_binding_object(raw)
-    meta = _summary_meta(parsed.meta)
-    if parsed.model is not None:
-        parsed.model.metadata = meta  # one copy of the metadata, not two
-    return replace(parsed, meta=meta, whole=False)
+    if parsed.model is None:
+        return replace(parsed, meta=_summary_meta(parsed.meta), whole=False)
+    return _summarized(parsed.meta, parsed.model)
+
+
+def _summarized(meta: ObjectMeta, model: ClusterResourceSetBinding) -> Binding:
+    meta = _summary_meta(meta)
+    entries = [_summary_entry(entry) for entry in model.spec.bindings]
+    spec = model.spec.model_copy(update={"bindings": entries})
+    # One copy of the metadata, not two.
+    return Binding(meta, model.model_copy(update={"spec": spec, "metadata": meta}), whole=False)
 
 
 def _summary_meta(meta: ObjectMeta) -> ObjectMeta:
-    """A binding's identity and version; its owners, labels, annotations and
-    finalizers matter only to the pass that writes it, which reads it whole."""
-    return meta.model_copy(
-        update={"owner_references": [], "labels": {}, "annotations": {}, "finalizers": []}
+    """A binding's identity and version; the rest of its metadata matters only to the
+    pass that writes it, which reads it whole."""
+    return ObjectMeta(
+        name=meta.name,
+        namespace=SHARED.text(meta.namespace or ""),
+        resource_version=meta.resource_version,
     )
+
+
+def _summary_entry(entry: CRSBinding) -> CRSBinding:
+    """Equal parts of entries are one value, shared by every summary holding them: a
+    fleet's bindings repeat the same resources and outcomes cluster after cluster."""
+    outcome, check = entry.outcome, entry.validation
+    return entry.model_copy(
+        update={
+            "cluster_resource_set_name": SHARED.text(entry.cluster_resource_set_name),
+            "resources": [_summary_resource(r) for r in entry.resources],
+            "outcome": outcome and _shared_record(outcome),
+            "validation": check and _shared_record(check),
+        }
+    )
+
+
+def _summary_resource(resource: ResourceBinding) -> ResourceBinding:
+    """What a rollout plan reads of a resource (``entry_revision``): its name, hash,
+    whether it was applied, and whether it has applied objects."""
+    first = resource.objects[0].identity() if resource.objects else None
+    held = () if first is None else (first.api_version, first.kind, first.namespace, first.name)
+    key = (ResourceBinding, resource.kind, resource.name, resource.hash, resource.applied, *held)
+    return SHARED.one(
+        key,
+        lambda: ResourceBinding(
+            kind=resource.kind,
+            name=resource.name,
+            hash=resource.hash,
+            applied=resource.applied,
+            objects=[] if first is None else [first],
+        ),
+    )
+
+
+R = TypeVar("R", BindingOutcome, ValidationRecord)
+
+
+def _shared_record(record: R) -> R:
+    """An outcome or a validation: one value for equal ones."""
+    kind: type[BaseModel] = type(record)
+    key = (kind, *(getattr(record, name) for name in kind.model_fields))
+    return SHARED.one(key, lambda: record)
 
 
 def _trimmed_entry(entry: Any) -> Any:
@@ -370,10 +490,25 @@ def _trimmed_entry(entry: Any) -> Any:
     return {**entry, "resources": resources}
 
 
-def _first_object(resource: ResourceBinding) -> ResourceBinding:
-    if len(resource.objects) <= 1:
-        return resource
-    return resource.model_copy(update={"objects": resource.objects[:1]})
+@dataclass(frozen=True, slots=True)
+class SourceMeta:
+    """A ConfigMap or Secret as cached: watched for its metadata only (content is
+    fetched on demand), and only what is read of it: that it exists, the snapshot it
+    is (``SNAPSHOT_LABEL``, a CRS's uid) and the uid a delete is checked against. A
+    replica watches every one, kubeconfig Secrets of other replicas' Clusters too, so
+    it is kept small."""
+
+    name: str
+    namespace: str = ""
+    uid: str | None = None
+    snapshot_of: str | None = None
+
+
+def parse_source_meta(raw: Mapping[str, Any]) -> SourceMeta:
+    meta = _meta(raw)
+    return SourceMeta(
+        meta.name, SHARED.text(meta.namespace or ""), meta.uid, meta.labels.get(SNAPSHOT_LABEL)
+    )
 
 
 def depends_on(crs: CRS) -> tuple[str, ...]:

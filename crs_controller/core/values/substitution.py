@@ -43,6 +43,7 @@ __all__ = [
     "VariableSpec",
     "cluster_values",
     "field_path_problem",
+    "readable_part",
     "substitute",
     "values_digest",
     "where_looked",
@@ -99,6 +100,26 @@ PATH_PATTERN = (
 _ROOTS_WITHOUT_FIELDS = ("metadata.name", "metadata.namespace")
 _ROOTS_WITH_FIELDS = ("metadata.labels", "metadata.annotations", "spec", "status")
 _ROOTS = _ROOTS_WITHOUT_FIELDS + _ROOTS_WITH_FIELDS
+
+
+def readable_part(cluster: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a Cluster any variable can read: the fields under the roots a
+    ``clusterField`` path may start at, which hold every built-in and the topology
+    variables too. The rest (managedFields, owner references, finalizers...) need not
+    be kept to compute ``cluster_values``."""
+    kept: dict[str, Any] = {}
+    for root in _ROOTS:
+        *parents, last = root.split(".")
+        source: Any = cluster
+        target = kept
+        for parent in parents:
+            source = source.get(parent) if isinstance(source, Mapping) else None
+            target = target.setdefault(parent, {})
+        if isinstance(source, Mapping) and last in source:
+            target[last] = source[last]
+    return kept
+
+
 _FIELD = re.compile(rf"\.({_IDENT})")
 _INDEX = re.compile(r"\[(0|[1-9][0-9]*)\]")
 

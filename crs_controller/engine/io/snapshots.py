@@ -16,7 +16,6 @@ from collections.abc import Mapping
 import structlog
 
 from crs_controller.clients.api import KubeAPI
-from crs_controller.core.api.models import ObjectMeta
 from crs_controller.core.errors import Conflict
 from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.rollout.snapshots import (
@@ -27,7 +26,7 @@ from crs_controller.core.rollout.snapshots import (
     read,
     snapshot_name,
 )
-from crs_controller.core.spec.objects import CRS
+from crs_controller.core.spec.objects import CRS, SourceMeta
 from crs_controller.engine.io.informer import Informer, resource_version
 from crs_controller.engine.io.sources import ByteBudgetLRU, Source, Sources
 
@@ -45,8 +44,8 @@ class Snapshots:
         self,
         client: KubeAPI,
         sources: Sources,
-        configmaps: Informer[ObjectMeta],
-        secrets: Informer[ObjectMeta],
+        configmaps: Informer[SourceMeta],
+        secrets: Informer[SourceMeta],
     ) -> None:
         self._client = client
         self._sources = sources
@@ -59,7 +58,7 @@ class Snapshots:
     def kept(self, crs: CRS, rev: str) -> bool:
         """Is the snapshot of ``rev`` there (as the watch says)?"""
         meta = self._informers["ConfigMap"].get(crs.namespace, snapshot_name(crs.name, rev))
-        return meta is not None and meta.labels.get(SNAPSHOT_LABEL) == crs.meta.uid
+        return meta is not None and meta.snapshot_of == crs.meta.uid
 
     async def write(self, crs: CRS, rev: str, sources: Mapping[Key, Source]) -> None:
         """Write the snapshot of ``rev`` from the sources it was hashed from, unless it
@@ -115,7 +114,7 @@ class Snapshots:
             name = snapshot_name(crs.name, rev)
             for kind, informer in self._informers.items():
                 meta = informer.get(crs.namespace, name)
-                if meta is not None and meta.labels.get(SNAPSHOT_LABEL) == crs.meta.uid:
+                if meta is not None and meta.snapshot_of == crs.meta.uid:
                     await self._client.delete("v1", kind, name, crs.namespace, uid=meta.uid)
         if revisions:
             log.info("snapshots deleted", crs=f"{crs.namespace}/{crs.name}", count=len(revisions))

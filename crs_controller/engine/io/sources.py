@@ -30,11 +30,12 @@ from typing import Any, Generic, TypeVar
 import structlog
 
 from crs_controller.clients.api import KubeAPI, Obj
-from crs_controller.core.api.models import ObjectMeta, ResourceRef
+from crs_controller.core.api.models import ResourceRef
 from crs_controller.core.errors import InvalidManifest, ResourceError, ResourceNotFound
 from crs_controller.core.manifests.hashing import object_hash, resource_hash
 from crs_controller.core.manifests.limits import count_nodes
 from crs_controller.core.render import parse_source
+from crs_controller.core.spec.objects import SourceMeta
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.informer import Informer, resource_version
 
@@ -136,8 +137,8 @@ class Sources:
     def __init__(
         self,
         client: KubeAPI,
-        configmaps: Informer[ObjectMeta],
-        secrets: Informer[ObjectMeta],
+        configmaps: Informer[SourceMeta],
+        secrets: Informer[SourceMeta],
     ) -> None:
         self._client = client
         self._informers = {"ConfigMap": configmaps, "Secret": secrets}

@@ -16,7 +16,13 @@ from crs_controller.core.api.models import (
     ClusterResourceSetStatus,
     to_api,
 )
-from crs_controller.core.spec.objects import CRS, Binding, parse_binding_object
+from crs_controller.core.spec.objects import (
+    CRS,
+    Binding,
+    Cluster,
+    parse_binding_object,
+    parse_cluster,
+)
 from crs_controller.engine.io.informer import Informer
 
 
@@ -47,6 +53,22 @@ class BindingStore:
     async def delete(self, namespace: str, name: str) -> None:
         await self._mgmt.delete(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
         self._cache.remove(namespace, name)
+
+
+class ClusterStore:
+    def __init__(self, mgmt: KubeAPI, cache: Informer[Cluster]) -> None:
+        self._mgmt = mgmt
+        self._cache = cache
+
+    async def read_whole(self, namespace: str, name: str) -> Cluster | None:
+        """The whole Cluster (the cache may hold only its summary: it was another
+        replica's), read from the API server and cached."""
+        spec = self._cache.spec
+        raw = await self._mgmt.get(spec.api_version, spec.kind, name, namespace)
+        if raw is None:
+            return None
+        self._cache.refresh(raw)
+        return parse_cluster(raw)
 
 
 class CRSStore:

@@ -30,6 +30,9 @@ log = structlog.get_logger(__name__)
 
 async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> Result:
     cluster = ctx.caches.cluster(namespace, name)
+    if cluster is not None and not cluster.whole:
+        # Another replica's Cluster until now: read whole, as its values are.
+        cluster = await ctx.clusters.read_whole(namespace, name)
     cached = ctx.caches.binding(namespace, name)
     if cached is not None and not cached.whole:
         # Another replica's Cluster until now: its inventory is read before anything

@@ -16,7 +16,7 @@ from crs_controller.engine.io.control_planes import ControlPlaneVersions, NoCont
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.snapshots import Snapshots
 from crs_controller.engine.io.sources import Sources
-from crs_controller.engine.io.stores import BindingStore, CRSStore
+from crs_controller.engine.io.stores import BindingStore, ClusterStore, CRSStore
 from crs_controller.engine.memory.budget import Budget
 from crs_controller.engine.memory.drift import DriftSchedule
 from crs_controller.engine.memory.notes import Announcements
@@ -65,6 +65,7 @@ class ClusterContext(Shared):
     settings: Settings
     workloads: WorkloadAPIs
     bindings: BindingStore
+    clusters: ClusterStore
     drift: DriftSchedule = field(default_factory=DriftSchedule)
     budget: Budget = field(default_factory=lambda: Budget(None, MonotonicClock()))
     # The version each cluster's control plane runs (resources that follow it).
@@ -78,6 +79,7 @@ class ClusterContext(Shared):
         settings: Settings,
         workloads: WorkloadAPIs,
         bindings: BindingStore,
+        clusters: ClusterStore,
         budget: Budget | None = None,
         control_planes: ControlPlaneVersions | None = None,
     ) -> ClusterContext:
@@ -87,6 +89,7 @@ class ClusterContext(Shared):
             settings=settings,
             workloads=workloads,
             bindings=bindings,
+            clusters=clusters,
             budget=budget,
             control_planes=control_planes or NoControlPlanes(),
         )

@@ -21,7 +21,6 @@ from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
-    ObjectMeta,
 )
 from crs_controller.core.errors import Conflict, CRSError
 from crs_controller.core.membership.shard import owner
@@ -31,10 +30,14 @@ from crs_controller.core.spec.objects import (
     CRS,
     Binding,
     Cluster,
+    SourceMeta,
+    cluster_summary,
     parse_binding_object,
     parse_binding_summary,
     parse_cluster,
+    parse_cluster_summary,
     parse_crs,
+    parse_source_meta,
     summary_of,
 )
 from crs_controller.engine.index import Index
@@ -44,7 +47,7 @@ from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.informer import Informer, WatchSpec
 from crs_controller.engine.io.snapshots import Snapshots
 from crs_controller.engine.io.sources import Sources
-from crs_controller.engine.io.stores import BindingStore, CRSStore
+from crs_controller.engine.io.stores import BindingStore, ClusterStore, CRSStore
 from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
@@ -123,14 +126,14 @@ class Controller:
         # Content is fetched on demand for referenced objects only (engine/sources).
         configmaps, secrets = self._source_informers()
         self.index = Index(crss, clusters, bindings)
-        self.bindings = bindings
+        self.crss, self.clusters, self.bindings = crss, clusters, bindings
         # Watched per kind once a Cluster names it; a change looks at its clusters again.
         self.control_planes = ControlPlanes(
             mgmt, settings.namespace, lambda ns, name: self.queue.add(cluster_key(ns, name))
         )
         self.queue = _fair_queue(self.clock, settings, self.index)
         self.workloads = _workload_clients(settings, user_agent)
-        self.cluster_ctx, self.crs_ctx = self._contexts(crss, bindings, configmaps, secrets)
+        self.cluster_ctx, self.crs_ctx = self._contexts(configmaps, secrets)
         self.informers: list[Informer[Any]] = [crss, clusters, bindings, configmaps, secrets]
         self.ready = asyncio.Event()
         self.standing_by = False  # waiting for the leader lease
@@ -142,11 +145,7 @@ class Controller:
         self._crs_pass_seconds: dict[tuple[str, str], float] = {}  # each CRS's last pass
 
     def _contexts(
-        self,
-        crss: Informer[CRS],
-        bindings: Informer[Binding],
-        configmaps: Informer[ObjectMeta],
-        secrets: Informer[ObjectMeta],
+        self, configmaps: Informer[SourceMeta], secrets: Informer[SourceMeta]
     ) -> tuple[ClusterContext, CRSContext]:
         """What the two reconcilers share: the caches, the sources, the events, and
         the process's memory (outcomes, rollout plans, notes)."""
@@ -166,10 +165,12 @@ class Controller:
             shared,
             settings=self.settings,
             workloads=self.workloads,
-            bindings=BindingStore(mgmt, bindings),
+            bindings=BindingStore(mgmt, self.bindings),
+            clusters=ClusterStore(mgmt, self.clusters),
             control_planes=self.control_planes,
         )
-        crs_ctx = CRSContext.over(shared, crss=CRSStore(mgmt, crss), leading=lambda: self.leading)
+        crss = CRSStore(mgmt, self.crss)
+        crs_ctx = CRSContext.over(shared, crss=crss, leading=lambda: self.leading)
         return cluster_ctx, crs_ctx
 
     def _tell(self, told: Notice) -> None:
@@ -188,27 +189,36 @@ class Controller:
         binding_spec = WatchSpec(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, ns)
         return (
             Informer(mgmt, crs_spec, parse_crs, self._on_crs),
-            Informer(mgmt, cluster_spec, parse_cluster, self._on_cluster),
+            Informer(mgmt, cluster_spec, self._parse_cluster, self._on_cluster),
             Informer(mgmt, binding_spec, self._parse_binding, self._on_binding),
         )
 
-    def _source_informers(self) -> tuple[Informer[ObjectMeta], Informer[ObjectMeta]]:
+    def _source_informers(self) -> tuple[Informer[SourceMeta], Informer[SourceMeta]]:
         mgmt, ns = self.mgmt, self.settings.namespace
         configmap_spec = WatchSpec("v1", "ConfigMap", ns, metadata_only=True)
         secret_spec = WatchSpec("v1", "Secret", ns, metadata_only=True)
         return (
-            Informer(mgmt, configmap_spec, _metadata, self._on_source("ConfigMap")),
-            Informer(mgmt, secret_spec, _metadata, self._on_secret),
+            Informer(mgmt, configmap_spec, parse_source_meta, self._on_source("ConfigMap")),
+            Informer(mgmt, secret_spec, parse_source_meta, self._on_secret),
         )
+
+    def _parse_cluster(self, raw: Obj) -> Cluster:
+        """Whole for a Cluster this replica owns (or before it knows its share), else
+        what a CRS's selector, status and rollout read (``cluster_summary``)."""
+        return parse_cluster(raw) if self._holds_whole(raw) else parse_cluster_summary(raw)
 
     def _parse_binding(self, raw: Obj) -> Binding:
         """Whole for a Cluster this replica owns (or before it knows its share), else
         the summary a CRS's status and rollout read: another replica's inventory is
         not held here."""
+        return parse_binding_object(raw) if self._holds_whole(raw) else parse_binding_summary(raw)
+
+    def _holds_whole(self, raw: Obj) -> bool:
+        """Is the Cluster ``raw`` names (a binding is named after its Cluster) one
+        whose objects this replica keeps whole?"""
         meta = raw.get("metadata") or {}
-        if self._knows_share() and not self.owns(meta.get("namespace", ""), meta.get("name", "")):
-            return parse_binding_summary(raw)
-        return parse_binding_object(raw)
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        return not self._knows_share() or self.owns(namespace, name)
 
     def _knows_share(self) -> bool:
         return self.shard is not None and self.shard.ready.is_set()
@@ -262,11 +272,11 @@ class Controller:
             settle = status_settle(self._crs_pass_seconds.get((namespace, crs), 0.0))
             self.queue.add_after(crs_key(namespace, crs), settle)
 
-    def _on_source(self, kind: str) -> Callable[[ObjectMeta | None, ObjectMeta | None], None]:
-        def handler(old: ObjectMeta | None, new: ObjectMeta | None) -> None:
+    def _on_source(self, kind: str) -> Callable[[SourceMeta | None, SourceMeta | None], None]:
+        def handler(old: SourceMeta | None, new: SourceMeta | None) -> None:
             meta = new or old
             assert meta is not None
-            namespace = meta.namespace or ""
+            namespace = meta.namespace
             for crs in self.index.referencing(namespace, kind, meta.name):
                 self.queue.add(crs_key(namespace, crs.name))
                 for cluster in self.index.matching_clusters(crs):
@@ -274,11 +284,11 @@ class Controller:
 
         return handler
 
-    def _on_secret(self, old: ObjectMeta | None, new: ObjectMeta | None) -> None:
+    def _on_secret(self, old: SourceMeta | None, new: SourceMeta | None) -> None:
         meta = new or old
         assert meta is not None
         if cluster := cluster_of_kubeconfig_secret(meta.name):
-            self.queue.add(cluster_key(meta.namespace or "", cluster))
+            self.queue.add(cluster_key(meta.namespace, cluster))
         self._on_source("Secret")(old, new)
 
     # -- running ------------------------------------------------------------------
@@ -398,6 +408,7 @@ class Controller:
             key = f"{namespace}/{name}"
             was, now = owner(before, key) == me, owner(after, key) == me
             if not now:
+                self.clusters.reshape(namespace, name, cluster_summary)
                 self.bindings.reshape(namespace, name, summary_of)
             if was != now:
                 self.queue.add(cluster_key(namespace, name))
@@ -461,10 +472,6 @@ def _result_label(result: Result) -> str:
         return "requeue"
     after = result.requeue_after
     return "requeue_after" if after is not None and after > 0 else "success"
-
-
-def _metadata(raw: Obj) -> ObjectMeta:
-    return ObjectMeta.model_validate(raw.get("metadata") or {})
 
 
 def _echo(old: Binding | None, new: Binding | None) -> bool:
