@@ -1,19 +1,21 @@
 """Rollout change windows (``core.rollout.windows``): whether a new revision may start at an
 instant and when that next changes, for no windows, Allow windows across midnight, a
 Deny inside an Allow, Deny only, time zones in summer and winter, Europe/Berlin's
-spring-forward and fall-back days, weekday schedules; the inputs refused, each naming
-its field; bounded work for a Deny that never closes; and properties on random windows
-checked against a forward walk of each schedule."""
+spring-forward and fall-back days, gaps at midnight (America/Santiago, America/Havana,
+Asia/Beirut) and of half an hour (Australia/Lord_Howe), weekday schedules; the inputs
+refused, each naming its field; bounded work for a Deny that never closes; and
+properties on random windows checked against fire times listed from each day's wall
+times."""
 
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 from cronsim import CronSim
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from crs_controller.core.rollout.windows import HORIZON, MAX_STEPS, Verdict, Window, verdict
@@ -41,6 +43,17 @@ BERLIN_NIGHTLY = allow("0 22 * * *", 4 * H, "Europe/Berlin")
 BERLIN_0230 = allow("30 2 * * *", 1 * H, "Europe/Berlin")
 BERLIN_HALF_PAST = allow("30 * * * *", 1800, "Europe/Berlin")
 BERLIN_0100 = allow("0 1 * * *", 4 * H, "Europe/Berlin")
+# Clocks jump from 00:00 to 01:00 on Sunday 2026-09-06 in Santiago (04:00 UTC), Sunday
+# 2026-03-08 in Havana (05:00 UTC) and Sunday 2026-03-29 in Beirut (22:00 UTC the day
+# before); from 02:00 to 02:30 on Sunday 2026-10-04 on Lord Howe (15:30 UTC the day
+# before).
+SANTIAGO_SUNDAY = allow("*/20 1-5 * * 0", 600, "America/Santiago")
+SANTIAGO_SIX_HOURLY = allow("0 */6 * * 0", 1 * H, "America/Santiago")
+SANTIAGO_0030 = allow("30 0 * * *", 1 * H, "America/Santiago")
+HAVANA_SUNDAY = allow("*/20 1-5 * * 0", 600, "America/Havana")
+BEIRUT_SUNDAY = allow("*/20 1-5 * * 0", 600, "Asia/Beirut")
+LORD_HOWE_SUNDAY = allow("*/20 2-5 * * 0", 600, "Australia/Lord_Howe")
+LORD_HOWE_0215 = allow("15 2 * * *", 1800, "Australia/Lord_Howe")
 
 
 @pytest.mark.parametrize(
@@ -133,6 +146,52 @@ BERLIN_0100 = allow("0 1 * * *", 4 * H, "Europe/Berlin")
         ),
         pytest.param(
             [BERLIN_HALF_PAST], "2026-03-29T01:10", (False, "2026-03-29T01:30"), id="spring, hourly"
+        ),
+        # A gap at midnight: the first hour after it (01:00 to 01:59) exists and fires,
+        # also when the day before has no fire time; the missing 00:00 fires only on the
+        # wall clock (00:30 at 01:00, the first moment that exists).
+        pytest.param(
+            [SANTIAGO_SUNDAY],
+            "2026-09-06T03:30",
+            (False, "2026-09-06T04:00"),
+            id="santiago, before",
+        ),
+        pytest.param(
+            [SANTIAGO_SUNDAY], "2026-09-06T04:25", (True, "2026-09-06T04:30"), id="santiago, 01:25"
+        ),
+        pytest.param(
+            [SANTIAGO_SIX_HOURLY],
+            "2026-09-06T04:30",
+            (False, "2026-09-06T09:00"),
+            id="santiago, 00:00 skipped",
+        ),
+        pytest.param(
+            [SANTIAGO_0030], "2026-09-06T03:30", (False, "2026-09-06T04:00"), id="santiago, 00:30"
+        ),
+        pytest.param(
+            [SANTIAGO_0030], "2026-09-06T04:30", (True, "2026-09-06T05:00"), id="santiago, 01:30"
+        ),
+        pytest.param(
+            [HAVANA_SUNDAY], "2026-03-08T04:30", (False, "2026-03-08T05:00"), id="havana, before"
+        ),
+        pytest.param(
+            [HAVANA_SUNDAY], "2026-03-08T05:05", (True, "2026-03-08T05:10"), id="havana, 01:05"
+        ),
+        pytest.param(
+            [BEIRUT_SUNDAY], "2026-03-28T21:30", (False, "2026-03-28T22:00"), id="beirut, before"
+        ),
+        pytest.param(
+            [BEIRUT_SUNDAY], "2026-03-28T22:45", (True, "2026-03-28T22:50"), id="beirut, 01:45"
+        ),
+        # Half an hour: 02:00 and 02:20 do not exist, 02:40 does; 02:15 fires at 02:30.
+        pytest.param(
+            [LORD_HOWE_SUNDAY],
+            "2026-10-03T12:00",
+            (False, "2026-10-03T15:40"),
+            id="lord howe, before",
+        ),
+        pytest.param(
+            [LORD_HOWE_0215], "2026-10-03T15:35", (True, "2026-10-03T16:00"), id="lord howe, 02:15"
         ),
     ],
 )
@@ -248,13 +307,21 @@ def test_any_text_is_a_window_or_a_value_error(schedule: str, zone: str) -> None
 
 
 # Random windows: hourly or daily-ish schedules, short and long durations, zones with
-# DST (Santiago's changes at midnight) or a half-hour offset, and instants biased
-# towards DST changes.
-ZONES = ["UTC", "Europe/Berlin", "America/New_York", "America/Santiago", "Asia/Kolkata"]
+# DST (Santiago's and Havana's changes at midnight, Lord Howe's by half an hour) or a
+# half-hour offset, and instants biased towards DST changes.
+ZONES = [
+    "UTC",
+    "Europe/Berlin",
+    "America/New_York",
+    "America/Santiago",
+    "America/Havana",
+    "Australia/Lord_Howe",
+    "Asia/Kolkata",
+]
 SCHEDULES = st.builds(
     "{} {} * * {}".format,
     st.sampled_from(["0", "30", "45", "0,30", "*/20"]),
-    st.sampled_from(["*", "2", "22", "1-5", "*/6", "9"]),
+    st.sampled_from(["*", "2", "22", "1-5", "*/6", "9", "0-3"]),
     st.sampled_from(["*", "*", "1-5", "0", "6"]),
 )
 WINDOWS = st.builds(
@@ -272,6 +339,10 @@ DST_CHANGES = [
     utc("2026-11-01T06:00"),
     utc("2026-04-05T03:00"),  # America/Santiago, at midnight
     utc("2026-09-06T04:00"),
+    utc("2026-03-08T05:00"),  # America/Havana, at midnight and at 01:00
+    utc("2026-11-01T05:00"),
+    utc("2026-04-04T15:00"),  # Australia/Lord_Howe, by half an hour
+    utc("2026-10-03T15:30"),
 ]
 INSTANTS = st.datetimes(
     min_value=datetime(2026, 1, 1), max_value=datetime(2027, 12, 31), timezones=st.just(UTC)
@@ -282,20 +353,55 @@ INSTANTS = st.datetimes(
 )
 
 
+def values(field: str, low: int, high: int) -> set[int]:
+    """The values of one cron field written as SCHEDULES writes them."""
+    found: set[int] = set()
+    for part in field.split(","):
+        span, _, step = part.partition("/")
+        first, _, last = span.partition("-")
+        start, stop = (low, high) if span == "*" else (int(first), int(last or first))
+        found.update(range(start, stop + 1, int(step or 1)))
+    return found
+
+
+def happens(wall: datetime, zone: ZoneInfo, wall_clock: bool) -> list[datetime]:
+    """When a fire at local ``wall`` happens by the module docstring's rule, found by
+    trying both readings of ``wall`` and, for a skipped one, the minutes after."""
+    readings = {wall.replace(tzinfo=zone, fold=fold).astimezone(UTC) for fold in (0, 1)}
+    real = sorted(at for at in readings if at.astimezone(zone).replace(tzinfo=None) == wall)
+    if real:
+        return real[:1] if wall_clock else real
+    if not wall_clock:
+        return []
+    at = min(readings).replace(second=0)
+    while at.astimezone(zone).replace(tzinfo=None) < wall:
+        at += timedelta(minutes=1)
+    return [at]
+
+
+def fire_times(window: Window, after: datetime, upto: datetime) -> list[datetime]:
+    """The fire times of ``window`` in ``(after, upto]``, listed from the wall times of
+    each local day around, independently of how ``verdict`` walks the schedule."""
+    minute, hour, day_of_month, month, weekday = window.schedule.split()
+    assert day_of_month == month == "*"
+    zone = ZoneInfo(window.time_zone)
+    wall_clock = not minute.startswith("*") and not hour.startswith("*")
+    found: set[datetime] = set()
+    day = (after - timedelta(days=1)).date()
+    while day <= (upto + timedelta(days=1)).date():
+        if day.isoweekday() % 7 in values(weekday, 0, 6):
+            for h in values(hour, 0, 23):
+                for m in values(minute, 0, 59):
+                    found.update(happens(datetime.combine(day, time(h, m)), zone, wall_clock))
+        day += timedelta(days=1)
+    return sorted(at for at in found if after < at <= upto)
+
+
 def walked_open(windows: list[Window], t: datetime) -> bool:
-    """The rule applied to fire times found by walking each schedule forward from well
-    before ``t``, independently of how ``verdict`` finds them."""
+    """The rule applied to the fire times listed by ``fire_times``."""
 
     def inside(window: Window) -> bool:
-        zone = ZoneInfo(window.time_zone)
-        start = t - timedelta(seconds=window.duration) - timedelta(days=1)
-        for local in CronSim(window.schedule, start.astimezone(zone)):
-            fire = local.astimezone(UTC)
-            if fire > t:
-                return False
-            if fire > start and t < fire + timedelta(seconds=window.duration):
-                return True
-        return False
+        return bool(fire_times(window, t - timedelta(seconds=window.duration), t))
 
     allows = [w for w in windows if w.kind == "Allow"]
     denies = [w for w in windows if w.kind == "Deny"]
@@ -304,6 +410,10 @@ def walked_open(windows: list[Window], t: datetime) -> bool:
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(WINDOWS, min_size=1, max_size=3), INSTANTS)
+# The first hour after a gap at midnight, on a day whose day before has no fire time.
+@example([SANTIAGO_SUNDAY], utc("2026-09-06T03:30"))
+@example([HAVANA_SUNDAY], utc("2026-03-08T04:30"))
+@example([allow("0 */6 * * 0", 26 * H, "America/Santiago")], utc("2026-09-06T04:30"))
 def test_the_verdict_holds_until_changes_at_and_flips_there(
     windows: list[Window], now: datetime
 ) -> None:

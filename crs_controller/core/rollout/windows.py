@@ -26,17 +26,22 @@ start *now* is always answered exactly; it needs at most the fire times of the l
 hour of each window. Typical windows (a few, hourly or daily) take a fraction of a
 millisecond.
 
-Daylight saving time follows cronsim, which does what Debian's cron does. A schedule
-with a fixed minute and hour (neither field starts with ``*``) is read on the wall
-clock: a time that does not exist on the spring-forward day (02:30 in Europe/Berlin
-on 2026-03-29) fires at the first moment that does (03:00 CEST), and a time that
-happens twice on the fall-back day (02:30 on 2026-10-25) fires once, at its first
-occurrence (02:30 CEST). Any other schedule follows elapsed time: it skips the
-missing hour and fires in both runs of the repeated one. Durations are always
-elapsed time, so a 4h window opening at 01:00 on the spring-forward day closes at
-06:00 on the wall clock. One caveat comes from cronsim: where clocks move by half an
-hour (Australia/Lord_Howe), a schedule whose hour field starts with ``*`` can lose a
-few fire times on the change day, and which ones depends on where iteration starts.
+Daylight saving time follows Debian's cron. A schedule with a fixed minute and hour
+(neither field starts with ``*``) is read on the wall clock: a time that does not
+exist on the spring-forward day (02:30 in Europe/Berlin on 2026-03-29) fires at the
+first moment that does (03:00 CEST), once for all the missing times of one change, and
+a time that happens twice on the fall-back day (02:30 on 2026-10-25) fires once, at its
+first occurrence (02:30 CEST). Any other schedule follows elapsed time: it fires at
+each moment whose wall time it names, so it skips the times that do not exist and
+fires in both runs of the repeated ones. Where clocks jump from 00:00 to 01:00
+(America/Santiago on 2026-09-06), ``*/20 1-5 * * *`` fires from 01:00 and ``0 */6 * * *``
+not before 06:00, while ``30 0 * * *`` fires at 01:00. The rule is the same for any
+change (at midnight, by half an hour on Australia/Lord_Howe, by two hours on
+Antarctica/Troll) and whatever instant the search starts from: cronsim only lists the
+wall times a schedule names, given naive times (no zone, so none of its own DST
+handling, which skips the first hour after a gap at midnight), and this module places
+them in time. Durations are always elapsed time, so a 4h window opening at 01:00 on
+the spring-forward day closes at 06:00 on the wall clock.
 
 Everything here is pure: ``now`` is passed in, nothing is read from the clock, the
 result does not depend on the order of the windows, and every returned time is an
@@ -63,6 +68,8 @@ __all__ = ["HORIZON", "MAX_STEPS", "Verdict", "Window", "verdict"]
 
 HORIZON = timedelta(days=366)
 MAX_STEPS = 2_000  # fire times looked at while searching for the next change
+
+_DAY = timedelta(days=1)
 
 _MAX_SCHEDULE_CHARS = 100
 _MAX_ZONE_CHARS = 64  # the longest IANA name is about 30 characters
@@ -163,16 +170,10 @@ def _timeline(
     """Whether ``window`` is open at ``now``, and the times after ``now`` (up to
     ``until``) at which it opens (True) or closes (False), in time order."""
     duration = timedelta(seconds=window.duration)
-    last = _fire_at_or_before(window, now)
-    fires = _fires_after(window, now if last is None else last, steps)
-    # Reverse iteration reads the wall clock and can miss a fire in the repeated hour
-    # of a fall-back day, so the forward sequence, the reference, settles the last
-    # fire: normally its first value is already after now.
-    fire = next(fires, None)
-    while fire is not None and fire <= now:
-        last, fire = fire, next(fires, None)
+    last = _last_fire(window, now)
+    fires = _fires_after(window, now, steps)
     end = None if last is None or last + duration <= now else last + duration
-    return end is not None, _edges(fire, fires, end, duration, until)
+    return end is not None, _edges(next(fires, None), fires, end, duration, until)
 
 
 def _edges(
@@ -195,36 +196,112 @@ def _edges(
         yield end, False
 
 
+# cronsim walks the wall clock (naive times) and ``_placed`` puts each wall time in
+# time. That is monotonic except for the second run of a fall-back day's repeated
+# times, whose fires wait in a heap until no later wall time can place one before them.
+
+
 def _fires_after(window: Window, start: datetime, steps: _Steps) -> Iterator[datetime]:
     """The fire times of ``window`` strictly after ``start``, in UTC, increasing."""
-    sim = CronSim(window.schedule, start.astimezone(_zone(window.time_zone)))
+    zone = _zone(window.time_zone)
+    # The earliest wall time that can fire after ``start``: when the clocks go back
+    # within a day, the repeated wall times are read with the later, smaller offset.
+    offset = min(_offset(zone, start), _offset(zone, start + _DAY))
+    sim = CronSim(window.schedule, (start + offset).replace(tzinfo=None))
+    pending: list[datetime] = []
     last = start
+    for floor, fires in _placings(sim, steps, zone, _wall_clock(window.schedule)):
+        for fire in fires:
+            heapq.heappush(pending, fire)
+        while pending and pending[0] <= floor:
+            fire = heapq.heappop(pending)
+            if fire > last:  # the missing wall times of one gap all fire at its end
+                last = fire
+                yield fire
+
+
+def _placings(
+    sim: CronSim, steps: _Steps, zone: tzinfo, wall_clock: bool
+) -> Iterator[tuple[datetime, tuple[datetime, ...]]]:
+    """For each wall time of ``sim``, a floor under the fires of all later ones (its
+    earlier reading) and its own fires; a last floor after everything at the end."""
     while True:
         steps.take()
-        local = next(sim, None)  # None: no fire within cronsim's 50 years
-        if local is None:
+        wall = next(sim, None)  # None: no fire within cronsim's 50 years
+        if wall is None:
+            yield datetime.max.replace(tzinfo=UTC), ()
             return
-        fire = local.astimezone(UTC)
-        # Started inside a fall-back day's repeated hour, cronsim can return a fire of
-        # that hour's first run, which is already past; two times missing on a
-        # spring-forward day both become the same first valid moment.
-        if fire > last:
-            last = fire
-            yield fire
+        first, second = _read(wall, zone)
+        yield min(first, second), _placed(first, second, zone, wall_clock)
 
 
-def _fire_at_or_before(window: Window, t: datetime) -> datetime | None:
-    """A fire time of ``window`` at or before ``t``: the last one, except that in the
-    repeated hour of a fall-back day it may be an earlier one."""
-    # Fire times fall on whole seconds, and reverse iteration starts one second before
-    # a start without microseconds: start one second after ``t``'s whole second.
-    start = t.replace(microsecond=0) + timedelta(seconds=1)
-    sim = CronSim(window.schedule, start.astimezone(_zone(window.time_zone)), reverse=True)
-    for local in sim:
-        fire = local.astimezone(UTC)
-        if fire <= t:
-            return fire
-    return None
+def _last_fire(window: Window, t: datetime) -> datetime | None:
+    """The last fire time of ``window`` at or before ``t``, in UTC."""
+    zone = _zone(window.time_zone)
+    wall_clock = _wall_clock(window.schedule)
+    # The latest wall time that can fire by ``t``: when the clocks went back within a
+    # day, the repeated wall times are read with the earlier, larger offset. Fire times
+    # fall on whole seconds, and reverse iteration starts one second before a start
+    # without microseconds.
+    offset = max(_offset(zone, t), _offset(zone, t - _DAY))
+    top = (t + offset).replace(tzinfo=None, microsecond=0) + timedelta(seconds=1)
+    best: datetime | None = None
+    for wall in CronSim(window.schedule, top, reverse=True):
+        readings = _read(wall, zone)
+        for fire in _placed(*readings, zone, wall_clock):
+            if fire <= t and (best is None or fire > best):
+                best = fire
+        # No earlier wall time places a fire after the later reading of this one.
+        if best is not None and best >= max(readings):
+            return best
+    return best
+
+
+def _read(wall: datetime, zone: tzinfo) -> tuple[datetime, datetime]:
+    """The naive local ``wall`` read in ``zone`` with each fold, in UTC: equal for a
+    time that happens once, earlier first for one repeated on a fall-back day, later
+    first (read with the offset before the change) for one skipped by a spring-forward."""
+    return (
+        wall.replace(tzinfo=zone).astimezone(UTC),
+        wall.replace(tzinfo=zone, fold=1).astimezone(UTC),
+    )
+
+
+def _placed(
+    first: datetime, second: datetime, zone: tzinfo, wall_clock: bool
+) -> tuple[datetime, ...]:
+    """When a fire at the wall time read as ``first`` and ``second`` happens."""
+    if first == second:
+        return (first,)
+    if first < second:  # repeated: once on the wall clock, in both runs in elapsed time
+        return (first,) if wall_clock else (first, second)
+    # Skipped: on the wall clock at the first moment that exists, else not at all.
+    return (_change(second, first, zone),) if wall_clock else ()
+
+
+def _change(before: datetime, after: datetime, zone: tzinfo) -> datetime:
+    """The instant in ``(before, after]`` at which ``zone``'s offset changes (there is
+    one change in between); offsets change on whole seconds."""
+    low, high = math.floor(before.timestamp()), math.ceil(after.timestamp())
+    offset = _offset(zone, after)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _offset(zone, datetime.fromtimestamp(middle, UTC)) == offset:
+            high = middle
+        else:
+            low = middle
+    return datetime.fromtimestamp(high, UTC)
+
+
+def _offset(zone: tzinfo, t: datetime) -> timedelta:
+    return t.astimezone(zone).utcoffset() or timedelta(0)
+
+
+def _wall_clock(schedule: str) -> bool:
+    """Whether DST reads ``schedule`` on the wall clock: Debian cron's rule, a fixed
+    minute and hour (neither field starts with ``*``)."""
+    minute, hour = schedule.split()[:2]
+    return not minute.startswith("*") and not hour.startswith("*")
 
 
 def _check_schedule(schedule: str) -> None:
@@ -264,7 +341,7 @@ def _check_duration(duration: float) -> None:
 def _zone(name: str) -> tzinfo:
     """The time zone called ``name``; raise ValueError if zoneinfo does not know it."""
     if name == "UTC":
-        return UTC  # cronsim skips its DST handling for the UTC singleton
+        return UTC
     if len(name) > _MAX_ZONE_CHARS or _ZONE_NAME.fullmatch(name) is None:
         raise ValueError("timeZone: not a time zone name such as Europe/Berlin")
     try:
