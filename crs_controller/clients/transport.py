@@ -19,12 +19,15 @@ from urllib.parse import unquote, urlsplit
 import httpcore
 
 from crs_controller.clients.kubeconfig import Endpoint
+from crs_controller.clients.network import Backend
 
 KEEPALIVE_SECONDS = 90.0
 # The pool of the management client also carries a watch per kind and a request per
 # worker; httpcore's default of 10 connections would queue them.
 MAX_CONNECTIONS = 100
 MAX_IDLE_CONNECTIONS = 20
+# One write per request, and a cheap look at idle connections (``clients.network``).
+NETWORK = Backend()
 # Every failure of these types, whatever it is, means "cannot talk to it".
 TRANSPORT_ERRORS = (
     httpcore.TimeoutException,
@@ -90,12 +93,14 @@ async def exchange(
 
 
 def connection_pool(endpoint: Endpoint, context: ssl.SSLContext) -> Transport:
-    """Connections to one server. Idle ones are kept as long as client-go keeps them
-    (90 s), not 5 s: a TLS handshake costs more CPU than the request it carries."""
+    """Connections to one server, over ``clients.network``. Idle ones are kept as long
+    as client-go keeps them (90 s), not 5 s: a TLS handshake costs more CPU than the
+    request it carries."""
     limits: dict[str, Any] = {
         "max_connections": MAX_CONNECTIONS,
         "max_keepalive_connections": MAX_IDLE_CONNECTIONS,
         "keepalive_expiry": KEEPALIVE_SECONDS,
+        "network_backend": NETWORK,
     }
     if endpoint.proxy is None:
         return httpcore.AsyncConnectionPool(ssl_context=context, **limits)

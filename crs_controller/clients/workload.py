@@ -178,16 +178,27 @@ class WorkloadClients:
         """Release the connections of the clients past the bound (the least recently
         used) or idle past the keep-alive, except ``keep`` and those with a request
         under way (looked at again next time)."""
-        for key, used in list(self._warm.items()):
-            if len(self._warm) <= self._warm_limit and now - used <= KEEPALIVE_SECONDS:
-                break  # the rest are newer
-            held = self._clients.get(key)
-            client = held[1] if held else None
-            if key == keep or (isinstance(client, KubeClient) and client.busy):
-                continue
+        while (found := self._next_to_release(now, keep)) is not None:
+            key, client = found
             self._warm.pop(key, None)
             if isinstance(client, KubeClient):
                 await client.release()
+
+    def _next_to_release(
+        self, now: float, keep: tuple[str, str]
+    ) -> tuple[tuple[str, str], KubeClient | _Refusal | None] | None:
+        """The least recently used client to release now, if any. Called for every
+        client asked for, so it copies nothing: it looks at the oldest first and stops
+        at the first one within the bound and the keep-alive."""
+        excess = len(self._warm) - self._warm_limit
+        for key, used in self._warm.items():
+            if excess <= 0 and now - used <= KEEPALIVE_SECONDS:
+                return None  # the rest are newer
+            held = self._clients.get(key)
+            client = held[1] if held else None
+            if key != keep and not (isinstance(client, KubeClient) and client.busy):
+                return key, client
+        return None
 
     @property
     def warm(self) -> int:
