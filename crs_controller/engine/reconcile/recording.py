@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
+
 from crs_controller.core.api.models import ClusterResourceSetBinding, CRSBinding, to_api
 from crs_controller.core.errors import Conflict
 from crs_controller.core.state.bindings import binding_changed, desired_binding
 from crs_controller.engine.io.stores import BindingStore
 
 BINDING_WRITE_ATTEMPTS = 5
+
+log = structlog.get_logger(__name__)
 
 
 async def write_binding(
@@ -33,6 +37,9 @@ async def write_binding(
             base, namespace=namespace, cluster=cluster, entries=entries, owners=owners
         )
         if binding_changed(base, desired):
+            log.debug(
+                "binding written", cluster=f"{namespace}/{cluster}", changed=_what(base, desired)
+            )
             await store.write(to_api(desired), create=base is None)
 
     # Optimistic concurrency: PUT with the resourceVersion we read. On a Conflict
@@ -46,3 +53,25 @@ async def write_binding(
             fresh = await store.read(namespace, cluster)
             current = None if fresh is None else fresh.valid
     await put(current)
+
+
+def _what(before: ClusterResourceSetBinding | None, after: ClusterResourceSetBinding) -> list[str]:
+    """Which parts of the binding a write changes, named (never their values)."""
+    if before is None:
+        return ["created"]
+    old = {e.cluster_resource_set_name: to_api(e) for e in before.spec.bindings}
+    changed = (
+        [] if before.metadata.owner_references == after.metadata.owner_references else ["owners"]
+    )
+    for entry in after.spec.bindings:
+        new, was = to_api(entry), old.pop(entry.cluster_resource_set_name, None) or {}
+        fields = sorted(k for k in new.keys() | was.keys() if new.get(k) != was.get(k))
+        if fields == ["outcome"]:
+            outcome, prior = new.get("outcome") or {}, was.get("outcome") or {}
+            fields = [
+                f"outcome.{k}"
+                for k in sorted(outcome.keys() | prior.keys())
+                if outcome.get(k) != prior.get(k)
+            ]
+        changed += [f"{entry.cluster_resource_set_name}: {', '.join(fields)}"]
+    return changed + [f"{name}: removed" for name in old]

@@ -11,6 +11,7 @@ from crs_controller.testbed.controller import ControllerProcess
 from .support import (
     TIMEOUT,
     audit_caught_up,
+    binding_entry,
     configmap_obj,
     manifests,
     reconciles,
@@ -36,6 +37,19 @@ def awaiting_approval(mgmt: TestbedClient, control_plane: ControlPlane, namespac
     before = revision(mgmt, namespace, "wait")
     edit(mgmt, namespace, "wait", configmap_obj(marker, v="2"))
     moved_on(mgmt, namespace, "wait", before, "AwaitingApproval")
+    # The status says AwaitingApproval in the pass that wakes the held clusters; their
+    # bindings say so a moment later: settled only once they do.
+    waiting = [name for name, ring in CLUSTERS.items() if ring == "rest"]
+    wait_for(
+        lambda: all(says_approval(mgmt, namespace, name) for name in waiting),
+        TIMEOUT,
+        message="the held clusters' bindings waiting for approval",
+    )
+
+
+def says_approval(mgmt: TestbedClient, namespace: str, cluster: str) -> bool:
+    entry = binding_entry(mgmt, namespace, cluster, "wait") or {}
+    return "to be approved" in str((entry.get("outcome") or {}).get("message"))
 
 
 def binding_writes_after_restart(
