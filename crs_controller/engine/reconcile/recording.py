@@ -3,6 +3,7 @@ only when it changed, with optimistic concurrency."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import structlog
@@ -37,9 +38,9 @@ async def write_binding(
             base, namespace=namespace, cluster=cluster, entries=entries, owners=owners
         )
         if binding_changed(base, desired):
-            log.debug(
-                "binding written", cluster=f"{namespace}/{cluster}", changed=_what(base, desired)
-            )
+            if log.is_enabled_for(logging.DEBUG):  # worked out only when it is logged
+                changed = _what(base, desired)
+                log.debug("binding written", cluster=f"{namespace}/{cluster}", changed=changed)
             await store.write(to_api(desired), create=base is None)
 
     # Optimistic concurrency: PUT with the resourceVersion we read. On a Conflict
