@@ -15,21 +15,17 @@ from hypothesis import HealthCheck, settings
 from crs_controller.testbed import ControlPlane, TestbedClient
 from crs_controller.testbed.clusters import install_crds
 
-# Property tests judge what the code computes, never how fast: a loaded machine (the
-# suite shares two cores with the API servers) must not fail an example for time.
-settings.register_profile(
-    "crs", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
-)
-settings.load_profile("crs")
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = 3
 
 # The suite shares its machine with API servers and other runs: how long one example
 # of a property test takes says nothing about the code under test. No deadline per
 # example (200 ms by default) and no health check on slow data generation; a test
-# that lists the health checks it suppresses lists too_slow as well.
-settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# that lists the health checks it suppresses lists too_slow as well. A failing
+# example prints the blob that replays it.
+settings.register_profile(
+    "suite", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
 settings.load_profile("suite")
 
 
