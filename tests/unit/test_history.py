@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crs_controller.core.api.models import RevisionRecord
+from crs_controller.core.api.models import CRSBinding, RevisionRecord
 from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.rollout.history import (
     Request,
@@ -30,7 +30,7 @@ from crs_controller.core.rollout.history import (
     request_for,
     rollback_on_failure,
 )
-from crs_controller.core.rollout.plan import revision
+from crs_controller.core.rollout.plan import ClusterState, Policy, plan, revision
 from crs_controller.core.rollout.snapshots import (
     MAX_SNAPSHOT_BYTES,
     SNAPSHOT_KEY,
@@ -39,6 +39,7 @@ from crs_controller.core.rollout.snapshots import (
     build,
     read,
 )
+from crs_controller.core.state.status import outcome_of
 
 T0 = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
 
@@ -182,6 +183,40 @@ def test_a_halted_rollout_goes_back_by_itself_only_under_rollback(
 
 def test_no_rollback_by_itself_without_a_completed_revision() -> None:
     assert rollback_on_failure(Undo("s"), "Halted", "Rollback", [rec("s", "Halted")]) is None
+
+
+def on_target(name: str, reason: str) -> ClusterState:
+    """A cluster on the target "s" whose binding records ``reason`` as its outcome there
+    (failed as the CRS reconcile reads it: the outcome's state)."""
+    entry = CRSBinding.model_validate(
+        {"clusterResourceSetName": "cni", "outcome": {"reason": reason, "ready": True}}
+    )
+    outcome = outcome_of(entry)
+    assert outcome is not None
+    failed = outcome.state == "Failed"
+    return ClusterState(name, {}, "s", not failed, failed, T0)
+
+
+@pytest.mark.parametrize(
+    ("reasons", "max_failures", "phase", "to"),
+    [
+        pytest.param(["ValidationFailed", "Applied"], 0, "Halted", "b", id="validation-failed"),
+        pytest.param(["Unhealthy", "Applied"], 0, "Halted", "b", id="health-timeout"),
+        pytest.param(["ApplyFailed", "Unhealthy", "Applied"], 1, "Halted", "b",
+                     id="beyond-max-failures"),
+        pytest.param(["ValidationFailed", "Applied", "Applied"], 1, "Progressing", None,
+                     id="within-max-failures"),
+    ],
+)  # fmt: skip
+def test_a_failed_step_halts_and_goes_back_to_the_last_completed_revision(
+    reasons: list[str], max_failures: int, phase: str, to: str | None
+) -> None:
+    clusters = [on_target(f"c{i}", reason) for i, reason in enumerate(reasons)]
+    made = plan("s", clusters, Policy(max_failures=max_failures), T0)
+    assert made.phase == phase
+    history = [rec("a"), rec("b"), rec("c", "Halted"), rec("s", "Progressing")]
+    assert rollback_on_failure(Undo("s"), made.phase, "Rollback", history) == to
+    assert rollback_on_failure(Undo("s"), made.phase, "Halt", history) is None
 
 
 HISTORY = [rec("xxh3:aaaa"), rec("xxh3:abcd"), rec("xxh3:bbbb", "Halted"), rec("xxh3:cccc")]

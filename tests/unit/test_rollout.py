@@ -1,6 +1,7 @@
 """The rollout planner: which clusters may take a new revision now. Steps in order with
 maxConcurrent, percentages and their rounding, empty steps, clusters leaving, first
-installs whatever the phase, Halted and the clusters of a halted revision going first,
+installs whatever the phase, Halted and the clusters of a halted revision going first
+(a rollback's clusters on the revision rolled back from too, RolledBack once all are back),
 soaks driven by explicit times (no clock is read, nothing sleeps), Complete, retries,
 the content-addressed revision, and properties over random fleets."""
 
@@ -27,6 +28,7 @@ from crs_controller.core.rollout.plan import (
     plan,
     revision,
 )
+from crs_controller.engine.reconcile.rollout import rolling_back
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 OLD, TARGET, BAD = "r-old", "r-target", "r-bad"
@@ -402,6 +404,63 @@ def test_the_halted_revision_itself_gets_no_priority() -> None:
     # target == halted: still that rollout, its clusters are just updating or failed.
     result = plan(BAD, ring({"rest-b": "bad"}), replace(STEPPED, max_failures=1), T0, BAD)
     assert (result.phase, set(result.admit)) == ("Progressing", {"canary"})
+
+
+# --- rollbacks ---------------------------------------------------------------------
+# A rollback plans the revision rolled back to (TARGET here) with the revision rolled
+# back from (BAD) as the halted one, as the CRS reconcile does (try_plan with
+# halted=back), and rolling_back names it.
+
+TOOK = {"canary", "early-a", "early-b"}  # took BAD (done there) before the rollback
+
+
+def rollback_ring(states: Mapping[str, str]) -> list[ClusterState]:
+    """RING with the clusters of TOOK on BAD, done, unless ``states`` moves them; the
+    others on TARGET already (they never took BAD)."""
+    return [
+        replace(c, revision=BAD, done=True) if c.name in TOOK and c.name not in states else c
+        for c in ring(dict.fromkeys(RING, "new") | dict(states))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("states", "admit", "phase", "message"),
+    [
+        pytest.param({}, {"canary"}, "Progressing",
+                     "rolling back from r-bad: step 1/3: first the 3 clusters on halted "
+                     "revision r-bad", id="start"),
+        pytest.param({"canary": "going"}, set(), "Progressing",
+                     "rolling back from r-bad: step 1/3: first the 2 clusters on halted "
+                     "revision r-bad", id="one-at-a-time"),
+        pytest.param({"canary": "new"}, {"early-a"}, "Progressing",
+                     "rolling back from r-bad: step 2/3: first the 2 clusters on halted "
+                     "revision r-bad", id="next-one"),
+        pytest.param({"canary": "new", "early-a": "new", "early-b": "going"}, set(),
+                     "Progressing", "rolling back from r-bad: step 2/3: 1 of 2 clusters updated",
+                     id="last-one-not-ready"),
+        pytest.param({"canary": "new", "early-a": "new", "early-b": "new"}, set(), "RolledBack",
+                     "rolled back from r-bad to r-target", id="all-back"),
+    ],
+)  # fmt: skip
+def test_a_rollback_goes_step_by_step_and_is_rolled_back_once_all_are_back(
+    states: dict[str, str], admit: set[str], phase: str, message: str
+) -> None:
+    made = rolling_back(run(rollback_ring(states), STEPPED, halted=BAD), BAD, TARGET)
+    assert (set(made.admit), made.phase, made.message) == (admit, phase, message)
+
+
+def test_a_rollback_takes_the_clusters_on_the_revision_rolled_back_from_first() -> None:
+    # rest-b (implicit last step) took BAD; canary (step 1) lags on an older revision.
+    clusters = [
+        replace(c, revision=BAD, done=True) if c.name == "rest-b" else c
+        for c in ring({"canary": "old", "early-a": "new", "early-b": "new", "rest-a": "new",
+                       "rest-c": "new"})
+    ]  # fmt: skip
+    made = rolling_back(run(clusters, STEPPED, halted=BAD), BAD, TARGET)
+    assert (set(made.admit), made.phase) == ({"rest-b"}, "Progressing")
+    later = [replace(c, revision=TARGET) if c.name == "rest-b" else c for c in clusters]
+    made = rolling_back(run(later, STEPPED, halted=BAD), BAD, TARGET)
+    assert (set(made.admit), made.phase) == ({"canary"}, "Progressing")
 
 
 # --- soaks -------------------------------------------------------------------------
