@@ -1,9 +1,10 @@
 """The revision history and the rollback decisions (core/rollout/history.py) and the
 snapshots a rollback applies (core/rollout/snapshots.py): the history stays within
-its limit and keeps what is rolled out; a request holds only for the sources'
-revision it names; a halted rollout goes back by itself only under onFailure:
-Rollback, to the last completed revision; a snapshot round-trips, keeps Secret
-content out of the ConfigMap, and is refused when edited, forged or too large."""
+its limit and its total bytes and keeps what is rolled out; a request holds only for
+the sources' revision it names; a failed step halts and a halted rollout goes back by
+itself only under onFailure: Rollback, to the last completed revision; a snapshot
+round-trips, says its bytes, keeps Secret content out of the ConfigMap, and is
+refused when edited, forged or too large."""
 
 from __future__ import annotations
 
@@ -29,16 +30,20 @@ from crs_controller.core.rollout.history import (
     parse_request,
     request_for,
     rollback_on_failure,
+    within_bytes,
 )
 from crs_controller.core.rollout.plan import ClusterState, Policy, plan, revision
 from crs_controller.core.rollout.snapshots import (
     MAX_SNAPSHOT_BYTES,
+    SIZE_ANNOTATION,
     SNAPSHOT_KEY,
     SnapshotRefused,
     SnapshotTooLarge,
     build,
     read,
+    size_of,
 )
+from crs_controller.core.spec.objects import parse_source_meta
 from crs_controller.core.state.status import outcome_of
 
 T0 = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
@@ -117,6 +122,41 @@ def test_the_last_complete_revision_is_the_newest_completed_one_not_excluded() -
     assert last_complete(history, excluding=("c",)) == "b"
     assert last_complete(history, excluding=("b", "c")) == "a"
     assert last_complete([rec("c", "Halted")], excluding=()) is None
+
+
+@pytest.mark.parametrize(
+    ("sizes", "bound", "kept"),
+    [
+        pytest.param({"a": 5, "b": 5, "c": 5}, 15, "abc", id="within"),
+        pytest.param({"a": 5, "b": 5, "c": 5}, 14, "bc", id="the-oldest-first"),
+        pytest.param({"a": 1, "b": 9, "c": 5}, 10, "c", id="until-within"),
+        pytest.param({"a": 50, "b": 50, "c": 50}, 10, "c", id="never-the-last"),
+        pytest.param({"c": 10}, 10, "abc", id="no-snapshot-counts-nothing"),
+        pytest.param({"b": 9, "c": 5}, 10, "c", id="the-oldest-first-snapshot-or-not"),
+    ],
+)
+def test_the_oldest_revisions_go_beyond_the_total_bytes(
+    sizes: dict[str, int], bound: int, kept: str
+) -> None:
+    history = [rec("a"), rec("b"), rec("c")]
+    left, dropped = within_bytes(history, sizes, bound)
+    assert "".join(r.revision for r in left) == kept
+    assert dropped == [r.revision for r in history if r.revision not in kept]
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=100), min_size=1, max_size=12),
+    st.integers(min_value=0, max_value=400),
+)
+def test_the_kept_snapshots_fit_their_bound_unless_only_the_last_is_left(
+    sizes: list[int], bound: int
+) -> None:
+    history = [rec(f"r{i}") for i in range(len(sizes))]
+    by_revision = {f"r{i}": size for i, size in enumerate(sizes)}
+    left, dropped = within_bytes(history, by_revision, bound)
+    assert left[-1] == history[-1]
+    assert [r.revision for r in history] == dropped + [r.revision for r in left]
+    assert sum(by_revision[r.revision] for r in left) <= bound or len(left) == 1
 
 
 # --- the decisions --------------------------------------------------------------------
@@ -314,6 +354,17 @@ def test_secret_content_is_kept_only_in_the_secret() -> None:
     for obj in (configmap, secret_obj):
         assert obj["immutable"] is True
         assert obj["metadata"]["ownerReferences"][0]["uid"] == UID
+
+
+def test_each_snapshot_object_says_the_bytes_it_holds_and_the_cache_reads_them() -> None:
+    _, configmap, secret_obj = snapshot({"a": "kind: ConfigMap"}, {"t": "x"})
+    for obj in (configmap, secret_obj):
+        held = parse_source_meta(obj)
+        assert held.snapshot_of == UID
+        assert held.snapshot_bytes == len(obj["data"][SNAPSHOT_KEY]) > 0
+    plain = {"metadata": {"name": "p", "annotations": {SIZE_ANNOTATION: "12"}}}
+    assert parse_source_meta(plain).snapshot_bytes is None  # not a snapshot: not read
+    assert size_of({SIZE_ANNOTATION: "-1"}) is None and size_of({}) is None
 
 
 def edited(obj: dict[str, Any]) -> dict[str, Any]:

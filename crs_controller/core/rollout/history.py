@@ -11,7 +11,10 @@ Where the SPEC is silent, decided here (as ``kubectl rollout undo`` does):
   its ``firstSeen``, as a Deployment gives an old ReplicaSet the newest revision
   number.
 - At most ``revisionHistoryLimit`` revisions are kept, the oldest dropped first; the
-  revision rolled out now is never dropped.
+  revision rolled out now is never dropped. Their snapshots together hold at most
+  ``MAX_HISTORY_BYTES`` (``within_bytes``): beyond, the oldest go first too, as a
+  Deployment user sees history trimmed from the old end, never the revision rolled
+  out.
 - A rollback without ``--to-revision`` goes to the newest revision, other than the
   one rolled out now, whose rollout completed.
 - A request names the sources' revision it is about (``<from>/<to>``): it holds only
@@ -25,7 +28,7 @@ Where the SPEC is silent, decided here (as ``kubectl rollout undo`` does):
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -43,6 +46,7 @@ __all__ = [
     "parse_request",
     "request_for",
     "rollback_on_failure",
+    "within_bytes",
 ]
 
 # On a CRS, written by ``crs-controller rollback``: "<from>/<to>" or "<from>/resume".
@@ -150,6 +154,22 @@ def advance(
         order = [r for r in order if r != target] + [target]
     dropped = order[: max(0, len(order) - max(1, limit))]
     return [kept[r] for r in order if r not in dropped], dropped
+
+
+def within_bytes(
+    history: Sequence[RevisionRecord], sizes: Mapping[str, int], bound: int
+) -> tuple[list[RevisionRecord], list[str]]:
+    """The history with its oldest revisions dropped while the snapshots kept hold
+    more than ``bound`` bytes together (``sizes``: each revision's, none: 0), and the
+    revisions dropped. The last, rolled out now, is never dropped."""
+    total = sum(sizes.get(r.revision, 0) for r in history)
+    dropped: list[str] = []
+    for record in history[:-1]:
+        if total <= bound:
+            break
+        total -= sizes.get(record.revision, 0)
+        dropped.append(record.revision)
+    return list(history[len(dropped) :]), dropped
 
 
 def request_for(

@@ -6,8 +6,11 @@ One revision is one ConfigMap (always: it lists the resources in spec order, and
 holds the ConfigMaps' content) and, when the CRS names Secrets, one Secret of type
 Opaque holding their content: Secret content is kept only in Secrets. Both are
 immutable, owned by the CRS (so they go with it), labelled with its uid, and
-annotated with the revision. Each holds one key, ``sources.json``, of at most
-``MAX_SNAPSHOT_BYTES``: a snapshot larger than that is not written.
+annotated with the revision and the bytes they hold (``SIZE_ANNOTATION``, what the
+total bound of a CRS's kept snapshots counts). Each holds one key,
+``sources.json``, of at most ``MAX_SNAPSHOT_BYTES``: a snapshot larger than that is
+not written. A CRS's kept snapshots hold at most ``MAX_HISTORY_BYTES`` together
+(``core.rollout.history.within_bytes`` drops the oldest revisions beyond).
 
 Before use a snapshot is checked: the object's label, owner and revision
 annotation name this CRS and this revision, it is immutable, it names the resources
@@ -30,23 +33,31 @@ from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.rollout.plan import revision
 
 __all__ = [
+    "MAX_HISTORY_BYTES",
     "MAX_SNAPSHOT_BYTES",
     "REVISION_ANNOTATION",
+    "SIZE_ANNOTATION",
     "SNAPSHOT_KEY",
     "SNAPSHOT_LABEL",
     "SnapshotRefused",
     "SnapshotTooLarge",
     "build",
     "read",
+    "size_of",
     "snapshot_name",
 ]
 
 SNAPSHOT_LABEL = "addons.crs.dev/snapshot-of"  # the CRS's uid
 REVISION_ANNOTATION = "addons.crs.dev/revision"
+SIZE_ANNOTATION = "addons.crs.dev/snapshot-bytes"  # the bytes of its sources.json
 SNAPSHOT_KEY = "sources.json"
 # Below the API server's 1 MiB for a ConfigMap's or Secret's data, with room left for
 # the metadata (and a Secret's base64 stays under etcd's 1.5 MiB request limit).
 MAX_SNAPSHOT_BYTES = 900 * 1024
+# All kept snapshots of one CRS together (ConfigMaps and Secrets, as stored): beyond
+# it the oldest revisions go, whatever revisionHistoryLimit says. Far above what ten
+# revisions of common sources hold; three or more of sources near the bound above.
+MAX_HISTORY_BYTES = 8 * 1024 * 1024
 _NAME_PREFIX_LIMIT = 200
 
 Raw = Mapping[str, Any]
@@ -68,6 +79,14 @@ class SnapshotTooLarge(CRSError):
 def snapshot_name(crs_name: str, rev: str) -> str:
     """The name of a revision's snapshot objects (a ConfigMap, and a Secret)."""
     return f"{crs_name[:_NAME_PREFIX_LIMIT]}.revision.{rev.removeprefix('xxh3:')}"
+
+
+def size_of(annotations: Mapping[str, str]) -> int | None:
+    """The bytes a snapshot object holds, as its annotation says (None: not said)."""
+    value = annotations.get(SIZE_ANNOTATION)
+    if value is None or not value.isdigit() or len(value) > 12:
+        return None
+    return int(value)
 
 
 def build(
@@ -146,11 +165,12 @@ def _object(
         "name": name,
         "uid": uid,
     }
+    size = sum(len(value.encode()) for value in data.values())
     metadata = {
         "name": snapshot_name(name, rev),
         "namespace": namespace,
         "labels": {SNAPSHOT_LABEL: uid},
-        "annotations": {REVISION_ANNOTATION: rev},
+        "annotations": {REVISION_ANNOTATION: rev, SIZE_ANNOTATION: str(size)},
         "ownerReferences": [owner],
     }
     return {

@@ -39,7 +39,7 @@ from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.health.cel_rules import CompiledRule, compile_rules
 from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION, Undo, decide, parse_request
 from crs_controller.core.rollout.plan import APPROVE_ANNOTATION, Policy, compile_windows, policy_of
-from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL
+from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL, size_of
 from crs_controller.core.spec.ignore import NO_IGNORES, Ignores, compile_ignores
 from crs_controller.core.spec.modes import ApplyOnce, Reconcile, Strategy, compile_strategy
 from crs_controller.core.values.substitution import readable_part
@@ -494,21 +494,22 @@ def _trimmed_entry(entry: Any) -> Any:
 class SourceMeta:
     """A ConfigMap or Secret as cached: watched for its metadata only (content is
     fetched on demand), and only what is read of it: that it exists, the snapshot it
-    is (``SNAPSHOT_LABEL``, a CRS's uid) and the uid a delete is checked against. A
-    replica watches every one, kubeconfig Secrets of other replicas' Clusters too, so
-    it is kept small."""
+    is (``SNAPSHOT_LABEL``, a CRS's uid; and then the bytes it holds) and the uid a
+    delete is checked against. A replica watches every one, kubeconfig Secrets of
+    other replicas' Clusters too, so it is kept small."""
 
     name: str
     namespace: str = ""
     uid: str | None = None
     snapshot_of: str | None = None
+    snapshot_bytes: int | None = None
 
 
 def parse_source_meta(raw: Mapping[str, Any]) -> SourceMeta:
     meta = _meta(raw)
-    return SourceMeta(
-        meta.name, SHARED.text(meta.namespace or ""), meta.uid, meta.labels.get(SNAPSHOT_LABEL)
-    )
+    of = meta.labels.get(SNAPSHOT_LABEL)
+    size = size_of(meta.annotations) if of is not None else None
+    return SourceMeta(meta.name, SHARED.text(meta.namespace or ""), meta.uid, of, size)
 
 
 def depends_on(crs: CRS) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from crs_controller.core.rollout.snapshots import (
     SnapshotTooLarge,
     build,
     read,
+    size_of,
     snapshot_name,
 )
 from crs_controller.core.spec.objects import CRS, SourceMeta
@@ -51,6 +52,8 @@ class Snapshots:
         self._sources = sources
         self._informers = {"ConfigMap": configmaps, "Secret": secrets}
         self._too_large: dict[tuple[str, str], SnapshotTooLarge] = {}  # (uid, revision)
+        # Bytes of the snapshots this process wrote, until the watch shows them.
+        self._written: dict[tuple[str, str], int] = {}  # (uid, revision)
         self._checked: ByteBudgetLRU[tuple[str, ...], dict[Key, Source]] = ByteBudgetLRU(
             CHECKED_BUDGET_BYTES
         )
@@ -78,11 +81,26 @@ class Snapshots:
             self._too_large[(crs.meta.uid, rev)] = exc
             raise
         # The ConfigMap last: once it is there, the snapshot is whole.
+        written = 0
         for obj in reversed(objects):
             # Written before (or the name is taken: the check on use refuses it).
             with contextlib.suppress(Conflict):
                 await self._client.create(obj)
+                written += size_of(obj["metadata"]["annotations"]) or 0
+        if len(self._written) >= TOO_LARGE_KEPT:
+            self._written.clear()
+        self._written[(crs.meta.uid, rev)] = written
         log.info("snapshot written", crs=f"{crs.namespace}/{crs.name}", revision=rev)
+
+    def size(self, crs: CRS, rev: str) -> int:
+        """The bytes the snapshot of ``rev`` holds (its objects' annotations, as the
+        watch shows them, else as this process wrote them; 0: none)."""
+        name, uid = snapshot_name(crs.name, rev), crs.meta.uid
+        metas = [informer.get(crs.namespace, name) for informer in self._informers.values()]
+        seen = [m.snapshot_bytes or 0 for m in metas if m is not None and m.snapshot_of == uid]
+        if seen:
+            return sum(seen)
+        return self._written.get((str(uid), rev), 0)
 
     async def sources_of(self, crs: CRS, rev: str) -> Mapping[Key, Source]:
         """The sources of revision ``rev`` of ``crs``, from its snapshot once checked;

@@ -1,7 +1,8 @@
 """A CRS's revisions, kept by the CRS reconcile of the leader: the snapshot of each
 new revision of the sources (written once per revision, never per cluster),
-``status.history`` with at most ``spec.revisionHistoryLimit`` entries, the snapshots
-of the revisions dropped from it, and the rollback a halted rollout starts by itself
+``status.history`` with at most ``spec.revisionHistoryLimit`` entries whose
+snapshots hold at most ``MAX_HISTORY_BYTES`` together, the snapshots of the
+revisions dropped from it, and the rollback a halted rollout starts by itself
 under ``spec.rollout.onFailure: Rollback`` (``core.rollout.history`` decides).
 """
 
@@ -20,9 +21,10 @@ from crs_controller.core.rollout.history import (
     outcome_of_phase,
     parse_request,
     rollback_on_failure,
+    within_bytes,
 )
 from crs_controller.core.rollout.plan import Plan
-from crs_controller.core.rollout.snapshots import SnapshotTooLarge
+from crs_controller.core.rollout.snapshots import MAX_HISTORY_BYTES, SnapshotTooLarge
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.status import READY
 from crs_controller.engine.io import metrics
@@ -82,7 +84,9 @@ def history(
         outcome = "Complete" if ready is not None and ready.status == "True" else "Progressing"
     limit = crs.valid.spec.revision_history_limit
     kept, dropped = advance(crs.status.history or [], rolled.undo, outcome, ctx.clock.wall(), limit)
-    return Kept(kept, dropped)
+    sizes = {r.revision: ctx.snapshots.size(crs, r.revision) for r in kept}
+    kept, over = within_bytes(kept, sizes, MAX_HISTORY_BYTES)
+    return Kept(kept, dropped + over)
 
 
 async def snapshot(ctx: CRSContext, crs: CRS, rolled: RolledOut) -> None:

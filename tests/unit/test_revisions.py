@@ -1,0 +1,105 @@
+"""The revisions a CRS reconcile keeps on the management cluster (in memory): sources
+larger than a snapshot holds get none, a Warning says so once and the revision is
+still in the history; the kept snapshots of one CRS stay within their total bytes,
+the oldest revisions going first (revisionHistoryLimit aside), each annotated with
+the bytes it holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from crs_controller.core.api.models import API_VERSION
+from crs_controller.core.rollout.snapshots import (
+    MAX_SNAPSHOT_BYTES,
+    SIZE_ANNOTATION,
+    SNAPSHOT_LABEL,
+    snapshot_name,
+)
+from crs_controller.engine.reconcile import revisions
+from crs_controller.engine.reconcile.crs import reconcile_crs
+
+from .builders import NS, configmap_source, crs, payload, world_with
+from .memory_kube import World
+
+Obj = dict[str, Any]
+
+
+def status(world: World) -> dict[str, Any]:
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    return dict(stored.get("status") or {})
+
+
+def snapshots(world: World) -> list[Obj]:
+    """The snapshot objects on the management cluster."""
+    return [
+        obj
+        for (_, kind, _, _), obj in world.mgmt.objects.items()
+        if kind in ("ConfigMap", "Secret") and SNAPSHOT_LABEL in obj["metadata"].get("labels", {})
+    ]
+
+
+def watch_snapshots(world: World, shown: set[tuple[str, str]]) -> None:
+    """Show the snapshots as they are now to the caches (the watch's job); ``shown``:
+    those shown before, removed once gone."""
+    now = {(o["kind"], o["metadata"]["name"]) for o in snapshots(world)}
+    for obj in snapshots(world):
+        world.sync(obj)
+    informers = {"ConfigMap": world.configmaps, "Secret": world.secrets}
+    for kind, name in shown - now:
+        informers[kind].remove(NS, name)
+    shown.clear()
+    shown.update(now)
+
+
+def warnings(world: World, reason: str) -> list[str]:
+    events = [o for k, o in world.mgmt.objects.items() if k[1] == "Event"]
+    return [e["message"] for e in events if e["reason"] == reason and e["type"] == "Warning"]
+
+
+async def edit(world: World, value: str) -> None:
+    source = world.mgmt.objects[("v1", "ConfigMap", NS, "src")]
+    await world.update({**source, "data": configmap_source("src", payload("addon", value))["data"]})
+
+
+async def test_sources_larger_than_a_snapshot_holds_get_none_and_a_warning_once() -> None:
+    large = configmap_source("src", payload("addon", "x" * MAX_SNAPSHOT_BYTES))
+    world = await world_with(crs("a", "src"), mode_source=large)
+    ctx = world.crs_context()
+    await reconcile_crs(ctx, NS, "a")
+    await reconcile_crs(ctx, NS, "a")  # the revision is in the history now: not told again
+    assert snapshots(world) == []
+    history = status(world)["history"]
+    assert len(history) == 1
+    rev = history[0]["revision"]
+    told = warnings(world, "SnapshotTooLarge")
+    assert told == [
+        f"revision {rev} cannot be rolled back to: the sources are larger than a snapshot "
+        "holds (900 KiB)"
+    ]
+
+
+async def test_the_kept_snapshots_stay_within_their_total_bytes_oldest_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each snapshot holds a little over 100 kB: two fit, a third does not.
+    monkeypatch.setattr(revisions, "MAX_HISTORY_BYTES", 250_000)
+    world = await world_with(crs("a", "src"))
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    seen = []
+    for value in ("a", "b", "c", "d"):
+        await edit(world, value * 100_000)
+        watch_snapshots(world, shown)
+        await reconcile_crs(ctx, NS, "a")
+        seen.append(status(world)["history"][-1]["revision"])
+    watch_snapshots(world, shown)
+    assert [r["revision"] for r in status(world)["history"]] == seen[2:]
+    kept = snapshots(world)
+    assert sorted(o["metadata"]["name"] for o in kept) == sorted(
+        snapshot_name("a", rev) for rev in seen[2:]
+    )
+    for obj in kept:
+        size = int(obj["metadata"]["annotations"][SIZE_ANNOTATION])
+        assert 100_000 < size == len(obj["data"]["sources.json"]) < 125_000
+    assert world.configmaps.get(NS, snapshot_name("a", seen[2])) is not None
