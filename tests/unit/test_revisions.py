@@ -2,7 +2,8 @@
 larger than a snapshot holds get none, a Warning says so once and the revision is
 still in the history; the kept snapshots of one CRS stay within their total bytes,
 the oldest revisions going first (revisionHistoryLimit aside), each annotated with
-the bytes it holds."""
+the bytes it holds; a rollback by hand is counted once, not on every pass after it
+nor by a restarted replica."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from crs_controller.core.rollout.snapshots import (
     SNAPSHOT_LABEL,
     snapshot_name,
 )
+from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
+from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile import revisions
 from crs_controller.engine.reconcile.crs import reconcile_crs
 
-from .builders import NS, configmap_source, crs, payload, world_with
+from .builders import NS, configmap_source, crs, payload, reconcile, world_with
 from .memory_kube import World
 
 Obj = dict[str, Any]
@@ -103,3 +106,30 @@ async def test_the_kept_snapshots_stay_within_their_total_bytes_oldest_first(
         size = int(obj["metadata"]["annotations"][SIZE_ANNOTATION])
         assert 100_000 < size == len(obj["data"]["sources.json"]) < 125_000
     assert world.configmaps.get(NS, snapshot_name("a", seen[2])) is not None
+
+
+def manual_rollbacks() -> float:
+    return metrics.ROLLBACKS.labels("Manual")._value.get()
+
+
+async def test_a_manual_rollback_is_counted_once() -> None:
+    world = await world_with(crs("a", "src"))
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    for value in ("1", "2"):  # two revisions, each complete on the cluster
+        await edit(world, value)
+        await reconcile(world)
+        watch_snapshots(world, shown)
+        await reconcile_crs(ctx, NS, "a")
+    first, second = (r["revision"] for r in status(world)["history"])
+    assert [r["outcome"] for r in status(world)["history"]] == ["Complete", "Complete"]
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    asked = {ROLLBACK_ANNOTATION: f"{second}/{first}"}
+    await world.update({**stored, "metadata": {**stored["metadata"], "annotations": asked}})
+    before = manual_rollbacks()
+    await reconcile_crs(ctx, NS, "a")
+    assert status(world)["rollout"]["rolledBackFrom"] == second
+    assert manual_rollbacks() == before + 1
+    await reconcile_crs(ctx, NS, "a")  # the same rollback, on the next pass
+    await reconcile_crs(world.crs_context(), NS, "a")  # and by a restarted replica
+    assert status(world)["revision"] == first
+    assert manual_rollbacks() == before + 1
