@@ -6,6 +6,8 @@ on the ClusterResourceSet status as is. Messages never contain Secret data.
 
 from __future__ import annotations
 
+import logging
+
 
 class CRSError(Exception):
     """Base of every error raised by crs-controller."""
@@ -98,3 +100,18 @@ class UnsupportedKubeconfig(Unreachable):
     command, read a local file, fall back to its own credentials)."""
 
     reason = "UnsupportedKubeconfig"
+
+
+RIGHTS_MISSING = (401, 403)  # the server does not know us, or knows and refuses
+
+
+def failure_level(error: CRSError, otherwise: int = logging.WARNING) -> int:
+    """How loud a failed request to the API is logged: 401 and 403 are rights that
+    are missing and will not come back by retrying (error, for the alert on warnings
+    and errors); a Conflict is another writer's turn (info); anything else is
+    ``otherwise`` (a server or network trouble that may pass)."""
+    if isinstance(error, APIError) and error.status in RIGHTS_MISSING:
+        return logging.ERROR
+    if isinstance(error, Conflict):
+        return logging.INFO
+    return otherwise

@@ -3,16 +3,20 @@ applied: a replica that reconciled none of the clusters (another shard member, o
 this one right after a restart) writes the same status; a cluster with no outcome
 recorded yet counts as not applied and holds observedGeneration back; a replica
 that does not hold the leader Lease writes nothing. A spec problem is told once; a
-paused CRS says so (Paused True, Ready Unknown) and keeps the rest."""
+paused CRS says so (Paused True, Ready Unknown) and keeps the rest. A status write
+the server refuses (401, 403: rights missing) is logged at error, one another writer
+got to first (409) or a server trouble at info, and retried either way."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION as PAUSED
 from crs_controller.core.api.models import API_VERSION
+from crs_controller.core.errors import APIError, Conflict
 from crs_controller.engine.reconcile.crs import reconcile_crs
 from crs_controller.engine.runtime.controller import status_settle
 
@@ -57,6 +61,38 @@ async def test_a_replica_without_the_leader_lease_writes_no_status_nor_finalizer
     world.mgmt.requests.clear()
     await reconcile_crs(world.crs_context(leading=False), NS, "a")
     assert [w for w in world.mgmt.writes() if "ClusterResourceSet/" in w[1]] == []
+    assert status(world) == {}
+
+
+@pytest.mark.parametrize(
+    ("error", "level"),
+    [
+        (APIError("put ClusterResourceSet/a: 403 Forbidden", status=403), "error"),
+        (APIError("put ClusterResourceSet/a: 401 Unauthorized", status=401), "error"),
+        (Conflict("put ClusterResourceSet/a: 409 Conflict", status=409), "info"),
+        (APIError("put ClusterResourceSet/a: 500 Internal Server Error", status=500), "info"),
+    ],
+    ids=["403", "401", "conflict", "500"],
+)
+async def test_a_refused_status_write_is_logged_at_error(error: APIError, level: str) -> None:
+    # An alert on warnings and errors must see rights that are missing: no retry
+    # brings them back.
+    world = await world_with(crs("a", "src"))
+    await reconcile(world)
+    store = world.mgmt.replace
+
+    async def refuse(obj: Any, *, subresource: str | None = None) -> Any:
+        if subresource == "status":
+            raise error
+        return await store(obj, subresource=subresource)
+
+    world.mgmt.replace = refuse  # type: ignore[method-assign]
+    with capture_logs() as records:
+        result = await reconcile_crs(world.crs_context(), NS, "a")
+    (record,) = [r for r in records if r["event"] == "status write failed"]
+    assert (record["log_level"], record["status"]) == (level, error.status)
+    assert record["crs"] == f"{NS}/a"
+    assert result.retry
     assert status(world) == {}
 
 

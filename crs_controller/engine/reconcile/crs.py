@@ -9,6 +9,7 @@ so (``Paused`` True, ``Ready`` Unknown); a spec the model refuses is told once.
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 import structlog
@@ -19,7 +20,7 @@ from crs_controller.core.api.models import (
     ClusterResourceSetStatus,
     to_api,
 )
-from crs_controller.core.errors import CRSError
+from crs_controller.core.errors import APIError, CRSError, failure_level
 from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.deletion_guard import skipped_status
@@ -56,6 +57,14 @@ from crs_controller.engine.reconcile.rollout import (
 log = structlog.get_logger(__name__)
 
 DELETION_POLL = 2.0
+
+
+def _log_failure(event: str, crs: CRS, error: CRSError) -> None:
+    """A failed write, retried later: at info, unless the controller's rights are
+    missing (error: a retry will not bring them back)."""
+    level = failure_level(error, otherwise=logging.INFO)
+    status = error.status if isinstance(error, APIError) else None
+    log.log(level, event, crs=f"{crs.namespace}/{crs.name}", status=status, error=str(error))
 
 
 async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
@@ -148,7 +157,7 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
         # The garbage collector would, from their owner reference, where one runs.
         await ctx.snapshots.delete_all(crs)
     except CRSError as exc:
-        log.info("snapshot deletion failed", crs=f"{crs.namespace}/{crs.name}", error=str(exc))
+        _log_failure("snapshot deletion failed", crs, exc)
         return RETRY
     await ctx.crss.set_finalizers(crs, [f for f in crs.meta.finalizers if f != FINALIZER])
     ctx.outcomes.drop_crs(crs.namespace, crs.name)
@@ -199,7 +208,7 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     except CRSError as exc:
         # The plan is kept already: the clusters it admits are woken with the retry,
         # not lost with it.
-        log.info("status write failed", crs=f"{crs.namespace}/{crs.name}", error=str(exc))
+        _log_failure("status write failed", crs, exc)
         return then | RETRY
     _log_status(crs, status)
     return then | await _after_write(ctx, crs, rolled, kept, matching)
@@ -246,7 +255,7 @@ async def _after_write(
     try:
         await ctx.snapshots.delete(crs, kept.dropped)
     except CRSError as exc:  # left for the garbage collector (owner reference)
-        log.info("snapshot deletion failed", crs=f"{crs.namespace}/{crs.name}", error=str(exc))
+        _log_failure("snapshot deletion failed", crs, exc)
     return then
 
 

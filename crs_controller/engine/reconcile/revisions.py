@@ -8,12 +8,13 @@ under ``spec.rollout.onFailure: Rollback`` (``core.rollout.history`` decides).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import structlog
 
 from crs_controller.core.api.models import ClusterResourceSetStatus, RevisionRecord
-from crs_controller.core.errors import APIError, CRSError
+from crs_controller.core.errors import APIError, CRSError, failure_level
 from crs_controller.core.rollout.history import (
     ROLLBACK_ANNOTATION,
     Undo,
@@ -109,7 +110,9 @@ async def snapshot(ctx: CRSContext, crs: CRS, rolled: RolledOut) -> None:
             await ctx.events.emit(crs, "Warning", exc.reason, message)
         return
     except APIError as exc:  # written on a later pass
-        log.info("snapshot not written", crs=f"{crs.namespace}/{crs.name}", error=str(exc))
+        level = failure_level(exc, otherwise=logging.INFO)
+        where = f"{crs.namespace}/{crs.name}"
+        log.log(level, "snapshot not written", crs=where, status=exc.status, error=str(exc))
         return
     metrics.SNAPSHOTS_WRITTEN.inc()
 

@@ -25,7 +25,6 @@ stops it at once, until it is renewed.
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 import os
 import socket
@@ -35,7 +34,7 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from crs_controller.clients.api import KubeAPI, Obj
-from crs_controller.core.errors import APIError, Conflict, CRSError
+from crs_controller.core.errors import APIError, CRSError, failure_level
 from crs_controller.core.membership.lease import (
     LEASE_API,
     LEASE_KIND,
@@ -98,23 +97,9 @@ def replica_identity(environ: Mapping[str, str] = os.environ) -> str:
     return environ.get("POD_NAME") or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
 
 
-def lease_failure_level(error: CRSError) -> int:
-    """How loud a failed Lease request is: 401 and 403 are rights that are missing and
-    will not come back by retrying (error, for the alert on warnings and errors); a
-    Conflict is another replica's turn (info); anything else, a server or network
-    trouble that may pass (warning)."""
-    status = error.status if isinstance(error, APIError) else None
-    if status in (401, 403):
-        return logging.ERROR
-    if isinstance(error, Conflict):
-        return logging.INFO
-    return logging.WARNING
-
-
 def log_lease_failure(event: str, lease: str, error: CRSError, **fields: object) -> None:
     status = error.status if isinstance(error, APIError) else None
-    level = lease_failure_level(error)
-    log.log(level, event, lease=lease, status=status, error=str(error), **fields)
+    log.log(failure_level(error), event, lease=lease, status=status, error=str(error), **fields)
 
 
 class LeaderElector:
