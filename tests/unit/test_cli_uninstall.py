@@ -3,7 +3,13 @@ expired, released, malformed), the decision (wait for the holder, refuse without
 one, force), the order --delete-release deletes a release in (the controller first,
 its rights next, the CRDs last and the bindings CRD last of all), what a forced
 removal leaves behind and how it is told; and the release file's own order
-(hack/release.py): apply-valid, the bindings CRD after the ClusterResourceSet CRD."""
+(hack/release.py): apply-valid, the bindings CRD after the ClusterResourceSet CRD.
+
+--delete-release on an in-memory management cluster: it deletes the ExtensionConfig
+registering the controller (named crs-controller, or labelled so under a name
+prefix; calling a Service of the release's namespace) before the Deployment, and no
+other; it deletes nothing while a ClusterResourceSet is left in any namespace, and
+keeps the CRDs when one appears while the rest of the release goes."""
 
 from __future__ import annotations
 
@@ -14,16 +20,24 @@ from typing import Any
 
 import pytest
 
+from crs_controller.app.commands.common import UsageError
+from crs_controller.app.commands.release_deletion import (
+    EXTENSION_API,
+    delete_release,
+    deletion_order,
+)
 from crs_controller.app.commands.uninstall import (
     Force,
     Refuse,
     Wait,
     decide,
-    deletion_order,
     describe_leftovers,
     leader,
     leftovers,
 )
+from crs_controller.core.api.models import API_VERSION, FINALIZER
+
+from .memory_kube import MemoryKube
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC).timestamp()
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,6 +82,7 @@ def doc(kind: str, name: str) -> dict[str, Any]:
 
 RELEASE = [
     doc("Namespace", "crs-system"),
+    doc("ExtensionConfig", "crs-controller"),
     doc("CustomResourceDefinition", "clusterresourcesetbindings.addons.crs.dev"),
     doc("CustomResourceDefinition", "clusterresourcesets.addons.crs.dev"),
     doc("ServiceAccount", "crs-controller"),
@@ -85,6 +100,7 @@ RELEASE = [
 def test_delete_release_stops_the_controller_first_and_deletes_the_bindings_crd_last() -> None:
     order = [(d["kind"], d["metadata"]["name"]) for d in deletion_order(RELEASE)]
     assert order == [
+        ("ExtensionConfig", "crs-controller"),
         ("Deployment", "crs-controller"),
         ("ValidatingAdmissionPolicyBinding", "crs-controller-binding-writers"),
         ("ValidatingAdmissionPolicy", "crs-controller-binding-writers"),
@@ -157,3 +173,99 @@ def test_the_release_file_applies_in_order_and_has_the_bindings_crd_after_the_cr
         "clusterresourcesetbindings.addons.crs.dev"
     )
     assert len(documents) == len(release.render(ROOT / "config" / "default"))
+
+
+# --- --delete-release on a management cluster in memory ----------------------------------
+
+SYSTEM = "crs-system"
+
+
+def placed(kind: str, name: str, api_version: str = "v1", namespace: str | None = SYSTEM) -> Any:
+    meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta}
+
+
+def extension_config(name: str, service_namespace: str, labels: dict[str, str]) -> Any:
+    config = placed("ExtensionConfig", name, EXTENSION_API, None)
+    config["metadata"]["labels"] = labels
+    service = {"name": "crs-controller-extension", "namespace": service_namespace, "port": 443}
+    config["spec"] = {"clientConfig": {"service": service}}
+    return config
+
+
+CRD_API = "apiextensions.k8s.io/v1"
+INSTALLED = [
+    placed("Namespace", SYSTEM, namespace=None),
+    placed("CustomResourceDefinition", "clusterresourcesets.addons.crs.dev", CRD_API, None),
+    placed("CustomResourceDefinition", "clusterresourcesetbindings.addons.crs.dev", CRD_API, None),
+    placed("ServiceAccount", "crs-controller"),
+    placed("Deployment", "crs-controller", "apps/v1"),
+]
+OURS = {"app.kubernetes.io/name": "crs-controller"}
+
+
+async def installed(*extra: Any) -> MemoryKube:
+    kube = MemoryKube("management")
+    for obj in [*INSTALLED, *extra]:
+        await kube.create(obj)
+    kube.requests.clear()
+    return kube
+
+
+def a_set(namespace: str, name: str) -> Any:
+    crs = placed("ClusterResourceSet", name, API_VERSION, namespace)
+    crs["metadata"]["finalizers"] = [FINALIZER]
+    return crs
+
+
+def deleted(kube: MemoryKube) -> list[str]:
+    return [what for verb, what in kube.requests if verb == "delete"]
+
+
+async def test_delete_release_deletes_the_registered_extension_before_the_deployment() -> None:
+    kube = await installed(
+        extension_config("crs-controller", SYSTEM, {}),
+        extension_config("platform-crs-controller", SYSTEM, OURS),  # a name prefix
+        extension_config("other-provider", SYSTEM, {}),  # not ours
+        extension_config("team-b-crs-controller", "team-b", OURS),  # another install's
+    )
+    said: list[str] = []
+    await delete_release(kube, INSTALLED, said.append)
+    assert deleted(kube)[:3] == [
+        "ExtensionConfig/crs-controller",
+        "ExtensionConfig/platform-crs-controller",
+        "Deployment/crs-controller",
+    ]
+    left = sorted(name for (_, kind, _, name) in kube.objects if kind == "ExtensionConfig")
+    assert left == ["other-provider", "team-b-crs-controller"]
+    assert said[0] == "deleted: ExtensionConfig crs-controller"
+    assert said[-1] == "release deleted"
+    assert [k for (_, k, _, _) in kube.objects if k == "CustomResourceDefinition"] == []
+
+
+async def test_delete_release_deletes_nothing_while_a_set_is_left_in_any_namespace() -> None:
+    kube = await installed(extension_config("crs-controller", SYSTEM, {}), a_set("team-b", "cni"))
+    with pytest.raises(UsageError) as refused:  # exit code 2, as every UsageError
+        await delete_release(kube, INSTALLED, lambda line: None)
+    message = str(refused.value)
+    assert message.startswith("1 ClusterResourceSet(s) still exist: team-b/cni.")
+    assert "nothing of the release was deleted" in message
+    assert kube.writes() == []
+
+
+async def test_the_crds_stay_when_a_set_appears_while_the_release_goes() -> None:
+    kube = await installed()
+    delete = kube.delete
+
+    async def deleting(api_version: str, kind: str, name: str, *args: Any, **kw: Any) -> bool:
+        if kind == "Deployment":  # the controller's last act: a set created meanwhile
+            await kube.create(a_set("team-a", "late"))
+        return await delete(api_version, kind, name, *args, **kw)
+
+    kube.delete = deleting  # type: ignore[method-assign]
+    with pytest.raises(UsageError) as refused:
+        await delete_release(kube, INSTALLED, lambda line: None)
+    assert "team-a/late" in str(refused.value)
+    assert "the CRDs were kept" in str(refused.value)
+    assert "Deployment/crs-controller" in deleted(kube)
+    assert [d for d in deleted(kube) if d.startswith("CustomResourceDefinition/")] == []

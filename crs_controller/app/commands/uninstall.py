@@ -39,6 +39,7 @@ from crs_controller.app.commands.common import (
     printable,
     read_documents,
 )
+from crs_controller.app.commands.release_deletion import delete_release, plan_release
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.api.models import (
     API_VERSION,
@@ -54,24 +55,6 @@ LEADER_LEASE = "crs-controller"  # the Lease the controller's leader holds
 SYSTEM_NAMESPACE = "crs-system"  # where config/default runs the controller
 FIELD_MANAGER = "crs-controller"
 POLL_SECONDS = 1.0
-CRS_CRD = "clusterresourcesets.addons.crs.dev"
-BINDINGS_CRD = "clusterresourcesetbindings.addons.crs.dev"
-
-# --delete-release: what stops the controller first, its rights next, the API last.
-# The bindings CRD goes last of all: deleting it deletes every inventory.
-DELETE_ORDER = [
-    "Deployment",
-    "PodDisruptionBudget",
-    "Service",
-    "ValidatingAdmissionPolicyBinding",
-    "ValidatingAdmissionPolicy",
-    "ClusterRoleBinding",
-    "RoleBinding",
-    "ClusterRole",
-    "Role",
-    "ServiceAccount",
-    "Namespace",
-]
 
 EXAMPLES = """examples:
   crs-controller uninstall -A                                   # what it would delete
@@ -81,7 +64,8 @@ EXAMPLES = """examples:
   crs-controller uninstall -A --yes --force                     # no controller: drop finalizers
 
 exit status: 0 cleaned up (or nothing to do), 1 ClusterResourceSets still left at
---timeout, 2 refused (no controller holds the leader Lease) or an error
+--timeout, 2 refused (no controller holds the leader Lease; --delete-release while
+a ClusterResourceSet is left in any namespace) or an error
 """
 
 
@@ -138,23 +122,6 @@ def decide(holder: str | None, *, force: bool, lease: str) -> Wait | Force | Ref
             "--force for what removing it leaves behind)"
         )
     return Wait(holder)
-
-
-def _rank(document: Obj) -> tuple[int, int]:
-    kind = document.get("kind")
-    if kind == "CustomResourceDefinition":
-        name = metadata(document).get("name")
-        return (len(DELETE_ORDER) + 1, 2 if name == BINDINGS_CRD else 1 if name == CRS_CRD else 0)
-    if kind in DELETE_ORDER:
-        return (DELETE_ORDER.index(str(kind)), 0)
-    return (len(DELETE_ORDER), 0)  # anything else: after the rights, before the CRDs
-
-
-def deletion_order(documents: Iterable[Obj]) -> list[Obj]:
-    """The release's objects in the order they are safely deleted: the controller
-    first, then its rights, the namespace, any other kind, the CRDs last with the
-    bindings CRD after the ClusterResourceSet CRD (stable otherwise)."""
-    return sorted(documents, key=_rank)
 
 
 @dataclass(frozen=True)
@@ -294,9 +261,9 @@ async def _uninstall(args: argparse.Namespace, release: list[Obj]) -> int:
         code = await _sets(work)
         if code == OK and release:
             if not args.yes:
-                _plan_release(release)
+                await plan_release(client, release)
             else:
-                await _delete_release(client, release)
+                await delete_release(client, release)
         return code
     finally:
         await client.close()
@@ -393,31 +360,3 @@ async def _drop_finalizer(client: KubeClient, crs: Obj) -> None:
         except NotFound:
             return
     raise UsageError(f"ClusterResourceSet {namespace}/{name} keeps changing, run again")
-
-
-def _describe(document: Obj) -> str:
-    meta = metadata(document)
-    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
-    return f"{document.get('kind')} {where}{meta.get('name')}"
-
-
-def _plan_release(release: list[Obj]) -> None:
-    _out("would then delete, in this order:")
-    for document in deletion_order(release):
-        _out(f"  {_describe(document)}")
-
-
-async def _delete_release(client: KubeClient, release: list[Obj]) -> None:
-    for document in deletion_order(release):
-        meta = metadata(document)
-        try:
-            gone = not await client.delete(
-                str(document.get("apiVersion")),
-                str(document.get("kind")),
-                str(meta.get("name")),
-                meta.get("namespace"),
-            )
-        except NotFound:  # a kind this server does not serve
-            gone = True
-        _out(f"{'already gone' if gone else 'deleted'}: {_describe(document)}")
-    _out("release deleted")
