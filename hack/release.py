@@ -1,6 +1,6 @@
 """Release artifacts in Cluster API's clusterctl provider layout, written by hack/release.sh.
 
-``--out DIR`` receives three files:
+``--out DIR`` receives five files:
 
 - ``metadata.yaml``: the repository's top-level metadata.yaml (release series to Cluster
   API contract), checked to hold the series of the version being released.
@@ -15,14 +15,23 @@
   ``kubectl apply -f``. GNU envsubst does not understand ``:=`` defaults; to install
   with other values without clusterctl's init, run
   ``clusterctl generate yaml --from addon-components.yaml`` with the variables set.
+- ``extension-components.yaml``: config/extension (the Runtime Extension's Service and
+  the ExtensionConfig registering it with Cluster API) rendered the same way, its
+  namespace (the Service's, the ExtensionConfig's ``clientConfig.service`` and its CA
+  Secret annotation) the same ``CRS_CONTROLLER_NAMESPACE`` variable. Not part of the
+  add-on components: it needs Cluster API's RuntimeSDK and a serving certificate, so
+  it is applied beside them, with the same variables
+  (``clusterctl generate yaml --from extension-components.yaml``).
+- ``extension-install.yaml``: the same with the defaults filled in.
 
 No kustomize binary is needed: the renderer below implements the kustomization fields
-config/ uses (resources, images; configurations only tune kustomize's name and
-namespace transformers, which config/default does not run, so they change nothing
-here) and refuses any other, so it cannot silently differ from kustomize; its YAML
-before the variables is byte for byte what kustomize 5.5 writes. hack/release.sh
-compares the objects with ``kubectl kustomize`` output when that is available
-(``--compare-with``).
+config/ uses (resources, images, vars; of configurations only ``varReference``, the
+fields vars are resolved in: the rest tune kustomize's name and namespace
+transformers, which config/default and config/extension do not run, so they change
+nothing here) and refuses any other, so it cannot silently differ from kustomize; its
+YAML before the variables is byte for byte what kustomize 5.5 writes.
+hack/release.sh compares the objects with ``kubectl kustomize`` output when that is
+available (``--compare-with``, ``--compare-extension-with``).
 """
 
 from __future__ import annotations
@@ -40,22 +49,28 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "config" / "default"
+EXTENSION = ROOT / "config" / "extension"
 METADATA = ROOT / "metadata.yaml"
 PYPROJECT = ROOT / "pyproject.toml"
 
 COMPONENTS_FILE = "addon-components.yaml"  # clusterctl's name for an add-on provider
 INSTALL_FILE = "install.yaml"
+EXTENSION_COMPONENTS_FILE = "extension-components.yaml"
+EXTENSION_INSTALL_FILE = "extension-install.yaml"
 METADATA_FILE = "metadata.yaml"
 
 IMAGE_VARIABLE = "CRS_CONTROLLER_IMAGE"
 NAMESPACE_VARIABLE = "CRS_CONTROLLER_NAMESPACE"
 PROVIDER_LABEL = "cluster.x-k8s.io/provider"
+CA_ANNOTATION = "runtime.cluster.x-k8s.io/inject-ca-from-secret"  # <namespace>/<Secret>
 PROVIDER_NAME = "addon-crs-controller"  # clusterctl: "addon-" + the provider's name
 MANAGER_CONTAINER = "manager"  # the container clusterctl's contract calls "manager"
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
-KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "resources", "images", "configurations"}
+KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "resources", "images", "configurations", "vars"}
 IMAGE_FIELDS = {"name", "newName", "newTag"}
+VAR_FIELDS = {"name", "objref", "fieldref"}
+KUSTOMIZE_VAR = re.compile(r"\$\((?P<name>[A-Za-z_][A-Za-z0-9_]*)\)")
 CONTAINER_LISTS = ("containers", "initContainers")
 
 METADATA_API = "clusterctl.cluster.x-k8s.io/v1alpha3"
@@ -71,6 +86,7 @@ CLUSTER_SCOPED = {
     "CSIDriver",
     "CSINode",
     "CustomResourceDefinition",
+    "ExtensionConfig",
     "MutatingWebhookConfiguration",
     "Namespace",
     "Node",
@@ -131,7 +147,87 @@ class ReleaseError(Exception):
 
 def render(directory: Path) -> list[Obj]:
     """``kustomize build directory``, for the kustomization fields config/ uses."""
-    return sorted(_build(directory.resolve()), key=_legacy_order)
+    directory = directory.resolve()
+    documents = _build(directory)
+    _resolve_vars(list(_kustomizations(directory)), documents)
+    return sorted(documents, key=_legacy_order)
+
+
+def _kustomizations(directory: Path) -> Iterator[tuple[Path, Obj]]:
+    """The kustomization in ``directory`` and those of the directories it includes."""
+    path = directory / "kustomization.yaml"
+    kustomization = yaml.safe_load(path.read_text()) or {}
+    yield path, kustomization
+    for entry in kustomization.get("resources") or []:
+        if (directory / entry).is_dir():
+            yield from _kustomizations((directory / entry).resolve())
+
+
+def _resolve_vars(kustomizations: list[tuple[Path, Obj]], documents: list[Obj]) -> None:
+    """kustomize's ``vars``, resolved once over everything built, as kustomize does:
+    ``$(NAME)`` becomes the field the var names, in the fields the configurations'
+    ``varReference`` lists. A declared var left anywhere else fails: kustomize's own
+    default var references (container args, env) are not implemented here."""
+    values: dict[str, str] = {}
+    paths: list[tuple[str, list[str]]] = []
+    for path, kustomization in kustomizations:
+        for var in kustomization.get("vars") or []:
+            values[var["name"]] = _var_value(var, documents, path)
+        for entry in kustomization.get("configurations") or []:
+            config = yaml.safe_load((path.parent / entry).read_text()) or {}
+            paths += [(f["kind"], f["path"].split("/")) for f in config.get("varReference", [])]
+    for document in documents:
+        for kind, steps in paths:
+            if document["kind"] == kind:
+                _substitute_at(document, steps, values)
+        _refuse_unresolved(document, values)
+
+
+def _refuse_unresolved(document: Obj, values: Mapping[str, str]) -> None:
+    for where, value in string_values(document):
+        names = {m["name"] for m in KUSTOMIZE_VAR.finditer(value)} & set(values)
+        if names:
+            raise ReleaseError(
+                f"{_describe(document)}: {where}: $({min(names)}) is where hack/release.py "
+                "does not resolve vars"
+            )
+
+
+def _var_value(var: Obj, documents: list[Obj], kustomization: Path) -> str:
+    """The value of one var: the field ``fieldref.fieldpath`` (dotted) of the one
+    object ``objref`` names."""
+    ref = var.get("objref") or {}
+    if set(var) - VAR_FIELDS or not {"kind", "name"} <= set(ref):
+        raise ReleaseError(f"{kustomization}: var {var.get('name')}: unsupported form")
+    found = [
+        d for d in documents
+        if (d["kind"], d["metadata"]["name"]) == (ref["kind"], ref["name"])
+        and d["apiVersion"].rpartition("/")[2] == ref.get("version", d["apiVersion"])
+    ]  # fmt: skip
+    if len(found) != 1:
+        raise ReleaseError(f"{kustomization}: var {var['name']} names {len(found)} objects")
+    node: Any = found[0]
+    for step in ((var.get("fieldref") or {}).get("fieldpath") or "metadata.name").split("."):
+        node = node.get(step) if isinstance(node, dict) else None
+    if not isinstance(node, str):
+        raise ReleaseError(f"{kustomization}: var {var['name']}: no such string field")
+    return node
+
+
+def _substitute_at(node: Any, steps: list[str], values: Mapping[str, str]) -> Any:
+    """``node`` with ``$(NAME)`` replaced in the strings at ``steps`` (a dict or list
+    there: in each of its strings)."""
+    if steps:
+        if isinstance(node, dict) and steps[0] in node:
+            node[steps[0]] = _substitute_at(node[steps[0]], steps[1:], values)
+        return node
+    if isinstance(node, dict):
+        return {k: _substitute_at(v, [], values) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_substitute_at(v, [], values) for v in node]
+    if isinstance(node, str):
+        return KUSTOMIZE_VAR.sub(lambda m: values.get(m["name"], m.group(0)), node)
+    return node
 
 
 def _build(directory: Path) -> list[Obj]:
@@ -271,6 +367,35 @@ def parameterize(documents: list[Obj], version: str) -> list[Obj]:
         _label_and_place(document, namespace, namespace_var)
     _refuse_leftovers(documents, (namespace, dev_image))
     return documents
+
+
+def parameterize_extension(documents: list[Obj], namespace: str) -> list[Obj]:
+    """config/extension's objects as components beside the add-on's: ``namespace``
+    (the add-on components' default) becomes the namespace variable wherever they name
+    it (the Service's namespace, the ExtensionConfig's Service and CA Secret), every
+    object carries the provider label. Fails on anything that would leave it behind."""
+    documents = copy.deepcopy(documents)
+    namespace_var = variable(NAMESPACE_VARIABLE, namespace)
+    for document in documents:
+        _label_and_place(document, namespace, namespace_var)
+        if document["kind"] == "ExtensionConfig":
+            _point_at(document, namespace, namespace_var)
+    _refuse_leftovers(documents, (namespace,))
+    return documents
+
+
+def _point_at(config: Obj, namespace: str, namespace_var: str) -> None:
+    """The ExtensionConfig's Service and CA Secret, in ``namespace``, in the variable;
+    fails on either outside it (the variable would not move them with the Service)."""
+    service = ((config.get("spec") or {}).get("clientConfig") or {}).get("service") or {}
+    annotations = config["metadata"].get("annotations") or {}
+    secret_namespace, _, secret = str(annotations.get(CA_ANNOTATION, "")).partition("/")
+    if (service.get("namespace"), secret_namespace) != (namespace, namespace):
+        raise ReleaseError(
+            f"{_describe(config)}: its Service and CA Secret must be in namespace {namespace}"
+        )
+    service["namespace"] = namespace_var
+    annotations[CA_ANNOTATION] = f"{namespace_var}/{secret}"
 
 
 def _only_namespace(documents: list[Obj]) -> str:
@@ -458,35 +583,70 @@ def release_order(documents: list[Obj]) -> list[Obj]:
 def build(version: str) -> tuple[str, str, list[Obj]]:
     """The components text (with variables), the install text (defaults) and the objects."""
     documents = parameterize(release_order(render(CONFIG)), version)
+    return _texts(
+        documents,
+        [
+            f"crs-controller {version}: the Cluster API add-on provider components, rendered",
+            "from config/default by hack/release.sh. For clusterctl init --addon crs-controller",
+            "(provider type AddonProvider) or clusterctl generate yaml --from this file.",
+        ],
+        version,
+        (COMPONENTS_FILE, INSTALL_FILE),
+    )
+
+
+def build_extension(version: str, namespace: str) -> tuple[str, str, list[Obj]]:
+    """The Runtime Extension's components (config/extension, its namespace the same
+    variable as the add-on components', whose default is ``namespace``), its install
+    text and its objects."""
+    documents = parameterize_extension(render(EXTENSION), namespace)
+    return _texts(
+        documents,
+        [
+            f"crs-controller {version}: the Runtime Extension's Service and the ExtensionConfig",
+            "registering it with Cluster API (feature gate RuntimeSDK), rendered from",
+            f"config/extension by hack/release.sh. Apply beside {COMPONENTS_FILE}, with the",
+            "same variables: clusterctl generate yaml --from this file. It needs the Secret",
+            "<namespace>/crs-controller-extension-tls (docs/install.md, The Runtime Extension).",
+        ],
+        version,
+        (EXTENSION_COMPONENTS_FILE, EXTENSION_INSTALL_FILE),
+    )
+
+
+def _texts(
+    documents: list[Obj], about: list[str], version: str, files: tuple[str, str]
+) -> tuple[str, str, list[Obj]]:
+    """The components file (``about``, the variables, the objects) and the install
+    file (the same with the defaults filled in) of ``documents``."""
+    components_file, install_file = files
     body = dump(documents)
     defaults = variables(body)
     listed = [f"  {name} (default {value})" for name, value in sorted(defaults.items())]
     components = _header(
         [
-            f"crs-controller {version}: the Cluster API add-on provider components, rendered",
-            "from config/default by hack/release.sh. For clusterctl init --addon crs-controller",
-            "(provider type AddonProvider) or clusterctl generate yaml --from this file.",
+            *about,
             "Variables, in clusterctl's NAME:=default form:",
             *listed,
-            f"For plain kubectl apply -f, use {INSTALL_FILE} (the same, defaults filled in).",
+            f"For plain kubectl apply -f, use {install_file} (the same, defaults filled in).",
         ]
     )
     install = _header(
         [
-            f"crs-controller {version}: kubectl apply -f {INSTALL_FILE}",
-            f"The objects of {COMPONENTS_FILE} with its variables' defaults:",
+            f"crs-controller {version}: kubectl apply -f {install_file}",
+            f"The objects of {components_file} with its variables' defaults:",
             *listed,
-            f"For other values: clusterctl generate yaml --from {COMPONENTS_FILE}, the",
+            f"For other values: clusterctl generate yaml --from {components_file}, the",
             "variables set in the environment, piped to kubectl apply -f -.",
         ]
     )
     return components + body, install + substitute(body), documents
 
 
-def _compare(expected_path: Path) -> None:
+def _compare(expected_path: Path, directory: Path = CONFIG) -> None:
     """Fail unless kustomize's own rendering equals ours, object for object, in order."""
     expected = [d for d in yaml.safe_load_all(expected_path.read_text()) if d is not None]
-    ours = render(CONFIG)
+    ours = render(directory)
     if expected != ours:
         names = [_describe(d) for d in ours]
         theirs = [_describe(d) for d in expected]
@@ -494,7 +654,7 @@ def _compare(expected_path: Path) -> None:
             (_describe(a) for a, b in zip(ours, expected, strict=False) if a != b), "count"
         )
         raise ReleaseError(
-            f"hack/release.py renders config/default differently from kustomize "
+            f"hack/release.py renders config/{directory.name} differently from kustomize "
             f"(first difference: {differing}); ours {names}, kustomize's {theirs}"
         )
 
@@ -505,9 +665,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=ROOT / "out", help="output directory")
     parser.add_argument("--compare-with", type=Path, help="kustomize build config/default output")
     parser.add_argument(
+        "--compare-extension-with", type=Path, help="kustomize build config/extension output"
+    )
+    parser.add_argument(
         "--print-image", action="store_true", help="print the release image and write nothing"
     )
     return parser
+
+
+def _described(documents: list[Obj]) -> str:
+    return ", ".join(f"{d['kind']}/{d['metadata']['name']}" for d in documents)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -521,8 +688,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.print_image:
             print(image)
             return 0
-        if args.compare_with is not None:
-            _compare(args.compare_with)
+        namespace = variables(components)[NAMESPACE_VARIABLE]
+        extension, extension_install, extension_documents = build_extension(version, namespace)
+        for expected, directory in (
+            (args.compare_with, CONFIG),
+            (args.compare_extension_with, EXTENSION),
+        ):
+            if expected is not None:
+                _compare(expected, directory)
+                print(f"config/{directory.name}: rendered exactly as kustomize renders it")
     except (ReleaseError, OSError, yaml.YAMLError) as exc:
         print(f"hack/release.py: {exc}", file=sys.stderr)
         return 2
@@ -531,15 +705,19 @@ def main(argv: list[str] | None = None) -> int:
     (out / METADATA_FILE).write_text(metadata_text)
     (out / COMPONENTS_FILE).write_text(components)
     (out / INSTALL_FILE).write_text(install)
+    (out / EXTENSION_COMPONENTS_FILE).write_text(extension)
+    (out / EXTENSION_INSTALL_FILE).write_text(extension_install)
     shown = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
-    objects = ", ".join(f"{d['kind']}/{d['metadata']['name']}" for d in render(CONFIG))
     print(f"{shown / METADATA_FILE}: {version} is Cluster API contract {contract_version}")
-    print(f"{shown / COMPONENTS_FILE}: {len(documents)} objects: {objects}")
+    print(f"{shown / COMPONENTS_FILE}: {len(documents)} objects: {_described(render(CONFIG))}")
     for name, default in sorted(variables(components).items()):
         print(f"  variable {name}, default {default}")
     print(f"{shown / INSTALL_FILE}: the same with the defaults filled in, for kubectl apply -f")
-    if args.compare_with is not None:
-        print("config/default: rendered exactly as kustomize renders it")
+    print(
+        f"{shown / EXTENSION_COMPONENTS_FILE}: {len(extension_documents)} objects: "
+        f"{_described(render(EXTENSION))}, the same namespace variable; "
+        f"{shown / EXTENSION_INSTALL_FILE}: with its default"
+    )
     print(f"image {image}: docker build -t {image} .")
     return 0
 

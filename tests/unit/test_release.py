@@ -7,11 +7,15 @@ image only through the CRS_CONTROLLER_NAMESPACE and CRS_CONTROLLER_IMAGE variabl
 carry the CRDs and the provider label, and leave nothing of kustomize behind;
 substituting the defaults (or other values) yields valid YAML; metadata.yaml names the
 contract of the version being released; what the script does not handle (kustomization
-fields, versions, stray variables, objects outside the namespace) fails loudly.
+fields, versions, stray variables, objects outside the namespace, kustomize vars
+outside their varReference fields) fails loudly. The Runtime Extension
+(config/extension) is released beside them: its Service, the Service the
+ExtensionConfig calls and its CA Secret follow the same namespace variable.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 from collections import Counter
 from pathlib import Path
@@ -230,6 +234,63 @@ def test_a_namespace_named_inside_a_string_is_refused() -> None:
         release.parameterize([*rendered, note], VERSION)
 
 
+# --- the Runtime Extension ------------------------------------------------------------
+
+CA_ANNOTATION = "runtime.cluster.x-k8s.io/inject-ca-from-secret"
+
+
+def test_the_extension_follows_the_namespace_variable() -> None:
+    components, install, documents = release.build_extension(VERSION, "crs-system")
+    assert release.variables(components) == {"CRS_CONTROLLER_NAMESPACE": "crs-system"}
+    assert [(d["kind"], d["metadata"]["name"]) for d in documents] == [
+        ("Service", "crs-controller-extension"),
+        ("ExtensionConfig", "crs-controller"),
+    ]
+    for document in documents:
+        assert document["metadata"]["labels"]["cluster.x-k8s.io/provider"] == (
+            "addon-crs-controller"
+        )
+        for where, value in release.string_values(document):
+            assert "$(" not in value, where  # the kustomize var is resolved
+            assert "crs-system" not in release.VARIABLE.sub("", value), where
+    values = {"CRS_CONTROLLER_NAMESPACE": "addons"}
+    service, config = _documents(release.substitute(components, values))
+    assert service["metadata"]["namespace"] == "addons"
+    assert config["spec"]["clientConfig"]["service"] == {
+        "name": service["metadata"]["name"],
+        "namespace": "addons",
+        "port": 443,
+    }
+    assert config["metadata"]["annotations"][CA_ANNOTATION] == "addons/crs-controller-extension-tls"
+    # How crs-controller uninstall --delete-release finds it again.
+    assert config["metadata"]["labels"]["app.kubernetes.io/name"] == "crs-controller"
+    service, config = _documents(install)
+    assert config["metadata"]["annotations"][CA_ANNOTATION] == (
+        "crs-system/crs-controller-extension-tls"
+    )
+    assert service["metadata"]["namespace"] == "crs-system"
+
+
+def test_the_extension_shares_the_add_on_components_variables(built: Any) -> None:
+    components, _, _ = built
+    extension, _, _ = release.build_extension(VERSION, "crs-system")
+    shared = release.variables(extension).items()
+    assert shared <= release.variables(components).items()
+
+
+def test_the_extension_pointing_at_another_namespace_is_refused() -> None:
+    rendered = release.render(CONFIG / "extension")
+    assert release.parameterize_extension(rendered, "crs-system")
+    for field in ("service", "annotation"):
+        service, config = copy.deepcopy(rendered)
+        if field == "service":
+            config["spec"]["clientConfig"]["service"]["namespace"] = "elsewhere"
+        else:
+            config["metadata"]["annotations"][CA_ANNOTATION] = "elsewhere/tls"
+        with pytest.raises(release.ReleaseError, match="must be in namespace crs-system"):
+            release.parameterize_extension([service, config], "crs-system")
+
+
 # --- metadata.yaml and versions -------------------------------------------------------
 
 
@@ -314,10 +375,32 @@ def test_an_object_included_twice_is_refused(tmp_path: Path) -> None:
     assert release.render(base)
 
 
+def test_vars_resolve_in_their_var_references_and_nowhere_else(tmp_path: Path) -> None:
+    directory = _kustomization(
+        tmp_path,
+        vars=[{"name": "NS", "objref": {"kind": "Deployment", "version": "v1", "name": "d"},
+               "fieldref": {"fieldpath": "metadata.namespace"}}],
+        configurations=["config.yaml"],
+    )  # fmt: skip
+    reference = {"varReference": [{"kind": "Deployment", "path": "metadata/annotations"}]}
+    (directory / "config.yaml").write_text(yaml.safe_dump(reference))
+    annotated = "metadata: {name: d, namespace: ns, annotations: {a: $(NS)/x, b: $(OTHER)}}"
+    text = DEPLOYMENT.replace("metadata: {name: d, namespace: ns}", annotated)
+    (directory / "deployment.yaml").write_text(text)
+    (deployment,) = release.render(directory)
+    assert deployment["metadata"]["annotations"] == {"a": "ns/x", "b": "$(OTHER)"}
+    # Where kustomize's own default references (container args) would resolve it.
+    (directory / "deployment.yaml").write_text(
+        text.replace("name: init,", "name: init, args: [$(NS)],")
+    )
+    with pytest.raises(release.ReleaseError, match=r"\$\(NS\) is where"):
+        release.render(directory)
+
+
 # --- the command ----------------------------------------------------------------------
 
 
-def test_main_writes_metadata_components_and_install(tmp_path: Path) -> None:
+def test_main_writes_metadata_components_install_and_the_extension(tmp_path: Path) -> None:
     assert release.main(["--out", str(tmp_path)]) == 0
     assert (tmp_path / "metadata.yaml").read_text() == (ROOT / "metadata.yaml").read_text()
     components = (tmp_path / "addon-components.yaml").read_text()
@@ -326,6 +409,10 @@ def test_main_writes_metadata_components_and_install(tmp_path: Path) -> None:
         "CRS_CONTROLLER_NAMESPACE",
     }
     assert _documents((tmp_path / "install.yaml").read_text())
+    extension = (tmp_path / "extension-components.yaml").read_text()
+    assert release.variables(extension) == {"CRS_CONTROLLER_NAMESPACE": "crs-system"}
+    kinds = [d["kind"] for d in _documents((tmp_path / "extension-install.yaml").read_text())]
+    assert kinds == ["Service", "ExtensionConfig"]
 
 
 def test_print_image_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
