@@ -10,10 +10,12 @@ pod name: the leader Lease's holder and the User-Agent on both servers. The
 namespaced variant (config/namespaced, Roles only) runs a controller started as its
 Deployment says (--namespace $(POD_NAMESPACE)) through a full reconcile without a
 refused request and without one request outside its namespace, and its own policy
-refuses other binding writers there."""
+refuses other binding writers there. hack/release.py renders config/default and
+config/extension (its kustomize var included) exactly as kustomize does."""
 
 from __future__ import annotations
 
+import importlib.util
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,6 +34,7 @@ from crs_controller.testbed.controller import (
 )
 
 from .installing import (
+    CONFIG,
     REFUSED,
     binding_obj,
     binding_writer_rbac,
@@ -49,6 +52,7 @@ from .support import (
     TIMEOUT,
     WORKLOAD_USER,
     add_cluster,
+    audit_caught_up,
     configmap_obj,
     crs_obj,
     manifests,
@@ -60,7 +64,17 @@ from .support import (
 )
 
 LEASE_API = "coordination.k8s.io/v1"
+RELEASE_SCRIPT = CONFIG.parent / "hack" / "release.py"
 Obj = dict[str, Any]
+
+
+def test_the_release_renders_config_as_kustomize_does() -> None:
+    spec = importlib.util.spec_from_file_location("release", RELEASE_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    release = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(release)
+    for base in ("default", "extension"):
+        assert release.render(CONFIG / base) == build(CONFIG / base), base
 
 
 def _strings(node: Any) -> Iterator[str]:
@@ -202,6 +216,7 @@ def test_the_shipped_rbac_reconciles_without_a_refusal_and_names_the_replica(
             assert lease is not None and lease["spec"]["holderIdentity"] == pod
     finally:
         controller.start()
+    audit_caught_up([control_plane.management, control_plane.workloads[0]])
     events = requests_of(control_plane.management, SA_USER, since)
     assert refused(events) == []
     ours = [e for e in events if e.get("userAgent", "").endswith(f"({pod})")]
@@ -242,6 +257,7 @@ def test_the_namespaced_variant_reconciles_inside_its_namespace_only(
     try:
         with ControllerProcess(control_plane.management, *args, user=user, env=env):
             _reconcile_fully(mgmt, control_plane, workload_clients[0], namespace)
+        audit_caught_up([control_plane.management])
         events = requests_of(control_plane.management, user, since)
         assert events and refused(events) == []
         elsewhere = [
