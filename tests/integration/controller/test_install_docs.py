@@ -20,12 +20,22 @@ the test bed runs no namespace controller to empty it).
 The "Upgrading the controller" section's one command is applied over a running
 install with a second pod standing by: the old pod stops, the new one takes the
 Lease and looks at the cluster again, and writes nothing to the workload cluster or
-to the binding."""
+to the binding.
+
+The "When the controller is already gone" way out, its commands run as written
+(kubectl and jq themselves, the set's name and namespace where they say NAME and
+NS), with two `Delete` sets applied and the controller stopped: one set, deleted and
+stuck `Terminating` behind its finalizer, goes with the `kubectl patch` line, the
+other with `uninstall --force`; the bindings listed as written record both sets'
+objects where the section says, the `jq` line finds them on the workload cluster,
+and once they are deleted there both CRDs go without staying Terminating."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -43,6 +53,7 @@ from crs_controller.testbed.clusters import install_crds
 from crs_controller.testbed.controller import SA_USER, SYSTEM_NAMESPACE, ControllerProcess
 
 from .support import (
+    CRS_API,
     TIMEOUT,
     WORKLOAD_USER,
     add_cluster,
@@ -226,3 +237,106 @@ def test_the_upgrading_section_hands_over_without_a_write(
                 assert writes_by([workloads[1]], {user}, since) == []
                 rewritten = [w for w in writes_by([scratch], {SA_USER}, since) if "bindings" in w]
                 assert rewritten == []
+
+
+WAY_OUT = "### When the controller is already gone"
+CRS_KIND = "ClusterResourceSet"
+CRDS = ("clusterresourcesetbindings.addons.crs.dev", "clusterresourcesets.addons.crs.dev")
+
+
+def way_out_commands() -> list[str]:
+    """The commands the "When the controller is already gone" subsection gives, in
+    order: its inline code that runs ``crs-controller`` or ``kubectl``."""
+    section = INSTALL_DOC.read_text().split(f"\n{WAY_OUT}\n", 1)[1].split("\n## ", 1)[0]
+    spans = re.findall(r"`([^`]+)`", section.replace("\n", " "))
+    return [s for s in spans if s.startswith(("crs-controller ", "kubectl "))]
+
+
+def as_written(line: str, kubeconfig: Path, **words: str) -> str:
+    """``line`` run by bash as a reader would paste it (the words NAME and NS filled
+    in), against the server of ``kubeconfig``; its output."""
+    for word, value in words.items():
+        line = re.sub(rf"\b{word}\b", value, line)
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", line],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"{line}: {done.stderr}"
+    return done.stdout
+
+
+def second_delete_set(mgmt: TestbedClient, workload_client: TestbedClient) -> str:
+    """Another Delete set on the cluster of ``delete_set_applied``; its object's name."""
+    name = unique("docs-way-out")
+    mgmt.create(source_configmap(TEAM, "addon-2", {"a": manifests(configmap_obj(name))}))
+    crs = crs_obj(TEAM, "second", [("ConfigMap", "addon-2")], {"team": "a"}, mode="Reconcile")
+    crs["spec"]["deletionPolicy"] = "Delete"
+    mgmt.create(crs)
+    wait_condition(mgmt, TEAM, "second", "Ready", "True", "Applied")
+    wait_object(workload_client, "v1", "ConfigMap", name, "default")
+    return name
+
+
+def recorded(bindings_yaml: str, crs: str) -> list[str]:
+    """``spec.bindings[].resources[].objects`` of set ``crs``'s entry, by name."""
+    (binding,) = yaml.safe_load(bindings_yaml)["items"]
+    return [
+        o["name"]
+        for entry in binding["spec"]["bindings"]
+        if entry["clusterResourceSetName"] == crs
+        for resource in entry["resources"]
+        for o in resource["objects"]
+    ]
+
+
+@pytest.mark.skipif(
+    not (shutil.which("kubectl") and shutil.which("jq")),
+    reason="the section's commands are kubectl and jq lines: not both installed here",
+)
+def test_the_way_out_when_the_controller_is_gone_works_as_written(
+    scratch: Server,
+    workloads: list[Server],
+    workload_clients: list[TestbedClient],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    force, patch, bindings, find = way_out_commands()
+    assert force == "crs-controller uninstall -A --yes --force", force
+    admin = {"user": "cli-admin", "groups": ("system:masters",)}
+    kubeconfig = scratch.write_kubeconfig(tmp_path / "admin", **admin)
+    on_workload = workloads[1].write_kubeconfig(tmp_path / "workload", **admin)
+    wl = workload_clients[1]
+    with TestbedClient(scratch) as mgmt:
+        documents = apply_in_file_order(mgmt, release(tmp_path))
+        with replica(scratch, documents, "crs-controller-0"):
+            first = delete_set_applied(mgmt, workloads[1], wl)
+            second = second_delete_set(mgmt, wl)
+        # The controller is gone: a set deleted now stays Terminating on its finalizer.
+        mgmt.delete(CRS_API, CRS_KIND, "addon", TEAM)
+        assert mgmt.get(CRS_API, CRS_KIND, "addon", TEAM)["metadata"]["deletionTimestamp"]
+        as_written(patch, kubeconfig, NAME="addon", NS=TEAM)
+        assert mgmt.get(CRS_API, CRS_KIND, "addon", TEAM) is None
+        capsys.readouterr()
+        assert main([*shlex.split(force)[1:], "--kubeconfig", str(kubeconfig)]) == 0
+        out = capsys.readouterr().out
+        assert f"left behind by {TEAM}/second: 1 object(s)" in out, out
+        wait_for(lambda: not mgmt.list(CRS_API, CRS_KIND), TIMEOUT, message="no set left")
+        # Nothing was cleaned up; the inventory says what, where the section says.
+        listed = as_written(bindings, kubeconfig, NS=TEAM)
+        assert (recorded(listed, "addon"), recorded(listed, "second")) == ([first], [second])
+        found = set(as_written(find, on_workload).split())
+        assert {f"default/{first}", f"default/{second}"} <= found
+        for name in (first, second):  # "Delete them there, then the bindings CRD."
+            wl.delete("v1", "ConfigMap", name, "default")
+        for crd in CRDS:
+            mgmt.delete(CRD_API, "CustomResourceDefinition", crd)
+        for crd in CRDS:  # neither stays Terminating
+            wait_for(
+                lambda n=crd: mgmt.get(CRD_API, "CustomResourceDefinition", n) is None,
+                TIMEOUT,
+                message=f"CRD {crd} gone",
+            )
