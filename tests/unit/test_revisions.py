@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from crs_controller.core.api.models import API_VERSION
+from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
 from crs_controller.core.rollout.snapshots import (
     MAX_SNAPSHOT_BYTES,
     SIZE_ANNOTATION,
     SNAPSHOT_LABEL,
     snapshot_name,
 )
-from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile import revisions
 from crs_controller.engine.reconcile.crs import reconcile_crs
