@@ -3,9 +3,10 @@ own ClusterResourceSetBinding to list objects the controller never applied (anot
 team's ConfigMap, a kube-system Deployment); neither pruning (deletionPolicy: Delete)
 nor uninstall (Cluster deleted with uninstall.ensure) deletes them, the refusal is
 reported and the legitimately applied objects are still deleted. The shipped
-ValidatingAdmissionPolicy (config/admission) refuses a tenant's binding writes with
-its message, while the controller, as its ServiceAccount with the shipped RBAC, still
-writes bindings."""
+ValidatingAdmissionPolicy (config/admission) refuses a tenant's binding writes, and
+its deletes of revision snapshots, with its message, while the controller, as its
+ServiceAccount with the shipped RBAC, still writes bindings and snapshots, and
+deletes a deleted CRS's snapshots."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import yaml
 from crs_controller.clients.kube import KubeClient as ProductClient
 from crs_controller.clients.kubeconfig import workload_endpoint
 from crs_controller.core.errors import Conflict
+from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL
 from crs_controller.testbed import ControlPlane, KubeError, Server, TestbedClient, wait_for
 from crs_controller.testbed.controller import SA_GROUPS, SA_USER, ControllerProcess
 
@@ -170,6 +172,7 @@ def test_uninstall_refuses_forged_inventory_entries(
     wait_for(lambda: mgmt.get(CLUSTER_API, "Cluster", "unf1", namespace) is None, TIMEOUT)
 
 
+KIND = "ClusterResourceSet"
 POLICY = Path(__file__).resolve().parents[3] / "config" / "admission" / "binding_writers.yaml"
 REFUSED = "only the crs-controller ServiceAccount may create or update"
 TENANT = "tenant-alice"
@@ -204,7 +207,11 @@ def tenant_rbac(mgmt: TestbedClient) -> list[dict[str, Any]]:
                 "resources": ["clusterresourcesetbindings"],
                 "verbs": ["get", "list", "create", "update", "patch", "delete"],
             },
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]},
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "verbs": ["get", "list", "create", "update", "delete", "deletecollection"],
+            },
         ],
     }
     grant = {
@@ -286,7 +293,7 @@ def test_only_the_controller_writes_bindings_under_the_shipped_policy(
     snapshot["metadata"]["labels"] = {"addons.crs.dev/snapshot-of": "some-uid"}
     refused = try_create(tenant, snapshot, dry_run=False)
     assert refused.status_code == 403, refused.text
-    assert "may write revision snapshots" in refused.json()["message"]
+    assert "may write or delete revision snapshots" in refused.json()["message"]
     plain = tenant.create(configmap_obj(unique("plain"), namespace, a="1"))
     plain["metadata"]["labels"] = {"addons.crs.dev/snapshot-of": "some-uid"}
     with pytest.raises(KubeError) as labelled:
@@ -299,6 +306,45 @@ def test_only_the_controller_writes_bindings_under_the_shipped_policy(
     assert created["metadata"]["name"] == "by-controller"
     tenant.delete(CRS_API, "ClusterResourceSetBinding", "by-controller", namespace)
     assert mgmt.get(CRS_API, "ClusterResourceSetBinding", "by-controller", namespace) is None
+
+
+def snapshots_of(mgmt: TestbedClient, namespace: str, uid: str) -> list[str]:
+    items = mgmt.list("v1", "ConfigMap", namespace, label_selector=f"{SNAPSHOT_LABEL}={uid}")
+    return sorted(item["metadata"]["name"] for item in items)
+
+
+def test_only_the_controller_deletes_snapshots_under_the_shipped_policy(
+    binding_policy: None,
+    controller: ControllerProcess,
+    mgmt: TestbedClient,
+    tenant: TestbedClient,
+    workloads,
+    namespace: str,
+) -> None:
+    addon = unique("addon")
+    mgmt.create(source_configmap(namespace, "snp", {"a": manifests(configmap_obj(addon))}))
+    crs = crs_obj(namespace, "snp", [("ConfigMap", "snp")], {"snp": "1"}, mode="Reconcile")
+    uid = mgmt.create(crs)["metadata"]["uid"]
+    add_cluster(mgmt, workloads[1], namespace, "snp1", {"snp": "1"})
+    # The controller writes the revision's snapshot under the policy.
+    kept = wait_for(lambda: snapshots_of(mgmt, namespace, uid), TIMEOUT)
+
+    # A tenant whose RBAC allows deleting ConfigMaps can delete none of it: one by
+    # name, or all of them by label.
+    path = tenant.path("v1", "ConfigMap", kept[0], namespace)
+    refused = tenant.http.delete(path)
+    assert refused.status_code == 403, refused.text
+    assert "may write or delete revision snapshots" in refused.json()["message"]
+    assert f"DELETE by {TENANT} refused" in refused.json()["message"]
+    every = tenant.path("v1", "ConfigMap", namespace=namespace)
+    refused = tenant.http.delete(every, params={"labelSelector": f"{SNAPSHOT_LABEL}={uid}"})
+    assert refused.status_code == 403, refused.text
+    assert snapshots_of(mgmt, namespace, uid) == kept
+
+    # The CRS's deletion still takes them: the controller deletes them first.
+    mgmt.delete(CRS_API, KIND, "snp", namespace)
+    wait_for(lambda: mgmt.get(CRS_API, KIND, "snp", namespace) is None, TIMEOUT)
+    assert snapshots_of(mgmt, namespace, uid) == []
 
 
 async def _delete_with_uid(workload: Server, namespace: str, name: str, uid: str) -> bool:
