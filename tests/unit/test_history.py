@@ -25,6 +25,7 @@ from crs_controller.core.rollout.history import (
     Undo,
     advance,
     decide,
+    failure_in,
     last_complete,
     outcome_of_phase,
     parse_request,
@@ -32,7 +33,7 @@ from crs_controller.core.rollout.history import (
     rollback_on_failure,
     within_bytes,
 )
-from crs_controller.core.rollout.plan import ClusterState, Policy, plan, revision
+from crs_controller.core.rollout.plan import ClusterState, Phase, Plan, Policy, plan, revision
 from crs_controller.core.rollout.snapshots import (
     MAX_SNAPSHOT_BYTES,
     SIZE_ANNOTATION,
@@ -45,6 +46,7 @@ from crs_controller.core.rollout.snapshots import (
 )
 from crs_controller.core.spec.objects import parse_source_meta
 from crs_controller.core.state.status import outcome_of
+from crs_controller.engine.reconcile.rollout import rolling_back
 
 T0 = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
 
@@ -257,6 +259,25 @@ def test_a_failed_step_halts_and_goes_back_to_the_last_completed_revision(
     history = [rec("a"), rec("b"), rec("c", "Halted"), rec("s", "Progressing")]
     assert rollback_on_failure(Undo("s"), made.phase, "Rollback", history) == to
     assert rollback_on_failure(Undo("s"), made.phase, "Halt", history) is None
+
+
+HALT = "halted: 1 cluster failed (maximum 0): canary-1"
+
+
+@pytest.mark.parametrize("phase", ["Progressing", "Complete"])
+def test_a_rollback_by_itself_names_its_failure_where_a_restart_reads_it_back(
+    phase: Phase,
+) -> None:
+    made = Plan(frozenset(), phase, 1, 0, "step 1: 0 of 1 cluster updated", None)
+    said = rolling_back(made, "xxh3:bbbb", "xxh3:aaaa", HALT).message
+    assert said.startswith(("rolling back from xxh3:bbbb", "rolled back from xxh3:bbbb"))
+    assert said.endswith(f"the rollout of xxh3:bbbb {HALT}")
+    assert failure_in(said, "xxh3:bbbb") == HALT
+    assert failure_in(said, "xxh3:cccc") is None  # about another revision
+    # By hand: no failure to name, none read back.
+    by_hand = rolling_back(made, "xxh3:bbbb", "xxh3:aaaa").message
+    assert "the rollout of" not in by_hand and failure_in(by_hand, "xxh3:bbbb") is None
+    assert failure_in(None, "xxh3:bbbb") is None
 
 
 HISTORY = [rec("xxh3:aaaa"), rec("xxh3:abcd"), rec("xxh3:bbbb", "Halted"), rec("xxh3:cccc")]

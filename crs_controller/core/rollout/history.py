@@ -24,6 +24,9 @@ Where the SPEC is silent, decided here (as ``kubectl rollout undo`` does):
 - The rollback is also kept in the status (``status.revision`` is the revision
   rolled out, ``status.rollout.rolledBackFrom`` the sources'): a request annotation
   removed (a GitOps tool re-applying the CRS) does not undo it.
+- A rollback by itself keeps the failure it answers at the end of the rollout's
+  message (``failure_note``), so that a restart (which forgets it) reads it back
+  there (``failure_in``) and the RolloutRolledBack Event still names it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ __all__ = [
     "Undo",
     "advance",
     "decide",
+    "failure_in",
+    "failure_note",
     "last_complete",
     "outcome_of_phase",
     "parse_request",
@@ -111,6 +116,25 @@ def rollback_on_failure(
     if on_failure != "Rollback" or phase != "Halted" or undo.rolled_back_from or undo.resumed:
         return None
     return last_complete(history, excluding=(undo.target,))
+
+
+def failure_note(back: str, because: str | None) -> str:
+    """What a rollback by itself from ``back`` adds to the rollout's message: the
+    failure it answers (``because``: the halted rollout's message). Empty without."""
+    return f"{_failure_marker(back)}{because}" if because else ""
+
+
+def failure_in(message: str | None, back: str) -> str | None:
+    """The failure a rollback by itself from ``back`` answers, as ``failure_note``
+    wrote it at the end of ``message``; None when it holds none."""
+    marker = _failure_marker(back)
+    if not message or marker not in message:
+        return None
+    return message.split(marker, 1)[1] or None
+
+
+def _failure_marker(back: str) -> str:
+    return f"; the rollout of {back} "
 
 
 def last_complete(history: Sequence[RevisionRecord], excluding: Collection[str]) -> str | None:

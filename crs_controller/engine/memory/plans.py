@@ -24,7 +24,8 @@ class Rollouts:
 
     def because(self, namespace: str, crs: str) -> str | None:
         """Why this process rolled the CRS back by itself (the halted rollout's
-        message), for the RolloutRolledBack Event; forgotten on restart."""
+        message), for the rollout's message and Event; forgotten on restart, when the
+        status's message is read instead (``reconcile.rollout.failure_of``)."""
         return self._because.get((namespace, crs))
 
     def rolled_back(self, namespace: str, crs: str, because: str | None) -> None:

@@ -346,10 +346,7 @@ async def _tell_rollout(
     elif made.soaking and not (before.soaking and before.step == made.step):
         told.append(("RolloutSoaking", made.message))
     about = concerned(ctx, crs, target, matching, made.phase, hashes) if told else []
-    because = ctx.rollouts.because(crs.namespace, crs.name)
+    # A rollback by itself: the plan's message names the failure it answers.
     for reason, said in told:
-        # The failure rolled back from, when this process saw it.
-        rolled = reason == "RolloutRolledBack" and because
-        message = f"{said}: {because}" if rolled else said
         kind: Literal["Normal", "Warning"] = "Warning" if reason == "RolloutHalted" else "Normal"
-        await ctx.events.emit(crs, kind, reason, message, clusters=about, revision=target)
+        await ctx.events.emit(crs, kind, reason, said, clusters=about, revision=target)

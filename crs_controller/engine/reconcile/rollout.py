@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from crs_controller.core.api.models import CRSBinding, RolloutStatus
 from crs_controller.core.render import source_hash
-from crs_controller.core.rollout.history import Undo
+from crs_controller.core.rollout.history import Undo, failure_in, failure_note
 from crs_controller.core.rollout.plan import (
     ClusterState,
     Plan,
@@ -123,7 +123,7 @@ def plan_rollout(
     target, back = rolled.target, rolled.undo.rolled_back_from
     made, states = try_plan(ctx, crs, target, matching, rolled.hashes, back)
     if back is not None:
-        made = rolling_back(made, back, target)
+        made = rolling_back(made, back, target, failure_of(ctx, crs, back))
     before = ctx.rollouts.plan(crs.namespace, crs.name)
     admitted = ctx.rollouts.set(crs.namespace, crs.name, target, made)
     if before is None or before[0] != target or before[1].waiting_for != made.waiting_for:
@@ -186,12 +186,22 @@ def try_plan(
     return made, states
 
 
-def rolling_back(made: Plan, back: str, target: str) -> Plan:
+def failure_of(ctx: CRSContext, crs: CRS, back: str) -> str | None:
+    """The failure a rollback by itself from ``back`` answers: as this process saw it
+    halt, else (a restart, a new leader) as the status's rollout message kept it.
+    None: a rollback by hand."""
+    kept = crs.status.rollout.message if crs.status.rollout is not None else None
+    return ctx.rollouts.because(crs.namespace, crs.name) or failure_in(kept, back)
+
+
+def rolling_back(made: Plan, back: str, target: str, because: str | None = None) -> Plan:
     """The plan of a rollback: RolledBack once its clusters are back, naming the
-    revision rolled back from."""
+    revision rolled back from and the failure it answers (``because``), if any."""
+    note = failure_note(back, because)
     if made.phase != "Complete":
-        return replace(made, message=f"rolling back from {back}: {made.message}")
-    return replace(made, phase="RolledBack", message=f"rolled back from {back} to {target}")
+        return replace(made, message=f"rolling back from {back}: {made.message}{note}")
+    message = f"rolled back from {back} to {target}{note}"
+    return replace(made, phase="RolledBack", message=message)
 
 
 def _failed(entry: CRSBinding | None) -> bool:
