@@ -5,10 +5,12 @@ recorded yet counts as not applied and holds observedGeneration back; a replica
 that does not hold the leader Lease writes nothing. A spec problem is told once; a
 paused CRS says so (Paused True, Ready Unknown) and keeps the rest. A status write
 the server refuses (401, 403: rights missing) is logged at error, one another writer
-got to first (409) or a server trouble at info, and retried either way."""
+got to first (409) or a server trouble at info, and retried either way. A rollback by
+itself names its failure in the status, where a restarted process reads it back."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,6 +19,11 @@ from structlog.testing import capture_logs
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION as PAUSED
 from crs_controller.core.api.models import API_VERSION
 from crs_controller.core.errors import APIError, Conflict
+from crs_controller.engine.io.stores import CRSStore
+from crs_controller.engine.memory.outcomes import Outcomes
+from crs_controller.engine.memory.plans import Rollouts
+from crs_controller.engine.reconcile.cluster import reconcile_cluster
+from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
 from crs_controller.engine.reconcile.crs import reconcile_crs
 from crs_controller.engine.runtime.controller import status_settle
 
@@ -235,3 +242,51 @@ def test_status_passes_are_spaced_by_what_they_cost(pass_seconds: float, settle:
     takes at most a twentieth of the time during a burst of binding writes, however
     large the fleet, so the CPU of an edit grows linearly with it."""
     assert status_settle(pass_seconds) == pytest.approx(settle)
+
+
+def restarted(world: World) -> tuple[CRSContext, ClusterContext]:
+    """The CRS and cluster contexts of one process with nothing in memory yet: this
+    one after a restart, or a new leader."""
+    memory = replace(world.shared, outcomes=Outcomes(), rollouts=Rollouts())
+    crss = CRSStore(world.mgmt, world.crss)
+    crs_ctx = CRSContext.over(memory, crss=crss, leading=lambda: True)
+    return crs_ctx, replace(world.ctx, outcomes=memory.outcomes, rollouts=memory.rollouts)
+
+
+async def passes(world: World, crs_ctx: CRSContext, cluster_ctx: ClusterContext) -> None:
+    """A cluster pass between two CRS passes, the snapshots written shown to the caches."""
+    await reconcile_crs(crs_ctx, NS, "a")
+    for key, obj in list(world.mgmt.objects.items()):
+        if key[1] == "ConfigMap":
+            world.sync(obj)
+    await reconcile_cluster(cluster_ctx, NS, "c1")
+    world.sync_bindings()
+    await reconcile_crs(crs_ctx, NS, "a")
+
+
+async def test_a_rollback_by_itself_names_its_failure_also_after_a_restart() -> None:
+    """The process that rolled back forgets the failure when it restarts: the status's
+    rollout message keeps it, so the status stays as it was and the RolloutRolledBack
+    Event told once the clusters are back still names it."""
+    rollout = {"maxConcurrent": 1, "onFailure": "Rollback"}
+    world = await world_with(crs("a", "src", rollout=rollout))
+    first = restarted(world)
+    await passes(world, *first)
+    source = world.mgmt.objects[("v1", "ConfigMap", NS, "src")]
+    await world.update({**source, "data": configmap_source("src", payload("addon", "2"))["data"]})
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    workload.fail_with = APIError("apply refused", status=422, body="{}")
+    await passes(world, *first)  # the new revision fails on c1: back by itself
+    rolling = status(world)["rollout"]
+    failure = "the rollout of {} halted: 1 cluster failed (maximum 0): c1"
+    assert rolling["message"].endswith(failure.format(rolling["rolledBackFrom"]))
+    workload.fail_with = None
+
+    second = restarted(world)
+    await reconcile_crs(second[0], NS, "a")
+    assert status(world)["rollout"] == rolling  # nothing of it forgotten
+    await passes(world, *second)
+    assert status(world)["rollout"]["phase"] == "RolledBack"
+    told = [o for k, o in world.mgmt.objects.items() if k[1] == "Event"]
+    said = [e["message"] for e in told if e["reason"] == "RolloutRolledBack"]
+    assert len(said) == 1 and said[0].endswith(failure.format(rolling["rolledBackFrom"]))
