@@ -2,9 +2,12 @@
 (a ConfigMap, and a Secret for Secret content), at most revisionHistoryLimit are
 kept, and they go with the CRS; `crs-controller rollback` puts the clusters back on
 an older revision and `--resume` on the sources' again; a forged snapshot is
-refused and nothing of it applied; with onFailure: Rollback a canary that fails its
-step comes back to the previous content by itself, while the other clusters never
-took the failing revision."""
+refused and nothing of it applied; a rollback holds across a restart once its
+request is gone, and an edit of the sources ends it (the revision rolled back from,
+edited back to, is rolled out); with onFailure: Rollback a canary that fails its
+step comes back to the previous content by itself (what the failing revision
+changed or removed comes back), while the other clusters never took the failing
+revision, and the Event names the failure."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import base64
 import copy
 import json
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,7 @@ import httpx
 import pytest
 
 from crs_controller.app.cli import main
+from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
 from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL, snapshot_name
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
@@ -29,15 +34,19 @@ from .support import (
     TIMEOUT,
     add_cluster,
     admin_kubeconfig,
+    audit_caught_up,
     binding_entry,
     configmap_obj,
     crs_obj,
     deployment,
     manifests,
     metric,
+    reconciles,
+    requests_by,
     source_configmap,
     source_secret,
     unique,
+    until_no_conflict,
     wait_condition,
 )
 
@@ -157,6 +166,36 @@ def test_history_keeps_one_snapshot_per_revision_within_the_limit_and_goes_with_
     assert snapshots(mgmt, namespace, uid) == []
 
 
+def two_revisions(
+    mgmt: TestbedClient, control_plane: ControlPlane, namespace: str, name: str
+) -> tuple[str, str, str]:
+    """A CRS ``name`` on one cluster (``<name>0``) whose ConfigMap's value went from
+    1 to 2: the object's name, and the two revisions, both complete."""
+    marker = unique(name)
+    mgmt.create(source_configmap(namespace, name, {"a": manifests(configmap_obj(marker, v="1"))}))
+    crs = crs_obj(namespace, name, [("ConfigMap", name)], {"undo": namespace[-6:]}, "Reconcile")
+    mgmt.create(crs)
+    add_cluster(mgmt, control_plane.workloads[0], namespace, f"{name}0", {"undo": namespace[-6:]})
+    first = complete_revision(mgmt, namespace, name, None)
+    edit(mgmt, namespace, name, configmap_obj(marker, v="2"))
+    return marker, first, complete_revision(mgmt, namespace, name, first)
+
+
+def rolled_back(
+    mgmt: TestbedClient, wl: TestbedClient, namespace: str, name: str, marker: str, kubeconfig: str
+) -> None:
+    """Run ``crs-controller rollback`` to the last completed revision; returns once its
+    content (value 1) is back on the cluster and the status says RolledBack."""
+    assert main(["rollback", name, "-n", namespace, "--kubeconfig", kubeconfig]) == 0
+    wait_for(lambda: value_on(wl, marker) == "1", TIMEOUT, message="the first content back")
+    wait_condition(mgmt, namespace, name, "Ready", "False", "RolledBack")
+
+
+def request_of(mgmt: TestbedClient, namespace: str, name: str) -> str | None:
+    crs = mgmt.get(CRS_API, KIND, name, namespace) or {}
+    return ((crs.get("metadata") or {}).get("annotations") or {}).get(ROLLBACK_ANNOTATION)
+
+
 def test_a_manual_rollback_goes_back_and_resume_goes_forward(
     controller: ControllerProcess,
     control_plane: ControlPlane,
@@ -166,15 +205,8 @@ def test_a_manual_rollback_goes_back_and_resume_goes_forward(
     kubeconfig: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    marker = unique("man")
-    mgmt.create(source_configmap(namespace, "man", {"a": manifests(configmap_obj(marker, v="1"))}))
-    crs = crs_obj(namespace, "man", [("ConfigMap", "man")], {"undo": namespace[-6:]}, "Reconcile")
-    mgmt.create(crs)
-    add_cluster(mgmt, control_plane.workloads[0], namespace, "man0", {"undo": namespace[-6:]})
+    marker, first, second = two_revisions(mgmt, control_plane, namespace, "man")
     wl = workload_clients[0]
-    first = complete_revision(mgmt, namespace, "man", None)
-    edit(mgmt, namespace, "man", configmap_obj(marker, v="2"))
-    second = complete_revision(mgmt, namespace, "man", first)
     assert value_on(wl, marker) == "2"
     cli = ["-n", namespace, "--kubeconfig", kubeconfig]
 
@@ -200,6 +232,108 @@ def test_a_manual_rollback_goes_back_and_resume_goes_forward(
     now = status(mgmt, namespace, "man")
     # No spec.rollout: the rollback's own rollout status goes with it.
     assert now["revision"] == second and "rollout" not in now
+
+
+@pytest.fixture
+def own_controller(controller: ControllerProcess, namespace: str) -> Iterator[ControllerProcess]:
+    """A controller of the test's own for ``namespace``, to restart at will; the
+    session's is stopped meanwhile, so that only this one acts there."""
+    controller.stop()
+    try:
+        args = ("--namespace", namespace, "--log-level", "debug")
+        with ControllerProcess(controller.management, *args) as process:
+            yield process
+    finally:
+        controller.start()
+
+
+def test_a_rollback_holds_across_a_restart_once_its_request_is_removed(
+    own_controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients: list[TestbedClient],
+    namespace: str,
+    kubeconfig: str,
+) -> None:
+    marker, first, second = two_revisions(mgmt, control_plane, namespace, "keep")
+    wl = workload_clients[0]
+    rolled_back(mgmt, wl, namespace, "keep", marker, kubeconfig)
+    assert request_of(mgmt, namespace, "keep") == f"{second}/{first}"
+    kept = history(mgmt, namespace, "keep")
+
+    def without_request() -> None:  # as a GitOps tool re-applying the CRS would
+        crs = mgmt.get(CRS_API, KIND, "keep", namespace)
+        assert crs is not None
+        del crs["metadata"]["annotations"][ROLLBACK_ANNOTATION]
+        mgmt.update(crs)
+
+    crs_key, cluster_key = f"{namespace}/keep", f"{namespace}/keep0"
+    looked = reconciles(own_controller, "crs", crs_key)
+    until_no_conflict(without_request)
+    wait_for(
+        lambda: reconciles(own_controller, "crs", crs_key) > looked,
+        TIMEOUT,
+        message="the CRS looked at without its request",
+    )
+    own_controller.stop()
+    looked = reconciles(own_controller, "crs", crs_key)
+    applied = reconciles(own_controller, "cluster", cluster_key)
+    own_controller.start()
+    wait_for(
+        lambda: (
+            reconciles(own_controller, "crs", crs_key) > looked
+            and reconciles(own_controller, "cluster", cluster_key) > applied
+        ),
+        TIMEOUT,
+        message="the CRS and its cluster looked at after the restart",
+    )
+    now = status(mgmt, namespace, "keep")
+    assert now["revision"] == first
+    assert (now["rollout"]["phase"], now["rollout"]["rolledBackFrom"]) == ("RolledBack", second)
+    assert history(mgmt, namespace, "keep") == kept
+    assert value_on(wl, marker) == "1"
+    assert request_of(mgmt, namespace, "keep") is None
+
+
+def test_an_edit_of_the_sources_ends_a_rollback_and_an_edit_back_rolls_that_revision_out(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients: list[TestbedClient],
+    namespace: str,
+    kubeconfig: str,
+) -> None:
+    marker, first, second = two_revisions(mgmt, control_plane, namespace, "end")
+    wl = workload_clients[0]
+    rolled_back(mgmt, wl, namespace, "end", marker, kubeconfig)
+
+    edit(mgmt, namespace, "end", configmap_obj(marker, v="3"))
+    third = complete_revision(mgmt, namespace, "end", first)
+    assert value_on(wl, marker) == "3"
+    # No spec.rollout: the rollback's rollout status, rolledBackFrom with it, is gone.
+    assert "rollout" not in status(mgmt, namespace, "end")
+    wait_for(
+        lambda: request_of(mgmt, namespace, "end") is None,
+        TIMEOUT,
+        message="the request about the revision rolled back from removed",
+    )
+    assert history(mgmt, namespace, "end") == [
+        (second, "RolledBack"),
+        (first, "Complete"),
+        (third, "Complete"),
+    ]
+
+    # Back to the revision rolled back from: rolled out as any edit (docs/rollout.md),
+    # as a Deployment whose template is reverted rolls it out.
+    edit(mgmt, namespace, "end", configmap_obj(marker, v="2"))
+    assert complete_revision(mgmt, namespace, "end", third) == second
+    wait_for(lambda: value_on(wl, marker) == "2", TIMEOUT, message="the second content again")
+    assert "rollout" not in status(mgmt, namespace, "end")
+    assert history(mgmt, namespace, "end") == [
+        (first, "Complete"),
+        (third, "Complete"),
+        (second, "Complete"),
+    ]
 
 
 def forge(mgmt: TestbedClient, namespace: str, name: str, value: str) -> None:
@@ -280,8 +414,8 @@ def test_a_failed_canary_rolls_back_by_itself_and_nobody_else_takes_the_revision
     namespace: str,
 ) -> None:
     marker, bad = unique("auto"), unique("never")
-    good = configmap_obj(marker, v="1")
-    mgmt.create(source_configmap(namespace, "auto", {"a": manifests(good)}))
+    good, second = configmap_obj(marker, v="1"), configmap_obj(f"{marker}-b", v="1")
+    mgmt.create(source_configmap(namespace, "auto", {"a": manifests(good, second)}))
     crs = crs_obj(namespace, "auto", [("ConfigMap", "auto")], {"undo": namespace[-6:]}, "Reconcile")
     crs["spec"]["deletionPolicy"] = "Delete"
     crs["spec"]["healthCheck"] = {"wait": True, "timeout": "3s"}
@@ -302,8 +436,9 @@ def test_a_failed_canary_rolls_back_by_itself_and_nobody_else_takes_the_revision
     before = {c: binding_entry(mgmt, namespace, c, "auto")["resources"][0]["hash"] for c in names}
 
     edited = time.time()
-    # A Deployment that never becomes available (the test bed runs no controllers).
-    edit(mgmt, namespace, "auto", good, deployment(bad))
+    # A Deployment that never becomes available (the test bed runs no controllers);
+    # the first object's value changed, the second object dropped.
+    edit(mgmt, namespace, "auto", configmap_obj(marker, v="bad"), deployment(bad))
     cond = wait_condition(mgmt, namespace, "auto", "Ready", "False", "RolledBack")
     now = status(mgmt, namespace, "auto")
     failing = now["rollout"]["rolledBackFrom"]
@@ -313,20 +448,33 @@ def test_a_failed_canary_rolls_back_by_itself_and_nobody_else_takes_the_revision
         (failing, "RolledBack"),
         (previous, "Complete"),
     ]
-    # The canary is back on the previous content, the Deployment it added is gone.
+    # The canary is back on the previous content: the Deployment it added is gone, the
+    # value it changed and the object it removed are back.
     after = {c: binding_entry(mgmt, namespace, c, "auto")["resources"][0]["hash"] for c in names}
     assert after == before
     wl = workload_clients[0]
     wait_for(lambda: wl.get("apps/v1", "Deployment", bad, "default") is None, TIMEOUT)
-    # The canary took the failing revision; the others never did.
+    assert value_on(wl, marker) == "1"
+    assert value_on(wl, f"{marker}-b") == "1"
+    # The canary took the failing revision (its change and removal included); the
+    # others never did.
     resource = f"deployments/{bad}"
     users = {cluster_user(c) for c in names}
     assert set(patched_by(control_plane, users, resource, edited)) == {cluster_user("a1")}
+    audit_caught_up(control_plane.workloads)
+    canary = requests_by(control_plane.workloads, {cluster_user("a1")}, edited, {"delete"})
+    assert any(r.endswith(f" delete configmaps/{marker}-b") for r in canary), canary
+    assert cluster_user("a1") in patched_by(control_plane, users, f"configmaps/{marker}", edited)
+    others = {cluster_user(c) for c in names if c != "a1"}
+    assert requests_by(control_plane.workloads, others, edited, {"delete"}) == []
+    assert patched_by(control_plane, others, f"configmaps/{marker}", edited) == []
+    # The Event names the failure rolled back from, not only its revision.
     events = wait_for(
         lambda: [e for e in reasons(mgmt, namespace) if e["reason"] == "RolloutRolledBack"],
         TIMEOUT,
         message="a RolloutRolledBack Event",
     )
-    assert failing in events[0]["message"]
+    said = events[0]["message"]
+    assert f"the rollout of {failing} halted: 1 cluster failed (maximum 0): a1" in said, said
     # Counted once (no other test here rolls back by itself).
     assert metric(httpx.get(controller.url("/metrics")).text, counted) == rollbacks + 1
