@@ -102,6 +102,8 @@ def test_config_default_renders_every_object_of_config_once() -> None:
     # after the ranked ones.
     assert kinds[kinds.index("Deployment") + 1 :] == [
         "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
         "ValidatingAdmissionPolicyBinding",
         "NetworkPolicy",
     ]
@@ -185,15 +187,19 @@ def test_other_values_substitute_everywhere(built: Any) -> None:
     assert {d["metadata"].get("namespace") for d in documents} == {None, "addons"}
     assert {s["namespace"] for d in documents for s in d.get("subjects", [])} == {"addons"}
     assert _manager_image(documents) == "reg.example/c:v9"
-    # The admission policy allows the subjects of the ClusterRoleBinding its binding
-    # names: the one that now binds the ServiceAccount in the new namespace.
-    (policy_binding,) = [d for d in documents if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    # The admission policies judge the subjects of the ClusterRoleBinding their
+    # bindings name: the one that now binds the ServiceAccount in the new namespace.
+    params = {
+        d["spec"]["paramRef"]["name"]
+        for d in documents
+        if d["kind"] == "ValidatingAdmissionPolicyBinding"
+    }
     (granted,) = [
         d
         for d in documents
-        if d["kind"] == "ClusterRoleBinding"
-        and d["metadata"]["name"] == policy_binding["spec"]["paramRef"]["name"]
+        if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] in params
     ]
+    assert len(params) == 1
     assert granted["subjects"] == [
         {"kind": "ServiceAccount", "name": "crs-controller", "namespace": "addons"}
     ]

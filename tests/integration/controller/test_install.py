@@ -104,13 +104,16 @@ def test_a_namespace_overlay_leaves_nothing_in_crs_system(tmp_path: Path) -> Non
     assert extension["metadata"]["annotations"][annotation] == (
         "addons/crs-controller-extension-tls"
     )
-    # The policy's parameter is the ClusterRoleBinding that now binds the moved
+    # The policies' parameter is the ClusterRoleBinding that now binds the moved
     # ServiceAccount.
     grant = one(documents, "ClusterRoleBinding")
-    assert one(documents, "ValidatingAdmissionPolicyBinding")["spec"]["paramRef"] == {
-        "name": grant["metadata"]["name"],
-        "parameterNotFoundAction": "Deny",
-    }
+    bindings = [d for d in documents if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert len(bindings) == 2
+    for policy_binding in bindings:
+        assert policy_binding["spec"]["paramRef"] == {
+            "name": grant["metadata"]["name"],
+            "parameterNotFoundAction": "Deny",
+        }
     assert one(documents, "NetworkPolicy")["metadata"]["namespace"] == "addons"
     account = one(documents, "ServiceAccount")["metadata"]
     assert grant["subjects"] == [

@@ -173,7 +173,8 @@ def test_uninstall_refuses_forged_inventory_entries(
 
 
 KIND = "ClusterResourceSet"
-POLICY = Path(__file__).resolve().parents[3] / "config" / "admission" / "binding_writers.yaml"
+ADMISSION = Path(__file__).resolve().parents[3] / "config" / "admission"
+POLICIES = (ADMISSION / "binding_writers.yaml", ADMISSION / "controller_writes.yaml")
 REFUSED = "only the crs-controller ServiceAccount may create or update"
 TENANT = "tenant-alice"
 
@@ -241,7 +242,7 @@ def binding_policy(mgmt: TestbedClient, tenant: TestbedClient) -> Iterator[None]
     take a moment to load and to go, so each step waits until a tenant's dry-run
     create shows it. (Other tests write forged bindings as admin, in system:masters,
     which the policy leaves alone anyway.)"""
-    documents = [d for d in yaml.safe_load_all(POLICY.read_text()) if d]
+    documents = [d for path in POLICIES for d in yaml.safe_load_all(path.read_text()) if d]
     probe = binding_obj("default", "policy-probe")
     for document in documents:
         mgmt.apply(document)
@@ -306,6 +307,39 @@ def test_only_the_controller_writes_bindings_under_the_shipped_policy(
     assert created["metadata"]["name"] == "by-controller"
     tenant.delete(CRS_API, "ClusterResourceSetBinding", "by-controller", namespace)
     assert mgmt.get(CRS_API, "ClusterResourceSetBinding", "by-controller", namespace) is None
+
+
+def test_the_controller_writes_no_configmap_or_secret_but_snapshots(
+    binding_policy: None, control_plane: ControlPlane, mgmt: TestbedClient, namespace: str
+) -> None:
+    # Its RBAC lets the controller create and delete every ConfigMap and Secret (for
+    # snapshots); the shipped policy narrows that to objects labelled as snapshots.
+    kubeconfig = mgmt.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": unique("kubeconfig"), "namespace": namespace},
+            "stringData": {"value": "x"},
+        }
+    )
+    plain = configmap_obj(unique("plain"), namespace, a="1")
+    snapshot = configmap_obj(unique("snap"), namespace, a="1")
+    snapshot["metadata"]["labels"] = {SNAPSHOT_LABEL: "some-uid"}
+    with TestbedClient(control_plane.management.kubeconfig(SA_USER, SA_GROUPS)) as sa:
+        wait_for(lambda: try_create(sa, plain, dry_run=True).status_code == 403, TIMEOUT)
+        refused = try_create(sa, plain, dry_run=False)
+        assert refused.status_code == 403, refused.text
+        message = refused.json()["message"]
+        assert "writes and deletes only revision snapshots" in message
+        assert f"CREATE of configmaps {namespace}/{plain['metadata']['name']}" in message
+        with pytest.raises(KubeError) as deleted:
+            sa.delete("v1", "Secret", kubeconfig["metadata"]["name"], namespace)
+        assert deleted.value.status == 403
+        assert sa.create(snapshot)["metadata"]["labels"] == {SNAPSHOT_LABEL: "some-uid"}
+        sa.delete("v1", "ConfigMap", snapshot["metadata"]["name"], namespace)
+    assert mgmt.get("v1", "Secret", kubeconfig["metadata"]["name"], namespace) is not None
+    assert mgmt.get("v1", "ConfigMap", plain["metadata"]["name"], namespace) is None
+    assert mgmt.get("v1", "ConfigMap", snapshot["metadata"]["name"], namespace) is None
 
 
 def snapshots_of(mgmt: TestbedClient, namespace: str, uid: str) -> list[str]:
