@@ -154,6 +154,18 @@ async def test_a_paused_cluster_is_left_alone() -> None:
     assert world.bindings.get(NS, "c1") is None
 
 
+@pytest.mark.parametrize(("env", "read"), [("prod", True), ("dev", False)])
+async def test_a_cluster_no_crs_selects_has_its_kubeconfig_left_unread(
+    env: str, read: bool
+) -> None:
+    world = await world_with(crs("a", "src", clusterSelector={"matchLabels": {"env": env}}))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    assert (("get", "Secret/c1-kubeconfig") in world.mgmt.requests) is read
+    assert (workload.requests != []) is read
+    assert (world.bindings.get(NS, "c1") is not None) is read
+
+
 async def test_a_crs_the_model_refuses_is_skipped_and_another_converges() -> None:
     world = await world_with(crs("bad", "src", mode="Sometimes"), crs("good", "src"))
     workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]

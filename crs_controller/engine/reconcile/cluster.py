@@ -16,6 +16,7 @@ from crs_controller.clients.workload import kubeconfig_secret_name
 from crs_controller.core.api.models import ClusterResourceSetBinding
 from crs_controller.core.errors import Unreachable
 from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.bindings import entries_by_crs
 from crs_controller.core.state.status import Outcome
 from crs_controller.engine.reconcile.admission import Gate, Held
 from crs_controller.engine.reconcile.context import ClusterContext
@@ -49,8 +50,12 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
         return Result()
     if cluster.deleting:
         return await _clean_up(ctx, cluster, binding)
-    scope = ClusterScope(ctx, cluster, binding)
     crss = _active(ctx, cluster)
+    if not crss and not entries_by_crs(binding):
+        # Nothing to apply, prune or record: its kubeconfig is not read and no client
+        # is built for a cluster no CRS selects.
+        return Result()
+    scope = ClusterScope(ctx, cluster, binding)
     blocked = await scope.connect()
     if blocked is not None:
         result = _record_blocked(scope, crss, blocked)
