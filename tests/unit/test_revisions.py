@@ -3,13 +3,14 @@ larger than a snapshot holds get none, a Warning says so once and the revision i
 still in the history; the kept snapshots of one CRS stay within their total bytes,
 the oldest revisions going first (revisionHistoryLimit aside), each annotated with
 the bytes it holds; a rollback by hand is counted once, not on every pass after it
-nor by a restarted replica."""
+nor by a restarted replica; a snapshot's name another object holds is told once."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from crs_controller.core.api.models import API_VERSION
 from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
@@ -133,3 +134,29 @@ async def test_a_manual_rollback_is_counted_once() -> None:
     await reconcile_crs(world.crs_context(), NS, "a")  # and by a restarted replica
     assert status(world)["revision"] == first
     assert manual_rollbacks() == before + 1
+
+
+async def test_a_snapshot_name_another_object_holds_is_told_once_not_written() -> None:
+    world = await world_with(crs("a", "src"))
+    ctx = world.crs_context()
+    await reconcile_crs(ctx, NS, "a")
+    name = snapshot_name("a", status(world)["history"][-1]["revision"])
+    # A tenant's unlabelled ConfigMap holds the name (here: in its place).
+    del world.mgmt.objects[("v1", "ConfigMap", NS, name)]
+    await world.add(configmap_source(name))
+    with capture_logs() as logs:
+        await reconcile_crs(ctx, NS, "a")
+        await reconcile_crs(ctx, NS, "a")
+    told = [r for r in logs if r["event"].startswith("snapshot")]
+    assert told == [
+        {
+            "event": "snapshot name taken",
+            "log_level": "warning",
+            "crs": f"{NS}/a",
+            "revision": status(world)["history"][-1]["revision"],
+            "objects": [f"ConfigMap/{name}"],
+        }
+    ]
+    assert SNAPSHOT_LABEL not in world.mgmt.objects[("v1", "ConfigMap", NS, name)]["metadata"].get(
+        "labels", {}
+    )

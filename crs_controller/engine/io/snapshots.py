@@ -10,8 +10,8 @@ clusters hash it once. Deletes touch only objects labelled with the CRS's uid.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
+from typing import Any
 
 import structlog
 
@@ -54,6 +54,7 @@ class Snapshots:
         self._too_large: dict[tuple[str, str], SnapshotTooLarge] = {}  # (uid, revision)
         # Bytes of the snapshots this process wrote, until the watch shows them.
         self._written: dict[tuple[str, str], int] = {}  # (uid, revision)
+        self._told_taken: set[tuple[str, str]] = set()  # (uid, revision)
         self._checked: ByteBudgetLRU[tuple[str, ...], dict[Key, Source]] = ByteBudgetLRU(
             CHECKED_BUDGET_BYTES
         )
@@ -80,17 +81,37 @@ class Snapshots:
                 self._too_large.clear()
             self._too_large[(crs.meta.uid, rev)] = exc
             raise
-        # The ConfigMap last: once it is there, the snapshot is whole.
-        written = 0
-        for obj in reversed(objects):
-            # Written before (or the name is taken: the check on use refuses it).
-            with contextlib.suppress(Conflict):
-                await self._client.create(obj)
-                written += size_of(obj["metadata"]["annotations"]) or 0
+        written, taken = await self._create(crs, objects)
         if len(self._written) >= TOO_LARGE_KEPT:
             self._written.clear()
         self._written[(crs.meta.uid, rev)] = written
-        log.info("snapshot written", crs=f"{crs.namespace}/{crs.name}", revision=rev)
+        where = f"{crs.namespace}/{crs.name}"
+        if not taken:
+            log.info("snapshot written", crs=where, revision=rev)
+        elif (crs.meta.uid, rev) not in self._told_taken:
+            if len(self._told_taken) >= TOO_LARGE_KEPT:
+                self._told_taken.clear()
+            self._told_taken.add((crs.meta.uid, rev))
+            # Another object holds the name: a rollback to this revision is refused
+            # (the check on use) until it goes; the create is tried again each pass.
+            log.warning("snapshot name taken", crs=where, revision=rev, objects=taken)
+
+    async def _create(self, crs: CRS, objects: list[dict[str, Any]]) -> tuple[int, list[str]]:
+        """Create the snapshot's objects, the ConfigMap last (once it is there, the
+        snapshot is whole): the bytes written, and the objects whose name another
+        object (not this CRS's snapshot, as the watch shows it) holds."""
+        written, taken = 0, []
+        for obj in reversed(objects):
+            kind, name = obj["kind"], obj["metadata"]["name"]
+            try:
+                await self._client.create(obj)
+            except Conflict:  # written before, or the name is taken
+                meta = self._informers[kind].get(crs.namespace, name)
+                if meta is not None and meta.snapshot_of != crs.meta.uid:
+                    taken.append(f"{kind}/{name}")
+                continue
+            written += size_of(obj["metadata"]["annotations"]) or 0
+        return written, taken
 
     def size(self, crs: CRS, rev: str) -> int:
         """The bytes the snapshot of ``rev`` holds (its objects' annotations, as the
