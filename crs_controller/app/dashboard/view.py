@@ -23,9 +23,10 @@ from crs_controller.app.commands.status import (
     crs_state,
     waiting,
 )
-from crs_controller.core.api.models import to_api
+from crs_controller.core.api.models import MESSAGE_LIMIT, to_api
 from crs_controller.core.rollout.plan import step_of
 from crs_controller.core.spec.objects import CRS, Cluster, parse_binding_object
+from crs_controller.core.text import safe
 
 PARTS = ("crs", "cells", "clusters")
 View = dict[str, dict[str, Obj]]
@@ -65,7 +66,8 @@ def changes(before: View, after: View) -> Obj | None:
 
 def record(state: FleetState, namespace: str, cluster: str, crs: str) -> Obj | None:
     """The binding's record of ``crs`` on ``cluster`` (resources, outcome, validation),
-    as the binding holds it; None when it holds none."""
+    as the binding holds it, its text escaped as ``status`` escapes messages (a
+    binding is tenant-writable); None when it holds none."""
     raw = state.objects[BINDING_KIND].get((namespace, cluster))
     if raw is None:
         return None
@@ -73,7 +75,19 @@ def record(state: FleetState, namespace: str, cluster: str, crs: str) -> Obj | N
     if binding.model is None:
         return None
     entry = binding.entries().get(crs)
-    return None if entry is None else to_api(entry)
+    return None if entry is None else _escaped(to_api(entry))
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` with each string in it escaped: its control, line-separator and bidi
+    characters written out, its length at most what a message may hold."""
+    if isinstance(value, str):
+        return safe(value, MESSAGE_LIMIT)
+    if isinstance(value, dict):
+        return {key: _escaped(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_escaped(item) for item in value]
+    return value
 
 
 def _header(key: str, crs: CRS, record: Obj, counts: Counter[str], now: datetime) -> Obj:
