@@ -1,11 +1,14 @@
 """The fleet page's pure parts and its server, without a network: the state of a
 cluster for a CRS (as ``status`` says it), the rollout step a cluster is in, the view
 folded from what the watches hold (cells by step, counts by state, a cluster holding
-updates in no step), the changes between two views (applied to the first they give
-the second), the address and the Host headers answered; then the ASGI app: the
-page and its assets with a Content-Security-Policy, refusals of another Host and of
-writes, the stream (a snapshot, then deltas) and a follower too far behind dropped;
-and the page's script, which never hands API text to the HTML parser."""
+updates in no step, one waiting for its upgrade in its own; the header with what the
+rollout waits for and the clusters it holds), a binding's record with its text
+escaped, the changes between two views (applied to the first they give the second),
+the address and the Host headers answered; then the ASGI app: the page and its
+assets with a Content-Security-Policy, refusals of another Host and of writes, the
+stream (a snapshot, then deltas) and a follower too far behind dropped; and the
+page's files, which name nothing from elsewhere and never hand API text to the HTML
+parser."""
 
 from __future__ import annotations
 
@@ -101,7 +104,12 @@ def fleet() -> FleetState:
         },
         "status": {
             "revision": REVISION,
-            "rollout": {"phase": "AwaitingApproval", "step": 2, "waitingFor": "Approval"},
+            "rollout": {
+                "phase": "AwaitingApproval",
+                "step": 2,
+                "waitingFor": "Approval",
+                "heldClusters": 1,
+            },
         },
     }
     state = FleetState("fleet", {CRS_KIND: API_VERSION, BINDING_KIND: API_VERSION})
@@ -144,8 +152,48 @@ def test_the_view_puts_each_cluster_in_its_step_with_its_state() -> None:
     assert header["counts"] == {"Ready": 1, "Unreachable": 1, "Waiting": 2}
     assert (header["phase"], header["step"], header["steps"]) == ("AwaitingApproval", 2, 2)
     assert header["waiting"] == "approval"
+    assert header["held"] == 1
     assert built["clusters"]["fleet/d"]["holdsUpdates"] is True
     assert built["cells"]["fleet/cni/a"]["message"] == "<b>a</b>"  # as text, for textContent
+
+
+def with_rollout(state: FleetState, **rollout: Any) -> FleetState:
+    """``state`` with the CRS's rollout status as given."""
+    state.objects[CRS_KIND][("fleet", "cni")]["status"]["rollout"] = rollout
+    return state
+
+
+@pytest.mark.parametrize(
+    ("rollout", "shown"),
+    [
+        ({"waitingFor": "Window", "nextWindow": "2026-01-01T22:00:00Z"}, "window until 22:00Z"),
+        (
+            {"waitingFor": "Window", "nextWindow": "2026-01-03T08:30:00Z"},
+            "window until 2026-01-03T08:30Z",
+        ),
+        ({"waitingFor": "Budget"}, "budget"),
+        ({"waitingFor": "Validation"}, "validation"),
+        ({"waitingFor": "Approval"}, "approval"),
+        ({}, "-"),
+    ],
+)
+def test_what_the_rollout_waits_for_is_in_its_header_as_the_page_shows_it(
+    rollout: dict[str, str], shown: str
+) -> None:
+    state = with_rollout(fleet(), phase="Paused", step=2, heldClusters=3, **rollout)
+    header = view.build(state, NOW)["crs"]["fleet/cni"]
+    assert header["waiting"] == shown
+    assert header["nextWindow"] == rollout.get("nextWindow")
+    assert (header["phase"], header["step"], header["held"]) == ("Paused", 2, 3)
+
+
+def test_a_cluster_waiting_for_its_upgrade_keeps_its_step() -> None:
+    state = fleet()
+    raw = state.objects[BINDING_KIND][("fleet", "b")]
+    raw["spec"]["bindings"][0]["outcome"] = {"reason": "UpgradeInProgress", "message": "1.34"}
+    cell = view.build(state, NOW)["cells"]["fleet/cni/b"]
+    assert (cell["state"], cell["reason"], cell["step"]) == ("Waiting", "UpgradeInProgress", 2)
+    assert cell["current"] is False
 
 
 def test_the_record_is_the_bindings_entry_for_that_crs() -> None:
@@ -156,6 +204,28 @@ def test_the_record_is_the_bindings_entry_for_that_crs() -> None:
     assert found["resources"][0]["hash"] == OLD
     assert view.record(state, "fleet", "b", "other") is None
     assert view.record(state, "fleet", "nowhere", "cni") is None
+
+
+def test_the_records_text_is_escaped_as_status_escapes_it() -> None:
+    state = fleet()
+    entry = state.objects[BINDING_KIND][("fleet", "b")]["spec"]["bindings"][0]
+    entry["outcome"]["message"] = "rm \u202eftxt.exe \x1b[2J<b>x</b>"
+    entry["validation"] = {
+        "revision": REVISION,
+        "step": 2,
+        "phase": "Failed",
+        "started": "2026-01-01T11:00:00Z",
+        "finished": "2026-01-01T11:05:00Z",
+        "message": "probe \x1b]0;title\x07 said \u202eno",
+    }
+    found = view.record(state, "fleet", "b", "cni")
+    assert found is not None
+    assert found["outcome"]["message"] == "rm \\u202eftxt.exe \\x1b[2J<b>x</b>"
+    assert found["validation"]["message"] == "probe \\x1b]0;title\\x07 said \\u202eno"
+    assert found["validation"]["phase"] == "Failed"
+    text = json.dumps(found, ensure_ascii=False)
+    assert "\u202e" not in text
+    assert "\x1b" not in text
 
 
 def test_a_binding_seen_again_is_folded_again() -> None:
@@ -321,6 +391,13 @@ def test_a_follower_too_far_behind_is_dropped() -> None:
     assert feed.followers == set()
     assert queue.qsize() == 1
     assert queue.get_nowait() is None  # its stream ends; the page starts again
+
+
+@pytest.mark.parametrize("name", ["index.html", "style.css", "app.js"])
+def test_the_page_names_nothing_from_elsewhere(name: str) -> None:
+    text = asset(name).decode()
+    assert "://" not in text
+    assert re.search(r"""(src|href)=["']//|url\(\s*["']?//|@import""", text) is None
 
 
 def test_the_script_never_hands_text_to_the_html_parser() -> None:
