@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import NoReturn
 
 from crs_controller.app import logs
 from crs_controller.app.commands import (
@@ -73,6 +74,8 @@ def version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser, commands = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _log_argument_errors(commands["run"], argv)
     args, extra = parser.parse_known_args(argv)
     if extra:
         # The subcommand's own usage, not the top level's: that is where the
@@ -89,6 +92,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return demo(workloads=args.workloads, keep=args.keep)
     return _run(args)
+
+
+def _log_argument_errors(run: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An argument ``run`` cannot take ends it as every other way out of ``run`` does:
+    one ``run failed`` log line (JSON unless ``--log-format console`` was given) and
+    exit 2, so a Deployment's log pipeline reads it like any other line."""
+    fmt = "console" if _given(argv, "--log-format") == "console" else "json"
+
+    def error(message: str) -> NoReturn:
+        failed = logs.line(fmt, "error", "run failed", error=f"{run.prog}: {message}")
+        print(failed, file=sys.stderr)
+        sys.exit(2)
+
+    run.error = error  # type: ignore[method-assign]
+
+
+def _given(argv: list[str], flag: str) -> str | None:
+    """The last value given to ``flag`` (``--flag V`` or ``--flag=V``), if any."""
+    found = None
+    for at, arg in enumerate(argv):
+        if arg == flag and at + 1 < len(argv):
+            found = argv[at + 1]
+        elif arg.startswith(f"{flag}="):
+            found = arg.partition("=")[2]
+    return found
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):

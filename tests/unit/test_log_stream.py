@@ -136,3 +136,36 @@ def test_an_uncaught_exception_is_one_json_record() -> None:
         "gone",
     )
     assert "Traceback" in record["exception"]
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--bogus"], "crs-controller run: unrecognized arguments: --bogus"),
+        (
+            ["--concurrency", "x"],
+            "crs-controller run: argument --concurrency: invalid int value: 'x'",
+        ),
+    ],
+)
+def test_an_argument_run_cannot_take_is_one_json_record(args: list[str], error: str) -> None:
+    code, stdout, records = _records(
+        f"import sys\nfrom crs_controller.app.cli import main\nsys.exit(main(['run', *{args!r}]))"
+    )
+    assert (code, stdout) == (2, "")
+    (record,) = records
+    assert (record["event"], record["level"], record["error"]) == ("run failed", "error", error)
+
+
+def test_an_argument_error_follows_the_log_format_asked_for() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "crs_controller", "run", "--log-format=console", "--bogus"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert "run failed" in line and "unrecognized arguments: --bogus" in line
+    assert not line.startswith("{")
