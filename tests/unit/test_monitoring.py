@@ -3,15 +3,22 @@ rules and runs tests/monitoring/alerts_test.yaml (every alert fires when it shou
 not before); every alert names a runbook section docs/operations.md has and has a
 test there that expects it and one that expects it not yet; the checked-in Grafana
 dashboard is what hack/dashboard.py generates, and the kustomization ships it in a
-ConfigMap the Grafana sidecar loads.
+ConfigMap the Grafana sidecar loads; the metrics Service selects the manager's pods
+and names a port their container has, and kustomize builds the base; every metric
+family the process registers has its row in docs/operations.md, with its type and
+labels.
 
 promtool comes from $PROMTOOL (hack/test.sh builds it from the Prometheus Go module
-with hack/build-promtool.sh); without it the promtool tests skip, saying why.
+with hack/build-promtool.sh); without it the promtool tests skip, saying why. kustomize
+is the one hack/kustomize.sh finds (on PATH, kubectl's, or the one it built and
+cached); without one the build test skips, saying why, rather than building it.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import re
 import shutil
 import subprocess
@@ -22,14 +29,18 @@ from typing import Any
 import pytest
 import yaml
 from prometheus_client import REGISTRY
+from prometheus_client.metrics import MetricWrapperBase
 
+import crs_controller
 import crs_controller.engine.io.fleet_metrics
-import crs_controller.engine.io.metrics  # noqa: F401  (both register their families)
+import crs_controller.engine.io.metrics  # (both register their families)
 from tests.unit.promql import all_needs, dashboard_expressions, needs, rule_expressions
 from tests.unit.test_docs_links import anchors
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "config" / "monitoring"
+MANAGER = ROOT / "config" / "manager" / "manager.yaml"
+KUSTOMIZE_VERSION = "v5.5.0"  # hack/kustomize.sh's
 ALERT_TESTS = ROOT / "tests" / "monitoring" / "alerts_test.yaml"
 OPERATIONS = ROOT / "docs" / "operations.md"
 
@@ -200,3 +211,93 @@ def test_the_rules_and_the_dashboard_read_metrics_this_controller_serves() -> No
         "crs_drift_corrections_repeated_total",
     }
     assert {n for n in wanted if not n.startswith("crs_")} <= served
+
+
+def test_the_metrics_service_selects_the_manager_pods_and_names_their_metrics_port() -> None:
+    service = yaml.safe_load((MONITORING / "service.yaml").read_text())
+    manager = yaml.safe_load(MANAGER.read_text())
+    template = manager["spec"]["template"]
+    assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
+    assert service["metadata"]["namespace"] == manager["metadata"]["namespace"]
+    (container,) = template["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    (port,) = service["spec"]["ports"]
+    assert port["targetPort"] in ports
+    # The port the process serves /metrics on, as the manager's arguments set it.
+    assert f"--metrics-addr=:{ports[port['targetPort']]}" in container["args"]
+
+
+def kustomize() -> list[str]:
+    """The command hack/kustomize.sh would run, without building one."""
+    if found := shutil.which("kustomize"):
+        return [found, "build"]
+    if found := shutil.which("kubectl"):
+        return [found, "kustomize"]
+    cache = os.environ.get("CRS_CONTROLLER_CACHE") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "crs-controller"
+    )
+    cached = Path(cache) / "bin" / f"kustomize-{KUSTOMIZE_VERSION}" / "kustomize"
+    if not os.access(cached, os.X_OK):
+        pytest.skip(
+            f"no kustomize on PATH, no kubectl and none cached at {cached}: "
+            "hack/kustomize.sh builds it (needs Go)"
+        )
+    return [str(cached), "build"]
+
+
+def test_kustomize_builds_the_monitoring_base() -> None:
+    done = run([*kustomize(), str(MONITORING)], ROOT)
+    assert done.returncode == 0, done.stderr
+    built = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(done.stdout) if d}
+    assert built == {
+        ("Service", "crs-controller-metrics"),
+        ("ServiceMonitor", "crs-controller"),
+        ("PrometheusRule", "crs-controller"),
+        ("ConfigMap", "crs-controller-dashboard"),
+    }
+
+
+def registered_families() -> dict[str, tuple[str, set[str]]]:
+    """Every metric family the package registers once all of it is imported (a
+    family is registered where its module is imported): its name as served, its type
+    and its label names; Python's own families left out."""
+    for module in pkgutil.walk_packages(crs_controller.__path__, "crs_controller."):
+        if not module.name.endswith("__main__"):  # that one runs the CLI
+            importlib.import_module(module.name)
+    # A family's label names are what it was declared with: it need have no series.
+    declared = {
+        c._name: set(c._labelnames)
+        for c in list(REGISTRY._collector_to_names)
+        if isinstance(c, MetricWrapperBase)
+    }
+    families = {}
+    for family in REGISTRY.collect():
+        if family.name.startswith(("process_", "python_")):
+            continue
+        name = f"{family.name}_total" if family.type == "counter" else family.name
+        families[name] = (family.type, declared[family.name])
+    return families
+
+
+def documented_metrics() -> dict[str, tuple[str, str]]:
+    """The rows of docs/operations.md's metric tables: `name` -> (type, labels cell)."""
+    rows = {}
+    for line in OPERATIONS.read_text().splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 4 and re.fullmatch(r"`[a-z_]+`", cells[1]):
+            rows[cells[1].strip("`")] = (cells[2], cells[3])
+    return rows
+
+
+def test_every_metric_family_is_documented_with_its_type_and_labels() -> None:
+    families = registered_families()
+    assert {"workqueue_depth", "crs_fleet_clusters", "crs_notifications_total"} <= set(families)
+    rows = documented_metrics()
+    for name, (kind, labels) in sorted(families.items()):
+        assert name in rows, f"`{name}` has no row in docs/operations.md"
+        row_type, row_labels = rows[name]
+        assert row_type == kind, name
+        for label in labels:
+            assert f"`{label}`" in row_labels, f"{name}: label {label} not documented"
+    # And the tables name nothing the process does not serve.
+    assert set(rows) <= set(families)
