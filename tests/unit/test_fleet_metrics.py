@@ -9,19 +9,22 @@ from collections import Counter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 
 from crs_controller.core.api.models import CRSBinding
 from crs_controller.core.state.fleet import CLUSTER_STATES
 from crs_controller.engine.io.fleet_metrics import (
     OTHER,
     PER_NAMESPACE,
+    REPEAT_WINDOW,
     TOTAL,
     WAITING_REASONS,
     RepeatWatch,
     SeriesSlots,
     SlottedGauge,
+    drift_corrected,
     fleet_counts,
+    forget_crs,
 )
 
 
@@ -136,3 +139,29 @@ def test_a_repeat_is_a_correction_within_the_window_on_the_same_pair() -> None:
     assert watch.corrected(first, 6500.0) is True  # 3500 s after the previous one
     assert len(watch) == 1  # the pair corrected at 10.0 has left the window
     assert watch.corrected(first, 10101.0) is False  # 3601 s after
+
+
+def test_corrections_count_and_a_second_within_the_window_counts_as_repeated() -> None:
+    """The process's own counters, through ``drift_corrected`` (what a pass calls
+    when it corrected drift): every correction counts, the second on the same
+    cluster within the window is a repeat, one on another cluster or after the
+    window is not."""
+    labels = {"namespace": "drift-repeats", "crs": "addons"}
+
+    def counted() -> tuple[float, float]:
+        total = REGISTRY.get_sample_value("crs_drift_corrections_total", labels)
+        repeated = REGISTRY.get_sample_value("crs_drift_corrections_repeated_total", labels)
+        return total or 0.0, repeated or 0.0
+
+    try:
+        drift_corrected("drift-repeats", "addons", "c1", 100.0)
+        assert counted() == (1, 0)
+        drift_corrected("drift-repeats", "addons", "c2", 200.0)  # another cluster
+        assert counted() == (2, 0)
+        drift_corrected("drift-repeats", "addons", "c1", 100.0 + REPEAT_WINDOW - 1)
+        assert counted() == (3, 1)
+        drift_corrected("drift-repeats", "addons", "c2", 200.0 + REPEAT_WINDOW + 1)
+        assert counted() == (4, 1)  # its previous one has left the window
+    finally:
+        forget_crs("drift-repeats", "addons")
+    assert counted() == (0, 0)  # the CRS's series went with it
