@@ -2,7 +2,8 @@
 against in-memory API servers and a fake clock: a new run applies its Job and looks
 again within seconds; a Complete Job ends it Succeeded with its objects deleted; a
 failed Job or the timeout ends it Failed, naming the cluster and the Job, with the
-objects kept; objects without a Job pass at once; an unusable source fails it; a
+objects kept; objects without a Job pass at once, and fail at the deadline when the server refused
+them until then; an unusable source fails it; a
 finished run is returned without contacting the cluster; another revision starts
 anew, clearing the Jobs an earlier run left; a deletion error is retried without
 running anything again; a Secret source's data never reaches a message."""
@@ -371,6 +372,27 @@ async def test_a_secret_sources_data_never_reaches_a_message() -> None:
     assert done.failure is not None and "timed out" in done.failure
     for text in (running.record.message, done.failure, done.record.message):
         assert SECRET_VALUE not in text
+
+
+async def test_objects_the_server_refused_until_the_deadline_fail_it() -> None:
+    """No Job to wait for, and the one object refused at every look: the last look,
+    which sends nothing, finds it missing and fails the run rather than passing it."""
+    b = await bed(configmap_source("smoke-test", payload("probe")))
+    b.workload.fail_with = APIError(
+        "apply refused", status=422, causes=(("metadata.labels", "FieldValueInvalid"),)
+    )
+    running = await b.validate(None)
+    assert running.record.phase == "Running" and running.then == RETRY
+    b.workload.fail_with = None  # the server would take it now: nothing sends it
+    b.clock.advance(600)
+    b.workload.requests.clear()
+    done = await b.validate(running.record)
+    assert done.record.phase == "Failed"
+    assert done.failure == (
+        "validation on cluster c1 timed out after 10m: "
+        "v1 ConfigMap default/probe: apply refused"  # the last look that sent it
+    )
+    assert b.workload.writes() == []
 
 
 async def test_errors_until_the_deadline_fail_it_once_the_time_is_up() -> None:

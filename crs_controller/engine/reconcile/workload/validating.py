@@ -181,8 +181,10 @@ class _Run:
         try:
             if fresh:
                 await self.clear_leftovers(objects)
-            # Past the deadline only a last look: nothing is sent again as it fails.
-            errors = await self.apply(parts) if self.elapsed < self.timeout else []
+            # Past the deadline only a last look: nothing is sent again as it fails,
+            # and an object the server refused until then is missing.
+            late = self.elapsed >= self.timeout
+            errors = await self.missing(objects) if late else await self.apply(parts)
             look = await self.look(objects)
         except Unreachable:
             raise  # the caller makes it the cluster's outcome
@@ -238,6 +240,19 @@ class _Run:
             )
             errors += applied.errors
         return errors
+
+    async def missing(self, objects: Sequence[dict[str, Any]]) -> list[str]:
+        """The objects other than Jobs (``look`` reads those) that are not on the
+        cluster: never applied, so the run cannot pass."""
+        absent = []
+        for obj in objects:
+            ref = None if is_job(obj) else await self._where(obj)
+            if ref is None:
+                continue
+            namespace = ref.namespace or None
+            if await self.client.get(ref.api_version, ref.kind, ref.name, namespace) is None:
+                absent.append(f"{ref} not applied")
+        return absent
 
     async def look(self, objects: Sequence[dict[str, Any]]) -> _Look:
         """Read each Job: the first that failed, else the first not yet Complete."""
