@@ -1,10 +1,14 @@
 """Drift detection on real servers: Generation catches spec edits and deleted
-objects; Content also catches edits that bump no generation (ConfigMap data); and
-server defaulting is never mistaken for drift (no writes in a steady state)."""
+objects, and each correction counts in crs_drift_corrections_total on /metrics;
+Content also catches edits that bump no generation (ConfigMap data); and server
+defaulting is never mistaken for drift (no writes in a steady state)."""
 
 from __future__ import annotations
 
 import time
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import SA_USER, ControllerProcess
@@ -45,12 +49,29 @@ def test_generation_drift_restores_an_edited_and_a_deleted_object(
     wl = workload_clients[1]
     wait_object(wl, "apps/v1", "Deployment", name, "default")
     wait_condition(mgmt, namespace, "gen", "Ready", "True", "Applied")
+    before = corrections(controller, namespace)
 
     wl.patch_merge("apps/v1", "Deployment", name, {"spec": {"replicas": 3}}, namespace="default")
     wait_object(wl, "apps/v1", "Deployment", name, "default", lambda d: d["spec"]["replicas"] == 1)
+    # Counted as the pass that corrected it ends, a moment after its apply.
+    wait_for(lambda: corrections(controller, namespace) >= before + 1, TIMEOUT)
     wl.delete("apps/v1", "Deployment", name, "default")
     wait_object(wl, "apps/v1", "Deployment", name, "default")
     wait_for(lambda: events_with(mgmt, namespace, "DriftCorrected"), TIMEOUT)
+    wait_for(lambda: corrections(controller, namespace) >= before + 2, TIMEOUT)
+
+
+def corrections(controller: ControllerProcess, namespace: str) -> float:
+    """The drift corrections the controller's /metrics counts for the CRSs of
+    ``namespace`` (the test's own), also where the series bound put them (``_other``)."""
+    text = httpx.get(controller.url("/metrics"), timeout=5).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "crs_drift_corrections_total"
+        and sample.labels.get("namespace") in (namespace, "_other")
+    )
 
 
 def events_with(mgmt: TestbedClient, namespace: str, reason: str) -> list[dict]:
