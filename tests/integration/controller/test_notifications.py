@@ -3,7 +3,9 @@ servers in threads of the test: a health check that fails halts a rollout and ex
 one ``RolloutHalted`` CloudEvent arrives, with the contract's attributes and data and
 the operator's bearer token; a receiver that never answers holds back neither another
 receiver nor another team's edit, which is applied while that receiver still hangs
-(its delivery neither answered nor given up yet).
+(its delivery neither answered nor given up yet); a validation whose object from a
+Secret the server refuses, quoting a value of that Secret, fails and is told without
+the value, plain or base64, in any POST.
 
 The session's controller is stopped meanwhile (two controllers would each write the
 status and each notify), and started again afterwards. The test's controller watches
@@ -13,6 +15,7 @@ first, so both teams' sets live in that namespace.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -39,6 +42,7 @@ from .support import (
     metric,
     reconciles,
     source_configmap,
+    source_secret,
     unique,
     until_no_conflict,
     wait_condition,
@@ -54,6 +58,7 @@ class Receiver:
 
     def __init__(self, *, hang: bool = False) -> None:
         self.posts: list[tuple[dict[str, str], dict[str, Any]]] = []
+        self.raw: list[bytes] = []  # each POST's body as it came
         self.answered = 0
         self._release = threading.Event()
         receiver = self
@@ -61,7 +66,9 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length))
+                raw = self.rfile.read(length)
+                receiver.raw.append(raw)
+                body = json.loads(raw)
                 receiver.posts.append(({k.lower(): v for k, v in self.headers.items()}, body))
                 if hang:
                     receiver._release.wait()
@@ -266,3 +273,41 @@ def test_a_receiver_that_never_answers_holds_back_no_other_set(
         assert hanging.answered == 0
         assert notifications(process, "failed") == 0
     mgmt.delete(CRS_API, "ClusterResourceSet", "b", other)
+
+
+def test_a_value_from_a_secret_is_in_no_notification(
+    notifying: Callable[..., ControllerProcess],
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    namespace: str,
+) -> None:
+    """A step's validation objects come from a Secret, and the server refuses one,
+    its message quoting a value of that Secret (an invalid label): the validation
+    times out on that refusal, which ValidationFailed tells, without the value."""
+    value = unique("s3cr3t")
+    with receivers(False) as (receiver,):
+        notifying(receiver)
+        refused = configmap_obj(unique("refused"), token=value)
+        refused["metadata"]["labels"] = {"tier": f"{value}!!not-a-label"}
+        mgmt.create(source_secret(namespace, "checks", {"a": manifests(refused)}))
+        app = manifests(configmap_obj(unique("app"), v="1"))
+        mgmt.create(source_configmap(namespace, "sealed", {"a": app}))
+        labels = {"sealed": namespace[-6:]}
+        crs = crs_obj(namespace, "sealed", [("ConfigMap", "sealed")], labels, mode="Reconcile")
+        validation = {"resources": [{"kind": "Secret", "name": "checks"}], "timeout": "3s"}
+        crs["spec"]["rollout"] = {
+            "steps": [{"clusterSelector": {"matchLabels": labels}, "validation": validation}]
+        }
+        mgmt.create(crs)
+        add_cluster(mgmt, control_plane.workloads[0], namespace, "s1", labels)
+        subject, kind = f"{namespace}/sealed", "dev.crs.validationfailed"
+        (told,) = wait_for(lambda: receiver.about(subject, kind), TIMEOUT, message="the POST")
+        # The refusal is what it tells, by field and reason.
+        assert "metadata.labels" in told["data"]["message"], told
+
+    secret = mgmt.get("v1", "Secret", "checks", namespace)
+    forbidden = [value, base64.b64encode(value.encode()).decode(), secret["data"]["a"]]
+    assert receiver.raw
+    for raw in receiver.raw:
+        assert not [f for f in forbidden if f in raw.decode()], raw
+    mgmt.delete(CRS_API, "ClusterResourceSet", "sealed", namespace)
