@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 
 from crs_controller.core.api.models import CRSBinding
 from crs_controller.core.state.fleet import CLUSTER_STATES
+from crs_controller.engine.io import fleet_metrics
 from crs_controller.engine.io.fleet_metrics import (
     OTHER,
     PER_NAMESPACE,
@@ -141,11 +143,15 @@ def test_a_repeat_is_a_correction_within_the_window_on_the_same_pair() -> None:
     assert watch.corrected(first, 10101.0) is False  # 3601 s after
 
 
-def test_corrections_count_and_a_second_within_the_window_counts_as_repeated() -> None:
+def test_corrections_count_and_a_second_within_the_window_counts_as_repeated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The process's own counters, through ``drift_corrected`` (what a pass calls
     when it corrected drift): every correction counts, the second on the same
     cluster within the window is a repeat, one on another cluster or after the
-    window is not."""
+    window is not. The times here are the test's own, so the pairs corrected are
+    watched apart from those other tests noted at the process's monotonic times."""
+    monkeypatch.setattr(fleet_metrics, "_REPEATS", RepeatWatch())
     labels = {"namespace": "drift-repeats", "crs": "addons"}
 
     def counted() -> tuple[float, float]:
