@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from crs_controller.core.text import safe
+from crs_controller.core.text import safe, safe_all
 
 # A value in a log line: long enough for any message the controller builds (those
 # that reach the API are cut at 1000), short enough that one tenant's value cannot
@@ -176,13 +176,8 @@ def make_safe(
 
 
 def _value(value: Any) -> Any:
-    if isinstance(value, str):
-        return safe(value, VALUE_LIMIT)
-    if isinstance(value, list | tuple):
-        return [_value(v) for v in value]
-    if isinstance(value, dict):
-        return {safe(str(k), KEY_LIMIT): _value(v) for k, v in value.items()}
-    return value  # numbers, booleans, None; anything else is rendered with repr()
+    # Anything not a string, list, tuple or dict is rendered with repr().
+    return safe_all(value, VALUE_LIMIT, KEY_LIMIT)
 
 
 def _lines(value: Any) -> Any:

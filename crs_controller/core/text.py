@@ -15,6 +15,7 @@ safe(x)``. Printable text, ASCII or not, passes unchanged.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 ELLIPSIS = "…"
 
@@ -56,6 +57,22 @@ def safe(text: str, limit: int) -> str:
         kept.append(piece)
         room -= len(piece)
     return "".join(kept) + ELLIPSIS
+
+
+def safe_all(value: Any, limit: int, key_limit: int) -> Any:
+    """``value`` with every string in it made safe: strings as ``safe`` makes them (at
+    most ``limit``), the keys of each mapping too (at most ``key_limit``), lists and
+    tuples as lists; numbers, booleans and None as they are."""
+    if isinstance(value, str):
+        return safe(value, limit)
+    if isinstance(value, list | tuple):
+        return [safe_all(item, limit, key_limit) for item in value]
+    if isinstance(value, dict):
+        return {
+            safe(str(key), key_limit): safe_all(item, limit, key_limit)
+            for key, item in value.items()
+        }
+    return value
 
 
 def _pieces(text: str) -> list[str]:

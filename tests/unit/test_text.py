@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crs_controller.app.logs import VALUE_LIMIT, make_safe
-from crs_controller.core.text import ELLIPSIS, safe
+from crs_controller.core.text import ELLIPSIS, safe, safe_all
 
 BIDI = {chr(c) for c in [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
 
@@ -141,3 +141,31 @@ def test_no_control_character_reaches_a_log_line(event: dict[str, object]) -> No
         for key, value in line.items()
     )
     assert not any(unsafe(c) for c in text)
+
+
+trees = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    if isinstance(value, dict):
+        return [s for key, item in value.items() for s in [key, *_strings(item)]]
+    return []
+
+
+@given(trees)
+def test_every_string_of_a_tree_is_made_safe_and_its_shape_kept(tree: object) -> None:
+    shown = safe_all(tree, 50, 10)
+    assert all(not any(unsafe(c) for c in s) for s in _strings(shown))
+    assert all(len(s) <= 50 for s in _strings(shown))
+    if isinstance(tree, dict):
+        assert all(len(key) <= 10 for key in shown)
+    if not isinstance(tree, str | list | dict):
+        assert shown == tree

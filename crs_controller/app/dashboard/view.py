@@ -26,7 +26,7 @@ from crs_controller.app.commands.status import (
 from crs_controller.core.api.models import MESSAGE_LIMIT, to_api
 from crs_controller.core.rollout.plan import step_of
 from crs_controller.core.spec.objects import CRS, Cluster, parse_binding_object
-from crs_controller.core.text import safe
+from crs_controller.core.text import safe_all
 
 PARTS = ("crs", "cells", "clusters")
 View = dict[str, dict[str, Obj]]
@@ -75,19 +75,7 @@ def record(state: FleetState, namespace: str, cluster: str, crs: str) -> Obj | N
     if binding.model is None:
         return None
     entry = binding.entries().get(crs)
-    return None if entry is None else _escaped(to_api(entry))
-
-
-def _escaped(value: Any) -> Any:
-    """``value`` with each string in it escaped: its control, line-separator and bidi
-    characters written out, its length at most what a message may hold."""
-    if isinstance(value, str):
-        return safe(value, MESSAGE_LIMIT)
-    if isinstance(value, dict):
-        return {key: _escaped(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_escaped(item) for item in value]
-    return value
+    return None if entry is None else safe_all(to_api(entry), MESSAGE_LIMIT, MESSAGE_LIMIT)
 
 
 def _header(key: str, crs: CRS, record: Obj, counts: Counter[str], now: datetime) -> Obj:
