@@ -253,6 +253,16 @@ async def test_delete_release_deletes_nothing_while_a_set_is_left_in_any_namespa
     assert kube.writes() == []
 
 
+async def test_a_refusal_names_ten_sets_and_counts_the_rest() -> None:
+    kube = await installed(*(a_set("team-b", f"set-{n:02}") for n in range(25)))
+    with pytest.raises(UsageError) as refused:
+        await delete_release(kube, INSTALLED, lambda line: None)
+    message = str(refused.value)
+    assert message.startswith("25 ClusterResourceSet(s) still exist: team-b/set-00, ")
+    assert "team-b/set-09 and 15 more." in message
+    assert "set-10" not in message
+
+
 async def test_the_crds_stay_when_a_set_appears_while_the_release_goes() -> None:
     kube = await installed()
     delete = kube.delete

@@ -109,8 +109,14 @@ def describe(document: Obj) -> str:
     return f"{document.get('kind')} {where}{meta.get('name')}"
 
 
+SETS_NAMED = 10  # the sets a refusal names; the rest are counted
+
+
 def _sets_left(crss: list[Obj], then: str) -> str:
-    names = ", ".join(f"{metadata(c).get('namespace')}/{metadata(c).get('name')}" for c in crss)
+    shown = [f"{metadata(c).get('namespace')}/{metadata(c).get('name')}" for c in crss]
+    names = ", ".join(shown[:SETS_NAMED])
+    if len(shown) > SETS_NAMED:
+        names += f" and {len(shown) - SETS_NAMED} more"
     return (
         f"{len(crss)} ClusterResourceSet(s) still exist: {names}. The CRDs hold every "
         "namespace's sets, and deleting them would delete these too; " + then
