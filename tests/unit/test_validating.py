@@ -3,7 +3,8 @@ against in-memory API servers and a fake clock: a new run applies its Job and lo
 again within seconds; a Complete Job ends it Succeeded with its objects deleted; a
 failed Job or the timeout ends it Failed, naming the cluster and the Job, with the
 objects kept; objects without a Job pass at once, and fail at the deadline when the server refused
-them until then; an unusable source fails it; a
+them until then: their creation, or the update of a copy already there (one taken before
+the deadline passes); an unusable source fails it; a
 finished run is returned without contacting the cluster; another revision starts
 anew, clearing the Jobs an earlier run left; a deletion error is retried without
 running anything again; a Secret source's data never reaches a message."""
@@ -39,12 +40,14 @@ SECRET_VALUE = "hunter2-do-not-show"
 
 class JobKube(MemoryKube):
     """A workload server whose objects keep their status across applies (the status
-    subresource is not the apply's), and whose deletes can be made to fail."""
+    subresource is not the apply's), whose deletes can be made to fail, and which can
+    refuse to update the objects of one name (as an admission policy would)."""
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.fail_delete: Exception | None = None
         self.fail_get: Exception | None = None
+        self.refuse_update: tuple[str, Exception] | None = None  # (name, the refusal)
 
     async def apply(
         self,
@@ -56,6 +59,11 @@ class JobKube(MemoryKube):
     ) -> Obj:
         meta = obj["metadata"]
         key = self._key(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        if self.refuse_update is not None and key in self.objects:
+            name, refusal = self.refuse_update
+            if meta["name"] == name:
+                self.requests.append(("apply", f"{obj['kind']}/{name}"))
+                raise refusal
         status = (self.objects.get(key) or {}).get("status")
         live = await super().apply(obj, field_manager=field_manager, force=force, dry_run=dry_run)
         if status is not None and not dry_run:
@@ -390,9 +398,104 @@ async def test_objects_the_server_refused_until_the_deadline_fail_it() -> None:
     assert done.record.phase == "Failed"
     assert done.failure == (
         "validation on cluster c1 timed out after 10m: "
-        "v1 ConfigMap default/probe: apply refused"  # the last look that sent it
+        "not applied: v1 ConfigMap default/probe: apply refused"  # the last look that sent it
     )
     assert b.workload.writes() == []
+
+
+POLICY_REFUSAL = APIError(
+    "apply refused",
+    status=422,
+    body="ValidatingAdmissionPolicy 'frozen' denied request: probe is frozen",
+    causes=(("", "FieldValueForbidden"),),
+)
+
+
+async def smoke_with_an_old_probe(*, source_kind: str = "ConfigMap") -> Bed:
+    """A validation of a Job and the ConfigMap "probe", whose old copy (applied by
+    our field manager, say by an earlier run) the server refuses to update."""
+    new = (payload("probe", SECRET_VALUE), job())
+    source = secret_source("smoke-test", *new) if source_kind == "Secret" else None
+    b = await bed(source or configmap_source("smoke-test", *new))
+    manager = b.world.ctx.settings.field_manager
+    await b.workload.apply(payload("probe", "old"), field_manager=manager)
+    b.workload.refuse_update = ("probe", POLICY_REFUSAL)
+    return b
+
+
+async def test_an_update_the_server_refused_until_the_deadline_fails_it() -> None:
+    """The old copy is there and every Job Complete, but the new content never went
+    in: running, saying so, until the timeout, which fails it naming the object and
+    the server's cause, without sending anything."""
+    b = await smoke_with_an_old_probe()
+    running = await b.validate(None)
+    assert running.record.phase == "Running" and running.then == RETRY
+    refusal = (
+        "not applied: v1 ConfigMap default/probe: apply refused: "
+        "ValidatingAdmissionPolicy 'frozen' denied request: probe is frozen"
+    )
+    assert running.record.message == refusal
+    b.workload.finish_job("Complete")
+    b.clock.advance(300)
+    halfway = await b.validate(running.record)
+    assert halfway.record.phase == "Running" and halfway.record.message == refusal
+    assert ("apply", "ConfigMap/probe") in b.workload.writes()  # sent again, refused again
+
+    b.clock.advance(300)
+    b.workload.requests.clear()
+    done = await b.validate(halfway.record)
+    assert done.record.phase == "Failed"
+    assert done.failure == f"validation on cluster c1 timed out after 10m: {refusal}"
+    assert b.workload.writes() == []
+    assert b.workload.objects[("v1", "ConfigMap", "default", "probe")]["data"] == {"v": "old"}
+
+
+async def test_a_refused_update_of_a_secret_sources_object_fails_without_its_data() -> None:
+    b = await smoke_with_an_old_probe(source_kind="Secret")
+    resources = (("Secret", "smoke-test"),)
+    running = await b.validate(None, resources=resources)
+    assert running.record.message == (
+        "not applied: v1 ConfigMap default/probe: apply refused: (object): FieldValueForbidden"
+    )
+    b.workload.finish_job("Complete")
+    b.clock.advance(600)
+    done = await b.validate(running.record, resources=resources)
+    assert done.failure is not None
+    assert "timed out" in done.failure and "ConfigMap default/probe" in done.failure
+    for text in (running.record.message, done.failure):
+        assert SECRET_VALUE not in text and "frozen" not in text
+
+
+async def test_an_update_refused_for_a_while_then_taken_passes() -> None:
+    b = await smoke_with_an_old_probe()
+    running = await b.validate(None)
+    assert running.record.message.startswith("not applied: ")
+    b.workload.refuse_update = None
+    b.clock.advance(300)
+    taken = await b.validate(running.record)
+    assert taken.record.phase == "Running"
+    assert taken.record.message == "waiting for Job default/smoke to complete"
+    b.workload.finish_job("Complete")
+    b.clock.advance(300)  # the deadline: the last look passes it
+    done = await b.validate(taken.record)
+    assert done.record.phase == "Succeeded" and done.failure is None
+    assert b.workload.objects == {}
+
+
+async def test_a_refusal_is_kept_over_a_read_that_failed_after_it() -> None:
+    """A look whose apply was refused and whose read of the Job then failed still
+    records the refusal, so the timeout fails it."""
+    b = await smoke_with_an_old_probe()
+    running = (await b.validate(None)).record
+    b.workload.finish_job("Complete")
+    b.workload.fail_get = APIError("GET failed", status=500)
+    b.clock.advance(300)
+    halfway = await b.validate(running)
+    assert halfway.then == RETRY and halfway.record.message == running.message
+    b.workload.fail_get = None
+    b.clock.advance(300)
+    done = await b.validate(halfway.record)
+    assert done.failure is not None and "ConfigMap default/probe" in done.failure
 
 
 async def test_errors_until_the_deadline_fail_it_once_the_time_is_up() -> None:

@@ -12,6 +12,10 @@ one pass to the next:
 * Running, ``finished`` set: every Job was Complete at ``finished``; what is left is
   deleting the objects, which failed once and is tried again. A deletion error is
   no failure of the validation.
+* Running, ``message`` beginning ``not applied:``: the server refused the last
+  look's apply of an object (its creation, or the update of a copy already there),
+  each named with the server's cause. At the timeout this is the failure, whether
+  the object is missing or still as it was: the last look sends nothing.
 * Succeeded / Failed: the end, returned as is without contacting the cluster. A
   failure keeps the objects, for whoever debugs it.
 
@@ -46,6 +50,7 @@ from crs_controller.engine.reconcile.workload.pruning import delete_objects
 log = structlog.get_logger(__name__)
 
 POLL_SECONDS = 5.0
+NOT_APPLIED = "not applied: "  # begins a Running message: the last apply was refused
 DETAIL_LIMIT = 200  # a Job condition's reason or message, as quoted in a failure
 
 
@@ -178,21 +183,24 @@ class _Run:
     ) -> Validated:
         """Apply the objects (a fresh run first clears an earlier run's Jobs) and read
         the Jobs, then judge what they say."""
+        late = self.elapsed >= self.timeout
+        errors: list[str] = []
         try:
             if fresh:
                 await self.clear_leftovers(objects)
-            # Past the deadline only a last look: nothing is sent again as it fails,
-            # and an object the server refused until then is missing.
-            late = self.elapsed >= self.timeout
+            # Past the deadline only a last look: nothing is sent again as it fails;
+            # an object the server refused until then is missing, or as it was.
             errors = await self.missing(objects) if late else await self.apply(parts)
             look = await self.look(objects)
         except Unreachable:
             raise  # the caller makes it the cluster's outcome
         except APIError as exc:
             log.info("validation request failed", **self.where, error=str(exc))
-            if self.elapsed >= self.timeout:
+            if late:
                 return self.failed(self.timed_out(str(exc)))
-            return Validated(self.running(f"waiting: {exc}"), RETRY)
+            # A refused apply is kept on record over a read that failed after it.
+            waiting = NOT_APPLIED + "; ".join(errors) if errors else f"waiting: {exc}"
+            return Validated(self.running(waiting), RETRY)
         return await self.judge(look, errors, objects)
 
     async def judge(
@@ -202,21 +210,34 @@ class _Run:
         still running with when to look again."""
         if look.failed is not None:
             return self.failed(look.failed)
-        if look.waiting is None and not errors:
+        late = self.elapsed >= self.timeout
+        if look.waiting is None and not errors and not (late and self.refused):
             return await self.clean_up(objects, self.now)
-        if self.elapsed >= self.timeout:
-            pending = f"Job {_named(look.waiting)} not Complete" if look.waiting else None
-            return self.failed(
-                self.timed_out(pending or self.record.message or "objects not applied")
-            )
+        if late:
+            return self.failed(self.timed_out(self.pending(look, errors)))
         if errors:
             log.info("validation objects not applied", **self.where, errors=len(errors))
-            return Validated(self.running("; ".join(errors)), RETRY)
+            return Validated(self.running(NOT_APPLIED + "; ".join(errors)), RETRY)
         assert look.waiting is not None
         waiting = f"waiting for Job {_named(look.waiting)} to complete"
         return Validated(
             self.running(waiting), Result.after(min(POLL_SECONDS, self.timeout - self.elapsed))
         )
+
+    @property
+    def refused(self) -> bool:
+        """Whether the server refused the last look's apply (its record says so)."""
+        return self.record.message.startswith(NOT_APPLIED)
+
+    def pending(self, look: _Look, errors: Sequence[str]) -> str:
+        """What the run still waits for at the timeout: a Job not Complete, else the
+        objects the server refused (as the last apply was answered), else those the
+        last look found missing."""
+        if look.waiting is not None:
+            return f"Job {_named(look.waiting)} not Complete"
+        if self.refused or not errors:
+            return self.record.message or "objects not applied"
+        return "; ".join(errors)
 
     async def clear_leftovers(self, objects: Sequence[dict[str, Any]]) -> None:
         """Delete the Jobs an earlier run left behind (a failed run keeps them), so
