@@ -6,6 +6,9 @@ the controller's CPU and memory while idle. N Clusters share the test bed's
 workload servers (each server stands for many clusters), so the figures measure the
 controller's own cost, not N separate control planes.
 
+``edit_cpu_system_seconds`` is the kernel's part of ``edit_cpu_seconds``: with the
+API servers on the same machine, it includes their side of the loopback TCP work.
+
 Times and CPU count from the moment the process is spawned (``startup_seconds`` and
 ``startup_cpu_seconds`` say how much of that went to reaching ``/readyz``).
 
