@@ -144,9 +144,12 @@ async def test_a_snapshot_name_another_object_holds_is_told_once_not_written() -
     # A tenant's unlabelled ConfigMap holds the name (here: in its place).
     del world.mgmt.objects[("v1", "ConfigMap", NS, name)]
     await world.add(configmap_source(name))
+    sent = len(world.mgmt.requests)
     with capture_logs() as logs:
         await reconcile_crs(ctx, NS, "a")
         await reconcile_crs(ctx, NS, "a")
+    # The watch shows the name taken: no create is sent for it, pass after pass.
+    assert ("create", f"ConfigMap/{name}") not in world.mgmt.requests[sent:]
     told = [r for r in logs if r["event"].startswith("snapshot")]
     assert told == [
         {

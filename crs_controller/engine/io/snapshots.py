@@ -93,24 +93,29 @@ class Snapshots:
                 self._told_taken.clear()
             self._told_taken.add((crs.meta.uid, rev))
             # Another object holds the name: a rollback to this revision is refused
-            # (the check on use) until it goes; the create is tried again each pass.
+            # (the check on use) until it goes; the create is tried again once the
+            # watch shows the name free.
             log.warning("snapshot name taken", crs=where, revision=rev, objects=taken)
 
     async def _create(self, crs: CRS, objects: list[dict[str, Any]]) -> tuple[int, list[str]]:
         """Create the snapshot's objects, the ConfigMap last (once it is there, the
         snapshot is whole): the bytes written, and the objects whose name another
-        object (not this CRS's snapshot, as the watch shows it) holds."""
+        object (not this CRS's snapshot, as the watch shows it) holds. A name the
+        watch shows taken is not asked for again on every pass."""
         written, taken = 0, []
         for obj in reversed(objects):
             kind, name = obj["kind"], obj["metadata"]["name"]
-            try:
-                await self._client.create(obj)
-            except Conflict:  # written before, or the name is taken
-                meta = self._informers[kind].get(crs.namespace, name)
-                if meta is not None and meta.snapshot_of != crs.meta.uid:
-                    taken.append(f"{kind}/{name}")
-                continue
-            written += size_of(obj["metadata"]["annotations"]) or 0
+            informer = self._informers[kind]
+            if informer.get(crs.namespace, name) is None:  # else no request: seen there
+                try:
+                    await self._client.create(obj)
+                    written += size_of(obj["metadata"]["annotations"]) or 0
+                    continue
+                except Conflict:  # written before, or the name is taken
+                    pass
+            meta = informer.get(crs.namespace, name)
+            if meta is not None and meta.snapshot_of != crs.meta.uid:
+                taken.append(f"{kind}/{name}")
         return written, taken
 
     def size(self, crs: CRS, rev: str) -> int:
