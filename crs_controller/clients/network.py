@@ -9,17 +9,25 @@ taken out of every request.
   idle connection in the pool before every request and after every answer, and anyio
   builds a table of all the stream's attributes to find its socket each time. The
   socket is looked up once, when the connection is made.
+
+A tenant's connections look the server's name up in the tenant's lane
+(``clients.resolver``), so slow name servers of one tenant hold no thread another
+needs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import select
 import socket
 import ssl
 from collections.abc import Iterable
 from typing import Any
 
+import anyio
 import httpcore
+
+from crs_controller.clients.resolver import Resolver, is_address
 
 # Writes up to this size are held back to go out with the next one (request headers
 # are a few hundred bytes; a TLS record carries at most 16 KiB).
@@ -94,10 +102,22 @@ def readable(sock: socket.socket | None) -> bool:
 
 
 class Backend(httpcore.AsyncNetworkBackend):
-    """httpcore's anyio backend, its streams wrapped in ``Stream``."""
+    """httpcore's anyio backend, its streams wrapped in ``Stream``; in a lane (a
+    tenant's), names are looked up by ``resolver`` within the connect timeout."""
 
-    def __init__(self) -> None:
-        self._inner = httpcore.AnyIOBackend()
+    def __init__(
+        self,
+        lane: str | None = None,
+        resolver: Resolver | None = None,
+        inner: httpcore.AsyncNetworkBackend | None = None,
+    ) -> None:
+        self._inner = inner or httpcore.AnyIOBackend()
+        self._lane = lane
+        self._resolver = resolver or Resolver()
+
+    def for_lane(self, lane: str) -> Backend:
+        """The same network and resolver, looking names up in ``lane``."""
+        return Backend(lane, self._resolver, self._inner)
 
     async def connect_tcp(
         self,
@@ -107,8 +127,36 @@ class Backend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        inner = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        options = (local_address, socket_options)
+        if self._lane is None or is_address(host):
+            inner = await self._inner.connect_tcp(host, port, timeout, *options)
+        else:
+            inner = await self._connect_by_name(self._lane, host, port, timeout, options)
         return Stream(inner, inner.get_extra_info("socket"))
+
+    async def _connect_by_name(
+        self, lane: str, host: str, port: int, timeout: float | None, options: tuple[Any, Any]
+    ) -> httpcore.AsyncNetworkStream:
+        """Look ``host`` up in ``lane``, then try its addresses in order, each given
+        an equal share of what is left of ``timeout`` (the last one all of it)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        try:
+            with anyio.fail_after(timeout):
+                addresses = await self._resolver.resolve(lane, host, port)
+        except TimeoutError as exc:
+            raise httpcore.ConnectTimeout(f"looking up {host} took over {timeout}s") from exc
+        except OSError as exc:
+            raise httpcore.ConnectError(f"looking up {host}: {exc.strerror or exc}") from exc
+        failure: Exception = httpcore.ConnectError(f"looking up {host}: no address")
+        for index, (_, address) in enumerate(addresses):
+            left = None if deadline is None else deadline - loop.time()
+            share = None if left is None else left / (len(addresses) - index)
+            try:
+                return await self._inner.connect_tcp(address, port, share, *options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        raise failure
 
     async def connect_unix_socket(
         self,

@@ -9,6 +9,7 @@ the whole network for an in-memory server (``Transport``) without mocking functi
 
 from __future__ import annotations
 
+import functools
 import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -92,15 +93,17 @@ async def exchange(
         await response.aclose()
 
 
-def connection_pool(endpoint: Endpoint, context: ssl.SSLContext) -> Transport:
-    """Connections to one server, over ``clients.network``. Idle ones are kept as long
-    as client-go keeps them (90 s), not 5 s: a TLS handshake costs more CPU than the
-    request it carries."""
+def connection_pool(
+    endpoint: Endpoint, context: ssl.SSLContext, *, lane: str | None = None
+) -> Transport:
+    """Connections to one server, over ``clients.network`` (a tenant's ``lane`` for
+    its name lookups). Idle ones are kept as long as client-go keeps them (90 s), not
+    5 s: a TLS handshake costs more CPU than the request it carries."""
     limits: dict[str, Any] = {
         "max_connections": MAX_CONNECTIONS,
         "max_keepalive_connections": MAX_IDLE_CONNECTIONS,
         "keepalive_expiry": KEEPALIVE_SECONDS,
-        "network_backend": NETWORK,
+        "network_backend": NETWORK if lane is None else NETWORK.for_lane(lane),
     }
     if endpoint.proxy is None:
         return httpcore.AsyncConnectionPool(ssl_context=context, **limits)
@@ -108,6 +111,11 @@ def connection_pool(endpoint: Endpoint, context: ssl.SSLContext) -> Transport:
     auth = (unquote(proxy.username), unquote(proxy.password or "")) if proxy.username else None
     bare = proxy._replace(netloc=proxy.netloc.rpartition("@")[2]).geturl()
     return httpcore.AsyncHTTPProxy(bare, proxy_auth=auth, ssl_context=context, **limits)
+
+
+def lane_pool(lane: str) -> Connect:
+    """``connection_pool`` looking names up in a tenant's ``lane``."""
+    return functools.partial(connection_pool, lane=lane)
 
 
 class Response:

@@ -34,7 +34,7 @@ import xxhash
 
 from crs_controller.clients.kube import USER_AGENT, Connect, KubeClient
 from crs_controller.clients.kubeconfig import workload_endpoint
-from crs_controller.clients.transport import KEEPALIVE_SECONDS
+from crs_controller.clients.transport import KEEPALIVE_SECONDS, lane_pool
 from crs_controller.core.errors import InvalidManifest, Unreachable, UnsupportedKubeconfig
 from crs_controller.core.manifests.documents import load_documents
 
@@ -228,7 +228,7 @@ class WorkloadClients:
                 name=name,
                 timeout=self._timeout,
                 user_agent=self._user_agent,
-                transport=self._connect,
+                transport=self._connect or lane_pool(namespace),  # the tenant's lookups
             )
         except Unreachable as exc:
             return _Refusal(exc)
