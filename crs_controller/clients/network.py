@@ -145,10 +145,10 @@ class Backend(httpcore.AsyncNetworkBackend):
             with anyio.fail_after(timeout):
                 addresses = await self._resolver.resolve(lane, host, port)
         except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"looking up {host} took over {timeout}s") from exc
-        except OSError as exc:
-            raise httpcore.ConnectError(f"looking up {host}: {exc.strerror or exc}") from exc
-        failure: Exception = httpcore.ConnectError(f"looking up {host}: no address")
+            raise httpcore.ConnectTimeout(f"name lookup took over {timeout}s") from exc
+        except OSError as exc:  # the server's name is kubeconfig data: not repeated
+            raise httpcore.ConnectError(f"name lookup failed: {exc.strerror}") from exc
+        failure: Exception = httpcore.ConnectError("name lookup found no address")
         for index, (_, address) in enumerate(addresses):
             left = None if deadline is None else deadline - loop.time()
             share = None if left is None else left / (len(addresses) - index)

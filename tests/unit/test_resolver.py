@@ -122,12 +122,12 @@ async def test_an_address_or_a_client_without_a_lane_is_not_looked_up_here() -> 
     assert [host for host, _ in network.tried] == ["192.0.2.7", "api.example"]
 
 
-async def test_a_failed_or_late_lookup_is_a_connect_error_naming_the_host() -> None:
+async def test_a_failed_or_late_lookup_is_a_connect_error_not_naming_the_host() -> None:
     names = Names()
     backend = Backend(resolver=Resolver(lookup=names), inner=Network(up=())).for_lane("t")
-    with pytest.raises(httpcore.ConnectError, match=r"looking up missing\.example: Name"):
+    with pytest.raises(httpcore.ConnectError, match=r"^name lookup failed: Name or service not"):
         await backend.connect_tcp("missing.example", 443, timeout=5.0)
-    with pytest.raises(httpcore.ConnectTimeout, match=r"looking up slow\.example took over 0"):
+    with pytest.raises(httpcore.ConnectTimeout, match=r"^name lookup took over 0s$"):
         await backend.connect_tcp("slow.example", 443, timeout=0)
     names.release.set()
     with pytest.raises(httpcore.ConnectError, match=r"192\.0\.2\.2: connection refused"):
