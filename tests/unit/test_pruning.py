@@ -80,6 +80,95 @@ def test_a_namespace_elsewhere_does_not_protect_an_object() -> None:
     assert names(stale_objects(entry("a", res=[CM]), set(), wanted)) == ["cm"]
 
 
+HPA_V2BETA2 = ObjectRef("autoscaling/v2beta2", "HorizontalPodAutoscaler", "kube-system", "x")
+HPA_V2 = ObjectRef("autoscaling/v2", "HorizontalPodAutoscaler", "kube-system", "x")
+ROLE = ObjectRef("rbac.authorization.k8s.io/v1", "ClusterRole", "", "x")
+ROLE_IN_FOO = ObjectRef("rbac.authorization.k8s.io/v1", "ClusterRole", "foo", "x")
+GADGET = ObjectRef("x.io/v1", "Gadget", "", "x")  # a custom kind recorded cluster-scoped
+GADGET_IN_FOO = ObjectRef("x.io/v1", "Gadget", "foo", "x")
+WIDGET_IN_BAR = ObjectRef("x.io/v1", "Widget", "bar", "w")
+
+
+def manifest(ref: ObjectRef) -> dict[str, Any]:
+    return {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": configmap(ref)["metadata"]}
+
+
+@pytest.mark.parametrize(
+    ("applied", "others", "sources", "stale"),
+    [
+        # Another CRS records the same object under another version of its group
+        # (and adds nothing to what is wanted: paused, or its source failed to load).
+        (HPA_V2BETA2, [HPA_V2], [], []),
+        (HPA_V2, [HPA_V2BETA2], [], []),
+        # A manifest gives a cluster-scoped object a namespace (kustomize, helm): the
+        # same object as the one recorded without one.
+        (ROLE, [], [ROLE.model_copy(update={"namespace": "kube-system"})], []),
+        (GADGET, [], [GADGET.model_copy(update={"namespace": "kube-system"})], []),
+        # An entry names a cluster-scoped object with a namespace: deleting it would
+        # delete the object another entry records.
+        (ROLE_IN_FOO, [ROLE], [], []),
+        (GADGET_IN_FOO, [GADGET], [], []),
+        (ROLE_IN_FOO, [], [ROLE], []),
+        # A built-in cluster-scoped kind, whatever namespace each side names.
+        (ROLE_IN_FOO, [ROLE.model_copy(update={"namespace": "bar"})], [], []),
+        # Namespaced kinds keep their namespaces apart.
+        (CR, [WIDGET_IN_BAR], [], [CR]),
+        (CR, [], [WIDGET_IN_BAR], [CR]),
+        (CR, [CR.model_copy(update={"api_version": "x.io/v2"})], [], []),
+        (ROLE, [ObjectRef("other.io/v1", "ClusterRole", "", "x")], [], [ROLE]),
+    ],
+)
+def test_the_same_object_under_another_version_or_namespace_is_never_stale(
+    applied: ObjectRef, others: list[ObjectRef], sources: list[ObjectRef], stale: list[ObjectRef]
+) -> None:
+    recorded = inventory([entry("b", other=others)])
+    wanted = wanted_keys(manifest(ref) for ref in sources)
+    assert stale_objects(entry("a", res=[applied]), recorded, wanted) == stale
+
+
+GROUPS = ["", "apps", "x.io", "rbac.authorization.k8s.io"]
+refs_st = st.builds(
+    lambda group, version, kind, namespace, name: ObjectRef(
+        f"{group}/{version}" if group else version, kind, namespace, name
+    ),
+    st.sampled_from(GROUPS),
+    st.sampled_from(["v1", "v2", "v1beta1"]),
+    st.sampled_from(["ConfigMap", "Widget", "ClusterRole", "Namespace"]),
+    st.sampled_from(["", "default", "kube-system", "a"]),
+    st.sampled_from(["x", "y"]),
+)
+
+
+@st.composite
+def same_object(draw: st.DrawFn, ref: ObjectRef) -> ObjectRef:
+    """Another reference to the object ``ref`` names, as an entry could record it: any
+    version of its group; any namespace when ``ref`` records it cluster-scoped, and
+    none (recorded cluster-scoped) whatever namespace ``ref`` names."""
+    version = draw(st.sampled_from(["v1", "v2", "v1beta1"]))
+    namespaces = ["", "default", "kube-system", "a"] if not ref.namespace else ["", ref.namespace]
+    return ObjectRef(
+        f"{ref.group}/{version}" if ref.group else version,
+        ref.kind,
+        draw(st.sampled_from(namespaces)),
+        ref.name,
+    )
+
+
+@given(st.data(), st.lists(refs_st, min_size=1, max_size=8), st.lists(refs_st, max_size=8))
+def test_an_object_another_entry_or_source_names_is_never_stale(
+    data: st.DataObject, applied: list[ObjectRef], others: list[ObjectRef]
+) -> None:
+    target = data.draw(st.sampled_from(applied))
+    other = data.draw(same_object(target))
+    old = entry("a", res=applied)
+    assert target not in stale_objects(old, inventory([entry("b", res=[*others, other])]), set())
+    # The same object wanted by a source: a manifest without a namespace names "default"
+    # unless the kind is cluster-scoped.
+    if other.namespace or not target.namespace or target.namespace == "default":
+        wanted = wanted_keys([manifest(other)]) | {o.key for o in others}
+        assert target not in stale_objects(old, set(), wanted)
+
+
 def test_keep_pending_remembers_old_resources_and_objects() -> None:
     old = entry("a", first=[NS, CM], gone=[CR])
     new = entry("a", first=[NS])

@@ -3,7 +3,9 @@
 An object applied by a CRS is deleted from a workload cluster when it leaves the
 desired set: it left its ConfigMap/Secret, its resource left ``spec.resources``, the
 cluster stopped matching, or the CRS is being deleted. Objects that any entry of the
-cluster's binding still lists (another CRS, another resource) are never deleted.
+cluster's binding still lists (another CRS, another resource) or some CRS's sources
+want are never deleted: compared as the same object on the cluster, whatever API
+version names it and, for a cluster-scoped kind, whatever namespace.
 
 The binding is tenant-writable, so its inventory is a claim, not a proof: before a
 delete, the live object must show that our field manager applied it
@@ -30,10 +32,52 @@ def wanted_keys(objects: Iterable[Mapping[str, Any]]) -> set[ObjectKey]:
     return {object_ref(obj).key for obj in objects}
 
 
-def _is_wanted(ref: ObjectRef, wanted: set[ObjectKey]) -> bool:
-    # A manifest without a namespace went to "default" (or is cluster-scoped).
-    group, kind, namespace, name = ref.key
-    return ref.key in wanted or (namespace in ("", "default") and (group, kind, "", name) in wanted)
+# Kinds every Kubernetes serves cluster-scoped, by (group, kind). The scope of any
+# other kind is learnt from the inventory: the applier records an object of a
+# cluster-scoped kind without a namespace, and deleting it ignores any namespace.
+_CLUSTER_SCOPED = frozenset(
+    {
+        ("", "Namespace"),
+        ("", "Node"),
+        ("", "PersistentVolume"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+        ("apiregistration.k8s.io", "APIService"),
+        ("rbac.authorization.k8s.io", "ClusterRole"),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+        ("storage.k8s.io", "StorageClass"),
+        ("storage.k8s.io", "CSIDriver"),
+        ("storage.k8s.io", "CSINode"),
+        ("storage.k8s.io", "VolumeAttachment"),
+        ("scheduling.k8s.io", "PriorityClass"),
+        ("node.k8s.io", "RuntimeClass"),
+        ("networking.k8s.io", "IngressClass"),
+        ("certificates.k8s.io", "CertificateSigningRequest"),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+    }
+)
+
+
+def _cluster_scoped(refs: Iterable[ObjectRef]) -> set[tuple[str, str]]:
+    """(group, kind) of the kinds known to be cluster-scoped: the built-in ones and
+    those some entry records without a namespace. A forged entry can only add kinds
+    here, which protects more objects, never fewer."""
+    return set(_CLUSTER_SCOPED) | {(o.group, o.kind) for o in refs if not o.namespace}
+
+
+def _identity(key: ObjectKey, cluster_scoped: set[tuple[str, str]]) -> ObjectKey:
+    """The object ``key`` names on the cluster, whatever its API version: a
+    cluster-scoped kind has no namespace (a stray one in a manifest or an entry is
+    ignored, as the API server and the delete path ignore it); a manifest without a
+    namespace went to "default"."""
+    group, kind, namespace, name = key
+    if (group, kind) in cluster_scoped:
+        return (group, kind, "", name)
+    return (group, kind, namespace or "default", name)
 
 
 def stale_objects(
@@ -42,13 +86,16 @@ def stale_objects(
     """What ``old`` applied that nothing wants any more — neither recorded in the
     binding as it will be written, nor in any CRS's current sources — in safe
     deletion order (custom resources before their CRDs, namespaced objects before
-    Namespaces)."""
-    stale = dict.fromkeys(
-        o
-        for r in old.resources
-        for o in r.objects
-        if o not in recorded and not _is_wanted(o, wanted)
-    )
+    Namespaces). Objects are compared as the cluster sees them (``_identity``): a
+    record or manifest under another API version, or naming a cluster-scoped object
+    with a namespace, still keeps it."""
+    applied = [o for r in old.resources for o in r.objects]
+    if not applied:
+        return []
+    scoped = _cluster_scoped([*applied, *recorded])
+    kept = {_identity(o.key, scoped) for o in recorded}
+    kept.update(_identity(key, scoped) for key in wanted)
+    stale = dict.fromkeys(o for o in applied if _identity(o.key, scoped) not in kept)
     return delete_order(list(stale))
 
 
