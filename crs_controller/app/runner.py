@@ -22,6 +22,7 @@ from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.core.notifications.delivery import Receiver
 from crs_controller.core.text import safe
 from crs_controller.engine.io import metrics
+from crs_controller.engine.io.waiting import LoopClock
 from crs_controller.engine.io.webhooks import WebhookPoster
 from crs_controller.engine.reconcile.context import Settings
 from crs_controller.engine.reconcile.hook import hook_status, upgrade_status
@@ -34,7 +35,6 @@ from crs_controller.engine.runtime.membership import (
 )
 from crs_controller.engine.runtime.notifying import Notifier
 from crs_controller.engine.runtime.tasks import supervised
-from crs_controller.engine.runtime.waiting import LoopClock
 
 log = structlog.get_logger(__name__)
 

@@ -3,8 +3,8 @@
 Code that schedules (the work queue's ``add_after`` and backoff, Lease expiry) takes
 a ``Clock`` instead of calling ``time.monotonic`` so that tests can drive time by
 hand, as controller-runtime's queue takes ``now``/``tick`` "configurable for
-testing". Waiting for a time is the runtime's business
-(``engine.runtime.waiting.WaitingClock``); the test double lives with the tests.
+testing". Waiting for a time is the engine's business
+(``engine.io.waiting.WaitingClock``); the test double lives with the tests.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ class _Sleeper:
 
 
 class FakeClock:
-    """Satisfies ``crs_controller.engine.runtime.waiting.WaitingClock`` (and so
+    """Satisfies ``crs_controller.engine.io.waiting.WaitingClock`` (and so
     ``core.clock.Clock``); starts at an arbitrary time."""
 
     def __init__(

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crs_controller.engine.io.waiting import LoopClock
 from crs_controller.engine.runtime.queue import WorkQueue
-from crs_controller.engine.runtime.waiting import LoopClock
 from tests.unit.fake_clock import FakeClock
 
 T = TypeVar("T")

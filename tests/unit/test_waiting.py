@@ -1,4 +1,4 @@
-"""The runtime's clocks (engine/runtime/waiting): the real one returns at once when
+"""The runtime's clocks (engine/io/waiting): the real one returns at once when
 woken or past its deadline, and waits on the asyncio loop otherwise; the test clock
 and the real one are both what the runtime's loops wait on."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from crs_controller.engine.runtime.waiting import LoopClock, WaitingClock, sleep_for
+from crs_controller.engine.io.waiting import LoopClock, WaitingClock, sleep_for
 
 from .fake_clock import FakeClock
 

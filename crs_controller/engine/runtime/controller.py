@@ -48,6 +48,7 @@ from crs_controller.engine.io.informer import Informer, WatchSpec
 from crs_controller.engine.io.snapshots import Snapshots
 from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.io.stores import BindingStore, ClusterStore, CRSStore
+from crs_controller.engine.io.waiting import LoopClock, WaitingClock
 from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
@@ -59,7 +60,6 @@ from crs_controller.engine.runtime.membership import ShardMembership
 from crs_controller.engine.runtime.queue import WorkQueue
 from crs_controller.engine.runtime.queue_metrics import QueueMetrics
 from crs_controller.engine.runtime.tasks import supervised
-from crs_controller.engine.runtime.waiting import LoopClock, WaitingClock
 
 log = structlog.get_logger(__name__)
 

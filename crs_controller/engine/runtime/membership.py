@@ -46,8 +46,8 @@ from crs_controller.core.membership.lease import (
 )
 from crs_controller.core.membership.shard import Members, lease_name, owner
 from crs_controller.engine.io.informer import Informer, WatchSpec
+from crs_controller.engine.io.waiting import WaitingClock, sleep_for
 from crs_controller.engine.runtime.tasks import supervised
-from crs_controller.engine.runtime.waiting import WaitingClock, sleep_for
 
 log = structlog.get_logger(__name__)
 

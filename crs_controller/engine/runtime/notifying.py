@@ -31,8 +31,8 @@ from crs_controller.core.notifications.delivery import (
 )
 from crs_controller.core.notifications.payloads import Notice, body
 from crs_controller.engine.io import metrics
+from crs_controller.engine.io.waiting import WaitingClock, sleep_for
 from crs_controller.engine.runtime.tasks import supervised
-from crs_controller.engine.runtime.waiting import WaitingClock, sleep_for
 
 log = structlog.get_logger(__name__)
 

@@ -27,8 +27,8 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from crs_controller.engine.io import metrics
+from crs_controller.engine.io.waiting import LoopClock, WaitingClock
 from crs_controller.engine.runtime.queue_metrics import QueueMetrics
-from crs_controller.engine.runtime.waiting import LoopClock, WaitingClock
 
 __all__ = ["WorkQueue", "ceiling", "namespace_of"]
 

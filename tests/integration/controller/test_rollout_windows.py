@@ -16,9 +16,9 @@ from pathlib import Path
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
+from crs_controller.engine.io.waiting import LoopClock
 from crs_controller.engine.reconcile.context import Settings
 from crs_controller.engine.runtime.controller import Controller, cluster_api_version
-from crs_controller.engine.runtime.waiting import LoopClock
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
