@@ -36,6 +36,7 @@ from crs_controller.core.versions.cluster_version import (
     parse_control_plane,
 )
 from crs_controller.engine.io.informer import Informer, WatchSpec
+from crs_controller.engine.io.waiting import WaitingClock
 
 log = structlog.get_logger(__name__)
 
@@ -68,8 +69,10 @@ class ControlPlanes:
         changed: Callable[[str, str], None],
         *,
         rediscover: float = REDISCOVER_SECONDS,
+        clock: WaitingClock | None = None,
     ) -> None:
         self._client = client
+        self._clock = clock
         self._namespace = namespace
         self._changed = changed  # (namespace, cluster name): look at this cluster again
         self._rediscover = rediscover
@@ -188,6 +191,7 @@ class ControlPlanes:
             WatchSpec(api_version, kind, self._namespace),
             parse_control_plane,
             self._on_change(kind),
+            clock=self._clock,
         )
         self._informers[kind] = informer
         assert self._start is not None

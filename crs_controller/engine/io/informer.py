@@ -5,6 +5,9 @@ Each object is parsed once, as it arrives, by the informer's ``parse`` (see
 is told *that* an object changed (old and new versions, for computing which keys to
 enqueue); reconcilers read the cache, never the event. Watches resume from the
 last resourceVersion (bookmarks included) and re-list after a 410 Gone or an error.
+Failures are retried with backoff (``engine/io/backoff``): the first at once, repeats
+after growing waits, so that a storm of 410s, streams closed at once or lists without
+a resourceVersion cost the API server a few requests a minute, not thousands a second.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import structlog
 
 from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.errors import CRSError
+from crs_controller.core.text import safe
+from crs_controller.engine.io.backoff import SHORT_WATCH_SECONDS, Backoff
+from crs_controller.engine.io.waiting import LoopClock, WaitingClock, sleep_for
 
 log = structlog.get_logger(__name__)
 
@@ -49,8 +55,13 @@ class Informer(Generic[T]):
         spec: WatchSpec,
         parse: Callable[[Obj], T],
         handler: Callable[[T | None, T | None], None],
+        *,
+        clock: WaitingClock | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
         self._client = client
+        self._clock: WaitingClock = clock if clock is not None else LoopClock()
+        self._backoff = backoff if backoff is not None else Backoff()
         self.spec = spec
         self._parse = parse
         self._handler = handler
@@ -103,21 +114,52 @@ class Informer(Generic[T]):
         return self._store.pop(key, None)
 
     async def run(self) -> None:
-        backoff = 0.5
         while True:
             try:
-                version = await self._relist()
-                self.synced.set()
-                backoff = 0.5
-                while version:
-                    version = await self._watch(version)
+                await self._list_and_watch()
             except asyncio.CancelledError:
                 raise
             except (CRSError, ValueError, KeyError) as exc:
                 # ValueError/KeyError: a malformed line or object; re-list from scratch.
-                log.warning("watch failed", kind=self.spec.kind, error=str(exc), retry_in=backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 30.0)
+                await self._back_off("watch failed", error=str(exc))
+
+    async def _list_and_watch(self) -> None:
+        """List, then watch from the listed version until a re-list is due."""
+        version = await self._relist()
+        self.synced.set()
+        if not version:
+            await self._back_off("list answered without a resourceVersion")
+            return
+        while True:
+            started = self._clock.now()
+            ended = await self._watch(version)
+            healthy = ended.events > 0 or self._clock.now() - started >= SHORT_WATCH_SECONDS
+            if healthy:
+                self._backoff.reset()
+            if ended.error is not None:
+                await self._back_off("watch ended in an error event", error=ended.error)
+                return
+            if not healthy:
+                await self._back_off("watch closed at once without events")
+            version = ended.version
+
+    async def _back_off(self, what: str, **why: str) -> None:
+        """Count a failure and wait as long as it calls for (the first: not at all)."""
+        wait = self._backoff.failed()
+        s = self.spec
+        if wait > 0:
+            log.warning(
+                what,
+                api_version=s.api_version,
+                kind=s.kind,
+                namespace=s.namespace,
+                failures=self._backoff.failures,
+                retry_in=round(wait, 2),
+                **why,
+            )
+            await sleep_for(self._clock, wait)
+        else:
+            log.debug(what, api_version=s.api_version, kind=s.kind, **why)
 
     async def _relist(self) -> str:
         """List page by page, parsing each page as it comes: what is held at once is
@@ -143,9 +185,10 @@ class Informer(Generic[T]):
             self._handler(self._drop(key), None)
         return version
 
-    async def _watch(self, version: str) -> str:
-        """Follow one watch; returns the version to resume from, or "" to re-list."""
+    async def _watch(self, version: str) -> Watched:
+        """Follow one watch to its end."""
         s = self.spec
+        events = 0
         async for kind, obj in self._client.watch(
             s.api_version,
             s.kind,
@@ -156,7 +199,8 @@ class Informer(Generic[T]):
             metadata_only=s.metadata_only,
         ):
             if kind == "ERROR":
-                return ""
+                return Watched(version, events, error_status(obj))
+            events += 1
             version = str(obj.get("metadata", {}).get("resourceVersion", version))
             if kind == "BOOKMARK":
                 continue
@@ -166,7 +210,22 @@ class Informer(Generic[T]):
                 self._handler(old if old is not None else self._parse(obj), None)
             else:
                 self._handler(*self._keep(key, obj))
-        return version
+        return Watched(version, events)
+
+
+@dataclass(frozen=True)
+class Watched:
+    """How a watch ended: the version to resume from, how many events it delivered,
+    and, for an ERROR event, its status (a re-list is due)."""
+
+    version: str
+    events: int
+    error: str | None = None
+
+
+def error_status(status: Obj) -> str:
+    """An ERROR event's code and reason, never its message (it may quote an object)."""
+    return safe(f"{status.get('code', '?')} {status.get('reason', '')}".strip(), 80)
 
 
 def resource_version(obj: Obj) -> int:

@@ -1,10 +1,10 @@
-"""Waiting on a clock: the runtime's half of ``core.clock``.
+"""Waiting on a clock: the engine's half of ``core.clock``.
 
 ``core.clock.Clock`` only tells the time, which the pure decisions and the reconcilers
-read. The loops of the runtime (the work queue's delayed keys, Lease renewals and
-expiries) also *wait* for a time on that clock, so they take a ``WaitingClock``, as
-k8s.io/utils/clock splits ``PassiveClock`` from ``Clock``. Production uses
-``LoopClock``, the asyncio loop's own monotonic clock; tests pass
+read. The engine's loops (the work queue's delayed keys, Lease renewals and expiries,
+an informer's retries) also *wait* for a time on that clock, so they take a
+``WaitingClock``, as k8s.io/utils/clock splits ``PassiveClock`` from ``Clock``.
+Production uses ``LoopClock``, the asyncio loop's own monotonic clock; tests pass
 tests/unit/fake_clock.FakeClock, whose time moves only when a test says so.
 """
 

@@ -129,7 +129,10 @@ class Controller:
         self.crss, self.clusters, self.bindings = crss, clusters, bindings
         # Watched per kind once a Cluster names it; a change looks at its clusters again.
         self.control_planes = ControlPlanes(
-            mgmt, settings.namespace, lambda ns, name: self.queue.add(cluster_key(ns, name))
+            mgmt,
+            settings.namespace,
+            lambda ns, name: self.queue.add(cluster_key(ns, name)),
+            clock=self.clock,
         )
         self.queue = _fair_queue(self.clock, settings, self.index)
         self.workloads = _workload_clients(settings, user_agent)
@@ -188,9 +191,9 @@ class Controller:
         cluster_spec = WatchSpec(self.cluster_api_version, "Cluster", ns)
         binding_spec = WatchSpec(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, ns)
         return (
-            Informer(mgmt, crs_spec, parse_crs, self._on_crs),
-            Informer(mgmt, cluster_spec, self._parse_cluster, self._on_cluster),
-            Informer(mgmt, binding_spec, self._parse_binding, self._on_binding),
+            Informer(mgmt, crs_spec, parse_crs, self._on_crs, clock=self.clock),
+            Informer(mgmt, cluster_spec, self._parse_cluster, self._on_cluster, clock=self.clock),
+            Informer(mgmt, binding_spec, self._parse_binding, self._on_binding, clock=self.clock),
         )
 
     def _source_informers(self) -> tuple[Informer[SourceMeta], Informer[SourceMeta]]:
@@ -198,8 +201,14 @@ class Controller:
         configmap_spec = WatchSpec("v1", "ConfigMap", ns, metadata_only=True)
         secret_spec = WatchSpec("v1", "Secret", ns, metadata_only=True)
         return (
-            Informer(mgmt, configmap_spec, parse_source_meta, self._on_source("ConfigMap")),
-            Informer(mgmt, secret_spec, parse_source_meta, self._on_secret),
+            Informer(
+                mgmt,
+                configmap_spec,
+                parse_source_meta,
+                self._on_source("ConfigMap"),
+                clock=self.clock,
+            ),
+            Informer(mgmt, secret_spec, parse_source_meta, self._on_secret, clock=self.clock),
         )
 
     def _parse_cluster(self, raw: Obj) -> Cluster:

@@ -212,7 +212,7 @@ class ShardMembership:
         self._wake = asyncio.Event()
         self.ready = asyncio.Event()
         self._informer: Informer[LeaseRecord] = Informer(
-            client, self._leases.watch_spec(), LeaseRecord.parse, self.on_lease
+            client, self._leases.watch_spec(), LeaseRecord.parse, self.on_lease, clock=clock
         )
 
     # -- what the controller asks -----------------------------------------------------
