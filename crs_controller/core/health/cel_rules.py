@@ -11,10 +11,13 @@ CEL interpreter) has no cost limit of its own, and evaluation runs on the event
 loop, so we bound it ourselves, in two steps:
 
 - When compiling: at most 1024 characters, no variable but ``self`` (and the names
-  comprehensions bind), comprehension macros (``all``, ``exists``,
-  ``exists_one``, ``map``, ``filter``) nested at most ``MAX_DEPTH`` deep and at
+  comprehensions bind), comprehension macros (``all``, ``exists``, ``exists_one``
+  or ``existsOne``, ``map``, ``filter``) nested at most ``MAX_DEPTH`` deep and at
   most ``MAX_COMPREHENSIONS`` of them, read from the expression's tokens outside
-  string literals. Only the functions in ``FUNCTIONS`` (the CEL standard functions
+  string literals and ``//`` comments, as CEL's grammar reads them, and checked
+  against what the compiler reads (a probe compiled with each macro call renamed):
+  an expression whose macro calls or their brackets the two read differently is
+  refused. Only the functions in ``FUNCTIONS`` (the CEL standard functions
   the interpreter defines) and the operators may be called; any other name, read
   from the compiled program, is refused here rather than failing at every
   evaluation. No extension library is loaded: nothing does I/O or calls back into
@@ -52,6 +55,7 @@ read from the object.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -90,7 +94,9 @@ COST_LIMIT = 1_000_000
 # it a tenant's many near-limit objects would hold the event loop for seconds each time.
 CHECK_COST_LIMIT = 4 * COST_LIMIT
 STRING_UNIT = 64  # characters of a string that count as one more value
-MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+# The comprehension macros (the parser expands them into loops): ``existsOne`` is
+# ``exists_one``'s other spelling.
+MACROS = frozenset({"all", "exists", "exists_one", "existsOne", "map", "filter"})
 VARIABLE = "self"
 # CEL's type names: identifiers, but no variables (``type(self.x) == string``).
 TYPE_NAMES = frozenset(
@@ -189,11 +195,7 @@ def compile_expression(source: str, where: str) -> Expression:
         program = cel.compile(source)
     except Exception as exc:  # the binding raises ValueError; any failure is the same to us
         raise InvalidSpec(f"{where}: does not compile: {_parser_message(str(exc))}") from None
-    shape = _Shape.of(_tokens(source))
-    if shape.comprehensions > MAX_COMPREHENSIONS:
-        raise InvalidSpec(f"{where}: more than {MAX_COMPREHENSIONS} comprehensions")
-    if shape.depth > MAX_DEPTH:
-        raise InvalidSpec(f"{where}: comprehensions nested more than {MAX_DEPTH} deep")
+    shape = _bounded_shape(source, where)
     unknown = set(program.variables()) - shape.bound - {VARIABLE} - TYPE_NAMES
     if unknown:
         raise InvalidSpec(f"{where}: unknown variable {sorted(unknown)[0]!r} (only self)")
@@ -205,6 +207,26 @@ def compile_expression(source: str, where: str) -> Expression:
     return Expression(
         where, program, shape.depth, shape.ops, shape.concatenations, shape.literal_width
     )
+
+
+def _bounded_shape(source: str, where: str) -> _Shape:
+    """The expression's shape, within the bounds on its comprehensions; refused when
+    the tokens do not read it as the compiler does (``_compiler_agrees``)."""
+    unreadable = InvalidSpec(
+        f"{where}: its comprehension macros cannot be read reliably "
+        "(write each as a plain call, such as list.all(x, ...))"
+    )
+    try:
+        shape = _Shape.of(_tokens(source))
+    except _Unreadable:
+        raise unreadable from None
+    if shape.depth > MAX_DEPTH:
+        raise InvalidSpec(f"{where}: comprehensions nested more than {MAX_DEPTH} deep")
+    if shape.comprehensions > MAX_COMPREHENSIONS:
+        raise InvalidSpec(f"{where}: more than {MAX_COMPREHENSIONS} comprehensions")
+    if not _compiler_agrees(source, shape):
+        raise unreadable
+    return shape
 
 
 @dataclass
@@ -326,50 +348,57 @@ def _measure(obj: Any) -> tuple[int, int]:
     return size, width
 
 
-# Tokens: what the cost estimate needs, read outside string literals.
+# Tokens: what the cost estimate needs, read as CEL's grammar reads them.
 
+
+class _Unreadable(Exception):
+    """The tokens do not read the expression as the compiler does."""
+
+
+# One token at a time, as CEL's lexer reads them (ASCII only outside strings and
+# comments): whitespace and ``//`` comments (to the end of the line: only ``\n`` ends
+# one), a string's opening (raw ``r``, bytes ``b``, triple quotes), identifiers,
+# numbers (``1.all(..)`` is ``1`` ``.`` ``all``) and punctuation.
+_LEXEME = re.compile(
+    r"(?P<skip>[ \t\n\r\f]+|//[^\n]*)"
+    r"""|(?P<quote>(?:[bB][rR]?|[rR])?(?:\"\"\"|'''|"|'))"""
+    r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<number>0[xX][0-9a-fA-F]+[uU]?|[0-9]*\.[0-9]+(?:[eE][+-]?[0-9]+)?"
+    r"|[0-9]+(?:[eE][+-]?[0-9]+|[uU])?)"
+    r"|(?P<punctuation>[()\[\]{},.+\-*/%!<>=&|?:])",
+    re.ASCII,
+)
 _PUNCTUATION = "()[]{},.+-*/%!<>=&|?:"
+_CLOSING = {")": "(", "]": "[", "}": "{"}
+# Every macro name, wherever written (in strings, comments and longer names too):
+# what the compiler is asked about (``_compiler_agrees``).
+_MACRO_NAME = re.compile("|".join(sorted(MACROS, key=len, reverse=True)))
+_MARK = "Q"  # in the names macro names are renamed to: never part of a macro name
 
 
-def _tokens(source: str) -> Iterator[str]:
-    """Identifiers, numbers, punctuation (one character each) and, for each string
-    literal, the token ``'``. The source has already compiled."""
-    i, end = 0, len(source)
-    while i < end:
-        ch = source[i]
-        if ch.isspace():
-            i += 1
-        elif ch in "'\"":
-            i = _skip_string(source, i, raw=False)
-            yield "'"
-        elif ch.isalpha() or ch == "_":
-            j = i
-            while j < end and (source[j].isalnum() or source[j] == "_"):
-                j += 1
-            word = source[i:j]
-            if j < end and source[j] in "'\"" and word.lower() in {"r", "b", "rb", "br"}:
-                i = _skip_string(source, j, raw="r" in word.lower())
-                yield "'"
-            else:
-                i = j
-                yield word
-        elif ch.isdigit():
-            j = i
-            while j < end and (source[j].isalnum() or source[j] in "._"):
-                j += 1
-            i = j
-            yield "0"
-        else:
-            i += 1
-            if ch in _PUNCTUATION:
-                yield ch
+def _tokens(source: str) -> Iterator[tuple[int, str]]:
+    """(offset, token): identifiers, numbers (``0``), punctuation (one character
+    each) and, for each string literal, ``'``. The source has already compiled: a
+    character the grammar does not allow there is ``_Unreadable``."""
+    i = 0
+    while i < len(source):
+        match = _LEXEME.match(source, i)
+        if match is None:
+            raise _Unreadable
+        kind, text, i = match.lastgroup, match.group(), match.end()
+        if kind == "quote":
+            prefix = text.rstrip("'\"")
+            i = _skip_string(source, i, text[len(prefix) :], raw="r" in prefix.lower())
+            yield match.start(), "'"
+        elif kind == "number":
+            yield match.start(), "0"
+        elif kind != "skip":
+            yield match.start(), text
 
 
-def _skip_string(source: str, start: int, *, raw: bool) -> int:
-    """The index just past the literal opening at ``start``."""
-    quote = source[start]
-    delimiter = quote * 3 if source.startswith(quote * 3, start) else quote
-    i = start + len(delimiter)
+def _skip_string(source: str, start: int, delimiter: str, *, raw: bool) -> int:
+    """The index just past the literal whose contents begin at ``start``."""
+    i = start
     while i < len(source):
         if not raw and source[i] == "\\":
             i += 2
@@ -377,41 +406,108 @@ def _skip_string(source: str, start: int, *, raw: bool) -> int:
             return i + len(delimiter)
         else:
             i += 1
-    return len(source)
+    raise _Unreadable
+
+
+@dataclass(frozen=True)
+class _Site:
+    """A comprehension macro call: the offsets of its name, its '(' and its ')'."""
+
+    name: int
+    opening: int
+    closing: int
+
+
+@dataclass
+class _Open:
+    """A bracket not closed yet: which, where, and for a '[' its commas so far."""
+
+    bracket: str
+    offset: int
+    macro: int  # the offset of the macro name this '(' follows, or -1
+    commas: int = 0
 
 
 @dataclass(frozen=True)
 class _Shape:
     depth: int
-    comprehensions: int
+    sites: tuple[_Site, ...]
     ops: int
     concatenations: int
     literal_width: int
     bound: frozenset[str]
 
+    @property
+    def comprehensions(self) -> int:
+        return len(self.sites)
+
     @classmethod
-    def of(cls, tokens: Iterator[str]) -> _Shape:
-        words = list(tokens)
-        depth = comprehensions = ops = concatenations = literal_width = 0
+    def of(cls, tokens: Iterator[tuple[int, str]]) -> _Shape:
+        read = list(tokens)
+        words = [token for _, token in read]
+        depth = ops = concatenations = literal_width = 0
         bound: set[str] = set()
-        # One entry per open bracket: is it a comprehension's; for '[', its commas.
-        stack: list[tuple[str, bool, int]] = []
-        for n, token in enumerate(words):
+        sites: list[_Site] = []
+        stack: list[_Open] = []
+        for n, (offset, token) in enumerate(read):
             after = words[n + 1] if n + 1 < len(words) else ""
-            if token in MACROS and after == "(":
-                comprehensions += 1
-                if n + 2 < len(words):
-                    bound.add(words[n + 2])
-            elif token in ("(", "[", "{"):
-                stack.append((token, n > 0 and words[n - 1] in MACROS and token == "(", 0))
-                depth = max(depth, sum(1 for _, macro, _ in stack if macro))
-            elif token in (")", "]", "}") and stack:
-                kind, _, commas = stack.pop()
-                if kind == "[":
-                    literal_width = max(literal_width, commas + 1)
+            if token in MACROS and after == "(" and n + 2 < len(words):
+                bound.add(words[n + 2])
+            if token in ("(", "[", "{"):
+                macro = read[n - 1][0] if token == "(" and n and words[n - 1] in MACROS else -1
+                stack.append(_Open(token, offset, macro))
+                depth = max(depth, sum(1 for opened in stack if opened.macro >= 0))
+            elif token in _CLOSING:
+                opened = _close(stack, token)
+                if opened.bracket == "[":
+                    literal_width = max(literal_width, opened.commas + 1)
+                if opened.macro >= 0:
+                    sites.append(_Site(opened.macro, opened.offset, offset))
             elif token == "," and stack:
-                kind, macro, commas = stack[-1]
-                stack[-1] = (kind, macro, commas + 1)
+                stack[-1].commas += 1
             concatenations += token == "+"
             ops += (token in _PUNCTUATION and token not in ",)]}") or after == "("
-        return cls(depth, comprehensions, ops, concatenations, literal_width, frozenset(bound))
+        if stack:
+            raise _Unreadable
+        return cls(depth, tuple(sites), ops, concatenations, literal_width, frozenset(bound))
+
+
+def _close(stack: list[_Open], bracket: str) -> _Open:
+    if not stack or stack[-1].bracket != _CLOSING[bracket]:
+        raise _Unreadable
+    return stack.pop()
+
+
+def _compiler_agrees(source: str, shape: _Shape) -> bool:
+    """Whether the compiler reads the comprehensions where the tokens do. A probe is
+    compiled: every macro name written anywhere (in strings and comments too) renamed
+    to a name of its own that is no macro, and each call's arguments, as the tokens
+    read them, made one list (``x.all(v, p)`` becomes ``x.aQ0Q([v, p])``). It must
+    compile (else a bracket closes elsewhere than the tokens say), no macro name may
+    be left, and the names it calls must be exactly those at the tokens' calls."""
+    if _MACRO_NAME.search(source) is None:
+        return True  # no comprehension, for the tokens and for the compiler
+    import cel  # noqa: PLC0415 - loaded by compile_expression already
+
+    edits = [(site.opening + 1, 0, site.opening + 1, "[") for site in shape.sites]
+    edits += [(site.closing, 0, site.closing, "]") for site in shape.sites]
+    renamed: dict[str, int] = {}
+    for match in _MACRO_NAME.finditer(source):
+        # The first letter stays: it may end an escape sequence in a string ("\a").
+        name = f"{match.group()[0]}{_MARK}{len(renamed)}{_MARK}"
+        renamed[name] = match.start()
+        edits.append((match.start(), 1, match.end(), name))
+    pieces, at = [], 0
+    for start, _, end, text in sorted(edits):
+        pieces += [source[at:start], text]
+        at = end
+    probe = "".join([*pieces, source[at:]])
+    if _MACRO_NAME.search(probe):
+        return False
+    try:
+        called = cel.compile(probe).functions()
+    except Exception:  # the binding raises ValueError; any failure is the same to us
+        return False
+    return {renamed[name] for name in called if name in renamed} == {
+        site.name for site in shape.sites
+    }
