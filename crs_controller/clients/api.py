@@ -148,8 +148,10 @@ class KubeAPI(Protocol):
         namespace: str | None = None,
         *,
         uid: str | None = None,
+        resource_version: str | None = None,
     ) -> bool:
-        """Delete; False when it was already gone. With ``uid``, only that very object."""
+        """Delete; False when it was already gone. With ``uid``, only that very object;
+        with ``resource_version``, only that version of it (Conflict on a race)."""
         ...
 
 

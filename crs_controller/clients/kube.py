@@ -451,14 +451,17 @@ class KubeClient:
         namespace: str | None = None,
         *,
         uid: str | None = None,
+        resource_version: str | None = None,
     ) -> bool:
         """Delete with background propagation; False when it was already gone. With
         ``uid``, only that very object: one recreated under the same name since it was
-        read is a Conflict, not a deletion."""
+        read is a Conflict, not a deletion. With ``resource_version``, only the version
+        read: one written since is a Conflict too."""
         path = await self.path(api_version, kind, namespace, name)
         options: dict[str, Any] = {"propagationPolicy": "Background"}
-        if uid:
-            options["preconditions"] = {"uid": uid}
+        preconditions = {"uid": uid, "resourceVersion": resource_version}
+        if any(preconditions.values()):
+            options["preconditions"] = {k: v for k, v in preconditions.items() if v}
         try:
             await self._request("DELETE", path, content=encode(options))
         except NotFound:

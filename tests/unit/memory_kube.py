@@ -244,12 +244,16 @@ class MemoryKube:
         namespace: str | None = None,
         *,
         uid: str | None = None,
+        resource_version: str | None = None,
     ) -> bool:
         self._check("delete", f"{kind}/{name}")
         key = self._key(api_version, kind, namespace, name)
         live = self.objects.get(key)
         if live is not None and uid and live.get("metadata", {}).get("uid") not in (None, uid):
             raise Conflict(f"delete {kind}/{name}: 409 Conflict (uid precondition)", status=409)
+        version = (live or {}).get("metadata", {}).get("resourceVersion")
+        if live is not None and resource_version and version != resource_version:
+            raise Conflict(f"delete {kind}/{name}: 409 Conflict (modified)", status=409)
         return self.objects.pop(key, None) is not None
 
 

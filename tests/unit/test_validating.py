@@ -87,11 +87,14 @@ class JobKube(MemoryKube):
         namespace: str | None = None,
         *,
         uid: str | None = None,
+        resource_version: str | None = None,
     ) -> bool:
         if self.fail_delete is not None:
             self.requests.append(("delete", f"{kind}/{name}"))
             raise self.fail_delete
-        return await super().delete(api_version, kind, name, namespace, uid=uid)
+        return await super().delete(
+            api_version, kind, name, namespace, uid=uid, resource_version=resource_version
+        )
 
     def finish_job(self, kind: str, reason: str = "", message: str = "") -> None:
         condition = {"type": kind, "status": "True", "reason": reason, "message": message}

@@ -381,11 +381,15 @@ def test_only_the_controller_deletes_snapshots_under_the_shipped_policy(
     assert snapshots_of(mgmt, namespace, uid) == []
 
 
-async def _delete_with_uid(workload: Server, namespace: str, name: str, uid: str) -> bool:
+async def _delete_with_uid(
+    workload: Server, namespace: str, name: str, uid: str | None, version: str | None = None
+) -> bool:
     endpoint = workload_endpoint(workload.kubeconfig())
     client = ProductClient(endpoint, name="workload")
     try:
-        return await client.delete("v1", "ConfigMap", name, namespace, uid=uid)
+        return await client.delete(
+            "v1", "ConfigMap", name, namespace, uid=uid, resource_version=version
+        )
     finally:
         await client.close()
 
@@ -405,4 +409,23 @@ def test_a_delete_removes_only_the_object_that_was_proven_ours(
     live = wl.get("v1", "ConfigMap", name, "default")
     assert live is not None and live["data"] == {"a": "2"}
     assert asyncio.run(_delete_with_uid(workload, "default", name, live["metadata"]["uid"]))
+    assert wl.get("v1", "ConfigMap", name, "default") is None
+
+
+def test_a_delete_of_the_version_read_leaves_a_newer_one(
+    control_plane: ControlPlane, workload_clients: list[TestbedClient]
+) -> None:
+    """With a resourceVersion, a delete removes only the version that was read (a
+    binding another writer wrote since stays)."""
+    workload, wl = control_plane.workloads[0], workload_clients[0]
+    name = unique("rewritten")
+    first = wl.create(configmap_obj(name, "default", a="1"))
+    later = wl.update({**first, "data": {"a": "2"}})
+    read = first["metadata"]["resourceVersion"]
+    with pytest.raises(Conflict):
+        asyncio.run(_delete_with_uid(workload, "default", name, None, read))
+    live = wl.get("v1", "ConfigMap", name, "default")
+    assert live is not None and live["data"] == {"a": "2"}
+    version = later["metadata"]["resourceVersion"]
+    assert asyncio.run(_delete_with_uid(workload, "default", name, None, version))
     assert wl.get("v1", "ConfigMap", name, "default") is None
