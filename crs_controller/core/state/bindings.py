@@ -197,6 +197,48 @@ def desired_binding(
     return ClusterResourceSetBinding(metadata=meta, spec=spec)
 
 
+def merged_entries(
+    base: Mapping[str, CRSBinding],
+    ours: Mapping[str, CRSBinding],
+    fresh: Mapping[str, CRSBinding],
+) -> dict[str, CRSBinding] | None:
+    """A pass's entries put on a binding another writer changed since the pass read
+    it (a Conflict): ``base`` the entries the pass read, ``ours`` those it would
+    write, ``fresh`` those the binding has now. Per CRS, an entry the pass left as it
+    read it is the other writer's (an entry it removed or added included), one only
+    the pass changed is ours (a removal included). One both changed, each its own way,
+    is not guessed at: None, and the pass is redone on the fresh binding."""
+    merged: dict[str, CRSBinding] = {}
+    for name in sorted(base.keys() | ours.keys() | fresh.keys()):
+        was, now, theirs = (_api(entries.get(name)) for entries in (base, ours, fresh))
+        if now == was:
+            chosen = fresh.get(name)
+        elif theirs in (was, now):
+            chosen = ours.get(name)
+        else:
+            return None
+        if chosen is not None:
+            merged[name] = chosen
+    return merged
+
+
+def _api(entry: CRSBinding | None) -> dict[str, Any] | None:
+    return None if entry is None else to_api(entry)
+
+
+def crs_owners(
+    binding: ClusterResourceSetBinding | None, names: Iterable[str]
+) -> list[dict[str, Any]]:
+    """The owner references ``binding`` has for the CRSs ``names``."""
+    wanted = set(names)
+    refs = [] if binding is None else binding.metadata.owner_references
+    return [
+        dict(o)
+        for o in refs
+        if o.get("kind") == CLUSTER_RESOURCE_SET_KIND and o.get("name") in wanted
+    ]
+
+
 def binding_changed(
     current: ClusterResourceSetBinding | None, desired: ClusterResourceSetBinding
 ) -> bool:

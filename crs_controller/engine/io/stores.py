@@ -31,11 +31,6 @@ class BindingStore:
         self._mgmt = mgmt
         self._cache = cache
 
-    async def read(self, namespace: str, name: str) -> Binding | None:
-        """The binding as the API server has it now (after a Conflict)."""
-        raw = await self._mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
-        return None if raw is None else self._cache.put(raw)
-
     async def read_whole(self, namespace: str, name: str) -> Binding | None:
         """The whole binding (the cache may hold only its summary: the Cluster was
         another replica's), read from the API server and cached."""
@@ -50,8 +45,17 @@ class BindingStore:
         written = await (self._mgmt.create(body) if create else self._mgmt.replace(body))
         return self._cache.put(written)
 
-    async def delete(self, namespace: str, name: str) -> None:
-        await self._mgmt.delete(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
+    async def delete(
+        self, namespace: str, name: str, *, resource_version: str | None = None
+    ) -> None:
+        """Delete; with ``resource_version``, only that version (Conflict on a race)."""
+        await self._mgmt.delete(
+            API_VERSION,
+            CLUSTER_RESOURCE_SET_BINDING_KIND,
+            name,
+            namespace,
+            resource_version=resource_version,
+        )
         self._cache.remove(namespace, name)
 
 

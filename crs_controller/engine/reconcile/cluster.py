@@ -62,7 +62,7 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     else:
         result = await _apply_all(scope, crss)
     result |= await scope.prune(crss)
-    await scope.record()
+    result |= await scope.record()
     return result | scope.forget_left()
 
 
@@ -137,8 +137,7 @@ async def _clean_up(
     scope = ClusterScope(ctx, cluster, binding)
     await scope.connect()
     cleanup = await uninstall(ctx, scope.client, cluster, binding, crss)
-    await scope.record(cleanup.remaining)
-    return cleanup.then
+    return cleanup.then | await scope.record(cleanup.remaining)
 
 
 async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> None:

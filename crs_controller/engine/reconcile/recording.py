@@ -4,13 +4,20 @@ only when it changed, with optimistic concurrency."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from crs_controller.core.api.models import ClusterResourceSetBinding, CRSBinding, to_api
 from crs_controller.core.errors import Conflict
-from crs_controller.core.state.bindings import binding_changed, desired_binding
+from crs_controller.core.state.bindings import (
+    binding_changed,
+    crs_owners,
+    desired_binding,
+    entries_by_crs,
+    merged_entries,
+)
 from crs_controller.engine.io.stores import BindingStore
 
 BINDING_WRITE_ATTEMPTS = 5
@@ -25,35 +32,62 @@ async def write_binding(
     current: ClusterResourceSetBinding | None,
     entries: dict[str, CRSBinding],
     owners: list[dict[str, Any]],
-) -> None:
+) -> bool:
     """Write the binding with ``entries`` and ``owners`` if it changed; delete it when
-    ``entries`` is empty."""
-    if not entries:
-        if current is not None:
-            await store.delete(namespace, cluster)
-        return
-
-    async def put(base: ClusterResourceSetBinding | None) -> None:
-        desired = desired_binding(
-            base, namespace=namespace, cluster=cluster, entries=entries, owners=owners
-        )
-        if binding_changed(base, desired):
-            if log.is_enabled_for(logging.DEBUG):  # worked out only when it is logged
-                changed = _what(base, desired)
-                log.debug("binding written", cluster=f"{namespace}/{cluster}", changed=changed)
-            await store.write(to_api(desired), create=base is None)
-
-    # Optimistic concurrency: PUT with the resourceVersion we read. On a Conflict
-    # re-read the binding and put our entries on the fresh copy at once, rather than
-    # failing the whole reconcile (which would redo every apply to record them).
+    no entry is left. False when nothing could be written: another writer changed an
+    entry this pass changed too, and the pass is to be redone on the binding as it is
+    now (read, and cached)."""
+    ours = Ours(namespace, cluster, current, entries, owners)
+    # Optimistic concurrency: PUT with the resourceVersion we read. On a Conflict the
+    # binding is read again and this pass's changes go onto it (merged_entries), so
+    # what another writer recorded meanwhile is kept, rather than failing the whole
+    # reconcile (which would redo every apply to record them).
+    fresh = current
     for _ in range(BINDING_WRITE_ATTEMPTS - 1):
         try:
-            await put(current)
-            return
+            return await _put(store, ours, fresh)
         except Conflict:
-            fresh = await store.read(namespace, cluster)
-            current = None if fresh is None else fresh.valid
-    await put(current)
+            # Read whole: the cache may hold only a summary of it (no inventory).
+            read = await store.read_whole(namespace, cluster)
+            fresh = None if read is None else read.valid
+    return await _put(store, ours, fresh)
+
+
+@dataclass(frozen=True)
+class Ours:
+    """What a pass read of the binding (``base``) and would write of it."""
+
+    namespace: str
+    cluster: str
+    base: ClusterResourceSetBinding | None
+    entries: dict[str, CRSBinding]
+    owners: list[dict[str, Any]]
+
+
+async def _put(store: BindingStore, ours: Ours, fresh: ClusterResourceSetBinding | None) -> bool:
+    """Write our changes onto ``fresh`` (the binding as last read) if they change it;
+    False when they cannot be merged with another writer's."""
+    where = f"{ours.namespace}/{ours.cluster}"
+    merged = merged_entries(entries_by_crs(ours.base), ours.entries, entries_by_crs(fresh))
+    if merged is None:
+        log.info("binding changed meanwhile: pass redone", cluster=where)
+        return False
+    if not merged:
+        if fresh is not None:
+            version = fresh.metadata.resource_version
+            await store.delete(ours.namespace, ours.cluster, resource_version=version)
+        return True
+    # Ours for the CRSs this pass has entries for, the binding's for the others.
+    owners = [o for o in ours.owners if o["name"] in merged]
+    owners += crs_owners(fresh, merged.keys() - ours.entries.keys())
+    desired = desired_binding(
+        fresh, namespace=ours.namespace, cluster=ours.cluster, entries=merged, owners=owners
+    )
+    if binding_changed(fresh, desired):
+        if log.is_enabled_for(logging.DEBUG):  # worked out only when it is logged
+            log.debug("binding written", cluster=where, changed=_what(fresh, desired))
+        await store.write(to_api(desired), create=fresh is None)
+    return True
 
 
 def _what(before: ClusterResourceSetBinding | None, after: ClusterResourceSetBinding) -> list[str]:

@@ -293,14 +293,16 @@ class ClusterScope:
         quiet = ctx.announcements.note(namespace, crs_name, note)
         return Result.waking(Wake(crs_key(namespace, crs_name), quiet))
 
-    async def record(self, entries: Mapping[str, CRSBinding] | None = None) -> None:
+    async def record(self, entries: Mapping[str, CRSBinding] | None = None) -> Result:
         """Write the binding once (``entries``: what a cleanup left instead of this
-        pass's), owned by the CRSs it has entries for."""
+        pass's), owned by the CRSs it has entries for. A retry when another writer
+        changed an entry this pass changed too: the pass is redone on its binding."""
         ctx, (namespace, name) = self.ctx, self.key
         kept = dict(self._now if entries is None else entries)
         owners = [owner_reference(c.meta) for c in ctx.caches.crss_in(namespace)]
         owners = [o for o in owners if o["name"] in kept]
-        await write_binding(ctx.bindings, namespace, name, self.binding, kept, owners)
+        written = await write_binding(ctx.bindings, namespace, name, self.binding, kept, owners)
+        return NOTHING if written else RETRY
 
 
 def forget_budget(ctx: ClusterContext, key: tuple[str, str]) -> None:
