@@ -1,7 +1,8 @@
 """Pruning decisions for deletionPolicy Delete: which applied objects are stale (not
 recorded any more and not wanted by any CRS's sources), in safe deletion order, what
 stays recorded while a deletion is unfinished, and which live objects are provably
-ours to delete (a binding's inventory is only a claim)."""
+ours to delete (a binding's inventory is only a claim), and, when asked, only the
+very objects of the uids given."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from crs_controller.core.state.prune_decisions import (
     wanted_keys,
     without,
 )
-from crs_controller.engine.reconcile.workload.pruning import Deletion, prune
+from crs_controller.engine.reconcile.workload.pruning import Deletion, delete_objects, prune
 
 from .memory_kube import MemoryKube
 
@@ -292,6 +293,19 @@ async def test_a_refused_entry_is_not_kept_pending_when_another_delete_fails() -
     # CM stays pending (its delete failed); the refused one is forgotten.
     assert inventory(pruned.entries.values()) == {CM}
     assert ("v1", "ConfigMap", "team-b", "theirs") in kube.objects
+
+
+async def test_with_uids_only_the_very_objects_named_are_deleted() -> None:
+    """Another object of the same name (deleted and made again meanwhile) is left
+    alone, even one our field manager applied."""
+    kube = MemoryKube("w1")
+    other = ObjectRef("v1", "ConfigMap", "default", "other")
+    mine = (await kube.apply(configmap(CM), field_manager=MANAGER))["metadata"]["uid"]
+    await kube.apply(configmap(other), field_manager=MANAGER)
+    client = cast(KubeClient, kube)
+    done = await delete_objects(client, [CM, other], MANAGER, uids={mine, "gone"})
+    assert (done.deleted, done.skipped, done.refused) == ([CM], [other], [])
+    assert list(kube.objects) == [("v1", "ConfigMap", "default", "other")]
 
 
 def configmap(ref: ObjectRef) -> dict[str, Any]:

@@ -11,7 +11,7 @@ forgotten from the inventory (``core.state.deletion_guard``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -54,12 +54,14 @@ class Pruned:
 
 @dataclass
 class Deletion:
-    """One round of deletes: a message per object that failed, and each object
-    refused because the live one does not show that we applied it, with why."""
+    """One round of deletes: a message per object that failed, each object refused
+    because the live one does not show that we applied it, with why, and each left
+    alone as another object than the one asked for."""
 
     failed: list[str] = field(default_factory=list)
     refused: list[tuple[ObjectRef, str]] = field(default_factory=list)
     deleted: list[ObjectRef] = field(default_factory=list)
+    skipped: list[ObjectRef] = field(default_factory=list)  # not among the uids asked for
 
     @property
     def refused_refs(self) -> list[ObjectRef]:
@@ -154,33 +156,20 @@ async def _prune_one(
 
 
 async def delete_objects(
-    client: KubeAPI, refs: Sequence[ObjectRef], field_manager: str
+    client: KubeAPI,
+    refs: Sequence[ObjectRef],
+    field_manager: str,
+    *,
+    uids: Collection[str] | None = None,
 ) -> Deletion:
     """Delete in the given order what ``field_manager`` provably applied; refuse the
-    rest. Raises Unreachable as soon as the cluster stops answering."""
+    rest. With ``uids``, only the objects whose uid is among them are deleted (the
+    very objects created, not another object of the same name); any other is left as
+    it is (``skipped``). Raises Unreachable as soon as the cluster stops answering."""
     done = Deletion()
     for ref in refs:
-        namespace = ref.namespace or None
         try:
-            live = await client.get(ref.api_version, ref.kind, ref.name, namespace)
-            if live is None:
-                continue  # gone already, or its kind is (e.g. the CRD went first)
-            why = refusal(live, field_manager)
-            if why is not None:
-                log.warning("deletion refused", object=str(ref), reason=why, cluster=client.name)
-                done.refused.append((ref, why))
-                continue
-            # The very object proven ours: one recreated since the read is a Conflict.
-            uid = (live.get("metadata") or {}).get("uid")
-            await client.delete(
-                ref.api_version,
-                ref.kind,
-                ref.name,
-                namespace,
-                uid=uid if isinstance(uid, str) else None,
-            )
-            log.info("object deleted", object=str(ref), cluster=client.name)
-            done.deleted.append(ref)
+            await _delete_one(client, ref, field_manager, uids, done)
         except NotFound:
             continue  # its kind is gone (e.g. the CRD went first): nothing left
         except Unreachable:
@@ -188,3 +177,31 @@ async def delete_objects(
         except CRSError as exc:
             done.failed.append(f"delete {ref}: {exc}")
     return done
+
+
+async def _delete_one(
+    client: KubeAPI,
+    ref: ObjectRef,
+    field_manager: str,
+    uids: Collection[str] | None,
+    done: Deletion,
+) -> None:
+    namespace = ref.namespace or None
+    live = await client.get(ref.api_version, ref.kind, ref.name, namespace)
+    if live is None:
+        return  # gone already, or its kind is (e.g. the CRD went first)
+    uid = (live.get("metadata") or {}).get("uid")
+    if uids is not None and uid not in uids:
+        done.skipped.append(ref)
+        return
+    why = refusal(live, field_manager)
+    if why is not None:
+        log.warning("deletion refused", object=str(ref), reason=why, cluster=client.name)
+        done.refused.append((ref, why))
+        return
+    # The very object proven ours: one recreated since the read is a Conflict.
+    await client.delete(
+        ref.api_version, ref.kind, ref.name, namespace, uid=uid if isinstance(uid, str) else None
+    )
+    log.info("object deleted", object=str(ref), cluster=client.name)
+    done.deleted.append(ref)
