@@ -183,6 +183,8 @@ class MemoryKube:
             k: v for k, v in live.items() if k != "metadata"
         }
         live["metadata"]["generation"] = generation + 1 if changed else generation
+        if old is not None and "uid" in old.get("metadata", {}):
+            live["metadata"]["uid"] = old["metadata"]["uid"]  # the same object, updated
         live["metadata"]["managedFields"] = [
             {"manager": field_manager, "operation": "Apply", "fieldsV1": {"f:all": {}}}
         ]

@@ -304,6 +304,21 @@ async def test_a_cluster_let_go_leaves_nothing_of_it_in_memory() -> None:
     assert world.ctx.outcomes.get(NS, "a", "c1") is None
 
 
+def test_validation_records_naming_created_objects_are_shared_too() -> None:
+    raw = binding("c00")
+    uids = ["0b5c6c1e-6d0f-4a39-9f53-2f4b0f6f0d7a"]
+    raw["spec"]["bindings"][0]["validation"] = {
+        "revision": "r1",
+        "step": 1,
+        "phase": "Failed",
+        "started": "2026-01-01T00:00:00Z",
+        "created": uids,
+    }
+    first, second = (parse_binding_summary(raw).entries()["a"] for _ in range(2))
+    assert first.validation is not None and first.validation.created == uids
+    assert first.validation is second.validation
+
+
 def test_long_text_is_not_shared() -> None:
     """What the shared values hold is bounded: a binding's long text stays its own."""
     raw = binding("c00")

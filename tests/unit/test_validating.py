@@ -7,7 +7,11 @@ them until then: their creation, or the update of a copy already there (one take
 the deadline passes); an unusable source fails it; a
 finished run is returned without contacting the cluster; another revision starts
 anew, clearing the Jobs an earlier run left; a deletion error is retried without
-running anything again; a Secret source's data never reaches a message."""
+running anything again; a Secret source's data never reaches a message. Only what a
+run created is deleted: an object there before it, one the cluster's binding lists, a
+Namespace, and a Job an earlier run did not create are kept (named in the log), as is
+what a look whose record was lost created; an earlier revision's record naming what
+its run left is carried until the next run."""
 
 from __future__ import annotations
 
@@ -18,12 +22,26 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import structlog
 import yaml
 
-from crs_controller.core.api.models import Validation, ValidationRecord
+from crs_controller.core.api.models import (
+    ClusterResourceSetBinding,
+    ClusterResourceSetBindingSpec,
+    CRSBinding,
+    ObjectKey,
+    ObjectMeta,
+    ObjectRef,
+    ResourceBinding,
+    Validation,
+    ValidationRecord,
+)
 from crs_controller.core.errors import APIError
 from crs_controller.core.manifests.documents import RESOURCE_SECRET_TYPE
+from crs_controller.core.state.status import Outcome
 from crs_controller.engine.reconcile.result import RETRY
+from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
+from crs_controller.engine.reconcile.validation import validated
 from crs_controller.engine.reconcile.workload.validating import (
     POLL_SECONDS,
     Validated,
@@ -139,6 +157,7 @@ class Bed:
         resources: tuple[tuple[str, str], ...] = (("ConfigMap", "smoke-test"),),
         revision: str = "r2",
         step: int = 1,
+        listed: frozenset[ObjectKey] = frozenset(),
     ) -> Validated:
         refs = [{"kind": kind, "name": name} for kind, name in resources]
         spec = Validation.model_validate({"resources": refs, "timeout": "10m"})
@@ -155,6 +174,7 @@ class Bed:
             timeout=600.0,
             revision=revision,
             previous=previous,
+            listed=listed,
         )
 
 
@@ -299,6 +319,10 @@ async def test_another_revision_starts_a_new_run_clearing_what_an_earlier_run_le
     assert done.failure is None
     job_now = b.workload.objects[JOB_KEY]
     assert job_now["metadata"]["uid"] != old_uid and "status" not in job_now
+    # The earlier run's ConfigMap, there before this run's apply, is its to delete too.
+    b.workload.finish_job("Complete")
+    ended = await b.validate(done.record)
+    assert ended.record.phase == "Succeeded" and b.workload.objects == {}
 
 
 async def test_a_running_record_of_another_step_starts_a_new_run() -> None:
@@ -482,7 +506,8 @@ async def test_an_update_refused_for_a_while_then_taken_passes() -> None:
     b.clock.advance(300)  # the deadline: the last look passes it
     done = await b.validate(taken.record)
     assert done.record.phase == "Succeeded" and done.failure is None
-    assert b.workload.objects == {}
+    # The Job the run created is deleted; the probe was there before it: kept.
+    assert list(b.workload.objects) == [("v1", "ConfigMap", "default", "probe")]
 
 
 async def test_a_refusal_is_kept_over_a_read_that_failed_after_it() -> None:
@@ -508,3 +533,128 @@ async def test_errors_until_the_deadline_fail_it_once_the_time_is_up() -> None:
     b.clock.advance(600)
     done = await b.validate(running)
     assert done.failure == "validation on cluster c1 timed out after 10m: GET failed: 503"
+
+
+# -- what a validation deletes: only what it created ---------------------------------
+
+CONFIG_KEY = ("v1", "ConfigMap", "default", "smoke-config")
+
+
+async def passed(b: Bed, **options: Any) -> Validated:
+    """Run the validation to its end: apply, the Job Complete, then the clean-up."""
+    running = await b.validate(None, **options)
+    b.clock.advance(30)
+    b.workload.finish_job("Complete")
+    return await b.validate(running.record, **options)
+
+
+def scope_with(b: Bed, entry: CRSBinding) -> ClusterScope:
+    """The cluster's pass, its binding holding ``entry``."""
+    binding = ClusterResourceSetBinding(
+        metadata=ObjectMeta(name="c1", namespace=NS),
+        spec=ClusterResourceSetBindingSpec(cluster_name="c1", bindings=[entry]),
+    )
+    the_cluster = b.world.index.cluster(NS, "c1")
+    assert the_cluster is not None
+    return ClusterScope(b.world.ctx, the_cluster, binding)
+
+
+async def test_an_object_there_before_the_run_survives_its_success() -> None:
+    b = await bed()
+    await b.workload.apply(payload("smoke-config", "theirs"), field_manager="kubectl")
+    with structlog.testing.capture_logs() as logs:
+        done = await passed(b)
+    assert done.record.phase == "Succeeded"
+    assert list(b.workload.objects) == [CONFIG_KEY]  # the Job it created is gone
+    kept = [e for e in logs if e["event"] == "validation object kept"]
+    assert [(e["object"], e["log_level"]) for e in kept] == [
+        ("ConfigMap/default/smoke-config", "info")
+    ]
+    assert "theirs" not in str(logs) and "smoke-config" not in str(done.record)
+
+
+async def test_an_object_the_binding_lists_survives_though_the_run_created_it() -> None:
+    """An add-on's object (another CRS's inventory) named in a validation resource."""
+    b = await bed()
+    addon = ResourceBinding(
+        kind="ConfigMap", name="src", applied=True, objects=[ObjectRef(*CONFIG_KEY)]
+    )
+    scope = scope_with(b, CRSBinding(cluster_resource_set_name="addon", resources=[addon]))
+    listed = scope.listed(CRSBinding(cluster_resource_set_name="a"))
+    assert ("", "ConfigMap", "default", "smoke-config") in listed
+    done = await passed(b, listed=listed)
+    assert done.record.phase == "Succeeded"
+    assert list(b.workload.objects) == [CONFIG_KEY]
+
+
+NAMESPACE_KEY = ("v1", "Namespace", "", "smoke-ns")
+
+
+async def test_a_namespace_the_run_created_is_kept_as_no_allow_delete_names_it() -> None:
+    """Validation resources have no allowDelete: a Namespace (or CRD) among their
+    objects is kept, like one pruning keeps; what the run created in it is deleted."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "smoke-ns"}}
+    in_it = payload("smoke-config") | {"metadata": {"name": "probe", "namespace": "smoke-ns"}}
+    b = await bed(configmap_source("smoke-test", namespace, in_it, job()))
+    with structlog.testing.capture_logs() as logs:
+        done = await passed(b)
+    assert list(b.workload.objects) == [NAMESPACE_KEY]
+    assert done.record.phase == "Succeeded" and done.record.created is None
+    kept = [e["object"] for e in logs if e["event"] == "validation object kept"]
+    assert kept == ["Namespace/smoke-ns"]
+
+
+async def test_the_objects_the_run_created_are_recorded_then_deleted() -> None:
+    b = await bed()
+    running = await b.validate(None)
+    uids = {b.workload.objects[key]["metadata"]["uid"] for key in (JOB_KEY, CONFIG_KEY)}
+    assert set(running.record.created or ()) == uids
+    b.workload.finish_job("Complete")
+    done = await b.validate(running.record)
+    assert done.record.phase == "Succeeded" and done.record.created is None
+    assert b.workload.objects == {}
+
+
+async def test_an_object_made_while_the_record_was_lost_is_kept() -> None:
+    """The look that created the objects never got its record written: the next
+    look cannot tell them from someone else's, and keeps them."""
+    b = await bed()
+    await b.validate(None)  # its record lost
+    b.workload.finish_job("Complete")
+    done = await b.validate(None)
+    assert done.record.phase == "Succeeded"
+    assert set(b.workload.objects) == {JOB_KEY, CONFIG_KEY}
+
+
+async def test_a_new_run_leaves_a_job_the_earlier_run_did_not_create() -> None:
+    b = await bed()
+    theirs_job = job() | {"metadata": {"name": "smoke", "namespace": "default"}}
+    await b.workload.apply(theirs_job, field_manager="kubectl")  # someone else's Job
+    theirs = b.workload.objects[JOB_KEY]["metadata"]["uid"]
+    old = (await b.validate(None, revision="r1")).record
+    b.workload.finish_job("Failed", "BackoffLimitExceeded")
+    failed = (await b.validate(old, revision="r1")).record
+    assert failed.phase == "Failed"
+
+    b.clock.advance(60)
+    await b.validate(failed, revision="r2")
+    assert b.workload.objects[JOB_KEY]["metadata"]["uid"] == theirs
+    assert ("delete", "Job/smoke") not in b.workload.requests
+
+
+async def test_an_earlier_revisions_record_naming_what_it_left_is_carried() -> None:
+    """Between revisions, passes that run no validation keep the earlier record while
+    it names objects its run created, without failing the new revision."""
+    b = await bed()
+    old = (await b.validate(None, revision="r1")).record
+    b.workload.finish_job("Failed", "BackoffLimitExceeded")
+    failed = (await b.validate(old, revision="r1")).record
+    assert failed.phase == "Failed" and failed.created
+    the_crs = b.world.index.crs(NS, "a")
+    assert the_crs is not None
+    for record, carried in ((failed, failed), (failed.model_copy(update={"created": None}), None)):
+        entry = CRSBinding(cluster_resource_set_name="a", validation=record)
+        applied = CRSPass(entry, Outcome("Applied", "Applied", "", 1, revision="r2"))
+        done = await validated(scope_with(b, entry), the_crs, applied, target="r2", run=False)
+        assert done.entry.validation == carried
+        assert done.outcome.state == "Applied"

@@ -468,6 +468,10 @@ class KeptObject(APIModel):
         return ObjectRef(self.api_version, self.kind, "", self.name)
 
 
+CREATED_LIMIT = 50  # the validation objects a record remembers creating; more are kept
+Uid = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
 class ValidationRecord(APIModel):
     """A rollout step's validation on this cluster, for one revision: running since
     ``started``, or how it ended (``finished``) and why."""
@@ -478,6 +482,10 @@ class ValidationRecord(APIModel):
     started: Timestamp
     finished: Timestamp | None = None
     message: str = Field(default="", max_length=MESSAGE_LIMIT)
+    # The uids of the validation objects a run created (absent before its apply) and
+    # has not deleted yet: the only ones a validation deletes. A later run takes them
+    # over (it clears the Jobs among them first).
+    created: list[Uid] | None = Field(default=None, max_length=CREATED_LIMIT)
 
 
 class CRSBinding(APIModel):

@@ -474,7 +474,9 @@ R = TypeVar("R", BindingOutcome, ValidationRecord)
 def _shared_record(record: R) -> R:
     """An outcome or a validation: one value for equal ones."""
     kind: type[BaseModel] = type(record)
-    key = (kind, *(getattr(record, name) for name in kind.model_fields))
+    parts: list[Any] = [getattr(record, name) for name in kind.model_fields]
+    # A list (a validation's created uids) as a tuple: the key must hash.
+    key = (kind, *(tuple(part) if isinstance(part, list) else part for part in parts))
     return SHARED.one(key, lambda: record)
 
 

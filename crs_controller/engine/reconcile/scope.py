@@ -39,7 +39,7 @@ from crs_controller.core.state.deletion_guard import (
     carried,
     describe,
 )
-from crs_controller.core.state.prune_decisions import wanted_keys
+from crs_controller.core.state.prune_decisions import inventory, wanted_keys
 from crs_controller.core.state.status import WARNING_REASONS, Outcome
 from crs_controller.core.values.dependencies import removal_order
 from crs_controller.core.versions.ranges import version_match
@@ -115,6 +115,12 @@ class ClusterScope:
         """The CRS's entry as this pass wrote it, else as the binding had it: what a
         dependent asks (a dependency done earlier in the pass counts at once)."""
         return self._now.get(crs_name) or self._before.get(crs_name)
+
+    def listed(self, entry: CRSBinding) -> frozenset[ObjectKey]:
+        """Every object an entry of the binding lists: as recorded before this pass, as
+        this pass wrote it, or in ``entry`` (a pair's, not settled yet)."""
+        entries = [*self._before.values(), *self._now.values(), entry]
+        return frozenset(ref.key for ref in inventory(entries))
 
     async def connect(self) -> Outcome | None:
         """Open the cluster's client, or say why it cannot be contacted."""

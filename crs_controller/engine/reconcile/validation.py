@@ -1,10 +1,12 @@
 """A rollout step's validation, seen from one CRS's pass on one cluster: the record
 its binding entry carries, and the run the plan asks for (``workload.validating``).
 
-The record belongs to one revision: a new revision drops it. A validation that failed
-keeps failing the pair (outcome ``ValidationFailed``) until the next revision, so a
-retry of the pass cannot turn it green by applying the same content again; the kept
-Job is there for the person debugging.
+The record belongs to one revision: a new revision drops it, unless it names objects
+its run created and left (a failed run keeps them): then it stays until the next run
+takes them over, and only its phase of another revision counts for nothing. A
+validation that failed keeps failing the pair (outcome ``ValidationFailed``) until the
+next revision, so a retry of the pass cannot turn it green by applying the same
+content again; the kept Job is there for the person debugging.
 """
 
 from __future__ import annotations
@@ -29,17 +31,29 @@ async def validated(
     Ready). ``target``: the revision the rollout lets this cluster take."""
     entry = scope.before(crs.name)
     before = entry.validation if entry is not None else None
-    record = before if before is not None and before.revision == target else None
+    record = _carried(before, target)
     then, outcome = NOTHING, done.outcome
     ready = outcome.state == "Applied" and outcome.ready
     if run and ready and target is not None:
         step = _step(scope, crs)
         if step is not None:
-            record, then = await _run(scope, crs, step, target, record)
-    if record is not None and record.phase == "Failed" and outcome.state != "Failed":
+            record, then = await _run(scope, crs, done, step, target, before)
+    if (
+        record is not None
+        and (record.revision, record.phase) == (target, "Failed")
+        and outcome.state != "Failed"
+    ):
         outcome = Outcome("Failed", FAILED, record.message, crs.generation, revision=target or "")
     entry_now = done.entry.model_copy(update={"validation": record})
     return replace(done, entry=entry_now, outcome=outcome, then=done.then | then)
+
+
+def _carried(before: ValidationRecord | None, target: str | None) -> ValidationRecord | None:
+    """The record a pass keeps: the one of ``target``, else one naming objects its
+    run created and left (the next run takes them over)."""
+    if before is None or (before.revision != target and not before.created):
+        return None
+    return before
 
 
 def _step(scope: ClusterScope, crs: CRS) -> int | None:
@@ -54,10 +68,13 @@ def _step(scope: ClusterScope, crs: CRS) -> int | None:
 async def _run(
     scope: ClusterScope,
     crs: CRS,
+    done: CRSPass,
     step: int,
     target: str,
     record: ValidationRecord | None,
 ) -> tuple[ValidationRecord, Result]:
+    """Look at the step's validation once; ``record``: the entry's, of any revision
+    (a new run takes over what an earlier one left)."""
     rollout = crs.valid.spec.rollout
     assert rollout is not None
     spec = rollout.steps[step - 1].validation
@@ -73,5 +90,6 @@ async def _run(
         timeout=timeout,
         revision=target,
         previous=record,
+        listed=scope.listed(done.entry),
     )
     return checked.record, checked.then

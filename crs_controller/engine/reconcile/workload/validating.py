@@ -23,23 +23,37 @@ A new run (another revision or step) first deletes the Jobs an earlier run left
 (kept after its failure): a finished Job would otherwise answer for the new run.
 
 Objects are applied as their sources hold them, for every cluster alike: validation
-resources take no per-cluster values. Only what our field manager provably applied
-is ever deleted (``pruning.delete_objects``)."""
+resources take no per-cluster values. A validation deletes only the objects it
+created: before each apply it reads every object, and one absent then is recorded
+(its uid, in the record's ``created``) once the apply made it. One that was there
+before (made by another tool, or by a look whose record was lost) is never deleted,
+nor one an entry of the cluster's binding lists (a ClusterResourceSet applied it),
+nor a Namespace or CustomResourceDefinition (validation resources have no
+allowDelete, the deletion guard's rule); each is kept, and named in the log. A new
+run takes over what the earlier run's record names. What is deleted must also show
+our field manager's apply (``pruning.delete_objects``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import structlog
 
 from crs_controller.clients.api import KubeAPI
-from crs_controller.core.api.models import MESSAGE_LIMIT, Validation, ValidationRecord
+from crs_controller.core.api.models import (
+    CREATED_LIMIT,
+    MESSAGE_LIMIT,
+    ObjectKey,
+    Validation,
+    ValidationRecord,
+)
 from crs_controller.core.errors import APIError, NotFound, ResourceError, Unreachable
 from crs_controller.core.manifests.documents import ObjectRef, object_ref
 from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.deletion_guard import protected_kind
 from crs_controller.core.state.uninstall_decisions import is_job
 from crs_controller.core.text import safe
 from crs_controller.engine.reconcile.context import ClusterContext
@@ -95,18 +109,24 @@ async def validate(
     timeout: float,
     revision: str,
     previous: ValidationRecord | None,
+    listed: frozenset[ObjectKey],
 ) -> Validated:
     """Look once at step ``step``'s validation of ``revision`` on ``cluster``, from
-    the record of the last look (``previous``). ``timeout`` is ``spec.timeout`` in
-    seconds. Raises Unreachable when the cluster does not answer."""
+    the record of the last look (``previous``; of another revision or step, an
+    earlier run's). ``timeout`` is ``spec.timeout`` in seconds; ``listed``: every
+    object an entry of the cluster's binding lists (never deleted here). Raises
+    Unreachable when the cluster does not answer."""
     now = ctx.clock.wall()
     record = _continued(previous, revision=revision, step=step)
     if record is not None and record.phase in ("Succeeded", "Failed"):
         return Validated(record, NOTHING)  # decided: nothing to contact
     fresh = record is None
     if record is None:
-        record = ValidationRecord(revision=revision, step=step, phase="Running", started=now)
-    run = _Run(ctx, client, crs, cluster, spec, record, now, timeout)
+        left = previous.created if previous is not None else None  # taken over
+        record = ValidationRecord(
+            revision=revision, step=step, phase="Running", started=now, created=left
+        )
+    run = _Run(ctx, client, crs, cluster, spec, record, now, timeout, listed)
     parts = await _load(ctx, cluster, spec)
     if isinstance(parts, str):
         return run.unusable(parts)
@@ -154,6 +174,7 @@ class _Run:
     record: ValidationRecord
     now: datetime
     timeout: float  # spec.timeout, in seconds
+    listed: frozenset[ObjectKey]  # what the cluster's binding lists: never deleted here
 
     @property
     def elapsed(self) -> float:
@@ -184,24 +205,32 @@ class _Run:
         """Apply the objects (a fresh run first clears an earlier run's Jobs) and read
         the Jobs, then judge what they say."""
         late = self.elapsed >= self.timeout
+        run: _Run = self
         errors: list[str] = []
         try:
             if fresh:
                 await self.clear_leftovers(objects)
             # Past the deadline only a last look: nothing is sent again as it fails;
             # an object the server refused until then is missing, or as it was.
-            errors = await self.missing(objects) if late else await self.apply(parts)
-            look = await self.look(objects)
+            if late:
+                errors = await self.missing(objects)
+            else:
+                run, errors = await self.apply(parts, objects)
+            look = await run.look(objects)
         except Unreachable:
             raise  # the caller makes it the cluster's outcome
         except APIError as exc:
-            log.info("validation request failed", **self.where, error=str(exc))
-            if late:
-                return self.failed(self.timed_out(str(exc)))
-            # A refused apply is kept on record over a read that failed after it.
-            waiting = NOT_APPLIED + "; ".join(errors) if errors else f"waiting: {exc}"
-            return Validated(self.running(waiting), RETRY)
-        return await self.judge(look, errors, objects)
+            return run.unanswered(exc, errors, late=late)
+        return await run.judge(look, errors, objects)
+
+    def unanswered(self, exc: APIError, errors: Sequence[str], *, late: bool) -> Validated:
+        """A request of the look failed: the timeout's failure, else look again."""
+        log.info("validation request failed", **self.where, error=str(exc))
+        if late:
+            return self.failed(self.timed_out(str(exc)))
+        # A refused apply is kept on record over a read that failed after it.
+        waiting = NOT_APPLIED + "; ".join(errors) if errors else f"waiting: {exc}"
+        return Validated(self.running(waiting), RETRY)
 
     async def judge(
         self, look: _Look, errors: Sequence[str], objects: Sequence[dict[str, Any]]
@@ -240,14 +269,73 @@ class _Run:
         return "; ".join(errors)
 
     async def clear_leftovers(self, objects: Sequence[dict[str, Any]]) -> None:
-        """Delete the Jobs an earlier run left behind (a failed run keeps them), so
-        that this run's Jobs run afresh."""
-        jobs = [_job_ref(obj) for obj in objects if is_job(obj)]
-        done = await delete_objects(self.client, jobs, self.manager)
+        """Delete the Jobs an earlier run created and left behind (a failed run keeps
+        them), so that this run's Jobs run afresh."""
+        jobs = self.deletable([_job_ref(obj) for obj in objects if is_job(obj)])
+        done = await delete_objects(self.client, jobs, self.manager, uids=self.created)
+        self.kept(done.skipped, "not created by a validation")
         if done.failed:
             raise APIError(f"removing an earlier run's Jobs: {done.failed[0]}")
 
-    async def apply(self, parts: Sequence[_Part]) -> list[str]:
+    @property
+    def created(self) -> frozenset[str]:
+        """The uids of the objects validation runs created and did not delete yet."""
+        return frozenset(self.record.created or ())
+
+    def deletable(self, refs: Sequence[ObjectRef]) -> list[ObjectRef]:
+        """``refs`` but those a validation never deletes (each named in the log): one
+        an entry of the cluster's binding lists, a Namespace or a CRD."""
+        found = []
+        for ref in refs:
+            if ref.key in self.listed:
+                self.kept([ref], "applied by a ClusterResourceSet")
+            elif (kind := protected_kind(ref)) is not None:
+                self.kept([ref], f"{kind}: validation resources have no allowDelete")
+            else:
+                found.append(ref)
+        return found
+
+    def kept(self, refs: Sequence[ObjectRef], why: str) -> None:
+        for ref in refs:
+            log.info("validation object kept", **self.where, object=_label(ref), reason=why)
+
+    async def apply(
+        self, parts: Sequence[_Part], objects: Sequence[dict[str, Any]]
+    ) -> tuple[_Run, list[str]]:
+        """Apply every resource's objects: the run, its record naming what it created
+        (absent before, there now), and the errors of those that failed."""
+        refs = [ref for ref in [await self._where(obj) for obj in objects] if ref is not None]
+        before = await self._uids(refs)
+        errors = await self._apply(parts)
+        absent = [ref for ref in refs if ref in before and before[ref] is None]
+        made = [uid for uid in (await self._uids(absent)).values() if uid is not None]
+        # What no object carries any more is forgotten (the record stays bounded),
+        # once every object could be read.
+        mine = [uid for uid in before.values() if uid in self.created]
+        if len(before) < len(refs):
+            mine = list(self.record.created or ())
+        created = list(dict.fromkeys([*mine, *made]))[:CREATED_LIMIT]
+        record = self.record.model_copy(update={"created": created or None})
+        return replace(self, record=record), errors
+
+    async def _uids(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, str | None]:
+        """Each object's uid on the cluster (None: not there), of those the server
+        answered for: one it did not is neither absent nor there, so never taken
+        for created (the look's own reads report the error)."""
+        found: dict[ObjectRef, str | None] = {}
+        for ref in refs:
+            namespace = ref.namespace or None
+            try:
+                live = await self.client.get(ref.api_version, ref.kind, ref.name, namespace)
+            except Unreachable:
+                raise
+            except APIError:
+                continue
+            uid = (live.get("metadata") or {}).get("uid") if live is not None else None
+            found[ref] = uid if isinstance(uid, str) else None
+        return found
+
+    async def _apply(self, parts: Sequence[_Part]) -> list[str]:
         """Apply every resource's objects; the errors of those that failed."""
         errors: list[str] = []
         for part in parts:
@@ -306,20 +394,21 @@ class _Run:
         An error leaves the record Running, marked passed, and tries again soon."""
         try:
             found = [await self._where(obj) for obj in objects]
-            refs = [ref for ref in reversed(found) if ref is not None]
-            done = await delete_objects(self.client, refs, self.manager)
+            refs = self.deletable([ref for ref in reversed(found) if ref is not None])
+            done = await delete_objects(self.client, refs, self.manager, uids=self.created)
         except Unreachable:
             raise
         except APIError as exc:
             failed = [str(exc)]
         else:
             failed = done.failed
+            self.kept(done.skipped, "not created by the validation")
         if failed:
             log.info("validation objects not removed yet", **self.where, errors=len(failed))
             message = f"passed; removing its objects: {failed[0]}"
             record = self.running(message).model_copy(update={"finished": passed})
             return Validated(record, Result.after(POLL_SECONDS))
-        return self.succeeded(passed)
+        return self.succeeded(passed, removed=True)
 
     async def _where(self, obj: Mapping[str, Any]) -> ObjectRef | None:
         """Where ``obj`` lives: the namespace the apply gave it ("default" when it
@@ -335,9 +424,13 @@ class _Run:
     def running(self, message: str) -> ValidationRecord:
         return self.record.model_copy(update={"message": safe(message, MESSAGE_LIMIT)})
 
-    def succeeded(self, passed: datetime) -> Validated:
+    def succeeded(self, passed: datetime, *, removed: bool = False) -> Validated:
+        """Passed at ``passed``; ``removed``: its objects are deleted, or kept for good
+        (forgotten: no later run deletes them either)."""
         log.info("validation succeeded", **self.where)
-        update = {"phase": "Succeeded", "finished": passed, "message": ""}
+        update: dict[str, Any] = {"phase": "Succeeded", "finished": passed, "message": ""}
+        if removed:
+            update["created"] = None
         return Validated(self.record.model_copy(update=update), NOTHING)
 
     def failed(self, message: str) -> Validated:
@@ -374,3 +467,8 @@ def _verdict(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def _named(ref: ObjectRef) -> str:
     return f"{ref.namespace}/{ref.name}"
+
+
+def _label(ref: ObjectRef) -> str:
+    """kind/namespace/name (kind/name when cluster-scoped), for the log."""
+    return f"{ref.kind}/{_named(ref)}" if ref.namespace else f"{ref.kind}/{ref.name}"
