@@ -2,16 +2,20 @@
 
 Covers each limit of crs_controller.core.manifests.limits at its boundary (nesting
 depth, with and without aliases, documents per value, expanded nodes per value,
-go-yaml's alias ratio), recursive aliases, billion-laughs variants (sequences,
-mappings, merge keys), explicit tags PyYAML cannot convert, and property-based
-fuzzing: whatever the input, parse_objects returns JSON-encodable objects or raises
-a ResourceError, and no message ever quotes the input.
+go-yaml's alias ratio, expanded characters per value), recursive aliases,
+billion-laughs variants (sequences, mappings, merge keys, a long string aliased many
+times), explicit tags PyYAML cannot convert, and property-based fuzzing: whatever
+the input, parse_objects returns JSON-encodable objects or raises a ResourceError,
+and no message ever quotes the input; for any shape of aliases, the characters
+counted cover the value's JSON.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -23,9 +27,12 @@ from crs_controller.core.manifests import documents as manifests
 from crs_controller.core.manifests import limits as manifest_limits
 from crs_controller.core.manifests.documents import RESOURCE_SECRET_TYPE, apply_body, parse_objects
 from crs_controller.core.manifests.limits import (
+    MAX_CHARACTERS,
     MAX_DEPTH,
     MAX_DOCUMENTS,
     MAX_NODES,
+    NODE_CHARACTERS,
+    ValueBudget,
     allowed_alias_ratio,
 )
 
@@ -40,7 +47,8 @@ DOCUMENTS = f"more than {MAX_DOCUMENTS} documents"
 NODES = f"more than {MAX_NODES} nodes"
 ALIASES = "too many aliases (go-yaml's rule)"
 RECURSIVE = "recursive alias"
-LIMITS = (DEEP, DOCUMENTS, NODES, ALIASES, RECURSIVE)
+CHARACTERS = f"more than {MAX_CHARACTERS} characters (aliases expanded)"
+LIMITS = (DEEP, DOCUMENTS, NODES, ALIASES, RECURSIVE, CHARACTERS)
 
 FUZZ = settings(
     max_examples=200,
@@ -48,6 +56,7 @@ FUZZ = settings(
     derandomize=True,  # the same examples on every run: CI must not flake
     suppress_health_check=[HealthCheck.too_slow],
 )
+markers = st.binary(min_size=8, max_size=8).map(bytes.hex)
 
 
 def configmap(value: str) -> dict[str, Any]:
@@ -168,13 +177,13 @@ def test_documents(documents: int, ok: bool) -> None:
 # --- nodes ----------------------------------------------------------------------------
 
 
-def aliased_spec(pad: int, width: int, copies: int) -> tuple[str, int, int]:
+def aliased_spec(pad: int, width: int, copies: int, item: str = MARKER) -> tuple[str, int, int]:
     """A document whose spec has ``pad`` plain scalars, then ``&a``, a list of
-    ``width`` scalars, then a list of ``copies`` aliases to it; with go-yaml's
-    counts: (text, nodes decoded, nodes decoded through aliases)."""
+    ``width`` scalars ``item``, then a list of ``copies`` aliases to it; with
+    go-yaml's counts: (text, nodes decoded, nodes decoded through aliases)."""
     text = HEADER + "spec:\n"
     text += f"  pad: [{', '.join(['0'] * pad)}]\n"
-    text += f"  a: &a [{', '.join([MARKER] * width)}]\n"
+    text += f"  a: &a [{', '.join([item] * width)}]\n"
     text += f"  b: [{', '.join(['*a'] * copies)}]\n"
     # each key and its list, the scalars, and each alias node plus its a's copy
     nodes = HEADER_NODES + 3 * 2 + pad + width + copies * (1 + 1 + width)
@@ -184,7 +193,8 @@ def aliased_spec(pad: int, width: int, copies: int) -> tuple[str, int, int]:
 @pytest.mark.parametrize(("extra", "ok"), [(0, True), (1, False)])
 def test_nodes_with_aliases_expanded(extra: int, ok: bool) -> None:
     # Past 400,000 decodes go-yaml lets fewer come from aliases: 96.5% at 500,000.
-    text, nodes, aliased = aliased_spec(pad=28_513 + extra, width=999, copies=470)
+    # One-character scalars, so that the character limit does not decide.
+    text, nodes, aliased = aliased_spec(pad=28_513 + extra, width=999, copies=470, item="m")
     assert nodes == MAX_NODES + extra
     assert aliased / nodes < allowed_alias_ratio(nodes), "the alias rule must not decide"
     if ok:
@@ -196,7 +206,7 @@ def test_nodes_with_aliases_expanded(extra: int, ok: bool) -> None:
 
 
 def test_nodes_are_counted_per_value_across_documents() -> None:
-    text, nodes, _aliased = aliased_spec(pad=8_693, width=999, copies=290)
+    text, nodes, _aliased = aliased_spec(pad=8_693, width=999, copies=290, item="m")
     assert nodes == 300_000
     assert len(parse_objects(configmap(text))) == 1
     message = str(refusal(configmap(f"{text}---\n{text}")))
@@ -339,6 +349,139 @@ def test_aliases_within_limits_are_shared_not_copied() -> None:
     json.dumps(apply_body(obj))
 
 
+# --- characters, aliases expanded -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("extra", "ok"), [(0, True), (1, False)])
+def test_characters_with_aliases_expanded(extra: int, ok: bool) -> None:
+    # spec: {a: &a <long>, b: [*a, *a, *a, *a]}: the header's scalars, spec, a and b
+    # are 44 characters, the long string is written five times, and each of the
+    # 16 + 2 x 4 decodes adds NODE_CHARACTERS.
+    length = (MAX_CHARACTERS - 44 - NODE_CHARACTERS * 24) // 5 + extra
+    assert (44 + 5 * length + NODE_CHARACTERS * 24 <= MAX_CHARACTERS) is ok
+    long = MARKER + "m" * (length - len(MARKER))
+    text = HEADER + f"spec:\n  a: &a {long}\n  b: [*a, *a, *a, *a]\n"
+    if ok:
+        (obj,) = parse_objects(configmap(text))
+        assert obj["spec"]["b"][3] == long
+    else:
+        assert str(refusal(configmap(text))).endswith(f"key 'k', document 1: {CHARACTERS}")
+
+
+# 130,000 aliases to one 600,000-character string: 130,016 nodes, well within the node
+# limit and go-yaml's rule, yet 78 billion characters once anything writes it out.
+LONG_STRING_BOMB = f"""
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from crs_controller.core.manifests.documents import parse_objects
+from crs_controller.core.manifests.hashing import object_hash
+text = (
+    {HEADER!r}
+    + "spec:\\n  a: &a " + {MARKER!r} + "x" * 600_000
+    + "\\n  list: [" + ",".join(["*a"] * 130_000) + "]\\n"
+)
+source = {{"kind": "ConfigMap", "metadata": {{"name": "addons", "namespace": "default"}}}}
+try:
+    objects = parse_objects({{**source, "data": {{"k": text}}}})
+    print("accepted", [object_hash(o) for o in objects])
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_a_long_string_aliased_many_times_is_refused_within_a_memory_limit() -> None:
+    """Refused while parsing, in a process allowed 1 GiB: accepted, its content hash
+    alone would need ~72 GiB."""
+    done = subprocess.run(
+        [sys.executable, "-c", LONG_STRING_BOMB],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    out = done.stdout.decode()
+    expected = f"InvalidManifest ConfigMap default/addons: key 'k', document 1: {CHARACTERS}\n"
+    assert out == expected, (out, done.stderr.decode()[-500:])
+
+
+def test_small_anchors_reused_parse() -> None:
+    items = [
+        f"- {{apiVersion: apps/v1, kind: Deployment, metadata: {{name: d{i}, labels: *labels}},"
+        " spec: {template: {metadata: {labels: *labels}, spec: *pod}}}"
+        for i in range(200)
+    ]
+    text = (
+        "apiVersion: v1\nkind: List\nshared:\n"
+        "  labels: &labels {app.kubernetes.io/name: addon, app.kubernetes.io/part-of: fleet}\n"
+        "  pod: &pod {containers: [{name: c, image: registry.example/addon:v1.2.3}]}\n"
+        "items:\n" + "\n".join(items) + "\n"
+    )
+    objects = parse_objects(configmap(text))
+    assert len(objects) == 200
+    assert objects[199]["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == (
+        "addon"
+    )
+
+
+# Scalars whose JSON spelling may be longer than their YAML one (null, false, quotes),
+# besides plain ones; none that JSON escapes.
+_SCALARS = ["x", "abc", "'a b'", '"q"', "''", "~", "null", "no", "on", "0", "-12", "1_000"]
+_SCALARS += ["0x1f", "0o17", "-1.5", ".5", "'{m}'", "{}", "[]"]
+
+
+def _shape_item(code: int, level: int) -> str:
+    alias = f"*l{code // 7 % level}"
+    scalar = _SCALARS[code % len(_SCALARS)]
+    return [alias, scalar, f"[{alias}, {scalar}]", f"{{y: {alias}, z: {scalar}}}"][code % 4]
+
+
+def alias_shape(levels: list[tuple[bool, list[int]]]) -> str:
+    """A document of anchors &l0, &l1, … each a list or mapping of scalars and of
+    aliases to earlier anchors, then a list of aliases to all of them."""
+    lines = [HEADER + "spec:", "  l0: &l0 {a: '{m}', b: x, c: ~}"]
+    for level, (is_list, codes) in enumerate(levels, start=1):
+        items = [_shape_item(code, level) for code in codes]
+        pairs = [f"k{i}: {item}" for i, item in enumerate(items)]
+        body = f"[{', '.join(items)}]" if is_list else "{" + ", ".join(pairs) + "}"
+        lines.append(f"  l{level}: &l{level} {body}")
+    lines.append(f"  all: [{', '.join(f'*l{i}' for i in range(len(levels) + 1))}]")
+    return "\n".join(lines) + "\n"
+
+
+def estimated_and_loaded(text: str) -> tuple[int, Any]:
+    """A document's characters as the value budget counts them, and its value."""
+    loader = manifests._Loader(text)
+    try:
+        anchors = loader.anchors
+        node = loader.get_single_node()
+        budget = ValueBudget()
+        assert budget.yaml_document(node, anchored=bool(anchors)) is None
+        return budget.characters, loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+@FUZZ
+@given(
+    levels=st.lists(
+        st.tuples(st.booleans(), st.lists(st.integers(0, 999), min_size=1, max_size=6)),
+        min_size=1,
+        max_size=5,
+    ),
+    marker=markers,
+)
+def test_the_character_count_covers_the_json_of_any_alias_shape(
+    levels: list[tuple[bool, list[int]]], marker: str
+) -> None:
+    text = alias_shape(levels).replace("{m}", marker)
+    estimate, value = estimated_and_loaded(text)
+    spelled = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert len(spelled) <= estimate
+    # The same value written out, without anchors: a tree, counted level by level.
+    tree_estimate, tree = estimated_and_loaded(json.dumps(value, ensure_ascii=False))
+    assert tree == value
+    assert len(spelled) <= tree_estimate
+
+
 # --- tags PyYAML cannot convert, found by fuzzing ------------------------------------
 
 
@@ -367,8 +510,6 @@ def test_sets_and_ordered_maps_become_json_types() -> None:
 
 
 # --- fuzzing --------------------------------------------------------------------------
-
-markers = st.binary(min_size=8, max_size=8).map(bytes.hex)
 
 # Fragments that steer random text towards YAML's corners: anchors, aliases, merge
 # keys, tags, flow and block collections, documents, directives, quoting. "{m}" is

@@ -11,7 +11,10 @@ document without anchors, as real add-ons are, is a tree and takes a cheaper wal
 Nodes are counted the way go-yaml (kubectl's parser) counts decodes: the document,
 every scalar, sequence and mapping (keys included), and every alias as one node plus
 everything under its anchor. Merge keys (``<<: *a``) are aliases like any other.
-JSON values get the same depth and node limits; they have no aliases.
+Characters are counted alongside: a scalar's own, an alias all of its anchor's
+(remembered per anchor like its nodes), since one alias to a long string is one
+node however long the string. JSON values get the same depth and node limits; they
+have no aliases.
 
 Messages name the limit, never the content: values may be Secret data.
 """
@@ -20,15 +23,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from itertools import chain, compress
+from operator import attrgetter
 from typing import Any
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 __all__ = [
+    "MAX_CHARACTERS",
     "MAX_COMPOSED_NODES",
     "MAX_DEPTH",
     "MAX_DOCUMENTS",
     "MAX_NODES",
+    "NODE_CHARACTERS",
     "TOO_DEEP",
     "TOO_MANY_COMPOSED",
     "ValueBudget",
@@ -54,6 +60,19 @@ MAX_DOCUMENTS = 10_000
 # limit) and 30 MB of Python objects: bounded, unlike a billion laughs.
 MAX_NODES = 500_000
 
+# Characters in one value, all documents together, as JSON spells it with every alias
+# written out (the content hash of each object, the apply body, a diff): each scalar's
+# characters, an alias all of its anchor's, and NODE_CHARACTERS a node for JSON's
+# punctuation (quotes, a comma or colon) and the longer spelling of null and false
+# (an estimate: a character JSON escapes is spelled in up to six).
+# Nodes alone do not bound it: 130,000 aliases to one 600,000-character string are
+# 130,016 nodes and 78 billion characters. Without aliases, a value the API server
+# accepts (1 MiB) stays under 3 MiB whatever its shape (1 MiB of scalars, or 500,000
+# nodes of a character each); one object over the API server's 3 MiB request limit
+# could not be applied anyway.
+MAX_CHARACTERS = 4 * 1024 * 1024
+NODE_CHARACTERS = 5
+
 # Distinct YAML nodes in one value, all documents together, counted while they are
 # composed: the node graph of a document is built whole before the limits above are
 # checked on it, at ~340 bytes a node (the node, its marks), and that peak, not what
@@ -74,6 +93,7 @@ TOO_DEEP = f"nested too deeply (deeper than {MAX_DEPTH} levels)"
 TOO_MANY_COMPOSED = f"more than {MAX_COMPOSED_NODES} distinct nodes"
 _TOO_MANY_DOCUMENTS = f"more than {MAX_DOCUMENTS} documents"
 _TOO_MANY_NODES = f"more than {MAX_NODES} nodes (aliases expanded)"
+_TOO_MANY_CHARACTERS = f"more than {MAX_CHARACTERS} characters (aliases expanded)"
 _TOO_ALIASED = "too many aliases (go-yaml's rule)"
 _RECURSIVE = "recursive alias (an anchor used inside its own value)"
 
@@ -105,6 +125,7 @@ class ValueBudget:
     def __init__(self) -> None:
         self.documents = 0
         self.nodes = 0
+        self.characters = 0  # as JSON would spell the value: see MAX_CHARACTERS
 
     def next_document(self) -> str | None:
         """Call before composing a document, so the one too many is never parsed."""
@@ -123,16 +144,17 @@ class ValueBudget:
         """Check a loaded JSON value (always one whole document)."""
         return self.next_document() or self._spend(_count_json, value)
 
-    def _spend(self, count: Callable[[Any, int], int], document: Any) -> str | None:
+    def _spend(self, count: Callable[[Any, int], tuple[int, int]], document: Any) -> str | None:
         room = MAX_NODES - self.nodes
         try:
-            nodes = count(document, room)
+            nodes, characters = count(document, room)
         except _Refused as refused:
             return refused.problem
         if nodes > room:
             return _TOO_MANY_NODES
         self.nodes += nodes
-        return None
+        self.characters += characters + NODE_CHARACTERS * nodes
+        return _TOO_MANY_CHARACTERS if self.characters > MAX_CHARACTERS else None
 
 
 class _Refused(Exception):
@@ -151,6 +173,7 @@ class _Refused(Exception):
 # by C built-ins: about 5% of the time parsing Calico takes, the graph walk below 10%.
 
 # Exact types, for speed: PyYAML's composer makes no other node classes.
+_VALUE = attrgetter("value")
 _IS_YAML_CONTAINER = frozenset({MappingNode, SequenceNode}).__contains__
 _IS_DICT = frozenset({dict}).__contains__
 _IS_LIST = frozenset({list}).__contains__
@@ -159,54 +182,61 @@ _IS_JSON_CONTAINER = frozenset({dict, list}).__contains__
 
 def _count_levels(
     root: Any,
-    children: Callable[[list[Any]], tuple[int, list[Any]]],
+    children: Callable[[list[Any]], tuple[int, int, list[Any]]],
     is_container: Callable[[type], bool],
     room: int,
-) -> int:
-    """Nodes of a tree, the document node included; raises _Refused past a limit.
+) -> tuple[int, int]:
+    """Nodes of a tree, the document node included, and the characters of its
+    scalars; raises _Refused past a limit.
 
     ``children`` gives, for a level of containers, how many nodes are one level
-    below and those of them that may be containers. Were the tree a graph after
-    all, this would still stop: past MAX_DEPTH levels or ``room`` nodes.
+    below, their characters, and those of them that may be containers. Were the
+    tree a graph after all, this would still stop: past MAX_DEPTH levels or
+    ``room`` nodes.
     """
-    decoded = 2  # the document node and the root
+    # The document node and the root: a lone scalar's characters are not counted, as
+    # it is refused after all (no object).
+    decoded, characters = 2, 0
     level = [root] if is_container(type(root)) else []
     depth = 0
     while level:
         depth += 1
         if depth > MAX_DEPTH:
             raise _Refused(TOO_DEEP)
-        count, below = children(level)
+        count, spelled, below = children(level)
         decoded += count
+        characters += spelled
         if decoded > room:
             raise _Refused(_TOO_MANY_NODES)
         level = list(compress(below, map(is_container, map(type, below))))
-    return decoded
+    return decoded, characters
 
 
-def _yaml_children(level: list[Any]) -> tuple[int, list[Any]]:
+def _yaml_children(level: list[Any]) -> tuple[int, int, list[Any]]:
     below: list[Any] = []
     for node in level:  # a mapping's value is [(key, value), ...]: keys are nodes too
         below.extend(
             chain.from_iterable(node.value) if isinstance(node, MappingNode) else node.value
         )
-    return len(below), below
+    # A scalar's value is its text; a container's, its items: counted too, a few more.
+    return len(below), sum(map(len, map(_VALUE, below))), below
 
 
-def _json_children(level: list[Any]) -> tuple[int, list[Any]]:
+def _json_children(level: list[Any]) -> tuple[int, int, list[Any]]:
     kinds = list(map(type, level))
     dicts = list(compress(level, map(_IS_DICT, kinds)))
     lists: Iterable[list[Any]] = compress(level, map(_IS_LIST, kinds))
     below = [*chain.from_iterable(map(dict.values, dicts)), *chain.from_iterable(lists)]
     keys = sum(map(len, dicts))  # nodes as in YAML, though never containers
-    return keys + len(below), below
+    # Characters are not counted: without aliases, JSON is no longer than its text.
+    return keys + len(below), 0, below
 
 
-def _count_yaml_tree(root: Node | None, room: int) -> int:
+def _count_yaml_tree(root: Node | None, room: int) -> tuple[int, int]:
     return _count_levels(root, _yaml_children, _IS_YAML_CONTAINER, room)
 
 
-def _count_json(value: Any, room: int) -> int:
+def _count_json(value: Any, room: int) -> tuple[int, int]:
     return _count_levels(value, _json_children, _IS_JSON_CONTAINER, room)
 
 
@@ -217,7 +247,7 @@ def count_nodes(values: Iterable[Any]) -> int:
     total = 0
     for value in values:
         try:
-            total += _count_json(value, MAX_NODES * 8)
+            total += _count_json(value, MAX_NODES * 8)[0]
         except _Refused:
             total += MAX_NODES
     return total
@@ -229,22 +259,25 @@ def count_nodes(values: Iterable[Any]) -> int:
 class _Frame:
     """A sequence or mapping being walked: its children and what it has counted."""
 
-    __slots__ = ("children", "height", "key", "start")
+    __slots__ = ("characters", "children", "height", "key", "start")
 
-    def __init__(self, node: Node, start: int) -> None:
+    def __init__(self, node: Node, start: int, characters: int) -> None:
         self.key = id(node)
         self.children = (
             chain.from_iterable(node.value) if isinstance(node, MappingNode) else iter(node.value)
         )
         self.start = start  # the decode count before this node
+        self.characters = characters  # the character count before this node
         self.height = 0  # of its tallest child: sequences and mappings below it
 
 
-_SCALAR = (1, 0)  # (expanded nodes, height) of a scalar
+# id(node) -> what the node expands to: (nodes, height, characters)
+_Finished = dict[int, tuple[int, int, int]]
 
 
-def _count_yaml_graph(root: Node | None, room: int) -> int:
-    """go-yaml's decode count of one document, raising _Refused past a limit.
+def _count_yaml_graph(root: Node | None, room: int) -> tuple[int, int]:
+    """go-yaml's decode count of one document and the characters of its scalars,
+    aliases expanded, raising _Refused past a limit.
 
     A depth-first walk in document order, which is the order PyYAML composed it in:
     the first time a node is met is where its anchor stands, any later time is an
@@ -254,11 +287,11 @@ def _count_yaml_graph(root: Node | None, room: int) -> int:
     entering, leaving and aliasing a sequence or mapping are the helpers below.
     """
     if not isinstance(root, MappingNode | SequenceNode):
-        return 2  # the document node and the root
-    finished: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded nodes, height)
+        return 2, 0  # the document node and the root, a scalar refused after (no object)
+    finished: _Finished = {}
     walking = {id(root)}
-    stack = [_Frame(root, 1)]
-    decoded, aliased = 2, 0  # the document node and the root
+    stack = [_Frame(root, 1, 0)]
+    decoded, aliased, characters = 2, 0, 0  # the document node and the root
     while stack:
         frame = stack[-1]
         for child in frame.children:
@@ -266,48 +299,50 @@ def _count_yaml_graph(root: Node | None, room: int) -> int:
             done = finished.get(key)
             if done is not None:
                 decoded, aliased = _alias(frame, done, len(stack), decoded, aliased, room)
+                characters += done[2]
                 continue
             decoded += 1
             # go-yaml checks its rule at every decode; the first test keeps that cheap.
             if aliased > _ALIAS_RULE_MIN_ALIASED and _too_aliased(aliased, decoded):
                 raise _Refused(_TOO_ALIASED)
             if isinstance(child, ScalarNode):
-                finished[key] = _SCALAR
+                finished[key] = (1, 0, len(child.value))
+                characters += len(child.value)
                 continue
-            _enter(stack, walking, child, decoded - 1)
+            _enter(stack, walking, child, decoded - 1, characters)
             break
         else:
-            _leave(stack, walking, finished, decoded)
-    return decoded
+            _leave(stack, walking, finished, decoded, characters)
+    return decoded, characters
 
 
-def _enter(stack: list[_Frame], walking: set[int], node: Node, start: int) -> None:
-    """Walk into a sequence or mapping (``start``: the decode count before it),
-    refused when it is one of its own ancestors or one level too deep."""
+def _enter(stack: list[_Frame], walking: set[int], node: Node, start: int, characters: int) -> None:
+    """Walk into a sequence or mapping (``start``, ``characters``: the counts before
+    it), refused when it is one of its own ancestors or one level too deep."""
     key = id(node)
     if key in walking:
         raise _Refused(_RECURSIVE)
     walking.add(key)
-    stack.append(_Frame(node, start))
+    stack.append(_Frame(node, start, characters))
     if len(stack) > MAX_DEPTH:
         raise _Refused(TOO_DEEP)
 
 
 def _leave(
-    stack: list[_Frame], walking: set[int], finished: dict[int, tuple[int, int]], decoded: int
+    stack: list[_Frame], walking: set[int], finished: _Finished, decoded: int, characters: int
 ) -> None:
     """The sequence or mapping on top of the stack is walked: remember what it
     expands to and its height, which its parent takes if it is the tallest child."""
     frame = stack.pop()
     walking.discard(frame.key)
     height = frame.height + 1
-    finished[frame.key] = (decoded - frame.start, height)
+    finished[frame.key] = (decoded - frame.start, height, characters - frame.characters)
     if stack and stack[-1].height < height:
         stack[-1].height = height
 
 
 def _alias(
-    frame: _Frame, done: tuple[int, int], depth: int, decoded: int, aliased: int, room: int
+    frame: _Frame, done: tuple[int, int, int], depth: int, decoded: int, aliased: int, room: int
 ) -> tuple[int, int]:
     """An alias met under ``frame`` (``depth`` frames down) to a node that expands
     to ``done``: go-yaml decodes the alias node, then its target. The decode and
