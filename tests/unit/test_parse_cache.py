@@ -1,9 +1,10 @@
 """What the controller keeps of tenants' sources is bounded by bytes, not by count:
 the byte-budgeted LRU (tables and a model-based property), the parsed-manifest cache
 that keeps refusals apart so large sources never push one out (a hostile source is
-parsed once, however often it is retried), fetched contents evicted and fetched again
-with one GET, every parse over 1 KiB in a worker thread, and nothing fetched or parsed
-for a CRS that no Cluster selects."""
+parsed once, however often it is retried) and names the resource asked for, never the
+same content in another namespace, fetched contents evicted and fetched again with one
+GET, every parse over 1 KiB in a worker thread, and nothing fetched or parsed for a
+CRS that no Cluster selects."""
 
 from __future__ import annotations
 
@@ -197,6 +198,23 @@ async def test_a_refused_source_is_parsed_once_however_much_else_passes_through(
     await manifest_of(sources, "good0")
     assert len(parses.threads) == 2 + len(good)
     assert sources._parsed.total <= sources_module.PARSED_BUDGET_BYTES
+
+
+async def test_a_refusal_names_the_namespace_of_the_source_asked_for() -> None:
+    """The same broken content under the same name in two namespaces: each refusal
+    names its own resource, never the other tenant's."""
+    world = World({})
+    for namespace in ("tenant-a", "tenant-b"):
+        source = configmap("addons", "a: [unclosed\n")
+        await world.add({**source, "metadata": {"name": "addons", "namespace": namespace}})
+    sources = world.ctx.sources
+    for namespace in ("tenant-a", "tenant-b", "tenant-a"):
+        loaded = await sources.load(namespace, ResourceRef(kind="ConfigMap", name="addons"))
+        with pytest.raises(InvalidManifest) as caught:
+            await sources.manifest(loaded)
+        assert str(caught.value).startswith(f"ConfigMap {namespace}/addons: key 'a'")
+        problem = await sources.problem(loaded)
+        assert str(problem).startswith(f"ConfigMap {namespace}/addons: key 'a'")
 
 
 @pytest.mark.parametrize(

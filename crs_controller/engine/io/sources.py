@@ -301,8 +301,12 @@ def _too_large(raw: Obj) -> InvalidManifest:
 
 
 def _parsed_key(source: Source) -> str:
-    # Keyed by resource as well as hash: an error message names its resource.
-    return f"{source.ref.kind}/{source.ref.name}/{source.hash}"
+    # Keyed by resource (namespace, kind, name) as well as hash: a refusal's message
+    # names its resource, and the same content under the same name in another
+    # namespace must never be answered with this one's message.
+    metadata = (source.raw or {}).get("metadata")
+    namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    return f"{namespace or ''}/{source.ref.kind}/{source.ref.name}/{source.hash}"
 
 
 def _parse(raw: Obj) -> Manifest | ResourceError:
