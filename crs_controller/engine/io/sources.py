@@ -5,7 +5,7 @@ references never reaches the controller. A referenced one (or a cluster's kubeco
 Secret) is fetched when its resourceVersion moves past the copy held here: one GET per
 change, however many clusters use it and however many workers miss it at once (they
 share the one GET in flight). Each source is hashed once per content change
-and parsed once per content.
+and parsed once per content, both in a worker thread unless it is small.
 
 What is held is bounded by bytes, not by count, since one tenant decides how large
 its sources are (a ConfigMap or Secret is at most ~1 MiB: etcd's request limit, the
@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -60,7 +60,9 @@ NODE_BYTES = 80
 WORST_BYTES_FACTOR = 24
 # Every parse runs in a worker thread, so the event loop keeps serving every other
 # CRS and cluster meanwhile, except a value so small that its parse is cheap
-# whatever its shape: under 1 KiB, at most ~1 ms (the densest YAML, libyaml).
+# whatever its shape: under 1 KiB, at most ~1 ms (the densest YAML, libyaml). Its
+# keys count too (see _data_bytes). A source's content hash, far cheaper per byte
+# but computed once per change however large, follows the same rule.
 PARSE_INLINE_BYTES = 1024
 # A parse's peak is far above what it keeps (the composed node graph of a document,
 # ~340 B a node, before it is checked and built: 230 MiB for 1 MiB of "[{},{},…]"),
@@ -144,6 +146,7 @@ class Sources:
         self._informers = {"ConfigMap": configmaps, "Secret": secrets}
         self._contents: ByteBudgetLRU[ContentKey, Obj] = ByteBudgetLRU(CONTENT_BUDGET_BYTES)
         self._hashes: dict[ContentKey, tuple[int, str]] = {}
+        self._hashing: dict[ContentKey, tuple[int, asyncio.Future[str]]] = {}
         self._parsed: ByteBudgetLRU[str, Manifest] = ByteBudgetLRU(PARSED_BUDGET_BYTES)
         self._verdicts: OrderedDict[str, ResourceError | None] = OrderedDict()
         self._parsing: dict[str, asyncio.Future[Manifest | ResourceError]] = {}
@@ -198,18 +201,41 @@ class Sources:
             error = ResourceNotFound(f"{ref.kind} {namespace}/{ref.name} not found")
             return Source(ref, error=error)
         try:
-            digest = self._hash((namespace, ref.kind, ref.name), raw)
+            digest = await self._hash((namespace, ref.kind, ref.name), raw)
         except ResourceError as exc:
             return Source(ref, error=exc)
         return Source(ref, hash=digest, raw=raw)
 
-    def _hash(self, key: ContentKey, raw: Obj) -> str:
+    async def _hash(self, key: ContentKey, raw: Obj) -> str:
+        """The content hash of this version of a source, computed once: on the event
+        loop when the source is small, else in a worker thread shared by every caller
+        that wants it meanwhile."""
         version = resource_version(raw)
         cached = self._hashes.get(key)
         if cached is not None and cached[0] == version:
             return cached[1]
+        if _data_bytes(raw) <= PARSE_INLINE_BYTES:
+            return self._keep_hash(key, version, resource_hash(raw))
+        running = self._hashing.get(key)
+        if running is None or running[0] != version:
+            task = asyncio.ensure_future(self._hash_in_thread(key, version, raw))
+            task.add_done_callback(_retrieved)
+            running = self._hashing[key] = (version, task)
+        return await asyncio.shield(running[1])
+
+    async def _hash_in_thread(self, key: ContentKey, version: int, raw: Obj) -> str:
+        try:
+            digest = await asyncio.to_thread(resource_hash, raw)
+        finally:
+            running = self._hashing.get(key)
+            current = running is not None and running[1] is asyncio.current_task()
+            if current:
+                del self._hashing[key]
+        # A hash of a source forgotten or changed meanwhile is not kept for it.
+        return self._keep_hash(key, version, digest) if current else digest
+
+    def _keep_hash(self, key: ContentKey, version: int, digest: str) -> str:
         metrics.SOURCE_HASHES.inc()
-        digest = resource_hash(raw)
         self._hashes[key] = (version, digest)
         # Once per content change, whatever the number of clusters: worth a line.
         log.info("source hashed", source="/".join(key), hash=digest)
@@ -263,10 +289,9 @@ class Sources:
 
     async def _parse_and_keep(self, key: str, raw: Obj) -> Manifest | ResourceError:
         try:
-            size = _data_bytes(raw)
-            if size > MAX_SOURCE_CHARACTERS:
+            if _value_characters(raw) > MAX_SOURCE_CHARACTERS:
                 parsed: Manifest | ResourceError = _too_large(raw)
-            elif size <= PARSE_INLINE_BYTES:
+            elif _data_bytes(raw) <= PARSE_INLINE_BYTES:
                 metrics.SOURCE_PARSES.inc()
                 parsed = _parse(raw)
             else:
@@ -286,10 +311,11 @@ class Sources:
     def forget(self, namespace: str, kind: str, name: str) -> None:
         self._contents.pop((namespace, kind, name))
         self._hashes.pop((namespace, kind, name), None)
+        self._hashing.pop((namespace, kind, name), None)
 
 
-def _retrieved(task: asyncio.Future[Obj | None]) -> None:
-    """Mark a shared GET's failure as seen: every caller may have been cancelled."""
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark a shared task's failure as seen: every caller may have been cancelled."""
     if not task.cancelled():
         task.exception()
 
@@ -328,23 +354,46 @@ def parsed_cost(source_bytes: int, nodes: int) -> int:
 # and per value: its key and its slot.
 _OBJECT_BYTES = 2048
 _ENTRY_BYTES = 128
+# Work per key besides its characters: each value is parsed on its own (a parser set
+# up for it, ~100-200 us however small), about what 128 characters of value cost.
+_KEY_BYTES = 128
 
 
 def _data_bytes(raw: Obj) -> int:
-    """About how many bytes of data a ConfigMap/Secret holds (characters of its values)."""
-    return sum(len(v) for v in _data_values(raw))
+    """About how many bytes of data a ConfigMap/Secret is to parse, hash and hold: the
+    characters of its keys and values and _KEY_BYTES a key, so that 150,000 keys with
+    nothing in them count as the work they are."""
+    return sum(
+        _KEY_BYTES * len(held) + _characters(held) + _characters(held.values())
+        for held in _data_maps(raw)
+    )
+
+
+def _value_characters(raw: Obj) -> int:
+    """The characters of a ConfigMap/Secret's values: what the API server limits."""
+    return sum(_characters(held.values()) for held in _data_maps(raw))
 
 
 def _held_bytes(raw: Obj) -> int:
     """About how many bytes a fetched ConfigMap/Secret holds in memory: its values as
     Python stores them (1 to 4 bytes a character), and the rest of the object."""
-    return _OBJECT_BYTES + sum(_ENTRY_BYTES + sys.getsizeof(v) for v in _data_values(raw))
+    return _OBJECT_BYTES + sum(
+        _ENTRY_BYTES * len(held) + sum(map(sys.getsizeof, held.values()))
+        for held in _data_maps(raw)
+    )
 
 
-def _data_values(raw: Obj) -> list[Any]:
-    values = []
-    for field in ("data", "binaryData", "stringData"):
-        held = raw.get(field)
-        if isinstance(held, Mapping):
-            values += [v for v in held.values() if isinstance(v, str)]
-    return values
+# These run on the event loop for every source, so they leave the per-key work to
+# built-ins: a Python loop over 150,000 keys would itself stall it for ~50 ms.
+
+
+def _data_maps(raw: Obj) -> list[Mapping[Any, Any]]:
+    maps = (raw.get(field) for field in ("data", "binaryData", "stringData"))
+    return [held for held in maps if isinstance(held, Mapping)]
+
+
+def _characters(strings: Iterable[Any]) -> int:
+    try:
+        return sum(map(len, strings))
+    except TypeError:  # not all strings, which parsing refuses: an estimate will do
+        return sum(len(item) for item in strings if isinstance(item, str))
