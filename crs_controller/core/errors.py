@@ -102,6 +102,13 @@ class UnsupportedKubeconfig(Unreachable):
     reason = "UnsupportedKubeconfig"
 
 
+class NotOurs(CRSError):
+    """The Cluster a pass works on became another shard member's (or nobody's, while
+    this replica is not acting) during the pass: it ends without writing more."""
+
+    reason = "NotOurs"
+
+
 RIGHTS_MISSING = (401, 403)  # the server does not know us, or knows and refuses
 
 

@@ -136,6 +136,7 @@ async def _clean_up(
         return Result()
     scope = ClusterScope(ctx, cluster, binding)
     await scope.connect()
+    ctx.still_ours(cluster.namespace, cluster.name)
     cleanup = await uninstall(ctx, scope.client, cluster, binding, crss)
     return cleanup.then | await scope.record(cleanup.remaining)
 
@@ -155,4 +156,5 @@ async def _forget_cluster(
 ) -> None:
     await forget_cluster(ctx, namespace, name)
     if binding is not None:
+        ctx.still_ours(namespace, name)
         await ctx.bindings.delete(namespace, name)

@@ -11,6 +11,7 @@ from typing import Any
 from crs_controller.clients.api import WorkloadAPIs
 from crs_controller.clients.workload import WARM_CLIENTS
 from crs_controller.core.clock import Clock, MonotonicClock
+from crs_controller.core.errors import NotOurs
 from crs_controller.engine.index import Caches
 from crs_controller.engine.io.control_planes import ControlPlaneVersions, NoControlPlanes
 from crs_controller.engine.io.events import EventRecorder
@@ -57,6 +58,11 @@ class Shared:
         return {f.name: getattr(self, f.name) for f in fields(Shared)}
 
 
+def _every(namespace: str, name: str) -> bool:
+    """A replica alone owns every Cluster."""
+    return True
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClusterContext(Shared):
     """The cluster reconcile: applies to one workload cluster and writes its binding.
@@ -70,6 +76,15 @@ class ClusterContext(Shared):
     budget: Budget = field(default_factory=lambda: Budget(None, MonotonicClock()))
     # The version each cluster's control plane runs (resources that follow it).
     control_planes: ControlPlaneVersions = field(default_factory=NoControlPlanes)
+    # Whether this replica owns a Cluster now: its share in a shard set, else all.
+    owns: Callable[[str, str], bool] = _every
+
+    def still_ours(self, namespace: str, name: str) -> None:
+        """Raise NotOurs unless this replica owns the Cluster now: asked right before
+        a pass deletes or records anything, so a replica whose share shrank mid-pass
+        leaves the rest to the new owner."""
+        if not self.owns(namespace, name):
+            raise NotOurs(f"cluster {namespace}/{name} is no longer this replica's")
 
     @classmethod
     def over(
@@ -82,6 +97,7 @@ class ClusterContext(Shared):
         clusters: ClusterStore,
         budget: Budget | None = None,
         control_planes: ControlPlaneVersions | None = None,
+        owns: Callable[[str, str], bool] | None = None,
     ) -> ClusterContext:
         budget = budget or Budget(settings.max_updating_clusters, shared.clock)
         return cls(
@@ -92,6 +108,7 @@ class ClusterContext(Shared):
             clusters=clusters,
             budget=budget,
             control_planes=control_planes or NoControlPlanes(),
+            owns=owns or _every,
         )
 
 

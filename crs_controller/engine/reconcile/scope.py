@@ -228,6 +228,7 @@ class ClusterScope:
         policies = {c.name: c.valid.spec.deletion_policy for c in deciding}
         if not any(policies.get(n) == "Delete" for n in self._before):
             return NOTHING
+        ctx.still_ours(*self.key)
         pruned = await prune(
             self.client,
             self._before,
@@ -307,6 +308,7 @@ class ClusterScope:
         kept = dict(self._now if entries is None else entries)
         owners = [owner_reference(c.meta) for c in ctx.caches.crss_in(namespace)]
         owners = [o for o in owners if o["name"] in kept]
+        ctx.still_ours(namespace, name)
         written = await write_binding(ctx.bindings, namespace, name, self.binding, kept, owners)
         return NOTHING if written else RETRY
 

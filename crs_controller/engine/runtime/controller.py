@@ -22,7 +22,7 @@ from crs_controller.core.api.models import (
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
 )
-from crs_controller.core.errors import Conflict, CRSError
+from crs_controller.core.errors import Conflict, CRSError, NotOurs
 from crs_controller.core.membership.shard import owner
 from crs_controller.core.notifications.payloads import FOUND_BY_THE_OWNER, Notice
 from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
@@ -129,10 +129,7 @@ class Controller:
         self.crss, self.clusters, self.bindings = crss, clusters, bindings
         # Watched per kind once a Cluster names it; a change looks at its clusters again.
         self.control_planes = ControlPlanes(
-            mgmt,
-            settings.namespace,
-            lambda ns, name: self.queue.add(cluster_key(ns, name)),
-            clock=self.clock,
+            mgmt, settings.namespace, self._look_again, clock=self.clock
         )
         self.queue = _fair_queue(self.clock, settings, self.index)
         self.workloads = _workload_clients(settings, user_agent)
@@ -145,7 +142,11 @@ class Controller:
         self.shard: ShardMembership | None = None
         self.leading = True
         self._served: set[tuple[str, str]] = set()  # clusters this replica has reconciled
+        self._passes: dict[tuple[str, str], asyncio.Task[Result]] = {}  # clusters' in flight
         self._crs_pass_seconds: dict[tuple[str, str], float] = {}  # each CRS's last pass
+
+    def _look_again(self, namespace: str, name: str) -> None:
+        self.queue.add(cluster_key(namespace, name))
 
     def _contexts(
         self, configmaps: Informer[SourceMeta], secrets: Informer[SourceMeta]
@@ -171,6 +172,7 @@ class Controller:
             bindings=BindingStore(mgmt, self.bindings),
             clusters=ClusterStore(mgmt, self.clusters),
             control_planes=self.control_planes,
+            owns=self.owns,
         )
         crss = CRSStore(mgmt, self.crss)
         crs_ctx = CRSContext.over(shared, crss=crss, leading=lambda: self.leading)
@@ -337,10 +339,11 @@ class Controller:
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.settings.reconcile_timeout):
-                if kind == "cluster":
-                    result = await reconcile_cluster(self.cluster_ctx, namespace, name)
-                else:
-                    result = await reconcile_crs(self.crs_ctx, namespace, name)
+                result = await self._reconcile(kind, namespace, name)
+        except NotOurs as exc:
+            # Its key came back when the share changed: that turn lets the Cluster go.
+            log.info("pass stopped", kind=kind, key=f"{namespace}/{name}", reason=str(exc))
+            return
         except (CRSError, TimeoutError) as exc:
             delay = self.queue.add_rate_limited(key)
             level = log.info if isinstance(exc, Conflict) else log.warning
@@ -366,6 +369,23 @@ class Controller:
         metrics.reconciled(kind, time.monotonic() - started, _result_label(result))
         log.debug("reconciled", kind=kind, key=f"{namespace}/{name}", retry=result.retry)
         self._follow(key, result)
+
+    async def _reconcile(self, kind: str, namespace: str, name: str) -> Result:
+        """One pass; a Cluster's runs as a task of its own, which ``_stop_passes``
+        cancels when the Cluster stops being this replica's (NotOurs here)."""
+        if kind != "cluster":
+            return await reconcile_crs(self.crs_ctx, namespace, name)
+        task = asyncio.ensure_future(reconcile_cluster(self.cluster_ctx, namespace, name))
+        self._passes[(namespace, name)] = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            this = asyncio.current_task()
+            if this is not None and this.cancelling():
+                raise  # the worker's own cancellation (timeout, shutdown)
+            raise NotOurs(f"cluster {namespace}/{name} is no longer this replica's") from None
+        finally:
+            self._passes.pop((namespace, name), None)
 
     async def _ours(self, namespace: str, name: str) -> bool:
         """Is this Cluster this replica's to reconcile? Let go of it when it was."""
@@ -406,11 +426,12 @@ class Controller:
         return self.shard is None or self.shard.owns(namespace, name)
 
     def reshard(self, before: frozenset[str], after: frozenset[str]) -> None:
-        """The members changed: reconcile the Clusters that are now ours, let go of
-        those that are not (their keys come through the queue, so a reconcile in
-        flight finishes first)."""
+        """The members changed: stop the passes in flight on Clusters that are not
+        ours any more, reconcile the Clusters that are now ours, let go of those that
+        are not (their keys come through the queue)."""
         if self.shard is None:
             return
+        self._stop_passes()
         me = self.shard.identity
         gained = lost = 0
         for namespace, name in self.index.cluster_keys():
@@ -429,6 +450,24 @@ class Controller:
             metrics.SHARD_HANDOVERS.labels(direction="out").inc(lost)
         log.info("shard rebalanced", members=len(after), gained=gained, lost=lost)
         self._share_budget(len(after))
+
+    def _stop_passes(self) -> None:
+        """Cancel the passes in flight on Clusters this replica no longer owns: a
+        replica cut off from the API server, or whose Lease went, stops acting at once,
+        before another member takes its Clusters over.
+
+        A pass may stop anywhere. Each write is one request, whole or not made; what
+        a stopped pass leaves is what a replica killed mid-pass leaves: objects
+        applied but not yet recorded in the binding (the new owner reads the binding
+        whole, applies them again, server-side apply with the same field manager
+        changes nothing, and records them), or objects deleted but still recorded (a
+        deletion finds them gone and drops them). The binding is never written from
+        a partial view: ``ClusterContext.still_ours`` is asked right before it is,
+        and before anything is deleted."""
+        for (namespace, name), task in self._passes.items():
+            if not task.done() and not self.owns(namespace, name):
+                log.info("stopping a pass: cluster no longer ours", key=f"{namespace}/{name}")
+                task.cancel()
 
     def _share_budget(self, members: int) -> None:
         """Each member of a shard set enforces its share of --max-updating-clusters:
