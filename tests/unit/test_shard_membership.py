@@ -1,20 +1,24 @@
 """Shard membership decisions (engine/runtime/membership), driven by a fake clock and
 Lease events handed in directly: who this replica acts with, that it stops acting
-at once when its own Lease is lost or not renewed in time, and that a silent member's
-Clusters come back after the lease duration. No server, no sleeping."""
+at once when its own Lease is lost or not renewed in time, that a silent member's
+Clusters come back after the lease duration, and that a Lease watch gone silent counts
+nobody out and is started again. No server, no sleeping."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from crs_controller.clients.api import Obj
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.membership.lease import LeaseRecord
 from crs_controller.core.membership.shard import owner
 from crs_controller.engine.runtime.membership import ShardMembership, member_identity
 
 from .fake_clock import FakeClock
+from .memory_kube import MemoryKube
 
 LEASE = 6.0
 KEYS = [("fleet", f"c{i:02d}") for i in range(60)]
@@ -35,6 +39,12 @@ def membership(clock: FakeClock) -> tuple[ShardMembership, list[tuple[set[str], 
 
 def lease(identity: str, renewed: str) -> LeaseRecord:
     return LeaseRecord(f"crs-controller-shard-{identity}", identity, LEASE, renewed, None, 0)
+
+
+def renew(shard: ShardMembership, marker: str) -> None:
+    """This replica renews its Lease, and the watch shows the renewal back."""
+    shard.renewed(marker)
+    shard.on_lease(None, lease(shard.identity, marker))
 
 
 def mine(shard: ShardMembership) -> set[str]:
@@ -80,15 +90,16 @@ def test_another_member_takes_its_share_and_gives_it_back_when_silent() -> None:
     members = ["replica-a", "replica-b"]
     expected = {name for ns, name in KEYS if owner(members, f"{ns}/{name}") == "replica-a"}
     assert mine(shard) == expected and 10 < len(expected) < 50
-    # replica-b renews once, then falls silent; we keep renewing.
+    # replica-b renews once, then falls silent; we keep renewing, and see it.
     clock.advance(2)
-    shard.renewed()
+    renew(shard, "a2")
     shard.on_lease(lease("replica-b", "t1"), lease("replica-b", "t2"))
     clock.advance(LEASE - 0.1)
-    shard.renewed()
+    renew(shard, "a3")
     shard.refresh()
     assert mine(shard) == expected
     clock.advance(0.1)
+    renew(shard, "a4")  # the watch brought everything written until now
     shard.refresh()
     assert mine(shard) == {name for _, name in KEYS}
     assert changes[-1] == ({"replica-a", "replica-b"}, {"replica-a"})
@@ -99,9 +110,10 @@ def test_a_resync_of_the_same_renewal_does_not_keep_a_member_alive() -> None:
     shard, _ = membership(clock)
     shard.on_lease(None, lease("replica-b", "t1"))
     clock.advance(LEASE / 2)
-    shard.renewed()
+    renew(shard, "a1")
     shard.on_lease(lease("replica-b", "t1"), lease("replica-b", "t1"))  # a relist
     clock.advance(LEASE / 2)
+    renew(shard, "a2")
     shard.refresh()
     assert shard.members == {"replica-a"}
 
@@ -178,3 +190,85 @@ def test_a_lease_is_read_from_its_api_form() -> None:
         0.0,
     )
     assert bare.renewed is None
+
+
+def test_a_watch_that_shows_none_of_its_own_renewals_counts_nobody_out() -> None:
+    clock = FakeClock()
+    shard, changes = membership(clock)
+    renew(shard, "a1")
+    shard.on_lease(None, lease("replica-b", "t1"))
+    shard.refresh()
+    # The watch falls silent: neither replica-b's renewals nor ours come through.
+    for n in range(2, 8):
+        clock.advance(LEASE / 3)
+        shard.renewed(f"a{n}")
+        shard.refresh()
+        assert shard.members == {"replica-a", "replica-b"}
+    # Listed again: our renewal shows, replica-b's Lease unchanged since: it is out.
+    shard.on_lease(lease("replica-a", "a1"), lease("replica-a", "a7"))
+    shard.refresh()
+    assert shard.members == {"replica-a"}
+    assert changes == [
+        (set(), {"replica-a", "replica-b"}),
+        ({"replica-a", "replica-b"}, {"replica-a"}),
+    ]
+
+
+class SilentWatch(MemoryKube):
+    """Lists the shard Leases, every other member's renewed since the last list, as
+    live members' are; its watch never shows anything after the list."""
+
+    def __init__(self, others: list[str]) -> None:
+        super().__init__("management")
+        self.others = others
+        self.lists = 0
+
+    async def list(
+        self, api_version: str, kind: str, *args: Any, **kw: Any
+    ) -> tuple[list[Obj], str]:
+        self.lists += 1
+        for other in self.others:
+            await self.apply(member_body(other, f"t{self.lists}"), field_manager="other")
+        return await super().list(api_version, kind, *args, **kw)
+
+    async def watch(self, *args: Any, **kw: Any) -> Any:
+        await asyncio.Event().wait()  # a connection dropped without a word
+        yield ("ADDED", {})
+
+
+def member_body(identity: str, renewed: str) -> Obj:
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": f"crs-controller-shard-{identity}",
+            "namespace": "crs-system",
+            "labels": {"addons.crs.dev/shard-member": ""},
+        },
+        "spec": {"holderIdentity": identity, "renewTime": renewed, "leaseDurationSeconds": 6},
+    }
+
+
+async def test_a_silent_watch_is_listed_again_and_the_others_stay_in() -> None:
+    clock, client = FakeClock(), SilentWatch(["replica-b"])
+    shard = ShardMembership(
+        cast(KubeClient, client),
+        "crs-system",
+        "replica-a",
+        lease_seconds=LEASE,
+        clock=clock,
+        on_change=lambda before, after: None,
+    )
+    running = asyncio.ensure_future(shard.run())
+    await clock.until_asleep(2)  # renewing, and waiting one period to join
+    clock.advance(LEASE / 3)  # it joins one renewal period after its Lease is written
+    await shard.ready.wait()
+    assert shard.members == {"replica-a", "replica-b"} and client.lists == 1
+    for _ in range(int(LEASE * 2 / (LEASE / 3))):
+        clock.advance(LEASE / 3)
+        await clock.until_asleep(2)  # renewing, and looking at the members again
+        assert shard.members == {"replica-a", "replica-b"}
+    assert client.lists >= 2  # listed and watched again
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running

@@ -20,11 +20,22 @@ its last renewal is younger than two thirds of the lease duration: the others wa
 for the full duration before they take its Clusters, so a replica cut off from the
 API server stops acting before anyone else starts. A Lease deleted under it also
 stops it at once, until it is renewed.
+
+The others are counted out only on what the watch has been shown to bring. A watch
+can die without a word (a connection dropped by a NAT or a load balancer): no event
+comes, and every other member would look silent. This replica's own renewals come
+back through the same watch, in order with the others': once the watch shows a
+renewal of ours, it has shown every renewal written before ours was sent. So another
+member is counted out only when it was silent for its lease duration up to the
+sending of our last renewal the watch showed (at most one renewal period later than
+the duration itself, on a live watch). A watch that shows none of our renewals for a
+lease duration is stale: the Leases are listed and watched again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import socket
@@ -56,6 +67,7 @@ FIELD_MANAGER = "crs-controller-shard"
 LEADER_LEASE = "crs-controller"
 RENEW_DEADLINE = 2 / 3  # of the lease duration
 STALE_AFTER = 4  # lease durations past expiry
+SENT_KEPT = 8  # renewals remembered until the watch shows them
 
 Changed = Callable[[frozenset[str], frozenset[str]], None]  # members before, after
 
@@ -208,6 +220,11 @@ class ShardMembership:
         self._members = Members()
         self._lease_names: dict[str, str] = {}  # identity -> its Lease's name
         self._renewed_at: float | None = None
+        self._unseen_since: float | None = None  # first renewal the watch has not shown
+        self._sent: dict[str, float] = {}  # our renewals' markers, when each was sent
+        self._shown_up_to: float | None = None  # the watch brought all written before
+        self._rewatched_at: float | None = None
+        self._rewatch = asyncio.Event()
         self._view: frozenset[str] = frozenset()
         self._wake = asyncio.Event()
         self.ready = asyncio.Event()
@@ -230,7 +247,7 @@ class ShardMembership:
         """Renew, watch, and look again when a member may have expired."""
         async with asyncio.TaskGroup() as group:
             supervised(group, self._renew_loop(), "shard-lease")
-            supervised(group, self._informer.run(), "watch-shard-leases")
+            supervised(group, self._watch_loop(), "watch-shard-leases")
             await self.join(self._informer.synced)
             supervised(group, self._expiry_loop(), "shard-expiry")
 
@@ -260,12 +277,48 @@ class ShardMembership:
         except CRSError as exc:
             log_lease_failure("shard lease not released", self._where(self.lease), exc)
 
+    async def _watch_loop(self) -> None:
+        """List and watch the members' Leases; start again from a new list when the
+        watch is stale (``_check_watch``)."""
+        while True:
+            watching = asyncio.ensure_future(self._informer.run())
+            rewatch = asyncio.ensure_future(self._rewatch.wait())
+            try:
+                await asyncio.wait({watching, rewatch}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (rewatch, watching):
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task  # the watch's failure, if it failed, goes up
+            self._rewatch.clear()
+
+    def _check_watch(self) -> None:
+        """Ask for the Lease watch to start again when it is stale, and again every
+        lease duration while it stays so."""
+        now = self._clock.now()
+        if not self._watch_stale(now):
+            return
+        if self._rewatched_at is not None and now - self._rewatched_at < self._lease_seconds:
+            return
+        self._rewatched_at = now
+        assert self._unseen_since is not None
+        unseen = round(now - self._unseen_since, 1)
+        log.warning("shard lease watch stale: listing again", lease=self.lease, unseen_for=unseen)
+        self._rewatch.set()
+
+    def _watch_stale(self, now: float) -> bool:
+        """Has a renewal of this replica's own Lease gone unseen by the watch for a
+        lease duration? A live watch shows each within moments."""
+        unseen = self._unseen_since
+        return unseen is not None and now - unseen >= self._lease_seconds
+
     async def _renew_loop(self) -> None:
         period = self._lease_seconds / 3
         while True:
             try:
-                await self._leases.apply(self._lease_body())
-                self.renewed()
+                sent, body = self._clock.now(), self._lease_body()
+                await self._leases.apply(body)
+                self.renewed(LeaseRecord.parse(body).renew_marker, sent)
             except CRSError as exc:
                 log_lease_failure("shard lease not renewed", self._where(self.lease), exc)
             self._wake.set()
@@ -276,22 +329,24 @@ class ShardMembership:
             now = self._clock.now()
             # A member's expiry, our own renew deadline, or now and then anyway, to
             # clear Leases left by replicas that died.
-            deadlines = [self._members.next_expiry(now), self._own_deadline()]
+            deadlines = [self._members.next_expiry(now), self._own_deadline(), self._stale_at()]
             due = min([d for d in deadlines if d is not None and d > now], default=None)
             await self._clock.sleep_until(
                 min(due or math.inf, now + self._lease_seconds), self._wake
             )
             self._wake.clear()
             self.refresh()
+            self._check_watch()
             await self._clear_stale()
 
     async def _clear_stale(self) -> None:
         """Delete the Leases of members silent for STALE_AFTER lease durations: a
         replacement pod has a new name, so nobody else would ever renew them."""
-        if not self._acting(self._clock.now()):
-            return
+        now = self._clock.now()
+        if not self._acting(now) or self._watch_stale(now):
+            return  # nothing is known of the others while the watch is stale
         grace = self._lease_seconds * STALE_AFTER
-        for identity in self._members.stale(self._clock.now(), grace):
+        for identity in self._members.stale(self._known_up_to(now), grace):
             name = self._lease_names.get(identity, lease_name(identity))
             try:
                 await self._leases.delete(name)
@@ -304,9 +359,37 @@ class ShardMembership:
     def _where(self, name: str) -> str:
         return f"{self._leases.namespace}/{name}"
 
-    def renewed(self) -> None:
-        """This replica's Lease was just written."""
+    def renewed(self, marker: str = "", sent: float | None = None) -> None:
+        """This replica's Lease was just written, with renew marker ``marker``, by a
+        request sent at ``sent`` (now if not given)."""
         self._renewed_at = self._clock.now()
+        if self._unseen_since is None:
+            self._unseen_since = self._renewed_at
+        if marker:
+            self._sent[marker] = self._renewed_at if sent is None else sent
+            while len(self._sent) > SENT_KEPT:
+                del self._sent[next(iter(self._sent))]
+
+    def _seen_own(self, marker: str) -> None:
+        """The watch showed this replica's Lease with ``marker``: it is live, and has
+        shown every Lease written before that renewal was sent."""
+        self._unseen_since = None
+        if (sent := self._sent.get(marker)) is not None:
+            self._shown_up_to = sent
+            for older in list(self._sent):
+                del self._sent[older]
+                if older == marker:
+                    break
+
+    def _known_up_to(self, now: float) -> float:
+        """Until when the others' renewals are known: now, or when the watch was last
+        shown complete (``-inf`` before it ever was: nobody is counted out)."""
+        return min(now, -math.inf if self._shown_up_to is None else self._shown_up_to)
+
+    def _stale_at(self) -> float | None:
+        """When the watch counts as stale if it shows no renewal of ours till then."""
+        unseen = self._unseen_since
+        return None if unseen is None else unseen + self._lease_seconds
 
     def _own_deadline(self) -> float | None:
         if self._renewed_at is None:
@@ -329,13 +412,15 @@ class ShardMembership:
         elif (identity := member_identity(new)) != self.identity:
             self._lease_names[identity] = new.name
             self._members.observe(identity, new.renew_marker, new.duration, now)
+        else:
+            self._seen_own(new.renew_marker)
         self._wake.set()
 
     def refresh(self) -> None:
         """Recompute the members this replica acts with; tell ``on_change`` if they
         changed."""
         now = self._clock.now()
-        others = {m for m in self._members.live(now) if m != self.identity}
+        others = {m for m in self._members.live(self._known_up_to(now)) if m != self.identity}
         view = frozenset(others | ({self.identity} if self._acting(now) else set()))
         if self.identity not in view:
             # Not acting: owns nothing, whoever else is live.
