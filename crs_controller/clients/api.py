@@ -55,6 +55,11 @@ class KubeAPI(Protocol):
         """The server's preferred ``group/version`` of an API group; None if not served."""
         ...
 
+    async def served_versions(self, group: str) -> list[str]:
+        """Every ``group/version`` the server serves of an API group, its preferred
+        first; none if it serves the group no more (the core group "": ``v1``)."""
+        ...
+
     async def path(
         self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None
     ) -> str:

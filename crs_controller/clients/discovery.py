@@ -72,12 +72,28 @@ class Discovery:
 
     async def preferred_version(self, group: str) -> str | None:
         """The server's preferred version of an API group, e.g. ``cluster.x-k8s.io/v1beta2``."""
+        info = await self._group(group)
+        preferred = (info or {}).get("preferredVersion", {}).get("groupVersion")
+        return str(preferred) if preferred else None
+
+    async def served_versions(self, group: str) -> list[str]:
+        """The ``group/version``s the server serves of an API group, its preferred
+        first; none when it serves the group no more. The core group ("") is ``v1``."""
+        if not group:
+            return ["v1"]
+        info = await self._group(group)
+        if info is None:
+            return []
+        found = [v for v in _group_versions(info.get("versions")) if v.startswith(f"{group}/")]
+        preferred = _group_versions([info.get("preferredVersion")])
+        return sorted(found, key=lambda version: version not in preferred)
+
+    async def _group(self, group: str) -> Obj | None:
+        """The server's APIGroup of ``group``, None when it does not serve it."""
         try:
-            info = await self._get(f"/apis/{_segment(group, 'API group')}")
+            return await self._get(f"/apis/{_segment(group, 'API group')}")
         except NotFound:
             return None
-        preferred = info.get("preferredVersion", {}).get("groupVersion")
-        return str(preferred) if preferred else None
 
     async def path(
         self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None
@@ -113,6 +129,14 @@ def _api_base(api_version: str) -> str:
     if not slash:
         raise InvalidObjectName("the apiVersion is not <group>/<version> nor v1")
     return f"/apis/{_segment(group, 'API group')}/{_segment(version, 'API version')}"
+
+
+def _group_versions(entries: Any) -> list[str]:
+    """The groupVersions of an APIGroup's version entries; malformed ones skipped."""
+    if not isinstance(entries, list):
+        return []
+    found = (entry.get("groupVersion") for entry in entries if isinstance(entry, dict))
+    return [version for version in found if isinstance(version, str)]
 
 
 def _resource_info(api_version: str, entry: Any) -> ResourceInfo | None:

@@ -252,6 +252,10 @@ class KubeClient:
         """The server's preferred version of an API group, e.g. ``cluster.x-k8s.io/v1beta2``."""
         return await self._discovery.preferred_version(group)
 
+    async def served_versions(self, group: str) -> list[str]:
+        """The ``group/version``s the server serves of an API group, its preferred first."""
+        return await self._discovery.served_versions(group)
+
     async def path(
         self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None
     ) -> str:

@@ -88,6 +88,11 @@ class MemoryKube:
     async def preferred_version(self, group: str) -> str | None:
         return CLUSTER_API if group == CLUSTER_API.partition("/")[0] else None
 
+    async def served_versions(self, group: str) -> builtins.list[str]:
+        if not group:
+            return ["v1"]
+        return [CLUSTER_API] if group == CLUSTER_API.partition("/")[0] else []
+
     async def path(
         self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None
     ) -> str:

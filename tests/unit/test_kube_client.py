@@ -3,7 +3,8 @@ for odd or hostile API servers: client certificates are presented from memory an
 key is written to disk; a server that answers with HTML, a redirect, a truncated or
 oversized body, or non-Status errors is ``Unreachable`` saying it is not a Kubernetes
 API; Status errors map onto our tree with (field, reason) causes; 401 means the
-credentials were refused; proxy variables in the environment are ignored."""
+credentials were refused; proxy variables in the environment are ignored; a group's
+served versions come preferred first."""
 
 from __future__ import annotations
 
@@ -207,6 +208,46 @@ async def test_malformed_discovery_entries_are_skipped() -> None:
                 await client.resource_info("v1", "Secret")
         finally:
             await client.close()
+
+
+POLICY_GROUP = {
+    "kind": "APIGroup",
+    "name": "policy",
+    "versions": [
+        {"groupVersion": "policy/v1beta1", "version": "v1beta1"},
+        {"groupVersion": "policy/v1", "version": "v1"},
+        {"groupVersion": "other.io/v1", "version": "v1"},
+        "not-a-version",
+        {"groupVersion": 5},
+    ],
+    "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"},
+}
+
+
+async def test_the_served_versions_of_a_group_come_preferred_first() -> None:
+    asked: list[str] = []
+
+    def reply(method: str, path: str) -> tuple[int, str, bytes]:
+        asked.append(path)
+        if path == "/apis/policy":
+            return 200, "application/json", json.dumps(POLICY_GROUP).encode()
+        if path == "/apis/odd.io":  # an odd server's APIGroup: no versions, never a crash
+            odd = {"kind": "APIGroup", "versions": "v1", "preferredVersion": "v1"}
+            return 200, "application/json", json.dumps(odd).encode()
+        return 404, "text/plain", b"404 page not found"
+
+    async with server(reply) as peers:
+        client = client_for(peers.pop(0))
+        try:
+            assert await client.served_versions("policy") == ["policy/v1", "policy/v1beta1"]
+            # A group the server serves no more (its last CRD went): no version.
+            assert await client.served_versions("odd.io") == []
+            assert await client.served_versions("gone.io") == []
+            # The core group is v1 only; nothing to ask.
+            assert await client.served_versions("") == ["v1"]
+        finally:
+            await client.close()
+    assert asked == ["/apis/policy", "/apis/odd.io", "/apis/gone.io"]
 
 
 async def test_an_oversized_answer_is_refused() -> None:
