@@ -1,8 +1,9 @@
 """Pruning decisions for deletionPolicy Delete: which applied objects are stale (not
 recorded any more and not wanted by any CRS's sources), in safe deletion order, what
 stays recorded while a deletion is unfinished, and which live objects are provably
-ours to delete (a binding's inventory is only a claim), and, when asked, only the
-very objects of the uids given."""
+ours to delete (a binding's inventory is only a claim), also when recorded under an
+apiVersion the server serves no more (the same object under a served version), and,
+when asked, only the very objects of the uids given."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crs_controller.clients.api import Obj, ResourceInfo
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.api.models import CRSBinding, ObjectRef, ResourceBinding
-from crs_controller.core.errors import APIError
+from crs_controller.core.errors import APIError, NotFound
 from crs_controller.core.state.prune_decisions import (
     inventory,
     keep_pending,
@@ -327,3 +329,129 @@ def test_a_refusal_names_at_most_five_objects_and_counts_the_rest(
     text = Deletion(refused=[(ref, "never applied") for ref in refs]).refusals()
     assert sum(f"ns/c{i} " in text for i in range(refused)) == shown
     assert (tail in text) if tail else ("more" not in text)
+
+
+# -- an inventory recorded under a version the server serves no more -------------------
+
+PDB = ObjectRef("policy/v1beta1", "PodDisruptionBudget", "addon", "pdb")
+WIDGET = ObjectRef("x.io/v1alpha2", "Widget", "addon", "w")
+# Served versions per group (preferred first) and the kinds each serves: after an
+# upgrade to Kubernetes 1.25 PodDisruptionBudgets are policy/v1 only; x.io's preferred
+# version does not serve Widgets, its v1beta2 does; y.io is not served at all.
+UPGRADED = {
+    "policy": {"policy/v1": {"PodDisruptionBudget"}},
+    "x.io": {"x.io/v1": {"Gadget"}, "x.io/v1beta2": {"Gadget", "Widget"}},
+}
+
+
+class UpgradedServer(MemoryKube):
+    """Serves the kinds in ``UPGRADED`` and no others, answering as the client does for
+    the rest: a GET finds nothing, a DELETE is NotFound. Counts the lookups of a
+    group's versions and keeps the uid precondition of each delete."""
+
+    def __init__(self, *discovered: str) -> None:
+        super().__init__("w1")
+        self.version_lookups = 0
+        self.uids: list[str | None] = []
+        # Versions the client discovered before the upgrade: still in its cache
+        # (resource_info answers for them) until forgotten.
+        self.discovered = set(discovered)
+
+    def _serves(self, api_version: str, kind: str) -> bool:
+        group = api_version.rpartition("/")[0]
+        return kind in UPGRADED.get(group, {}).get(api_version, set())
+
+    async def resource_info(self, api_version: str, kind: str) -> ResourceInfo:
+        if not self._serves(api_version, kind) and api_version not in self.discovered:
+            raise NotFound(f"w1: no kind {kind} in {api_version}", status=404)
+        return await super().resource_info(api_version, kind)
+
+    def forget_discovery(self, api_version: str) -> None:
+        self.discovered.discard(api_version)
+
+    async def served_versions(self, group: str) -> list[str]:
+        self.version_lookups += 1
+        return list(UPGRADED.get(group, {}))
+
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Obj | None:
+        if not self._serves(api_version, kind):
+            self._check("get", f"{kind}/{name}")
+            return None
+        return await super().get(api_version, kind, name, namespace)
+
+    async def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+    ) -> bool:
+        if not self._serves(api_version, kind):
+            self._check("delete", f"{kind}/{name}")
+            raise NotFound(f"w1: no kind {kind} in {api_version}", status=404)
+        self.uids.append(uid)
+        return await super().delete(api_version, kind, name, namespace, uid=uid)
+
+
+async def served_as(kube: MemoryKube, ref: ObjectRef, api_version: str, manager: str) -> None:
+    """``ref`` on the cluster as the server now serves it, applied by ``manager``."""
+    await kube.apply({**configmap(ref), "apiVersion": api_version}, field_manager=manager)
+
+
+async def test_ours_recorded_under_an_unserved_version_is_deleted_as_served() -> None:
+    kube = UpgradedServer()
+    pdbs = [PDB, PDB.model_copy(update={"name": "pdb2"})]
+    for pdb in pdbs:
+        await served_as(kube, pdb, "policy/v1", MANAGER)
+    await served_as(kube, WIDGET, "x.io/v1beta2", MANAGER)
+    old = {"a": entry("a", res=[*pdbs, WIDGET])}
+    client = cast(KubeClient, kube)
+    pruned = await prune(client, old, {}, {"a": "Delete"}, set(), field_manager=MANAGER)
+    assert kube.objects == {}
+    assert sorted(names(pruned.deleted["a"])) == ["pdb", "pdb2", "w"]
+    assert pruned.errors == {} and pruned.refused == {}
+    # The same proof as any delete: a uid precondition on the very object read.
+    assert len(kube.uids) == 3 and None not in kube.uids
+    # One lookup of the versions per group, not one per object.
+    assert kube.version_lookups == 2
+
+
+async def test_a_version_served_when_discovered_but_no_more_is_looked_up_again() -> None:
+    # The client discovered policy/v1beta1 before the cluster's upgrade to 1.25.
+    kube = UpgradedServer("policy/v1beta1")
+    await served_as(kube, PDB, "policy/v1", MANAGER)
+    old = {"a": entry("a", res=[PDB])}
+    client = cast(KubeClient, kube)
+    pruned = await prune(client, old, {}, {"a": "Delete"}, set(), field_manager=MANAGER)
+    assert kube.objects == {} and pruned.deleted == {"a": [PDB]}
+    assert pruned.errors == {} and pruned.refused == {}
+
+
+async def test_theirs_recorded_under_an_unserved_version_is_refused() -> None:
+    kube = UpgradedServer()
+    await served_as(kube, PDB, "policy/v1", "kubectl")
+    old = {"a": entry("a", res=[PDB])}
+    client = cast(KubeClient, kube)
+    pruned = await prune(client, old, {}, {"a": "Delete"}, set(), field_manager=MANAGER)
+    assert ("policy/v1", "PodDisruptionBudget", "addon", "pdb") in kube.objects
+    assert "PodDisruptionBudget addon/pdb (crs-controller never applied it)" in pruned.refused["a"]
+    assert "a" not in pruned.deleted and pruned.errors == {}
+    assert not [verb for verb, _ in kube.requests if verb == "delete"]
+
+
+async def test_only_a_kind_its_group_serves_in_no_version_is_gone() -> None:
+    kube = UpgradedServer()
+    await served_as(kube, PDB, "policy/v1", MANAGER)
+    group_gone = ObjectRef("y.io/v1", "Gadget", "addon", "g")
+    kind_gone = ObjectRef("x.io/v1alpha1", "Sprocket", "addon", "s")
+    old = {"a": entry("a", res=[group_gone, kind_gone, PDB])}
+    client = cast(KubeClient, kube)
+    pruned = await prune(client, old, {}, {"a": "Delete"}, set(), field_manager=MANAGER)
+    # Nothing left of the gone kinds: nothing deleted, refused, failed or kept pending.
+    assert pruned.deleted == {"a": [PDB]} and kube.objects == {}
+    assert pruned.errors == {} and pruned.refused == {} and pruned.entries == {}
+    assert [what for verb, what in kube.requests if verb == "delete"] == ["PodDisruptionBudget/pdb"]

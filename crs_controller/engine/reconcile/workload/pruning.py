@@ -7,7 +7,12 @@ deleted. The binding's inventory is tenant-writable; an entry naming an object w
 never applied is refused (logged, reported by the caller) and dropped from the
 inventory, so it is neither deleted nor tried again. A CustomResourceDefinition or
 Namespace no allowDelete names is kept, named in the entry's deletionsSkipped and
-forgotten from the inventory (``core.state.deletion_guard``)."""
+forgotten from the inventory (``core.state.deletion_guard``).
+
+An entry recorded under an apiVersion the server serves no more (a PodDisruptionBudget
+applied as policy/v1beta1 before an upgrade) names the same object, served under
+another version of its group: it is read, proven ours and deleted through that
+version. Only a kind its group serves in no version is gone, nothing left to delete."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from crs_controller.clients.api import KubeAPI
+from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.api.models import CRSBinding, ObjectKey
 from crs_controller.core.errors import CRSError, NotFound, Unreachable
 from crs_controller.core.manifests.documents import ObjectRef
@@ -167,11 +172,12 @@ async def delete_objects(
     very objects created, not another object of the same name); any other is left as
     it is (``skipped``). Raises Unreachable as soon as the cluster stops answering."""
     done = Deletion()
+    versions = ServedVersions(client)
     for ref in refs:
         try:
-            await _delete_one(client, ref, field_manager, uids, done)
+            await _delete_one(client, ref, versions, field_manager, uids, done)
         except NotFound:
-            continue  # its kind is gone (e.g. the CRD went first): nothing left
+            continue  # gone meanwhile, or its kind
         except Unreachable:
             raise
         except CRSError as exc:
@@ -179,17 +185,89 @@ async def delete_objects(
     return done
 
 
+@dataclass
+class ServedVersions:
+    """The apiVersion that reaches the objects recorded under an (apiVersion, kind):
+    the recorded one while the server serves the kind there, else another version of
+    its group that serves the kind, the same object (a PodDisruptionBudget applied as
+    policy/v1beta1 is served as policy/v1 from Kubernetes 1.25 on); None when its
+    group serves the kind no more. Looked up once per (apiVersion, kind), and once
+    more, discovery forgotten, when an object is not found through it: the server
+    may have stopped serving a version since the client discovered it."""
+
+    client: KubeAPI
+    found: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    checked: set[tuple[str, str]] = field(default_factory=set)
+
+    async def of(self, ref: ObjectRef) -> str | None:
+        key = (ref.api_version, ref.kind)
+        if key not in self.found:
+            self.found[key] = await _serving_version(self.client, *key)
+        return self.found[key]
+
+    async def after_miss(self, ref: ObjectRef) -> str | None:
+        """Another version to look for ``ref`` through, now that the one from ``of``
+        found nothing; None when there is none (it is gone)."""
+        key = (ref.api_version, ref.kind)
+        if key in self.checked:
+            return None
+        self.checked.add(key)
+        tried = self.found.pop(key, None)
+        self.client.forget_discovery(ref.api_version)
+        if tried is not None and tried != ref.api_version:
+            self.client.forget_discovery(tried)
+        found = await self.of(ref)
+        return found if found != tried else None
+
+
+async def _serving_version(client: KubeAPI, api_version: str, kind: str) -> str | None:
+    """``api_version`` if the server serves ``kind`` there, else the first version of
+    its group (the preferred one first) that does, else None."""
+    try:
+        await client.resource_info(api_version, kind)
+        return api_version
+    except NotFound:
+        pass
+    group = api_version.rpartition("/")[0]
+    for version in await client.served_versions(group):
+        if version == api_version:
+            continue  # just found not to serve the kind
+        try:
+            await client.resource_info(version, kind)
+        except NotFound:
+            continue
+        return version
+    return None
+
+
+async def _read(
+    client: KubeAPI, ref: ObjectRef, versions: ServedVersions
+) -> tuple[str, Obj] | None:
+    """The live object of ``ref`` and the apiVersion it was read through; None when
+    it is gone (or its kind is, e.g. the CRD went first)."""
+    namespace = ref.namespace or None
+    api_version = await versions.of(ref)
+    while api_version is not None:
+        live = await client.get(api_version, ref.kind, ref.name, namespace)
+        if live is not None:
+            return api_version, live
+        api_version = await versions.after_miss(ref)
+    return None
+
+
 async def _delete_one(
     client: KubeAPI,
     ref: ObjectRef,
+    versions: ServedVersions,
     field_manager: str,
     uids: Collection[str] | None,
     done: Deletion,
 ) -> None:
-    namespace = ref.namespace or None
-    live = await client.get(ref.api_version, ref.kind, ref.name, namespace)
-    if live is None:
-        return  # gone already, or its kind is (e.g. the CRD went first)
+    """Delete ``ref`` if the live object is one asked for and shows that
+    ``field_manager`` applied it; record the refusal if not ours."""
+    if (read := await _read(client, ref, versions)) is None:
+        return
+    api_version, live = read
     uid = (live.get("metadata") or {}).get("uid")
     if uids is not None and uid not in uids:
         done.skipped.append(ref)
@@ -200,8 +278,10 @@ async def _delete_one(
         done.refused.append((ref, why))
         return
     # The very object proven ours: one recreated since the read is a Conflict.
+    namespace = ref.namespace or None
     await client.delete(
-        ref.api_version, ref.kind, ref.name, namespace, uid=uid if isinstance(uid, str) else None
+        api_version, ref.kind, ref.name, namespace, uid=uid if isinstance(uid, str) else None
     )
-    log.info("object deleted", object=str(ref), cluster=client.name)
+    served_as = {} if api_version == ref.api_version else {"served_as": api_version}
+    log.info("object deleted", object=str(ref), cluster=client.name, **served_as)
     done.deleted.append(ref)
