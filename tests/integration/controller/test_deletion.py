@@ -2,7 +2,8 @@
 leaving spec.resources, clusters that stop matching, and deleted CRSs take their
 objects with them (custom resources before CRDs, namespaced objects before their
 Namespace, which their resource's allowDelete lets go) — except objects another CRS
-still wants."""
+still wants; a custom resource recorded under a version its CRD serves no more is
+deleted through the version served."""
 
 from __future__ import annotations
 
@@ -139,3 +140,49 @@ def test_deleting_a_crs_deletes_in_reverse_order_but_spares_shared_objects(
     # Audit events are written after the response: wait for all three.
     wait_for(lambda: len(deletes()) >= 3, TIMEOUT)
     assert deletes() == ["widgets", "customresourcedefinitions", "namespaces"]
+
+
+def _established(crd: dict) -> bool:
+    # Just created, a CRD's status may say "conditions: null".
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+def test_an_object_recorded_under_a_version_served_no_more_is_deleted(
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
+) -> None:
+    group, name = f"{unique('g')}.example.com", unique("w")
+    crd = loose_crd(group, "Widget")
+    # Served as v1alpha2 and v1 (stored), the way a CRD's versions move on.
+    crd["spec"]["versions"].append({**crd["spec"]["versions"][0], "name": "v1alpha2"})
+    crd["spec"]["versions"][1]["storage"] = False
+    wl = workload_clients[0]
+    wl.create(crd)
+    wait_object(
+        wl,
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        crd["metadata"]["name"],
+        predicate=_established,
+    )
+    widget = {
+        "apiVersion": f"{group}/v1alpha2",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": "default"},
+    }
+    mgmt.create(source_configmap(namespace, "served", {"a": manifests(widget)}))
+    mgmt.create(_crs(namespace, "served", ["served"], {"served": "1"}))
+    add_cluster(mgmt, workloads[0], namespace, "served1", {"served": "1"})
+    wait_condition(mgmt, namespace, "served", "Ready", "True", "Applied")
+
+    # The CRD stops serving v1alpha2 (the inventory still says v1alpha2).
+    live = wl.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd["metadata"]["name"])
+    assert live is not None
+    live["spec"]["versions"][1]["served"] = False
+    wl.update(live)
+    wait_for(lambda: wl.http.get(f"/apis/{group}/v1alpha2").status_code == 404, TIMEOUT)
+    assert wl.get(f"{group}/v1", "Widget", name, "default") is not None
+
+    mgmt.delete(CRS_API, "ClusterResourceSet", "served", namespace)
+    wait_for(lambda: mgmt.get(CRS_API, "ClusterResourceSet", "served", namespace) is None, TIMEOUT)
+    gone(wl, f"{group}/v1", "Widget", name, "default")
