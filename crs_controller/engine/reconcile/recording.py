@@ -68,7 +68,10 @@ async def _put(store: BindingStore, ours: Ours, fresh: ClusterResourceSetBinding
     """Write our changes onto ``fresh`` (the binding as last read) if they change it;
     False when they cannot be merged with another writer's."""
     where = f"{ours.namespace}/{ours.cluster}"
-    merged = merged_entries(entries_by_crs(ours.base), ours.entries, entries_by_crs(fresh))
+    if fresh is ours.base:  # nothing read since: the merge would be ours (and cost)
+        merged: dict[str, CRSBinding] | None = dict(ours.entries)
+    else:
+        merged = merged_entries(entries_by_crs(ours.base), ours.entries, entries_by_crs(fresh))
     if merged is None:
         log.info("binding changed meanwhile: pass redone", cluster=where)
         return False
