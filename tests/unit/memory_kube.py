@@ -20,6 +20,7 @@ from crs_controller.core.api.models import (
 )
 from crs_controller.core.errors import Conflict, NotFound, Unreachable
 from crs_controller.core.spec.objects import (
+    Binding,
     parse_binding_object,
     parse_cluster,
     parse_crs,
@@ -295,7 +296,7 @@ class World:
         self.configmaps = informer("v1", "ConfigMap", parse_source_meta)
         self.secrets = informer("v1", "Secret", parse_source_meta)
         self.index = Index(self.crss, self.clusters, self.bindings)
-        self._bindings_seen: set[tuple[str, str]] = set()
+        self._bindings_seen: dict[tuple[str, str], Binding] = {}
         clock = FakeClock()
         sources = Sources(mgmt, self.configmaps, self.secrets)
         self.shared = Shared(
@@ -351,14 +352,15 @@ class World:
 
     def sync_bindings(self) -> None:
         """Show the bindings as they are now to the binding cache (the watch's job)."""
-        seen = set()
+        seen: dict[tuple[str, str], Binding] = {}
         for (_, kind, namespace, name), obj in self.mgmt.objects.items():
             if kind == CLUSTER_RESOURCE_SET_BINDING_KIND:
-                seen.add((namespace, name))
                 old = self.bindings.get(namespace, name)
-                self.index.update_binding(old, self.bindings.put(obj))
-        for namespace, name in self._bindings_seen - seen:
-            self.index.update_binding(self.bindings.remove(namespace, name), None)
+                seen[(namespace, name)] = self.bindings.put(obj)
+                self.index.update_binding(old, seen[(namespace, name)])
+        for (namespace, name), last in self._bindings_seen.items():
+            if (namespace, name) not in seen:  # the store may have dropped it already
+                self.index.update_binding(self.bindings.remove(namespace, name) or last, None)
         self._bindings_seen = seen
 
 

@@ -290,3 +290,24 @@ async def test_a_rollback_by_itself_names_its_failure_also_after_a_restart() -> 
     told = [o for k, o in world.mgmt.objects.items() if k[1] == "Event"]
     said = [e["message"] for e in told if e["reason"] == "RolloutRolledBack"]
     assert len(said) == 1 and said[0].endswith(failure.format(rolling["rolledBackFrom"]))
+
+
+async def test_what_a_deleted_crs_removed_is_told_before_its_finalizer_goes() -> None:
+    world = await world_with(crs("a", "src", deletionPolicy="Delete"))
+    ctx = world.crs_context()
+    await reconcile(world)
+    await reconcile_crs(ctx, NS, "a")  # the finalizer
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    deleting = {**stored["metadata"], "deletionTimestamp": "2099-01-01T00:00:00Z"}
+    await world.update({**stored, "metadata": deleting})
+    await reconcile(world)  # each cluster's cleanup deletes what it applied
+    assert world.bindings.get(NS, "c1") is None
+    then = await reconcile_crs(ctx, NS, "a")
+    finalizers = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]["metadata"]
+    assert then.requeue_after and "finalizers" in finalizers and finalizers["finalizers"]
+    world.ctx.clock.advance(then.requeue_after)  # type: ignore[attr-defined]
+    await reconcile_crs(ctx, NS, "a")
+    events = [o for k, o in world.mgmt.objects.items() if k[1] == "Event"]
+    deleted = [e["message"] for e in events if e["reason"] == "Deleted"]
+    assert len(deleted) == 1 and deleted[0].startswith("deleted "), deleted
+    assert "c1" in deleted[0]

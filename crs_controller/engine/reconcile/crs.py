@@ -149,10 +149,15 @@ async def _write_invalid_status(ctx: CRSContext, crs: CRS) -> None:
 async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
     if FINALIZER not in crs.meta.finalizers:
         return Result()
+    # What the clusters' cleanups deleted (or kept) is told as for any pass; the
+    # finalizer stays until it is, since the CRS's memory goes with it.
+    told = await _tell(ctx, crs)
     if ctx.caches.holders(crs.namespace, crs.name):
         # The deletion's watch event brought those clusters' reconciles (see
         # Controller._on_crs); check back until their bindings let go.
-        return Result.after(DELETION_POLL)
+        return Result.after(DELETION_POLL) | told
+    if told != NOTHING:
+        return told
     try:
         # The garbage collector would, from their owner reference, where one runs.
         await ctx.snapshots.delete_all(crs)
