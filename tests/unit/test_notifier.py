@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -308,3 +310,19 @@ def test_the_rollout_is_told_by_the_leader_and_a_pass_finding_by_the_owner() -> 
     owners = [f"follower-{reason}" for reason in NOTIFIED_REASONS if reason in FOUND_BY_THE_OWNER]
     assert owners == ["follower-ValidationFailed", "follower-DeletionRefused"]
     assert [n.crs for n in handed] == [*owners, "leader"]
+
+
+def test_a_poster_that_never_posts_does_not_load_its_http_client() -> None:
+    # The controller builds its poster whether or not a receiver is configured.
+    program = (
+        "import sys, asyncio\n"
+        "from crs_controller.app import runner\n"
+        "from crs_controller.engine.io.webhooks import WebhookPoster\n"
+        "asyncio.run(WebhookPoster('crs-controller/test').close())\n"
+        "print('httpx' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], check=False, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

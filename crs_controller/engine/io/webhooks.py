@@ -1,14 +1,19 @@
 """POSTing a notification's body to one receiver: the only network code of the
 notifications. One deadline per POST; redirects are not followed (a receiver that
 moved is a refusal, not a reason to send the body elsewhere) and the answer's body is
-never read."""
+never read. httpx is loaded at the first POST: a controller told of no receiver does
+not carry it (with the command-line tools it brings along, about 8 MiB per process)."""
 
 from __future__ import annotations
 
-import httpx
+from typing import TYPE_CHECKING
+
 import structlog
 
 from crs_controller.core.notifications.delivery import DEADLINE, Receiver
+
+if TYPE_CHECKING:
+    import httpx
 
 log = structlog.get_logger(__name__)
 
@@ -21,19 +26,29 @@ class WebhookPoster:
         transport: httpx.AsyncBaseTransport | None = None,  # tests swap the network
     ) -> None:
         self._agent = user_agent
-        self._client = httpx.AsyncClient(
-            timeout=deadline, follow_redirects=False, transport=transport
-        )
+        self._deadline = deadline
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    def _connected(self) -> httpx.AsyncClient:
+        import httpx  # noqa: PLC0415 - see the module's docstring
+
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=self._deadline, follow_redirects=False, transport=self._transport
+            )
+        return self._client
 
     async def post(self, receiver: Receiver, body: bytes, content_type: str) -> int | None:
         """The answer's status code; None when none came (no connection, a timeout)."""
         headers = {"Content-Type": content_type, "User-Agent": self._agent}
         if receiver.token:
             headers["Authorization"] = f"Bearer {receiver.token}"
+        client = self._connected()
+        import httpx  # noqa: PLC0415 - loaded by _connected
+
         try:
-            async with self._client.stream(
-                "POST", receiver.url, content=body, headers=headers
-            ) as answer:
+            async with client.stream("POST", receiver.url, content=body, headers=headers) as answer:
                 return answer.status_code
         except httpx.HTTPError as exc:
             # The exception's text may quote the URL, whose path can be a secret.
@@ -41,4 +56,5 @@ class WebhookPoster:
             return None
 
     async def close(self) -> None:
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
