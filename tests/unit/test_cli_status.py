@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 
 from crs_controller.app.commands.status import (
+    BINDING_KIND,
+    CRS_KIND,
+    FleetState,
     _crs,
     _hashes,
     _row,
@@ -22,7 +25,7 @@ from crs_controller.app.commands.status import (
 from crs_controller.core.api.models import API_VERSION, KeptObject, ResourceRef
 from crs_controller.core.errors import APIError
 from crs_controller.core.manifests.hashing import resource_hash
-from crs_controller.core.spec.objects import CRS, parse_binding_object, parse_crs
+from crs_controller.core.spec.objects import CRS, Cluster, parse_binding_object, parse_crs
 from crs_controller.core.text import safe
 from crs_controller.engine.reconcile.rollout import revision_of
 
@@ -201,3 +204,64 @@ def test_other_api_errors_end_the_command() -> None:
     answers = {"cm": APIError("boom", status=500), "sec": SECRET}
     with pytest.raises(APIError):
         asyncio.run(_hashes(Sources(answers), "fleet", REFS))  # type: ignore[arg-type]
+
+
+def tenants(count: int, own: int, others: int) -> FleetState:
+    """``count`` tenants, each with a CRS ``addons`` in its own namespace, ``own``
+    Clusters there (the first one not selected) and a binding on each, plus one left
+    behind for a Cluster gone; and ``others`` Clusters of the operator's, bound to a
+    CRS ``addons`` of their own namespace."""
+    apis = {CRS_KIND: API_VERSION, BINDING_KIND: API_VERSION, "Cluster": "cluster.x-k8s.io/v1beta1"}
+    state = FleetState(None, apis)
+    state.objects = {kind: {} for kind in apis}
+    spec = {"clusterSelector": {"matchLabels": {"on": "yes"}}, "resources": [REFS[0].model_dump()]}
+    for i in range(count):
+        meta = {"name": "addons", "namespace": f"tenant-{i}"}
+        raw = {"apiVersion": API_VERSION, "kind": CRS_KIND, "metadata": meta, "spec": spec}
+        state.objects[CRS_KIND][(f"tenant-{i}", "addons")] = raw
+        for c in range(own):
+            add_cluster(state, f"tenant-{i}", f"c{c}", selected=c > 0)
+        add_binding(state, f"tenant-{i}", "gone")
+    for c in range(others):
+        add_cluster(state, "fleet", f"f{c}", selected=True)
+    return state
+
+
+def add_cluster(state: FleetState, namespace: str, name: str, *, selected: bool) -> None:
+    meta = {"name": name, "namespace": namespace, "labels": {"on": "yes" if selected else "no"}}
+    raw = {"apiVersion": state.apis["Cluster"], "kind": "Cluster", "metadata": meta}
+    state.objects["Cluster"][(namespace, name)] = raw
+    add_binding(state, namespace, name)
+
+
+def add_binding(state: FleetState, namespace: str, cluster: str) -> None:
+    entry = {"clusterResourceSetName": "addons", "outcome": {"reason": "Applied"}}
+    meta = {"name": cluster, "namespace": namespace}
+    spec = {"clusterName": cluster, "bindings": [entry]}
+    raw = {"apiVersion": API_VERSION, "kind": BINDING_KIND, "metadata": meta, "spec": spec}
+    state.objects[BINDING_KIND][(namespace, cluster)] = raw
+
+
+def test_the_fleet_is_folded_with_each_crs_matched_in_its_own_namespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Many tenants' CRSs over an operator's fleet: each CRS is matched against the
+    Clusters of its namespace only, so the fold follows the cells, not CRSs times
+    Clusters; the records are those of each CRS folded alone over everything."""
+    state = tenants(count=40, own=3, others=200)
+    crss = state.crss(None)
+    clusters, bindings = state.clusters(), state.each(BINDING_KIND, parse_binding_object)
+    alone = [_crs(crs, list(clusters.values()), bindings) for crs in crss]
+    asked: list[tuple[str, str]] = []
+    selects = CRS.selects
+
+    def counted(crs: CRS, cluster: Cluster) -> bool:
+        asked.append((crs.namespace, cluster.namespace))
+        return selects(crs, cluster)
+
+    monkeypatch.setattr(CRS, "selects", counted)
+    folded = state.document(None)["clusterResourceSets"]
+    in_own = sum(1 for crs in crss for c in clusters.values() if c.namespace == crs.namespace)
+    assert len(asked) <= in_own
+    assert folded == alone
+    assert [r["cluster"] for r in folded[0]["clusters"]] == ["c0", "c1", "c2", "gone"]
