@@ -22,6 +22,7 @@ from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.core.notifications.delivery import Receiver
 from crs_controller.core.text import safe
 from crs_controller.engine.io import metrics
+from crs_controller.engine.io.parsed_crss import ParsedCRSs
 from crs_controller.engine.io.waiting import LoopClock
 from crs_controller.engine.io.webhooks import WebhookPoster
 from crs_controller.engine.reconcile.context import Settings
@@ -142,19 +143,27 @@ async def _serve(options: RunOptions, controller: Controller) -> list[Served]:
     if cert_dir and not (cert_dir / "tls.crt").exists():
         log.warning("runtime extension off: no tls.crt", cert_dir=str(cert_dir))
     elif cert_dir and (where := _split(options.extension_addr)):
-        status = functools.partial(_hook_answer, controller)
-        gate = functools.partial(_gate_answer, controller)
+        # One cache of parsed CRSs for every answer, beside the CRS informer's own.
+        parsed = ParsedCRSs(controller.crss.get)
+        status = functools.partial(_hook_answer, controller, parsed)
+        gate = functools.partial(_gate_answer, controller, parsed)
         hooks = options.extension_hooks
         servers.append(await extension.serve(*where, str(cert_dir), status, gate, hooks))
         log.info("runtime extension serving", addr=options.extension_addr)
     return servers
 
 
-async def _hook_answer(controller: Controller, cluster: dict[str, Any]) -> tuple[int, str]:
+async def _hook_answer(
+    controller: Controller, parsed: ParsedCRSs, cluster: dict[str, Any]
+) -> tuple[int, str]:
     """BeforeClusterDelete: the answer read from the API; while cleanup is pending,
     make sure this replica's reconcile of the Cluster is under way."""
     retry_after, message = await hook_status(
-        controller.mgmt, controller.cluster_api_version, cluster, controller.clock.wall()
+        controller.mgmt,
+        controller.cluster_api_version,
+        cluster,
+        controller.clock.wall(),
+        parsed=parsed,
     )
     if retry_after:
         controller.nudge(cluster)
@@ -162,11 +171,20 @@ async def _hook_answer(controller: Controller, cluster: dict[str, Any]) -> tuple
 
 
 async def _gate_answer(
-    controller: Controller, cluster: dict[str, Any], version: Version, before: bool
+    controller: Controller,
+    parsed: ParsedCRSs,
+    cluster: dict[str, Any],
+    version: Version,
+    before: bool,
 ) -> tuple[int, str]:
     """The upgrade hooks: the answer read from the API, as for BeforeClusterDelete."""
     retry_after, message = await upgrade_status(
-        controller.mgmt, controller.cluster_api_version, cluster, version, before=before
+        controller.mgmt,
+        controller.cluster_api_version,
+        cluster,
+        version,
+        parsed=parsed,
+        before=before,
     )
     if retry_after:
         controller.nudge(cluster)

@@ -181,6 +181,7 @@ async def test_the_hook_holds_a_deletion_only_for_a_crs_that_will_clean_up(
 ) -> None:
     """A CRS the model refuses is never cleaned up for, so it must not hold the
     Cluster's deletion either (it would until uninstall.timeout)."""
+    from crs_controller.engine.io.parsed_crss import ParsedCRSs  # noqa: PLC0415
     from crs_controller.engine.reconcile.hook import hook_status  # noqa: PLC0415
 
     world = await world_with(crs("a", "src", mode=mode, uninstall={"ensure": True}))
@@ -207,7 +208,8 @@ async def test_the_hook_holds_a_deletion_only_for_a_crs_that_will_clean_up(
     }
     await world.mgmt.create(binding)
     mgmt: Any = world.mgmt
-    retry_after, message = await hook_status(mgmt, CLUSTER_API, live, world.ctx.clock.wall())
+    now = world.ctx.clock.wall()
+    retry_after, message = await hook_status(mgmt, CLUSTER_API, live, now, parsed=ParsedCRSs())
     assert (retry_after > 0) is held, message
 
 

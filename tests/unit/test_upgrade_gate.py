@@ -26,6 +26,7 @@ from crs_controller.core.api.models import API_VERSION, CRSBinding
 from crs_controller.core.spec.objects import parse_cluster, parse_crs
 from crs_controller.core.state.upgrade_gate import Go, Hold, describe, gate, required
 from crs_controller.core.versions.ranges import parse_version
+from crs_controller.engine.io.parsed_crss import ParsedCRSs
 from crs_controller.engine.reconcile.hook import upgrade_status
 
 from .memory_kube import CLUSTER_API, MemoryKube
@@ -212,7 +213,9 @@ async def ask(mgmt: MemoryKube, hook: Hook, **fields: Any) -> dict[str, Any]:
     api: Any = mgmt
 
     async def gate_from_api(cluster: dict[str, Any], at: Any, before: bool) -> tuple[int, str]:
-        return await upgrade_status(api, CLUSTER_API, cluster, at, before=before)
+        return await upgrade_status(
+            api, CLUSTER_API, cluster, at, parsed=ParsedCRSs(), before=before
+        )
 
     served = asks(noop_status, gate_from_api)
     return await answer(hook_request(hook, **fields), hook, served[hook])

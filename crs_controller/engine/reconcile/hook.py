@@ -8,6 +8,11 @@ Read from the API, not from the caches: Cluster API takes 0 as final, and a stan
 replica, or one whose caches are not synced yet, would otherwise answer 0 from
 ignorance. The rules are pure elsewhere: the cleanup's own
 (``workload.uninstall.holds_deletion``) and ``core.state.upgrade_gate``.
+
+Cluster API asks again every few seconds while an answer is "retry", so a CRS is
+parsed (its CEL health rules compiled) only when it can matter — it has
+``gateUpgrades``, or asks for ``uninstall.ensure`` — and then once per version, off the
+event loop (``engine.io.parsed_crss``).
 """
 
 from __future__ import annotations
@@ -20,20 +25,22 @@ from typing import Any
 from semver import Version
 
 from crs_controller.clients.api import KubeAPI
+from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
+    ClusterResourceSetBinding,
 )
 from crs_controller.core.spec.objects import (
     CRS,
     Cluster,
     parse_binding_object,
     parse_cluster,
-    parse_crs,
 )
 from crs_controller.core.state.prune_decisions import inventory
 from crs_controller.core.state.upgrade_gate import Go, describe, gate, gates, without_build
+from crs_controller.engine.io.parsed_crss import ParsedCRSs
 from crs_controller.engine.reconcile.workload.uninstall import holds_deletion
 
 HOOK_RETRY_SECONDS = 5
@@ -42,7 +49,12 @@ NO_CLUSTER = "crs-controller: the request names no Cluster"
 
 
 async def hook_status(
-    mgmt: KubeAPI, cluster_api_version: str, cluster: Mapping[str, Any], now: datetime
+    mgmt: KubeAPI,
+    cluster_api_version: str,
+    cluster: Mapping[str, Any],
+    now: datetime,
+    *,
+    parsed: ParsedCRSs,
 ) -> tuple[int, str]:
     """(retryAfterSeconds, message) for ``cluster`` as Cluster API sent it: positive
     while cleanup is still to be done. A failed read raises (the extension then asks
@@ -54,22 +66,36 @@ async def hook_status(
     raw = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
     if live is None or raw is None:
         return 0, NOTHING_TO_DO
+    target = parse_cluster(live)
     binding = parse_binding_object(raw)
     if binding.model is None:
         # Not ours to read: hold on, the cluster's reconcile reports it.
         return HOOK_RETRY_SECONDS, "crs-controller: the binding cannot be read"
-    pending = []
-    for entry in binding.model.spec.bindings:
-        if not inventory([entry]):
-            continue  # nothing was ever applied there by this CRS
-        crs_name = entry.cluster_resource_set_name
-        found = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs_name, namespace)
-        crs = None if found is None else parse_crs(found)
-        if holds_deletion(crs, parse_cluster(live), now):
-            pending.append(crs_name)
+    pending = await _pending(mgmt, parsed, target, binding.model, now)
     if not pending:
         return 0, NOTHING_TO_DO
     return HOOK_RETRY_SECONDS, f"crs-controller: removing add-ons of {', '.join(pending)}"
+
+
+async def _pending(
+    mgmt: KubeAPI,
+    parsed: ParsedCRSs,
+    cluster: Cluster,
+    binding: ClusterResourceSetBinding,
+    now: datetime,
+) -> list[str]:
+    """The CRSs with cleanup still to do on the deleted ``cluster``, by name."""
+    pending = []
+    for entry in binding.spec.bindings:
+        if not inventory([entry]):
+            continue  # nothing was ever applied there by this CRS
+        crs_name = entry.cluster_resource_set_name
+        found = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs_name, cluster.namespace)
+        if found is None or not _asks_cleanup(found):
+            continue  # gone, or no uninstall.ensure: holds nothing
+        if holds_deletion(await parsed.parse(found), cluster, now):
+            pending.append(crs_name)
+    return pending
 
 
 async def upgrade_status(
@@ -78,13 +104,14 @@ async def upgrade_status(
     cluster: Mapping[str, Any],
     version: Version,
     *,
+    parsed: ParsedCRSs,
     before: bool = False,
 ) -> tuple[int, str]:
     """(retryAfterSeconds, message) for taking ``cluster`` on to ``version``: positive
     while a gating CRS has not applied (or, with healthCheck.wait, made Ready) what the
     version needs; ``before`` (BeforeClusterUpgrade): while a gating CRS has no
     resource for it. A failed read raises (the extension then asks for a retry)."""
-    read = await _gating(mgmt, cluster_api_version, cluster)
+    read = await _gating(mgmt, parsed, cluster_api_version, cluster)
     if isinstance(read, tuple):
         return read
     target, crss = read.cluster, read.crss
@@ -115,10 +142,10 @@ class _Gating:
 
 
 async def _gating(
-    mgmt: KubeAPI, cluster_api_version: str, cluster: Mapping[str, Any]
+    mgmt: KubeAPI, parsed: ParsedCRSs, cluster_api_version: str, cluster: Mapping[str, Any]
 ) -> _Gating | tuple[int, str]:
-    """The live Cluster and the CRSs of its namespace, or the answer when the request
-    names no Cluster (retry) or one that is gone (0)."""
+    """The live Cluster and the CRSs of its namespace that may gate it, or the answer
+    when the request names no Cluster (retry) or one that is gone (0)."""
     namespace, name = _named(cluster)
     if not namespace or not name:
         return HOOK_RETRY_SECONDS, NO_CLUSTER
@@ -126,7 +153,32 @@ async def _gating(
     if live is None:
         return 0, "crs-controller: no such Cluster"
     items, _ = await mgmt.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, namespace)
-    return _Gating(parse_cluster(live), [parse_crs(item) for item in items])
+    crss = [await parsed.parse(item) for item in items if _may_gate(item)]
+    return _Gating(parse_cluster(live), crss)
+
+
+def _may_gate(raw: Mapping[str, Any]) -> bool:
+    """Read from the raw object, before any parse: could this CRS gate an upgrade
+    (``upgrade_gate.gates``: ``gateUpgrades``, not paused, not being deleted)? The
+    parse decides the rest (a spec the model accepts, a selector that matches)."""
+    meta, spec = raw.get("metadata"), raw.get("spec")
+    if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+        return False
+    annotations = meta.get("annotations")
+    paused = isinstance(annotations, Mapping) and PAUSED_ANNOTATION in annotations
+    return (
+        spec.get("gateUpgrades") not in (None, False)
+        and not paused
+        and not meta.get("deletionTimestamp")
+    )
+
+
+def _asks_cleanup(raw: Mapping[str, Any]) -> bool:
+    """Read from the raw object, before any parse: could this CRS hold a Cluster's
+    deletion (``uninstall.ensure``)? ``holds_deletion`` decides on the parsed CRS."""
+    spec = raw.get("spec")
+    uninstall = spec.get("uninstall") if isinstance(spec, Mapping) else None
+    return isinstance(uninstall, Mapping) and uninstall.get("ensure") not in (None, False)
 
 
 def _named(cluster: Mapping[str, Any]) -> tuple[str, str]:
