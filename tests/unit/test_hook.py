@@ -1,7 +1,9 @@
 """The hooks' answers read from the API (``engine.reconcile.hook``) and the parsed CRSs
 they read through (``engine.io.parsed_crss``): a CRS is parsed — its CEL health rules
 compiled — only when it can gate an upgrade or hold a deletion, once per version, in a
-worker thread, or taken from the CRS informer when it holds that version."""
+worker thread, or taken from the CRS informer when it holds that version; and
+BeforeClusterDelete lets a deletion go once ``uninstall.timeout`` has passed even when
+the Cluster's binding cannot be read."""
 
 from __future__ import annotations
 
@@ -178,3 +180,24 @@ async def test_before_cluster_delete_parses_only_crss_that_ask_for_cleanup_and_o
         answer = await hook_status(mgmt, CLUSTER_API, cluster_raw(), NOW, parsed=parsed)
         assert answer == (HOOK_RETRY_SECONDS, "crs-controller: removing add-ons of cleans-up")
         assert len(compiles.threads) == 1
+
+
+@pytest.mark.parametrize(
+    ("deleted", "retry_after"),
+    [("2026-01-01T10:00:00Z", 0), ("2026-01-01T11:59:30Z", HOOK_RETRY_SECONDS)],
+)
+async def test_an_unreadable_binding_holds_the_deletion_until_the_timeout_only(
+    deleted: str, retry_after: int
+) -> None:
+    """Deleted two hours ago, the longest uninstall.timeout (1m) long passed: the
+    deletion goes on; deleted 30 s ago: held."""
+    uninstall = {"ensure": True, "timeout": "1m"}
+    mgmt: Any = await api_with(
+        cluster_raw(deleted=deleted),
+        crs_raw("cleans-up", uninstall=uninstall, deletionPolicy="Delete"),
+        crs_raw("plain"),
+        binding_raw(bindings="not a list"),
+    )
+    answer = await hook_status(mgmt, CLUSTER_API, cluster_raw(), NOW, parsed=ParsedCRSs())
+    assert answer[0] == retry_after, answer
+    assert "the binding cannot be read" in answer[1]

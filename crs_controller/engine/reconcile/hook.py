@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import structlog
 from semver import Version
 
 from crs_controller.clients.api import KubeAPI
@@ -42,6 +43,8 @@ from crs_controller.core.state.prune_decisions import inventory
 from crs_controller.core.state.upgrade_gate import Go, describe, gate, gates, without_build
 from crs_controller.engine.io.parsed_crss import ParsedCRSs
 from crs_controller.engine.reconcile.workload.uninstall import holds_deletion
+
+log = structlog.get_logger(__name__)
 
 HOOK_RETRY_SECONDS = 5
 NOTHING_TO_DO = "crs-controller: nothing (more) to clean up"
@@ -69,8 +72,7 @@ async def hook_status(
     target = parse_cluster(live)
     binding = parse_binding_object(raw)
     if binding.model is None:
-        # Not ours to read: hold on, the cluster's reconcile reports it.
-        return HOOK_RETRY_SECONDS, "crs-controller: the binding cannot be read"
+        return await _unreadable_binding(mgmt, parsed, target, now)
     pending = await _pending(mgmt, parsed, target, binding.model, now)
     if not pending:
         return 0, NOTHING_TO_DO
@@ -96,6 +98,25 @@ async def _pending(
         if holds_deletion(await parsed.parse(found), cluster, now):
             pending.append(crs_name)
     return pending
+
+
+async def _unreadable_binding(
+    mgmt: KubeAPI, parsed: ParsedCRSs, cluster: Cluster, now: datetime
+) -> tuple[int, str]:
+    """A binding the model refuses tells nothing of what was applied, and the cluster's
+    reconcile stops on it (and reports it): hold on while a CRS of the namespace that
+    asks for cleanup is within its ``uninstall.timeout`` (the longest decides), then
+    let the deletion go, as the timeout promises."""
+    items, _ = await mgmt.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, cluster.namespace)
+    for raw in items:
+        if _asks_cleanup(raw) and holds_deletion(await parsed.parse(raw), cluster, now):
+            return HOOK_RETRY_SECONDS, "crs-controller: the binding cannot be read"
+    log.warning(
+        "BeforeClusterDelete: the binding cannot be read and uninstall.timeout has passed;"
+        " letting the deletion go without cleanup",
+        cluster=f"{cluster.namespace}/{cluster.name}",
+    )
+    return 0, "crs-controller: the binding cannot be read; uninstall.timeout has passed"
 
 
 async def upgrade_status(
