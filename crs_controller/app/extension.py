@@ -40,9 +40,12 @@ PREFIX = f"/{HOOKS_API}"
 DISCOVERY_PATH = f"{PREFIX}/discovery"
 # Cluster API gives up on a hook call after this long (the handler's timeoutSeconds).
 HOOK_TIMEOUT_SECONDS = 10
-# A hook request is one Cluster object and a few versions: far below this. A larger
-# Content-Length is refused (413) before any of the body is read.
-MAX_BODY = 4 * 1024 * 1024
+# A hook request is one Cluster object and a few versions: a few KB, some tens with
+# large topology variables. A larger Content-Length is refused (413) before any of the
+# body is read. The bound is what a client may make the process hold per open
+# connection while its body arrives (connections are not capped), and parse on the
+# event loop (about 5 ms at the bound; docs/security.md).
+MAX_BODY = 256 * 1024
 # The whole body must arrive within this long. hypercorn's idle timer stops once the
 # request head is complete and its read timeout restarts with every byte, so without
 # this deadline a client could dribble a body for as long as it liked.
@@ -278,6 +281,8 @@ async def _handle(
         request = json.loads(raw or b"{}")
     except ValueError:
         return 400, {"message": "body is not JSON"}, ONE_REQUEST
+    except RecursionError:  # "[[[[…": a cheap body, which must not reach the server's log
+        return 400, {"message": "body is JSON nested too deep"}, ONE_REQUEST
     body = request if isinstance(request, dict) else {}
     response = await answer(body, hook, served[hook])
     log.info(hook.name, retry_after=response.get("retryAfterSeconds"))

@@ -3,8 +3,9 @@ AfterControlPlaneUpgrade, BeforeWorkersUpgrade), how a hook request is answered
 (``answer``, including "retry" when the status cannot be read in time, and which
 version an upgrade request asks about), and the real TLS server on loopback —
 discovery (GET or POST), the hooks driven with Cluster API's request JSON, 404 for
-other paths, 405 for other methods, 400 for a body that is not JSON or badly framed,
-413 for one over ``MAX_BODY``, and no answer at all over plain HTTP.
+other paths, 405 for other methods, 400 for a body that is not JSON, nested too deep
+to parse or badly framed, 413 for one over ``MAX_BODY``, and no answer at all over
+plain HTTP.
 
 Connection limits (timeouts, header size, idle connections) are in test_http_limits."""
 
@@ -427,6 +428,46 @@ async def test_server_refuses_a_malformed_content_length(served: Served, length:
     head = f"POST {HOOK_PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: {length}"
     reply = await exchange(served, head, b"{}")
     assert reply.startswith(b"HTTP/1.1 400 ")
+
+
+def receiving(body: bytes, chunk: int = 64 * 1024) -> Any:
+    """An ASGI ``receive`` handing ``body`` over in chunks, as a server does."""
+    parts = [body[at : at + chunk] for at in range(0, len(body), chunk)] or [b""]
+    left = iter(enumerate(parts, 1))
+
+    async def receive() -> dict[str, Any]:
+        n, part = next(left)
+        return {"type": "http.request", "body": part, "more_body": n < len(parts)}
+
+    return receive
+
+
+async def handle(body: bytes, *, declared: bool) -> tuple[int, dict[str, Any]]:
+    """``_handle`` a BeforeClusterDelete POST carrying ``body`` (with its Content-Length
+    when ``declared``, else as a chunked body is: no length to check first)."""
+    headers = [(b"content-length", str(len(body)).encode())] if declared else []
+    scope: Any = {"path": HOOK_PATH, "method": "POST", "headers": headers}
+    status = Recorder()
+    code, reply, _ = await extension._handle(scope, receiving(body), asks(status, None), 5.0)
+    assert status.calls == []  # never asked: the request was not read
+    return code, reply
+
+
+async def test_a_body_nested_too_deep_is_refused_as_not_json() -> None:
+    """200 KB of brackets nest past the interpreter's recursion limit: a 400, not an
+    exception (the server would log a traceback per such request and answer 500)."""
+    code, reply = await handle(b"[" * 100_000 + b"]" * 100_000, declared=True)
+    assert code == 400
+    assert "JSON" in reply["message"]
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+async def test_a_body_far_larger_than_a_hook_request_is_refused(declared: bool) -> None:
+    """A hook request is one Cluster object and a few versions: a few KB."""
+    body = b'{"kind": "BeforeClusterDeleteRequest", "pad": "' + b"x" * 300_000 + b'"}'
+    code, reply = await handle(body, declared=declared)
+    assert code == 413
+    assert reply["message"] == f"body over {MAX_BODY} bytes"
 
 
 # -- the upgrade hooks --------------------------------------------------------------
