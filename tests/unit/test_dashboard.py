@@ -2,7 +2,8 @@
 cluster for a CRS (as ``status`` says it), the rollout step a cluster is in, the view
 folded from what the watches hold (cells by step, counts by state, a cluster holding
 updates in no step, one waiting for its upgrade in its own; the header with what the
-rollout waits for and the clusters it holds), a binding's record with its text
+rollout waits for and the clusters it holds), folded off the event loop from a copy
+the watches leave alone, what it parsed kept, a binding's record with its text
 escaped, the changes between two views (applied to the first they give the second),
 the address and the Host headers answered; then the ASGI app: the page and its
 assets with a Content-Security-Policy, refusals of another Host and of writes, the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +24,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crs_controller.app.commands import dashboard, status
 from crs_controller.app.commands.common import UsageError
 from crs_controller.app.commands.dashboard import address, hosts
 from crs_controller.app.commands.status import BINDING_KIND, CRS_KIND, FleetState
@@ -241,6 +244,48 @@ def test_a_binding_seen_again_is_folded_again() -> None:
     assert delta["cells"]["set"]["fleet/cni/b"]["state"] == "Ready"
     assert delta["crs"]["set"]["fleet/cni"]["counts"]["Ready"] == 2
     assert "clusters" not in delta
+
+
+async def test_the_view_is_folded_off_the_loop_from_a_copy_of_the_fleet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The page and its streams are served on the loop while the fleet is folded."""
+    state, build = fleet(), view.build
+    folds: list[tuple[bool, bool]] = []
+
+    def fold(held: FleetState, now: datetime) -> view.View:
+        folds.append((threading.current_thread() is threading.main_thread(), held is state))
+        return build(held, now)
+
+    monkeypatch.setattr(view, "build", fold)
+    feed = Feed()
+    # No source follows the Kubernetes version: nothing is read.
+    await dashboard._refresh(None, state, feed)  # type: ignore[arg-type]
+    assert folds == [(False, False)]
+    assert feed.view == build(fleet(), NOW)
+
+
+def test_what_a_copy_parsed_is_kept_for_the_objects_still_as_they_were(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = fleet()
+    held = state.copy()
+    raw = json.loads(json.dumps(state.objects[BINDING_KIND][("fleet", "b")]))
+    raw["spec"]["bindings"][0]["outcome"] = {"reason": "Applied"}
+    state.seen(BINDING_KIND, "MODIFIED", raw)  # the watches go on during the fold
+    state.seen("Cluster", "DELETED", state.objects["Cluster"][("fleet", "c")])
+    folded = view.build(held, NOW)
+    assert "fleet/c" in folded["clusters"]
+    assert folded["cells"]["fleet/cni/b"]["reason"] == "Progressing"
+    state.keep_parsed(held)
+    parsed: list[Any] = []
+    for name in ("parse_crs", "parse_cluster", "parse_binding_object"):
+        parse = getattr(status, name)
+        monkeypatch.setattr(status, name, lambda raw, parse=parse: parsed.append(raw) or parse(raw))
+    after = view.build(state, NOW)
+    assert parsed == [raw]  # only what changed since the copy is parsed again
+    assert "fleet/c" not in after["clusters"]
+    assert after["cells"]["fleet/cni/b"]["reason"] == "Applied"
 
 
 entries = st.dictionaries(st.text(max_size=3), st.dictionaries(st.text(max_size=2), st.integers()))

@@ -121,8 +121,14 @@ async def _serve(feed: Feed, state: FleetState, host: str, port: int) -> serving
 
 
 async def _refresh(client: KubeClient, state: FleetState, feed: Feed) -> None:
+    """Fold the view again and publish it. A fleet of thousands takes a while to
+    fold: it is folded from a copy in a thread, so the page, its streams and the
+    watches go on meanwhile."""
     await state.hash_sources(client, None)
-    feed.publish(view.build(state, datetime.now(UTC)))
+    held = state.copy()
+    built = await asyncio.to_thread(view.build, held, datetime.now(UTC))
+    state.keep_parsed(held)
+    feed.publish(built)
 
 
 async def _follow(client: KubeClient, state: FleetState, feed: Feed) -> None:

@@ -19,7 +19,7 @@ import sys
 from asyncio import FIRST_COMPLETED
 from collections import defaultdict
 from collections.abc import AsyncGenerator, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -162,6 +162,24 @@ class FleetState:
         items, self.versions[kind] = await client.list(self.apis[kind], kind, self.namespace)
         self.objects[kind] = {_key(o): o for o in items}
         self.parsed = {k: v for k, v in self.parsed.items() if k[0] != kind}
+
+    def copy(self) -> FleetState:
+        """A copy to fold away from the event loop, which the watches leave alone:
+        they replace this state's objects as they change, never change one in place."""
+        return replace(
+            self,
+            objects={kind: dict(objects) for kind, objects in self.objects.items()},
+            versions=dict(self.versions),
+            hashes=dict(self.hashes),
+            parsed=dict(self.parsed),
+        )
+
+    def keep_parsed(self, folded: FleetState) -> None:
+        """Keep what the fold of ``folded`` (a copy) parsed, for each object still as
+        it was: one that changed or went since is parsed again or forgotten."""
+        for (kind, key), held in folded.parsed.items():
+            if self.objects[kind].get(key) is held[0]:
+                self.parsed[(kind, key)] = held
 
     def seen(self, kind: str, event: str, obj: Obj) -> None:
         """One watch event: the object as it is now, or gone."""
