@@ -463,8 +463,9 @@ async def test_a_body_nested_too_deep_is_refused_as_not_json() -> None:
 
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
 async def test_a_body_far_larger_than_a_hook_request_is_refused(declared: bool) -> None:
-    """A hook request is one Cluster object and a few versions: a few KB."""
-    body = b'{"kind": "BeforeClusterDeleteRequest", "pad": "' + b"x" * 300_000 + b'"}'
+    """A hook request is one Cluster object and a few versions, never more than the
+    largest object the API server stores."""
+    body = b'{"kind": "BeforeClusterDeleteRequest", "pad": "' + b"x" * MAX_BODY + b'"}'
     code, reply = await handle(body, declared=declared)
     assert code == 413
     assert reply["message"] == f"body over {MAX_BODY} bytes"
@@ -683,3 +684,17 @@ async def test_every_answer_closes_its_connection(gated: tuple[Served, GateRecor
         bad = await client.post(served.url + AFTER_CONTROL_PLANE_UPGRADE.path, content=b"{")
     for response in (listed, hook, bad):
         assert response.headers["connection"] == "close"
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+async def test_a_request_as_large_as_an_object_the_api_server_stores_is_read(
+    declared: bool,
+) -> None:
+    """An object of 1.5 MiB (etcd's limit) in its request: refusing it would fail the
+    hook, and with failurePolicy Fail hold the Cluster's deletion for ever. This one
+    lacks its apiVersion, so it is read and then refused for that, not for its size."""
+    pad = b"x" * (1536 * 1024)
+    body = b'{"kind": "BeforeClusterDeleteRequest", "pad": "' + pad + b'"}'
+    code, reply = await handle(body, declared=declared)
+    assert code == 200
+    assert reply["message"] == "expected a BeforeClusterDeleteRequest"
