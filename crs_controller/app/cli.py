@@ -34,6 +34,7 @@ from crs_controller.app.commands.common import (
 from crs_controller.clients.workload import WARM_CLIENTS
 from crs_controller.core.notifications.delivery import Receiver, receiver_url
 from crs_controller.core.notifications.payloads import FORMATS
+from crs_controller.engine.io.webhooks import postable
 from crs_controller.engine.reconcile.context import Settings
 
 # The commands for people at a terminal (app/commands), each registering itself.
@@ -349,19 +350,25 @@ def _run_notify_options(run: argparse.ArgumentParser) -> None:
 
 def _notify_url(text: str) -> str:
     try:
-        return receiver_url(text)
+        url = receiver_url(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+    if not postable(url):  # the host as the HTTP client encodes it
+        raise argparse.ArgumentTypeError("the host is not a valid host name")
+    return url
 
 
 def _token_file(path: str) -> str:
-    """The token the file holds (read once, at start), without surrounding space."""
+    """The token the file holds (read once, at start), without surrounding space: one
+    line of visible ASCII characters, as an HTTP header's value must be."""
     try:
         token = Path(path).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise argparse.ArgumentTypeError(f"{path}: cannot be read ({type(exc).__name__})") from exc
-    if not token or any(c.isspace() or not c.isprintable() for c in token):
-        raise argparse.ArgumentTypeError(f"{path}: must hold one token, on one line")
+    if not token or any(not "!" <= c <= "~" for c in token):
+        raise argparse.ArgumentTypeError(
+            f"{path}: must hold one token, on one line, of visible ASCII characters"
+        )
     return token
 
 

@@ -19,6 +19,7 @@ from typing import cast
 
 import httpx
 import pytest
+import structlog
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.notifications.delivery import ATTEMPTS, DEADLINE, Receiver, backoff
@@ -261,6 +262,55 @@ async def test_the_post_sends_the_token_and_reads_no_redirect_or_body() -> None:
         "https://hooks/moved",
         "https://hooks/down",
     ]
+
+
+async def test_a_post_that_raises_is_no_answer_and_ends_nothing(
+    clock: FakeClock, receiver: FakeReceiver
+) -> None:
+    async def post(to: Receiver, raw: bytes, content_type: str) -> int | None:
+        if to.url.startswith("http://breaks/"):
+            raise ValueError("cannot encode http://breaks/T0/secret")
+        return await receiver.post(to, raw, content_type)
+
+    failed = counted("failed")
+    urls = ("http://breaks/T0/secret", "http://answers/")
+    notifier = Notifier([Receiver(u) for u in urls], post, clock)
+    with structlog.testing.capture_logs() as logs:
+        async for _ in running(notifier):
+            notifier.tell(told("a"))
+            for attempt in range(1, ATTEMPTS):  # retried as when no answer came
+                wait = clock.now() + backoff(attempt)
+                await until(lambda w=wait: clock.deadlines() == [w])
+                clock.advance(backoff(attempt))
+            await until(lambda: counted("failed") == failed + 1)
+            notifier.tell(told("b"))  # the sender still runs
+            await until(lambda: receiver.subjects() == ["fleet/a", "fleet/b"])
+    assert {u for _, u, _, _ in receiver.got} == {"http://answers/"}
+    unanswered = [e for e in logs if e["event"] == "notification not answered"]
+    assert len(unanswered) == ATTEMPTS
+    assert unanswered[0]["error"] == "ValueError"
+    assert unanswered[0]["receiver"] == "http://breaks"
+    assert "secret" not in repr(logs)
+
+
+async def test_the_post_answers_none_whatever_httpx_raises() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError(f"unexpected: {request.url}")
+
+    poster = WebhookPoster("crs-controller/test", transport=httpx.MockTransport(answer))
+    try:
+        with structlog.testing.capture_logs() as logs:
+            # A host httpx cannot encode, a token no header can carry, a transport bug.
+            assert await poster.post(Receiver("http://xn--/T0/secret"), b"{}", "x") is None
+            accented = Receiver(
+                "https://hooks/in", token="s\N{LATIN SMALL LETTER E WITH ACUTE}cret"
+            )
+            assert await poster.post(accented, b"{}", "x") is None
+            assert await poster.post(Receiver("https://hooks/T0/secret"), b"{}", "x") is None
+    finally:
+        await poster.close()
+    assert [e["error"] for e in logs] == ["IDNAError", "UnicodeEncodeError", "RuntimeError"]
+    assert "secret" not in repr(logs) and "cret" not in repr(logs)
 
 
 def a_crs(revision: str | None = "rev-status") -> CRS:

@@ -8,6 +8,8 @@ webhook's path is its secret.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -18,6 +20,7 @@ FIRST_BACKOFF = 1.0  # seconds before the first retry, doubled for each next one
 MAX_BACKOFF = 30.0
 DEADLINE = 10.0  # seconds one POST may take, connecting and the answer included
 QUEUE_LIMIT = 100  # notifications waiting for one receiver; past it the oldest goes
+_LABEL = re.compile(r"[a-z0-9_-]{1,63}")
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,30 @@ def receiver_url(text: str) -> str:
         raise ValueError("the scheme must be http or https")
     if not parts.hostname:
         raise ValueError("the URL names no host")
+    if not host_name(parts.hostname):
+        raise ValueError("the host is not a valid host name")
     if parts.username is not None or parts.password is not None:
         raise ValueError("credentials in the URL are refused: use --notify-token-file")
     return text
+
+
+def host_name(host: str) -> bool:
+    """Whether ``host`` (as ``urlsplit`` gives it: lower case, no brackets) is an IP
+    address or a name whose IDNA (ASCII) form is dot-separated labels of letters,
+    digits, ``-`` and ``_``. What the HTTP client makes of a name (its own IDNA rules)
+    is checked apart, by ``engine.io.webhooks.postable``."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return True
+    try:
+        ascii_host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return False
+    labels = ascii_host.lower().removesuffix(".").split(".")
+    return len(ascii_host) <= 253 and all(_LABEL.fullmatch(label) for label in labels)
 
 
 def backoff(attempt: int) -> float:

@@ -1,7 +1,8 @@
 """POSTing a notification's body to one receiver: the only network code of the
 notifications. One deadline per POST; redirects are not followed (a receiver that
 moved is a refusal, not a reason to send the body elsewhere) and the answer's body is
-never read. httpx is loaded at the first POST: a controller told of no receiver does
+never read. Any failure of one POST, whatever it raises, is "no answer": a receiver
+never ends the sender. httpx is loaded at the first POST: a controller told of no receiver does
 not carry it (with the command-line tools it brings along, about 8 MiB per process)."""
 
 from __future__ import annotations
@@ -16,6 +17,19 @@ if TYPE_CHECKING:
     import httpx
 
 log = structlog.get_logger(__name__)
+
+
+def postable(url: str) -> bool:
+    """Whether httpx can make a request to ``url``: its host encoded by httpx's own
+    rules (IDNA 2008, stricter than ``str.encode("idna")``), as each POST will. Checked
+    at start, so that a receiver httpx cannot address is refused then. Loads httpx."""
+    import httpx  # noqa: PLC0415 - see the module's docstring
+
+    try:
+        httpx.Request("POST", url)
+    except Exception:  # any failure: the URL cannot be posted to
+        return False
+    return True
 
 
 class WebhookPoster:
@@ -45,12 +59,10 @@ class WebhookPoster:
         if receiver.token:
             headers["Authorization"] = f"Bearer {receiver.token}"
         client = self._connected()
-        import httpx  # noqa: PLC0415 - loaded by _connected
-
         try:
             async with client.stream("POST", receiver.url, content=body, headers=headers) as answer:
                 return answer.status_code
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # whatever one POST raises is no answer
             # The exception's text may quote the URL, whose path can be a secret.
             log.info("notification not answered", receiver=receiver.shown, error=type(exc).__name__)
             return None

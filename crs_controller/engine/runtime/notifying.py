@@ -112,7 +112,8 @@ class Notifier:
             await sleep_for(self._clock, backoff(attempt))
 
     async def _answer(self, receiver: Receiver, raw: bytes, content_type: str) -> int | None:
-        """The POST's status code, or None if it did not end within the deadline."""
+        """The POST's status code; None if it did not end within the deadline or
+        raised, whatever it raised: no receiver can end the sender."""
         answered = asyncio.Event()
         posting = asyncio.ensure_future(self._post(receiver, raw, content_type))
         posting.add_done_callback(lambda _: answered.set())
@@ -124,5 +125,12 @@ class Notifier:
                 with contextlib.suppress(asyncio.CancelledError):
                     await posting
         if posting.cancelled():
+            return None
+        failure = posting.exception()
+        if failure is not None:
+            # Its type only: the text may quote the URL, whose path can be a secret.
+            log.info(
+                "notification not answered", receiver=receiver.shown, error=type(failure).__name__
+            )
             return None
         return posting.result()
