@@ -1,7 +1,8 @@
 """Per-CRS gauges stay bounded however many CRSs tenants make: at most ``total`` label
 pairs of their own (``per_namespace`` per namespace) plus one ``_other`` pair, and the
-series summed over every CRS still tell the whole fleet. Also: which state each
-cluster outcome counts in, and what counts as drift corrected again."""
+series summed over every CRS still tell the whole fleet; a CRS shows at most five
+revisions, however many its bindings are on. Also: which state each cluster outcome
+counts in, and what counts as drift corrected again."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from crs_controller.core.api.models import CRSBinding
 from crs_controller.core.state.fleet import CLUSTER_STATES
 from crs_controller.engine.io import fleet_metrics
 from crs_controller.engine.io.fleet_metrics import (
+    CLUSTERS_BY_REVISION,
     OTHER,
     PER_NAMESPACE,
     REPEAT_WINDOW,
@@ -24,9 +26,11 @@ from crs_controller.engine.io.fleet_metrics import (
     RepeatWatch,
     SeriesSlots,
     SlottedGauge,
+    bounded_revisions,
     drift_corrected,
     fleet_counts,
     forget_crs,
+    show_rollout,
 )
 
 
@@ -130,6 +134,58 @@ def test_a_gone_crs_leaves_no_series() -> None:
     slotted.forget(labels, key)
     slotted.drop(labels)
     assert [s for m in registry.collect() for s in m.samples] == []
+
+
+def revision_samples(namespace: str, name: str) -> dict[str, float]:
+    return {
+        s.labels["revision"]: s.value
+        for m in CLUSTERS_BY_REVISION.collect()
+        for s in m.samples
+        if (s.labels["namespace"], s.labels["crs"]) == (namespace, name)
+    }
+
+
+def test_clusters_on_many_revisions_show_a_bounded_number_of_series() -> None:
+    """Each cluster's revision comes from its binding: 100 clusters on 100 revisions
+    (edits during a slow rollout, or bindings written by hand) still make at most
+    five series of the CRS, and they still sum to every cluster."""
+    on = Counter({f"rev{i:03}": 1 for i in range(100)})
+    on.update({"rev050": 4, "rev042": 9, "none": 3})
+    show_rollout("many-revisions", "cni", on, "Progressing", ("rev007", "rev003"))
+    shown = revision_samples("many-revisions", "cni")
+    assert shown == {
+        "rev007": 1,  # the target
+        "rev003": 1,  # the revision a rollback replaces
+        "rev042": 10,  # most of the others are on it: the one the rollout moves from
+        "none": 3,
+        OTHER: 97 + 4,  # the 97 other revisions, rev050 with 5 clusters
+    }
+    assert sum(shown.values()) == sum(on.values())
+    # The next plan: a series no revision shows any more goes.
+    show_rollout("many-revisions", "cni", Counter(rev007=90, rev006=3), "Progressing", ["rev007"])
+    assert revision_samples("many-revisions", "cni") == {"rev007": 90, "rev006": 3}
+    forget_crs("many-revisions", "cni")
+    assert revision_samples("many-revisions", "cni") == {}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.text("abcdef0123", min_size=1, max_size=3) | st.just("none"),
+                    st.integers(0, 5), max_size=60),
+    st.lists(st.text("abcdef0123", min_size=1, max_size=3) | st.none(), max_size=2),
+    st.booleans(),
+)  # fmt: skip
+def test_revisions_shown_stay_few_and_sum_whole(
+    on: dict[str, int], named: list[str | None], own: bool
+) -> None:
+    shown = bounded_revisions(on, named, own)
+    assert sum(shown.values()) == sum(on.values())
+    assert len(shown) <= (5 if own else 2)
+    assert set(shown) <= {*on, OTHER}
+    if own:  # what is named is shown as it is
+        assert all(shown.get(r, 0) == on[r] for r in named if r in on)
+    else:  # under a _other pair, no CRS's revision is shown
+        assert set(shown) <= {"none", OTHER}
 
 
 def test_a_repeat_is_a_correction_within_the_window_on_the_same_pair() -> None:

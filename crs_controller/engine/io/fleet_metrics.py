@@ -8,6 +8,13 @@ room is counted, summed with the others that found none, under its namespace's
 ``namespace="_other", crs="_other"``. So each gauge has at most ``TOTAL + 1`` label
 pairs times its values. Summed, the gauges stay right: a ``_other`` series is the
 sum over the CRSs it holds.
+
+The revisions of ``crs_rollout_clusters`` are bounded too, since the revision a
+cluster is on comes from its binding: a CRS shows by name only its target, the
+revision a rollback replaces, the revision most of its other clusters are on (the
+one a rollout moves them from) and ``none``; any other revision is summed under
+``revision="_other"``. A CRS summed under a ``_other`` pair shows only ``none`` and
+``_other``. So at most five revisions per CRS, however many bindings differ.
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ from crs_controller.core.state.fleet import CLUSTER_STATES, cluster_state
 from crs_controller.core.state.status import HELD_REASONS, NO_BUILD, outcome_of
 
 __all__ = [
+    "NOT_INSTALLED",
     "OTHER",
     "RepeatWatch",
     "SeriesSlots",
     "SlottedGauge",
+    "bounded_revisions",
     "drift_corrected",
     "fleet_counts",
     "forget_crs",
@@ -36,6 +45,7 @@ __all__ = [
 ]
 
 OTHER = "_other"
+NOT_INSTALLED = "none"  # the revision of a cluster nothing is installed on yet
 TOTAL = 200
 PER_NAMESPACE = 20
 
@@ -157,7 +167,9 @@ FLEET_WAITING = Gauge(
 )
 CLUSTERS_BY_REVISION = Gauge(
     "crs_rollout_clusters",
-    "Matching clusters of a CRS with a rollout, by the revision they are on (none: not installed)",
+    "Matching clusters of a CRS with a rollout, by the revision they are on (none: not "
+    "installed; the target, the revision a rollback replaces and the most common other "
+    "one by name, the rest summed under _other)",
     ["namespace", "crs", "revision"],
 )
 ROLLOUT_PHASE = Gauge(
@@ -175,11 +187,40 @@ _PHASE = SlottedGauge(ROLLOUT_PHASE, ROLLOUT_PHASES)
 _GAUGES = (_FLEET, _WAITING, _REVISIONS, _PHASE)
 
 
-def show_rollout(namespace: str, name: str, revisions: Mapping[str, int], phase: str) -> None:
-    """Set both rollout gauges for one CRS; revisions no cluster is on any more go."""
+def bounded_revisions(
+    revisions: Mapping[str, int], named: Iterable[str | None], own: bool = True
+) -> dict[str, int]:
+    """The clusters on each revision as ``crs_rollout_clusters`` shows them (see the
+    module's docstring): ``named`` (the target, the revision a rollback replaces),
+    ``none``, and the most common other revision by name, the rest summed under
+    ``_other``; without labels of its ``own`` (a CRS under a ``_other`` pair), only
+    ``none`` and ``_other``."""
+    keep = {NOT_INSTALLED}
+    if own:
+        keep |= {r for r in named if r}
+        rest = {r: n for r, n in revisions.items() if r not in keep and n}
+        if rest:
+            keep.add(max(rest, key=lambda r: (rest[r], r)))
+    shown: Tally[str] = Tally()
+    for revision, count in revisions.items():
+        shown[revision if revision in keep else OTHER] += count
+    return dict(shown)
+
+
+def show_rollout(
+    namespace: str,
+    name: str,
+    revisions: Mapping[str, int],
+    phase: str,
+    named: Iterable[str | None] = (),
+) -> None:
+    """Set both rollout gauges for one CRS, its revisions bounded (``bounded_revisions``:
+    ``named`` are the target and the revision a rollback replaces); revisions no
+    cluster is on any more go."""
     key = (namespace, name)
     labels = _SLOTS.of(namespace, name)
-    _REVISIONS.show(labels, key, revisions)
+    shown = bounded_revisions(revisions, named, own=labels == key)
+    _REVISIONS.show(labels, key, shown)
     _PHASE.show(labels, key, {phase: 1})
 
 

@@ -130,8 +130,8 @@ def plan_rollout(
         # What the rollout waits for changed (a window, an approval): the clusters it
         # holds back look again, so their outcomes say why.
         admitted |= {s.name for s in states if s.revision not in (None, target)}
-    on = Counter(state.revision or "none" for state in states)
-    fleet_metrics.show_rollout(crs.namespace, crs.name, dict(on), made.phase)
+    on = Counter(state.revision or fleet_metrics.NOT_INSTALLED for state in states)
+    fleet_metrics.show_rollout(crs.namespace, crs.name, on, made.phase, (target, back))
     wake = (Wake(cluster_key(crs.namespace, name)) for name in admitted)
     return made, Result.after(made.wake_after) | Result.waking(*wake)
 
