@@ -1,11 +1,12 @@
 """Notification bodies and delivery decisions (``core.notifications``): the
-CloudEvent's attributes and data, Slack's escaping of tenant text, the bounds on
+CloudEvent's attributes and data, Slack's defanging of tenant text, the bounds on
 clusters and messages, which reasons notify, receiver URLs checked at start, the
 backoff and which answers are retried."""
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -28,6 +29,8 @@ from crs_controller.core.notifications.payloads import (
     Notice,
     body,
     notice,
+    slack,
+    slack_defang,
     slack_escape,
 )
 
@@ -90,9 +93,40 @@ def test_slack_escapes_tenant_text_so_it_can_neither_link_nor_mention() -> None:
     hostile = "<!channel> see <https://evil.example|docs> & more"
     text = body(made(message=hostile, crs="a&b"), "slack")[0]["text"]
     assert "<" not in text and ">" not in text
-    assert "&lt;!channel&gt; see &lt;https://evil.example|docs&gt; &amp; more" in text
+    assert "&lt;!channel&gt; see &lt;https[:]//evil[.]example|docs&gt; &amp; more" in text
     assert text.startswith("*RolloutHalted* fleet/a&amp;b\n")
     assert "revision abc123" in text and "clusters: c1, c2" in text
+
+
+# What Slack would make a link, a mention or formatting of, in a defanged piece.
+SLACK_FINDS = re.compile(r"://|\w\.[^\W\d_]|[*_~`@#<>]|^&gt;")
+
+
+def test_slack_shows_tenant_text_with_no_link_mention_or_markup() -> None:
+    message = "x https://evil.example y *b* <!channel> _i_ ~s~ `c` @here #general"
+    told = made(message=message, crs="www.evil.example", clusters=["prod.eu", "c_1"])
+    header, shown, revision, clusters = slack(told)["text"].split("\n")
+    assert header == "*RolloutHalted* fleet/www[.]evil[.]example"  # only ours is bold
+    assert shown == (
+        "x https[:]//evil[.]example y \N{ASTERISK OPERATOR}b\N{ASTERISK OPERATOR} "
+        "&lt;!channel&gt; \N{FULLWIDTH LOW LINE}i\N{FULLWIDTH LOW LINE} "
+        "\N{TILDE OPERATOR}s\N{TILDE OPERATOR} "
+        "\N{MODIFIER LETTER GRAVE ACCENT}c\N{MODIFIER LETTER GRAVE ACCENT} "
+        "\N{FULLWIDTH COMMERCIAL AT}here \N{FULLWIDTH NUMBER SIGN}general"
+    )
+    assert not SLACK_FINDS.search(shown)
+    assert clusters == "clusters: c\N{FULLWIDTH LOW LINE}1, prod[.]eu"
+    assert revision == "revision abc123"
+    # A line of its own that a tenant starts with ">" is no quote.
+    quoted = slack(made(message="> quoted"))["text"].split("\n")[1]
+    assert quoted == "\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} quoted"
+    # Numbers keep their dots: only a dot before a letter is a host name's.
+    assert slack_defang("v1.2.3 of 0.5") == "v1.2.3 of 0.5"
+
+
+@given(st.text())
+def test_slack_defanging_leaves_nothing_slack_would_read(text: str) -> None:
+    assert not SLACK_FINDS.search(slack_defang(text))
 
 
 @given(st.text())

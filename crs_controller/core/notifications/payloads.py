@@ -8,12 +8,20 @@ holds the Event's reason and message, the CRS, its revision and cluster names.
 
 ``cloudevent`` is CloudEvents 1.0 in structured content mode (the whole event is the
 JSON body, ``application/cloudevents+json``); ``slack`` is an incoming webhook's
-``{"text": ...}``, with ``&``, ``<`` and ``>`` escaped as Slack's markup asks, so a
-tenant's text can neither link nor mention (``<!channel>``).
+``{"text": ...}``. Slack reads markup in that text and links on its own whatever looks
+like a URL, a host name, a channel or a user, so every piece a tenant wrote is
+defanged there (``slack_defang``): ``://`` is written ``[:]//`` and a dot between a
+word and a letter ``[.]``, as security reports write hostile addresses; the characters
+Slack reads as markup or mentions (``*``, ``_``, ``~``, a backquote, ``@``, ``#``,
+and ``>`` opening a line) are replaced by look-alikes it does not read; then ``&``,
+``<`` and ``>`` are escaped as Slack's markup asks, so nothing is ``<!channel>`` or
+``<https://...|a link>``. A person reads the same text; Slack finds in it no link, no
+mention and no formatting. The CloudEvents body carries the text as it is.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,6 +50,19 @@ SOURCE = "crs-controller"  # CloudEvents ``source``: a URI-reference naming the 
 TYPE_PREFIX = "dev.crs."
 CLOUDEVENTS_CONTENT_TYPE = "application/cloudevents+json; charset=utf-8"
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
+
+# Slack's markup and mention characters, and the look-alikes it reads as plain text.
+SLACK_LOOKALIKES = str.maketrans(
+    {
+        "*": "\N{ASTERISK OPERATOR}",
+        "_": "\N{FULLWIDTH LOW LINE}",
+        "~": "\N{TILDE OPERATOR}",
+        "`": "\N{MODIFIER LETTER GRAVE ACCENT}",
+        "@": "\N{FULLWIDTH COMMERCIAL AT}",
+        "#": "\N{FULLWIDTH NUMBER SIGN}",
+    }
+)
+_HOST_DOT = re.compile(r"(?<=\w)\.(?=[^\W\d_])")  # the dots of a host name: "evil.example"
 
 Format = Literal["cloudevents", "slack"]
 FORMATS: tuple[Format, ...] = ("cloudevents", "slack")
@@ -125,16 +146,27 @@ def slack_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def slack_defang(text: str) -> str:
+    """A tenant's ``text`` as Slack may show it: no link, mention or markup Slack would
+    find in it (see the module's docstring), then escaped (``slack_escape``)."""
+    text = _HOST_DOT.sub("[.]", text.replace("://", "[:]//"))
+    text = text.translate(SLACK_LOOKALIKES)
+    if text.startswith(">"):  # a quote
+        text = "\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK}" + text[1:]
+    return slack_escape(text)
+
+
 def slack(told: Notice) -> dict[str, Any]:
     """An incoming webhook's message: one line naming the reason and the CRS, then the
-    message, the revision and the clusters concerned; every piece escaped."""
-    lines = [f"*{told.reason}* {told.namespace}/{told.crs}", told.message]
+    message, the revision and the clusters concerned; every tenant's piece defanged."""
+    crs = f"{slack_defang(told.namespace)}/{slack_defang(told.crs)}"
+    lines = [f"*{told.reason}* {crs}", slack_defang(told.message)]
     if told.revision:
-        lines.append(f"revision {told.revision}")
+        lines.append(f"revision {slack_defang(told.revision)}")
     if told.clusters:
         more = f" and {told.clusters_omitted} more" if told.clusters_omitted else ""
-        lines.append(f"clusters: {', '.join(told.clusters)}{more}")
-    return {"text": "\n".join(slack_escape(line) for line in lines)}
+        lines.append(f"clusters: {', '.join(map(slack_defang, told.clusters))}{more}")
+    return {"text": "\n".join(lines)}
 
 
 def body(told: Notice, format: Format) -> tuple[dict[str, Any], str]:
