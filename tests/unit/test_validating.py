@@ -6,7 +6,10 @@ objects kept; objects without a Job pass at once, and fail at the deadline when 
 them until then: their creation, or the update of a copy already there (one taken before
 the deadline passes); an unusable source fails it; a
 finished run is returned without contacting the cluster; another revision starts
-anew, clearing the Jobs an earlier run left; a deletion error is retried without
+anew, clearing the Jobs an earlier run left (a clear that failed is tried again
+before anything is applied or judged); a Job the run did not create neither passes
+nor fails it (it waits, naming the Job, until the timeout or until the Job goes); a
+deletion error is retried without
 running anything again; a Secret source's data never reaches a message. Only what a
 run created is deleted: an object there before it, one the cluster's binding lists, a
 Namespace, and a Job an earlier run did not create are kept (named in the log), as is
@@ -54,6 +57,7 @@ from .memory_kube import MemoryKube, World
 
 JOB_KEY = ("batch/v1", "Job", "default", "smoke")
 SECRET_VALUE = "hunter2-do-not-show"
+PRESENT = "Job default/smoke already present, not created by this validation"
 
 
 class JobKube(MemoryKube):
@@ -617,12 +621,16 @@ async def test_the_objects_the_run_created_are_recorded_then_deleted() -> None:
 
 async def test_an_object_made_while_the_record_was_lost_is_kept() -> None:
     """The look that created the objects never got its record written: the next
-    look cannot tell them from someone else's, and keeps them."""
+    look cannot tell them from someone else's, keeps them, and does not take the
+    Job's state for its own run's."""
     b = await bed()
     await b.validate(None)  # its record lost
     b.workload.finish_job("Complete")
     done = await b.validate(None)
-    assert done.record.phase == "Succeeded"
+    assert done.record.phase == "Running" and done.record.message == PRESENT
+    b.clock.advance(600)
+    ended = await b.validate(done.record)
+    assert ended.record.phase == "Failed"
     assert set(b.workload.objects) == {JOB_KEY, CONFIG_KEY}
 
 
@@ -632,12 +640,13 @@ async def test_a_new_run_leaves_a_job_the_earlier_run_did_not_create() -> None:
     await b.workload.apply(theirs_job, field_manager="kubectl")  # someone else's Job
     theirs = b.workload.objects[JOB_KEY]["metadata"]["uid"]
     old = (await b.validate(None, revision="r1")).record
-    b.workload.finish_job("Failed", "BackoffLimitExceeded")
+    b.clock.advance(600)
     failed = (await b.validate(old, revision="r1")).record
-    assert failed.phase == "Failed"
+    assert failed.phase == "Failed" and PRESENT in failed.message
 
     b.clock.advance(60)
-    await b.validate(failed, revision="r2")
+    done = await b.validate(failed, revision="r2")
+    assert done.record.phase == "Running" and done.record.message == PRESENT
     assert b.workload.objects[JOB_KEY]["metadata"]["uid"] == theirs
     assert ("delete", "Job/smoke") not in b.workload.requests
 
@@ -658,3 +667,101 @@ async def test_an_earlier_revisions_record_naming_what_it_left_is_carried() -> N
         done = await validated(scope_with(b, entry), the_crs, applied, target="r2", run=False)
         assert done.entry.validation == carried
         assert done.outcome.state == "Applied"
+
+
+# -- what decides a run: only the Jobs it created --------------------------------------
+
+
+async def with_their_job(condition: str) -> tuple[Bed, str]:
+    """A bed whose workload cluster holds someone else's Job of the validation's name,
+    finished (``condition``) before any run; and that Job's uid."""
+    b = await bed()
+    theirs = job() | {"metadata": {"name": "smoke", "namespace": "default"}}
+    await b.workload.apply(theirs, field_manager="kubectl")
+    b.workload.finish_job(condition, "Done", "their own run")
+    return b, b.workload.objects[JOB_KEY]["metadata"]["uid"]
+
+
+@pytest.mark.parametrize("condition", ["Complete", "Failed"])
+async def test_a_finished_job_there_before_the_run_decides_nothing(condition: str) -> None:
+    """Neither passes nor fails the run: it waits, naming the Job, and fails at the
+    timeout without sending anything; the Job is kept as it was."""
+    b, theirs = await with_their_job(condition)
+    running = await b.validate(None)
+    assert running.record.phase == "Running" and running.failure is None
+    assert running.record.message == PRESENT
+    assert running.then.requeue_after is not None and running.then.requeue_after <= POLL_SECONDS
+    b.clock.advance(600)
+    b.workload.requests.clear()
+    done = await b.validate(running.record)
+    assert done.failure == f"validation on cluster c1 timed out after 10m: {PRESENT}"
+    assert b.workload.writes() == []
+    assert b.workload.objects[JOB_KEY]["metadata"]["uid"] == theirs
+    assert "their own run" not in str(done.record)
+
+
+async def test_once_the_job_there_before_is_gone_the_runs_own_job_decides() -> None:
+    b, _ = await with_their_job("Complete")
+    running = await b.validate(None)
+    assert running.record.message == PRESENT
+    del b.workload.objects[JOB_KEY]  # its owner removed it
+    mine = await b.validate(running.record)
+    assert mine.record.message == "waiting for Job default/smoke to complete"
+    assert b.workload.objects[JOB_KEY]["metadata"]["uid"] in (mine.record.created or ())
+    b.workload.finish_job("Complete")
+    done = await b.validate(mine.record)
+    assert done.record.phase == "Succeeded" and b.workload.objects == {}
+
+
+async def test_an_earlier_runs_job_a_new_run_keeps_decides_nothing() -> None:
+    """The earlier run created the Job, but the binding lists it now: the new run
+    keeps it, and cannot take its old state for its own."""
+    b = await bed()
+    old = (await b.validate(None, revision="r1")).record
+    b.workload.finish_job("Failed", "BackoffLimitExceeded")
+    failed = (await b.validate(old, revision="r1")).record
+    assert failed.phase == "Failed"
+    listed = frozenset({("batch", "Job", "default", "smoke")})
+    b.clock.advance(60)
+    done = await b.validate(failed, revision="r2", listed=listed)
+    assert done.record.phase == "Running" and done.record.message == PRESENT
+
+
+async def test_a_failed_clear_is_tried_again_before_anything_is_decided() -> None:
+    """The earlier run's Failed Job could not be deleted when the new run started:
+    the run is not started yet, and its next look clears it before applying."""
+    b = await bed()
+    old = (await b.validate(None, revision="r1")).record
+    b.workload.finish_job("Failed", "BackoffLimitExceeded")
+    failed = (await b.validate(old, revision="r1")).record
+    old_uid = b.workload.objects[JOB_KEY]["metadata"]["uid"]
+    b.clock.advance(60)
+    b.workload.fail_delete = APIError("delete refused", status=500)
+    b.workload.requests.clear()
+    stalled = await b.validate(failed, revision="r2")
+    assert stalled.record.phase == "Running" and stalled.then == RETRY
+    assert stalled.record.message.startswith("not started: ")
+    assert ("apply", "Job/smoke") not in b.workload.writes()
+
+    b.workload.fail_delete = None
+    done = await b.validate(stalled.record, revision="r2")
+    assert done.record.phase == "Running" and done.failure is None
+    job_now = b.workload.objects[JOB_KEY]
+    assert job_now["metadata"]["uid"] != old_uid and "status" not in job_now
+    b.workload.finish_job("Complete")
+    ended = await b.validate(done.record, revision="r2")
+    assert ended.record.phase == "Succeeded" and b.workload.objects == {}
+
+
+async def test_a_clear_refused_until_the_deadline_fails_the_run() -> None:
+    b = await bed()
+    old = (await b.validate(None, revision="r1")).record
+    b.workload.finish_job("Failed", "BackoffLimitExceeded")
+    failed = (await b.validate(old, revision="r1")).record
+    b.workload.fail_delete = APIError("delete refused", status=500)
+    stalled = await b.validate(failed, revision="r2")
+    b.clock.advance(600)
+    done = await b.validate(stalled.record, revision="r2")
+    assert done.failure is not None
+    assert done.failure.startswith("validation on cluster c1 timed out after 10m: not started: ")
+    assert "delete refused" in done.failure

@@ -12,6 +12,9 @@ one pass to the next:
 * Running, ``finished`` set: every Job was Complete at ``finished``; what is left is
   deleting the objects, which failed once and is tried again. A deletion error is
   no failure of the validation.
+* Running, ``message`` beginning ``not started:``: a new run could not delete the
+  Jobs an earlier run left; each look tries again, and nothing is applied or judged
+  until they are gone. At the timeout this is the failure.
 * Running, ``message`` beginning ``not applied:``: the server refused the last
   look's apply of an object (its creation, or the update of a copy already there),
   each named with the server's cause. At the timeout this is the failure, whether
@@ -21,6 +24,11 @@ one pass to the next:
 
 A new run (another revision or step) first deletes the Jobs an earlier run left
 (kept after its failure): a finished Job would otherwise answer for the new run.
+Only a Job the run created (its uid in ``created``) decides it: one of the same name
+there before the run, not the earlier run's to clear (someone else's, or made by a
+look whose record was lost), neither passes nor fails it. The run waits, naming it
+as already present, and fails at the timeout unless it goes meanwhile (then the run
+creates its own).
 
 Objects are applied as their sources hold them, for every cluster alike: validation
 resources take no per-cluster values. A validation deletes only the objects it
@@ -65,6 +73,8 @@ log = structlog.get_logger(__name__)
 
 POLL_SECONDS = 5.0
 NOT_APPLIED = "not applied: "  # begins a Running message: the last apply was refused
+NOT_STARTED = "not started: "  # begins a Running message: an earlier run's Jobs are left
+PRESENT = "already present, not created by this validation"  # a Job that decides nothing
 DETAIL_LIMIT = 200  # a Job condition's reason or message, as quoted in a failure
 
 
@@ -92,10 +102,17 @@ class _Part:
 
 @dataclass(frozen=True)
 class _Look:
-    """What the Jobs say: the first failure, else the first Job still running."""
+    """What the Jobs say: the first failure of the run's own Jobs, else the first Job
+    still running, and the first one the run did not create (it decides nothing)."""
 
     failed: str | None = None
     waiting: ObjectRef | None = None
+    present: ObjectRef | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Every Job is the run's own, and Complete."""
+        return self.waiting is None and self.present is None
 
 
 async def validate(
@@ -120,7 +137,7 @@ async def validate(
     record = _continued(previous, revision=revision, step=step)
     if record is not None and record.phase in ("Succeeded", "Failed"):
         return Validated(record, NOTHING)  # decided: nothing to contact
-    fresh = record is None
+    fresh = record is None or record.message.startswith(NOT_STARTED)
     if record is None:
         left = previous.created if previous is not None else None  # taken over
         record = ValidationRecord(
@@ -204,12 +221,33 @@ class _Run:
     ) -> Validated:
         """Apply the objects (a fresh run first clears an earlier run's Jobs) and read
         the Jobs, then judge what they say."""
+        if not fresh:
+            return await self.go(parts, objects)
+        started = await self.start(objects)
+        if isinstance(started, Validated):
+            return started
+        return await started.go(parts, objects)
+
+    async def start(self, objects: Sequence[dict[str, Any]]) -> _Run | Validated:
+        """A new run: the earlier run's Jobs are cleared first. Until they are, the run
+        is not started (each look tries again), and the timeout fails it."""
+        try:
+            return await self.clear_leftovers(objects)
+        except Unreachable:
+            raise
+        except APIError as exc:
+            log.info("validation not started", **self.where, error=str(exc))
+            message = f"{NOT_STARTED}removing an earlier run's Jobs: {exc}"
+            if self.elapsed >= self.timeout:
+                return self.failed(self.timed_out(message))
+            return Validated(self.running(message), RETRY)
+
+    async def go(self, parts: Sequence[_Part], objects: Sequence[dict[str, Any]]) -> Validated:
+        """Apply the objects and read the Jobs, then judge what they say."""
         late = self.elapsed >= self.timeout
         run: _Run = self
         errors: list[str] = []
         try:
-            if fresh:
-                await self.clear_leftovers(objects)
             # Past the deadline only a last look: nothing is sent again as it fails;
             # an object the server refused until then is missing, or as it was.
             if late:
@@ -240,15 +278,18 @@ class _Run:
         if look.failed is not None:
             return self.failed(look.failed)
         late = self.elapsed >= self.timeout
-        if look.waiting is None and not errors and not (late and self.refused):
+        if look.passed and not errors and not (late and self.refused):
             return await self.clean_up(objects, self.now)
         if late:
             return self.failed(self.timed_out(self.pending(look, errors)))
         if errors:
             log.info("validation objects not applied", **self.where, errors=len(errors))
             return Validated(self.running(NOT_APPLIED + "; ".join(errors)), RETRY)
-        assert look.waiting is not None
-        waiting = f"waiting for Job {_named(look.waiting)} to complete"
+        if look.present is not None:
+            waiting = f"Job {_named(look.present)} {PRESENT}"
+        else:
+            assert look.waiting is not None
+            waiting = f"waiting for Job {_named(look.waiting)} to complete"
         return Validated(
             self.running(waiting), Result.after(min(POLL_SECONDS, self.timeout - self.elapsed))
         )
@@ -259,23 +300,35 @@ class _Run:
         return self.record.message.startswith(NOT_APPLIED)
 
     def pending(self, look: _Look, errors: Sequence[str]) -> str:
-        """What the run still waits for at the timeout: a Job not Complete, else the
-        objects the server refused (as the last apply was answered), else those the
-        last look found missing."""
+        """What the run still waits for at the timeout: a Job it did not create, else a
+        Job not Complete, else the objects the server refused (as the last apply was
+        answered), else those the last look found missing."""
+        if look.present is not None:
+            return f"Job {_named(look.present)} {PRESENT}"
         if look.waiting is not None:
             return f"Job {_named(look.waiting)} not Complete"
         if self.refused or not errors:
             return self.record.message or "objects not applied"
         return "; ".join(errors)
 
-    async def clear_leftovers(self, objects: Sequence[dict[str, Any]]) -> None:
+    async def clear_leftovers(self, objects: Sequence[dict[str, Any]]) -> _Run:
         """Delete the Jobs an earlier run created and left behind (a failed run keeps
-        them), so that this run's Jobs run afresh."""
-        jobs = self.deletable([_job_ref(obj) for obj in objects if is_job(obj)])
-        done = await delete_objects(self.client, jobs, self.manager, uids=self.created)
+        them), so that this run's Jobs run afresh: the run, its record no longer
+        naming a Job still there (one kept is not this run's, and decides nothing)."""
+        refs = [_job_ref(obj) for obj in objects if is_job(obj)]
+        done = await delete_objects(
+            self.client, self.deletable(refs), self.manager, uids=self.created
+        )
         self.kept(done.skipped, "not created by a validation")
         if done.failed:
-            raise APIError(f"removing an earlier run's Jobs: {done.failed[0]}")
+            raise APIError(done.failed[0])
+        there = set()
+        for ref in refs:
+            live = await self.client.get(ref.api_version, ref.kind, ref.name, ref.namespace)
+            there.add(((live or {}).get("metadata") or {}).get("uid"))
+        created = [uid for uid in self.record.created or () if uid not in there]
+        record = self.record.model_copy(update={"created": created or None})
+        return replace(self, record=record)
 
     @property
     def created(self) -> frozenset[str]:
@@ -364,19 +417,21 @@ class _Run:
         return absent
 
     async def look(self, objects: Sequence[dict[str, Any]]) -> _Look:
-        """Read each Job: the first that failed, else the first not yet Complete."""
-        waiting = None
+        """Read each Job: the first of the run's own that failed, else the first not
+        yet Complete, and the first the run did not create (its state is no answer)."""
+        waiting = present = None
         for job in (_job_ref(obj) for obj in objects if is_job(obj)):
             live = await self.client.get(job.api_version, job.kind, job.name, job.namespace)
-            if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
+            meta = (live or {}).get("metadata") or {}
+            if live is None or meta.get("deletionTimestamp"):
                 waiting = waiting or job  # gone: applied again on the next look
-                continue
-            condition = _verdict(live)
-            if condition is None:
+            elif meta.get("uid") not in self.created:
+                present = present or job
+            elif (condition := _verdict(live)) is None:
                 waiting = waiting or job
             elif condition.get("type") in ("Failed", "FailureTarget"):
                 return _Look(failed=self._job_failed(job, condition))
-        return _Look(waiting=waiting)
+        return _Look(waiting=waiting, present=present)
 
     def _job_failed(self, job: ObjectRef, condition: Mapping[str, Any]) -> str:
         reason = safe(str(condition.get("reason") or "Failed"), DETAIL_LIMIT)
