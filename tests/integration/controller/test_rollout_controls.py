@@ -312,3 +312,35 @@ def test_a_validation_job_that_fails_halts_the_rollout_and_is_kept(
     assert workload_clients[0].get("batch/v1", "Job", smoke, "default") is not None
     assert {c: on_hash(mgmt, namespace, c, "check") for c in kept} == kept
     assert [value(client, marker) for client in workload_clients] == ["2", "1", "1"]
+
+
+def test_a_finished_job_someone_else_made_never_passes_a_validation(
+    controller: ControllerProcess,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients: list[TestbedClient],
+    namespace: str,
+) -> None:
+    """A Complete Job of the validation's name, made before the CRS by another tool,
+    decides nothing: the canary's validation fails at its timeout naming the Job as
+    already present, and the Job is kept as it was."""
+    marker, smoke = unique("stale"), unique("smoke")
+    theirs = workload_clients[0].create(job(smoke))["metadata"]["uid"]
+    finish_job(workload_clients[0], smoke, "Complete")
+    mgmt.create(
+        source_configmap(namespace, "check", {"a": manifests(configmap_obj(marker, v="1"))})
+    )
+    mgmt.create(source_configmap(namespace, SMOKE, {"job": manifests(job(smoke))}))
+    validation = {"resources": [{"kind": "ConfigMap", "name": SMOKE}], "timeout": "10s"}
+    mgmt.create(rollout_crs(namespace, "check", [canary(validation=validation), REST]))
+    for index, (name, ring) in enumerate({"v1": "canary", "v2": "rest"}.items()):
+        add(mgmt, control_plane, namespace, index, name, ring=ring)
+
+    def failed() -> bool:
+        return outcome(mgmt, namespace, "v1", "check").get("reason") == "ValidationFailed"
+
+    wait_for(failed, TIMEOUT)
+    message = outcome(mgmt, namespace, "v1", "check")["message"]
+    assert f"Job default/{smoke} already present, not created by this validation" in message
+    live = workload_clients[0].get("batch/v1", "Job", smoke, "default")
+    assert live is not None and live["metadata"]["uid"] == theirs
