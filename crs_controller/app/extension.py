@@ -41,11 +41,13 @@ DISCOVERY_PATH = f"{PREFIX}/discovery"
 # Cluster API gives up on a hook call after this long (the handler's timeoutSeconds).
 HOOK_TIMEOUT_SECONDS = 10
 # A hook request is one Cluster object and a few versions: a few KB, some tens with
-# large topology variables. A larger Content-Length is refused (413) before any of the
-# body is read. The bound is what a client may make the process hold per open
-# connection while its body arrives (connections are not capped), and parse on the
-# event loop (about 5 ms at the bound; docs/security.md).
-MAX_BODY = 256 * 1024
+# large topology variables, and never more than the largest object the API server
+# stores (1.5 MiB) with its envelope: a smaller bound could refuse a real Cluster's
+# request, and with failurePolicy Fail hold its deletion or upgrade for ever. A larger
+# Content-Length is refused (413) before any of the body is read. The bound is also
+# what a client may make the process hold per open connection while its body arrives,
+# and parse on the event loop (up to about 0.2 s at the bound; docs/security.md).
+MAX_BODY = 2 * 1024 * 1024
 # The whole body must arrive within this long. hypercorn's idle timer stops once the
 # request head is complete and its read timeout restarts with every byte, so without
 # this deadline a client could dribble a body for as long as it liked.
