@@ -54,10 +54,11 @@ class MemoryKube:
         self.requests: list[tuple[str, str]] = []
         self.down = False  # every request raises Unreachable
         self.fail_with: Exception | None = None  # raised by the next apply
+        self.cluster_scoped = set(CLUSTER_SCOPED)  # kinds served cluster-scoped
         self._version = 0
 
     def _key(self, api_version: str, kind: str, namespace: str | None, name: str) -> Key:
-        return (api_version, kind, "" if kind in CLUSTER_SCOPED else namespace or "", name)
+        return (api_version, kind, "" if kind in self.cluster_scoped else namespace or "", name)
 
     def _check(self, verb: str, what: str) -> None:
         self.requests.append((verb, what))
@@ -81,7 +82,7 @@ class MemoryKube:
         pass
 
     async def resource_info(self, api_version: str, kind: str) -> ResourceInfo:
-        return ResourceInfo(api_version, kind, kind.lower() + "s", kind not in CLUSTER_SCOPED)
+        return ResourceInfo(api_version, kind, kind.lower() + "s", kind not in self.cluster_scoped)
 
     def forget_discovery(self, api_version: str) -> None:
         pass

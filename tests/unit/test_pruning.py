@@ -7,6 +7,7 @@ when asked, only the very objects of the uids given."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, cast
 
 import pytest
@@ -22,6 +23,7 @@ from crs_controller.core.state.prune_decisions import (
     keep_pending,
     provably_ours,
     refusal,
+    scope_refusal,
     stale_objects,
     wanted_keys,
     without,
@@ -455,3 +457,98 @@ async def test_only_a_kind_its_group_serves_in_no_version_is_gone() -> None:
     assert pruned.deleted == {"a": [PDB]} and kube.objects == {}
     assert pruned.errors == {} and pruned.refused == {} and pruned.entries == {}
     assert [what for verb, what in kube.requests if verb == "delete"] == ["PodDisruptionBudget/pdb"]
+
+
+# -- a ref whose namespace the kind's served scope contradicts -------------------------
+
+GIZMO = ObjectRef("x.io/v1", "Gizmo", "", "g")  # a custom kind served cluster-scoped
+
+
+@pytest.mark.parametrize(
+    ("namespace", "namespaced", "why"),
+    [
+        ("", False, None),
+        ("addon", True, None),
+        ("kube-system", False, "namespace set on a cluster-scoped kind"),
+        ("", True, "no namespace on a namespaced kind"),
+    ],
+)
+def test_a_refs_namespace_must_fit_its_kinds_scope(
+    namespace: str, namespaced: bool, why: str | None
+) -> None:
+    assert scope_refusal(GIZMO.model_copy(update={"namespace": namespace}), namespaced) == why
+
+
+def scoped_server() -> MemoryKube:
+    kube = MemoryKube("w1")
+    kube.cluster_scoped.add("Gizmo")
+    return kube
+
+
+def touched(kube: MemoryKube, what: str) -> list[str]:
+    return [verb for verb, target in kube.requests if target == what]
+
+
+async def test_a_namespace_on_a_cluster_scoped_custom_kind_deletes_nothing() -> None:
+    """CRS b applied the cluster-scoped Gizmo g and still wants it; a's entry names it
+    in kube-system. The controller never applied a Gizmo there: nothing is read or
+    deleted for that entry, and the refusal names the field."""
+    kube = scoped_server()
+    await kube.apply(configmap(GIZMO), field_manager=MANAGER)
+    await kube.apply(configmap(CM), field_manager=MANAGER)
+    forged = GIZMO.model_copy(update={"namespace": "kube-system"})
+    old = {"a": entry("a", res=[forged, CM])}
+    wanted = wanted_keys([manifest(GIZMO)])
+    client = cast(KubeClient, kube)
+    pruned = await prune(client, old, {}, {"a": "Delete"}, wanted, field_manager=MANAGER)
+    assert ("x.io/v1", "Gizmo", "", "g") in kube.objects
+    assert touched(kube, "Gizmo/g") == ["apply"]
+    assert pruned.deleted == {"a": [CM]} and pruned.errors == {}
+    reason = "Gizmo kube-system/g (namespace set on a cluster-scoped kind)"
+    assert reason in pruned.refused["a"]
+    assert pruned.entries == {}  # refused: reported once, not tried again
+
+
+async def test_a_ref_contradicting_its_kinds_scope_is_refused_and_the_rest_deleted() -> None:
+    kube = scoped_server()
+    widget = ObjectRef("x.io/v1", "Widget", "addon", "w")
+    for ref in (GIZMO, widget, CM):
+        await kube.apply(configmap(ref), field_manager=MANAGER)
+    no_namespace = widget.model_copy(update={"namespace": ""})
+    with_namespace = GIZMO.model_copy(update={"namespace": "addon"})
+    client = cast(KubeClient, kube)
+    done = await delete_objects(client, [no_namespace, with_namespace, CM], MANAGER)
+    assert done.deleted == [CM] and done.failed == [] and done.skipped == []
+    assert done.refused == [
+        (no_namespace, "no namespace on a namespaced kind"),
+        (with_namespace, "namespace set on a cluster-scoped kind"),
+    ]
+    assert set(kube.objects) == {
+        ("x.io/v1", "Gizmo", "", "g"),
+        ("x.io/v1", "Widget", "addon", "w"),
+    }
+    assert touched(kube, "Gizmo/g") == touched(kube, "Widget/w") == ["apply"]
+
+
+class StaleScope(MemoryKube):
+    """Gizmos are served cluster-scoped; the client discovered them when their CRD
+    was namespaced, and answers so until discovery is forgotten."""
+
+    def __init__(self) -> None:
+        super().__init__("w1")
+        self.cluster_scoped.add("Gizmo")
+        self.stale = True
+
+    async def resource_info(self, api_version: str, kind: str) -> ResourceInfo:
+        info = await super().resource_info(api_version, kind)
+        return replace(info, namespaced=True) if self.stale and kind == "Gizmo" else info
+
+    def forget_discovery(self, api_version: str) -> None:
+        self.stale = False
+
+
+async def test_a_scope_discovered_before_the_kind_changed_is_looked_up_again() -> None:
+    kube = StaleScope()
+    await kube.apply(configmap(GIZMO), field_manager=MANAGER)
+    done = await delete_objects(cast(KubeClient, kube), [GIZMO], MANAGER)
+    assert (done.deleted, done.refused) == ([GIZMO], []) and kube.objects == {}

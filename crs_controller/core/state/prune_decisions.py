@@ -121,6 +121,18 @@ def refusal(live: Mapping[str, Any], field_manager: str) -> str | None:
     return f"{field_manager} never applied it"
 
 
+def scope_refusal(ref: ObjectRef, namespaced: bool) -> str | None:
+    """Why ``ref`` names no object of its kind as the server serves it (``namespaced``,
+    from discovery); None when its namespace fits. The applier records a namespace
+    exactly for a namespaced kind, so only a forged or careless entry disagrees, and
+    a request for it would reach another object than the one it names."""
+    if ref.namespace and not namespaced:
+        return "namespace set on a cluster-scoped kind"
+    if not ref.namespace and namespaced:
+        return "no namespace on a namespaced kind"
+    return None
+
+
 def provably_ours(live: Mapping[str, Any], field_manager: str) -> bool:
     return refusal(live, field_manager) is None
 

@@ -2,7 +2,9 @@
 own ClusterResourceSetBinding to list objects the controller never applied (another
 team's ConfigMap, a kube-system Deployment); neither pruning (deletionPolicy: Delete)
 nor uninstall (Cluster deleted with uninstall.ensure) deletes them, the refusal is
-reported and the legitimately applied objects are still deleted. The shipped
+reported and the legitimately applied objects are still deleted. An object the
+controller did apply, of a custom kind served cluster-scoped, named with a namespace
+is refused by its kind's scope, and kept. The shipped
 ValidatingAdmissionPolicy (config/admission) refuses a tenant's binding writes, and
 its deletes of revision snapshots, with its message, while the controller, as its
 ServiceAccount with the shipped RBAC, still writes bindings and snapshots, and
@@ -22,6 +24,7 @@ import yaml
 from crs_controller.clients.kube import KubeClient as ProductClient
 from crs_controller.clients.kubeconfig import workload_endpoint
 from crs_controller.core.errors import Conflict
+from crs_controller.core.manifests.documents import APPLIED_BY, APPLIED_BY_LABEL
 from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL
 from crs_controller.testbed import ControlPlane, KubeError, Server, TestbedClient, wait_for
 from crs_controller.testbed.controller import SA_GROUPS, SA_USER, ControllerProcess
@@ -38,6 +41,7 @@ from .support import (
     crs_obj,
     deployment,
     log_records,
+    loose_crd,
     manifests,
     source_configmap,
     unique,
@@ -170,6 +174,65 @@ def test_uninstall_refuses_forged_inventory_entries(
     release = {"metadata": {"finalizers": None}}
     mgmt.patch_merge(CLUSTER_API, "Cluster", "unf1", release, namespace=namespace)
     wait_for(lambda: mgmt.get(CLUSTER_API, "Cluster", "unf1", namespace) is None, TIMEOUT)
+
+
+def established(crd: dict[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+def cluster_scoped_ours(wl: TestbedClient) -> dict[str, str]:
+    """An object of a custom kind served cluster-scoped, applied by the controller's
+    field manager (as an earlier apply would have left it), as a forger would name it:
+    with a namespace."""
+    group, name = f"{unique('g')}.example.com", unique("gizmo")
+    crd = loose_crd(group, "Gizmo")
+    crd["spec"]["scope"] = "Cluster"
+    wl.create(crd)
+    crd_name = crd["metadata"]["name"]
+    wait_object(
+        wl, "apiextensions.k8s.io/v1", "CustomResourceDefinition", crd_name, predicate=established
+    )
+    labels = {APPLIED_BY_LABEL: APPLIED_BY}  # a field of ours, so that our entry stays
+    gizmo = {
+        "apiVersion": f"{group}/v1",
+        "kind": "Gizmo",
+        "metadata": {"name": name, "labels": labels},
+    }
+    wl.apply(gizmo, field_manager="crs-controller")
+    return {"apiVersion": f"{group}/v1", "kind": "Gizmo", "namespace": "kube-system", "name": name}
+
+
+def test_a_namespace_on_a_cluster_scoped_custom_kind_is_refused(
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
+) -> None:
+    """The object is provably ours, but the entry names it in a namespace its kind
+    does not have: refused by the scope the cluster serves the kind in, kept."""
+    wl = workload_clients[1]
+    forged = cluster_scoped_ours(wl)
+    keep, drop = unique("keep"), unique("drop")
+    doc = manifests(configmap_obj(keep), configmap_obj(drop))
+    mgmt.create(source_configmap(namespace, "scoped", {"a": doc}))
+    crs = crs_obj(namespace, "scoped", [("ConfigMap", "scoped")], {"scoped": "1"}, mode="Reconcile")
+    crs["spec"]["deletionPolicy"] = "Delete"
+    mgmt.create(crs)
+    add_cluster(mgmt, workloads[1], namespace, "scoped1", {"scoped": "1"})
+    wait_for(lambda: inventory_names(mgmt, namespace, "scoped1", "scoped") == sorted([keep, drop]))
+
+    forge(mgmt, namespace, "scoped1", "scoped", [forged])
+    source = mgmt.get("v1", "ConfigMap", "scoped", namespace)
+    source["data"] = {"a": manifests(configmap_obj(keep))}
+    mgmt.update(source)
+
+    # The positive sign: the binding is written after the pruning finished.
+    wait_for(lambda: inventory_names(mgmt, namespace, "scoped1", "scoped") == [keep], TIMEOUT)
+    assert wl.get("v1", "ConfigMap", drop, "default") is None
+    assert wl.get(forged["apiVersion"], "Gizmo", forged["name"]) is not None
+    why = "namespace set on a cluster-scoped kind"
+    refused = f"Gizmo kube-system/{forged['name']} ({why})"
+    wait_for(lambda: refused in refusal_events(mgmt, namespace), TIMEOUT)
+    records = log_records(controller, "deletion refused")
+    assert any(r.get("reason") == why and forged["name"] in str(r.get("object")) for r in records)
 
 
 KIND = "ClusterResourceSet"

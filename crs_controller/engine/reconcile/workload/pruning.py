@@ -7,7 +7,10 @@ deleted. The binding's inventory is tenant-writable; an entry naming an object w
 never applied is refused (logged, reported by the caller) and dropped from the
 inventory, so it is neither deleted nor tried again. A CustomResourceDefinition or
 Namespace no allowDelete names is kept, named in the entry's deletionsSkipped and
-forgotten from the inventory (``core.state.deletion_guard``).
+forgotten from the inventory (``core.state.deletion_guard``). An entry whose
+namespace contradicts the scope that cluster serves its kind in (by discovery) is
+refused too, before any request for it: a namespace on a cluster-scoped kind would
+reach the cluster-scoped object of that name, not the object the entry names.
 
 An entry recorded under an apiVersion the server serves no more (a PodDisruptionBudget
 applied as policy/v1beta1 before an upgrade) names the same object, served under
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from crs_controller.clients.api import KubeAPI, Obj
+from crs_controller.clients.api import KubeAPI, Obj, ResourceInfo
 from crs_controller.core.api.models import CRSBinding, ObjectKey
 from crs_controller.core.errors import CRSError, NotFound, Unreachable
 from crs_controller.core.manifests.documents import ObjectRef
@@ -36,6 +39,7 @@ from crs_controller.core.state.prune_decisions import (
     inventory,
     keep_pending,
     refusal,
+    scope_refusal,
     stale_objects,
     without,
 )
@@ -187,45 +191,56 @@ async def delete_objects(
 
 @dataclass
 class ServedVersions:
-    """The apiVersion that reaches the objects recorded under an (apiVersion, kind):
-    the recorded one while the server serves the kind there, else another version of
-    its group that serves the kind, the same object (a PodDisruptionBudget applied as
-    policy/v1beta1 is served as policy/v1 from Kubernetes 1.25 on); None when its
-    group serves the kind no more. Looked up once per (apiVersion, kind), and once
-    more, discovery forgotten, when an object is not found through it: the server
-    may have stopped serving a version since the client discovered it."""
+    """How the server serves the objects recorded under an (apiVersion, kind): under
+    the recorded apiVersion while the server serves the kind there, else under another
+    version of its group that serves the kind, the same object (a PodDisruptionBudget
+    applied as policy/v1beta1 is served as policy/v1 from Kubernetes 1.25 on); None
+    when its group serves the kind no more. Looked up once per (apiVersion, kind), and
+    once more, discovery forgotten, when an object is not found through it or its
+    scope contradicts the entry: the server may have changed since the client
+    discovered it."""
 
     client: KubeAPI
-    found: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    found: dict[tuple[str, str], ResourceInfo | None] = field(default_factory=dict)
     checked: set[tuple[str, str]] = field(default_factory=set)
 
-    async def of(self, ref: ObjectRef) -> str | None:
+    async def of(self, ref: ObjectRef) -> ResourceInfo | None:
         key = (ref.api_version, ref.kind)
         if key not in self.found:
-            self.found[key] = await _serving_version(self.client, *key)
+            self.found[key] = await _serving(self.client, *key)
         return self.found[key]
 
-    async def after_miss(self, ref: ObjectRef) -> str | None:
+    async def rediscovered(self, ref: ObjectRef) -> ResourceInfo | None:
+        """``of`` with discovery forgotten, the first time it is asked for this
+        (apiVersion, kind); what that found, after."""
+        key = (ref.api_version, ref.kind)
+        if key not in self.checked:
+            self.checked.add(key)
+            tried = self.found.pop(key, None)
+            self.client.forget_discovery(ref.api_version)
+            if tried is not None and tried.api_version != ref.api_version:
+                self.client.forget_discovery(tried.api_version)
+        return await self.of(ref)
+
+    async def after_miss(self, ref: ObjectRef) -> ResourceInfo | None:
         """Another version to look for ``ref`` through, now that the one from ``of``
         found nothing; None when there is none (it is gone)."""
         key = (ref.api_version, ref.kind)
         if key in self.checked:
             return None
-        self.checked.add(key)
-        tried = self.found.pop(key, None)
-        self.client.forget_discovery(ref.api_version)
-        if tried is not None and tried != ref.api_version:
-            self.client.forget_discovery(tried)
-        found = await self.of(ref)
-        return found if found != tried else None
+        tried = self.found.get(key)
+        found = await self.rediscovered(ref)
+        if found is None or (tried is not None and found.api_version == tried.api_version):
+            return None
+        return found
 
 
-async def _serving_version(client: KubeAPI, api_version: str, kind: str) -> str | None:
-    """``api_version`` if the server serves ``kind`` there, else the first version of
-    its group (the preferred one first) that does, else None."""
+async def _serving(client: KubeAPI, api_version: str, kind: str) -> ResourceInfo | None:
+    """The kind as served under ``api_version`` if the server serves it there, else
+    under the first version of its group (the preferred one first) that does, else
+    None."""
     try:
-        await client.resource_info(api_version, kind)
-        return api_version
+        return await client.resource_info(api_version, kind)
     except NotFound:
         pass
     group = api_version.rpartition("/")[0]
@@ -233,26 +248,53 @@ async def _serving_version(client: KubeAPI, api_version: str, kind: str) -> str 
         if version == api_version:
             continue  # just found not to serve the kind
         try:
-            await client.resource_info(version, kind)
+            return await client.resource_info(version, kind)
         except NotFound:
             continue
-        return version
     return None
+
+
+class _WrongScope(Exception):
+    """The ref's namespace contradicts the scope the server serves its kind in."""
+
+
+async def _in_scope(
+    versions: ServedVersions, ref: ObjectRef, info: ResourceInfo
+) -> ResourceInfo | None:
+    """``info`` when ``ref``'s namespace fits the kind's scope; else the kind
+    discovered anew (a cached scope may be stale), None when it is gone. Raises
+    _WrongScope when that does not fit either: a request through ``ref`` would name
+    another object than the entry does (the API server ignores a namespace on a
+    cluster-scoped kind)."""
+    if scope_refusal(ref, info.namespaced) is None:
+        return info
+    fresh = await versions.rediscovered(ref)
+    if fresh is not None and (why := scope_refusal(ref, fresh.namespaced)) is not None:
+        raise _WrongScope(why)
+    return fresh
 
 
 async def _read(
     client: KubeAPI, ref: ObjectRef, versions: ServedVersions
 ) -> tuple[str, Obj] | None:
     """The live object of ``ref`` and the apiVersion it was read through; None when
-    it is gone (or its kind is, e.g. the CRD went first)."""
+    it is gone (or its kind is, e.g. the CRD went first). Raises _WrongScope, before
+    any request for the object, when its namespace contradicts the kind's scope."""
     namespace = ref.namespace or None
-    api_version = await versions.of(ref)
-    while api_version is not None:
-        live = await client.get(api_version, ref.kind, ref.name, namespace)
+    info = await versions.of(ref)
+    while info is not None:
+        if (info := await _in_scope(versions, ref, info)) is None:
+            return None
+        live = await client.get(info.api_version, ref.kind, ref.name, namespace)
         if live is not None:
-            return api_version, live
-        api_version = await versions.after_miss(ref)
+            return info.api_version, live
+        info = await versions.after_miss(ref)
     return None
+
+
+def _refuse(client: KubeAPI, ref: ObjectRef, why: str, done: Deletion) -> None:
+    log.warning("deletion refused", object=str(ref), reason=why, cluster=client.name)
+    done.refused.append((ref, why))
 
 
 async def _delete_one(
@@ -265,7 +307,12 @@ async def _delete_one(
 ) -> None:
     """Delete ``ref`` if the live object is one asked for and shows that
     ``field_manager`` applied it; record the refusal if not ours."""
-    if (read := await _read(client, ref, versions)) is None:
+    try:
+        read = await _read(client, ref, versions)
+    except _WrongScope as exc:
+        _refuse(client, ref, str(exc), done)
+        return
+    if read is None:
         return
     api_version, live = read
     uid = (live.get("metadata") or {}).get("uid")
@@ -274,8 +321,7 @@ async def _delete_one(
         return
     why = refusal(live, field_manager)
     if why is not None:
-        log.warning("deletion refused", object=str(ref), reason=why, cluster=client.name)
-        done.refused.append((ref, why))
+        _refuse(client, ref, why, done)
         return
     # The very object proven ours: one recreated since the read is a Conflict.
     namespace = ref.namespace or None
