@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crs_controller.clients.api import KubeAPI
+from crs_controller.clients.api import KubeAPI, ResourceInfo
 from crs_controller.core.api.models import ObjectKey
-from crs_controller.core.errors import APIError, CRSError, Unreachable
+from crs_controller.core.errors import APIError, CRSError, NotFound, Unreachable
 from crs_controller.core.manifests.documents import ObjectRef, apply_body, object_ref
 from crs_controller.core.manifests.ordering import is_crd
 from crs_controller.core.spec.ignore import NO_IGNORES, Ignores, Pointer, leave_out
@@ -138,9 +138,32 @@ async def _apply_one(
     ignores: Ignores,
     known: frozenset[ObjectKey],
 ) -> tuple[ObjectRef, dict[str, Any] | None]:
+    """Apply ``obj`` where discovery says its kind lives. On a 404, discovery is asked
+    once more: the server may serve the apiVersion no more, or the kind under another
+    plural or scope, since the client discovered it. Only an answer that differs is
+    tried again; the same one means the 404 was about the object (its namespace)."""
+    info = await client.resource_info(obj["apiVersion"], obj["kind"])
+    try:
+        return await _apply_as(client, info, obj, field_manager, only_missing, ignores, known)
+    except NotFound:
+        client.forget_discovery(info.api_version)
+        fresh = await client.resource_info(info.api_version, info.kind)  # NotFound: not served
+        if fresh == info:
+            raise
+    return await _apply_as(client, fresh, obj, field_manager, only_missing, ignores, known)
+
+
+async def _apply_as(
+    client: KubeAPI,
+    info: ResourceInfo,
+    obj: dict[str, Any],
+    field_manager: str,
+    only_missing: bool,
+    ignores: Ignores,
+    known: frozenset[ObjectKey],
+) -> tuple[ObjectRef, dict[str, Any] | None]:
     body = apply_body(obj)
     meta = body["metadata"]
-    info = await client.resource_info(body["apiVersion"], body["kind"])
     if info.namespaced:
         # Objects without a namespace go to "default", as kubectl would put them.
         meta["namespace"] = meta.get("namespace") or "default"
