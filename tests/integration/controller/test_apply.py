@@ -1,5 +1,6 @@
 """The controller on real API servers: ApplyOnce and Reconcile modes, bindings,
-status reasons, selectors, late resources, deletion of CRSs and Clusters."""
+status reasons, selectors, late resources, deletion of CRSs and Clusters, a kind whose
+CRD came back in another scope since the controller discovered it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from .support import (
     binding_entry,
     configmap_obj,
     crs_obj,
+    loose_crd,
     manifests,
     source_configmap,
     source_secret,
@@ -381,3 +383,55 @@ def test_reapply_interval_restores_a_deleted_object_without_a_change(
     # sharing this controller measure a quiet system.
     mgmt.delete(CRS_API, "ClusterResourceSet", "iv", namespace)
     wait_for(lambda: mgmt.get(CRS_API, "ClusterResourceSet", "iv", namespace) is None, TIMEOUT)
+
+
+CRD_API = "apiextensions.k8s.io/v1"
+
+
+def _established(crd: dict) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+def _install(wl: TestbedClient, crd: dict) -> None:
+    wl.create(crd)
+    wait_object(
+        wl, CRD_API, "CustomResourceDefinition", crd["metadata"]["name"], predicate=_established
+    )
+
+
+def test_a_kind_recreated_in_another_scope_is_applied_where_it_lives_now(
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
+) -> None:
+    """The controller discovered Widgets namespaced; their CRD comes back
+    cluster-scoped. An apply through the path discovered before is a 404, which sends
+    the controller to discovery again instead of failing on every retry."""
+    wl, group = workload_clients[2], f"{unique('g')}.example.com"
+    crd = loose_crd(group, "Widget")
+    _install(wl, crd)
+    meta = {"name": "w", "namespace": "default"}
+    widget = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": meta, "spec": {"size": 1}}
+    mgmt.create(source_configmap(namespace, "scope", {"a": manifests(widget)}))
+    crs = crs_obj(namespace, "scope", [("ConfigMap", "scope")], {"scope": "1"}, mode="Reconcile")
+    mgmt.create(crs)
+    add_cluster(mgmt, workloads[2], namespace, "scope1", {"scope": "1"})
+    wait_object(wl, f"{group}/v1", "Widget", "w", "default")
+
+    wl.delete(CRD_API, "CustomResourceDefinition", crd["metadata"]["name"])
+    wait_for(lambda: wl.get(CRD_API, "CustomResourceDefinition", crd["metadata"]["name"]) is None)
+    _install(wl, {**crd, "spec": {**crd["spec"], "scope": "Cluster"}})
+    source = mgmt.get("v1", "ConfigMap", "scope", namespace)
+    source["data"] = {"a": manifests({**widget, "spec": {"size": 2}})}
+    mgmt.update(source)
+
+    def cluster_scoped() -> dict | None:
+        response = wl.http.get(f"/apis/{group}/v1/widgets/w")  # this client's cache is stale too
+        return response.json() if response.status_code == 200 else None
+
+    live = wait_for(cluster_scoped, TIMEOUT)
+    assert live["spec"] == {"size": 2} and "namespace" not in live["metadata"]
+    wait_condition(mgmt, namespace, "scope", "Ready", "True", "Applied")
+    entry = binding_entry(mgmt, namespace, "scope1", "scope")
+    assert entry is not None
+    assert [o.get("namespace") for o in entry["resources"][0]["objects"]] == [None]
+    mgmt.delete(CRS_API, "ClusterResourceSet", "scope", namespace)
