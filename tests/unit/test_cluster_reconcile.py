@@ -252,6 +252,32 @@ async def test_a_dependency_is_done_as_the_binding_records_it_not_as_memory_does
     assert outcome(world, "b")[0] == "Applied"
 
 
+def invalid(raw: dict[str, Any]) -> dict[str, Any]:
+    """A CRS the API server accepts (any string of 1..200) but the controller refuses."""
+    raw["spec"]["resources"][0]["kubernetesVersions"] = "not a range"
+    return raw
+
+
+@pytest.mark.parametrize(
+    "dependency",
+    [crs("cni", "src"), crs("cni", "src", dependsOn=[{"name": "apps"}])],
+    ids=["invalid-dependency", "invalid-member-of-a-cycle"],
+)
+async def test_a_dependency_the_controller_refuses_holds_its_dependents(
+    dependency: dict[str, Any],
+) -> None:
+    """Which clusters an invalid CRS would select is unknown, and it is never done:
+    its dependents wait for it, naming it as invalid (on a cycle too: the invalid
+    member frees no other)."""
+    world = await world_with(invalid(dependency), crs("apps", "src", dependsOn=[{"name": "cni"}]))
+    await reconcile(world)
+    assert outcome(world, "apps") == (
+        "DependencyNotReady",
+        "waiting for ClusterResourceSet cni: its spec is invalid",
+    )
+    assert world.ctx.workloads.clients["c1"].writes() == []  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(
     "spec",
     [

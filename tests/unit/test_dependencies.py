@@ -1,6 +1,7 @@
 """``spec.dependsOn`` decisions (``core.values.dependencies``): whether a CRS may apply on one
 cluster (chains, diamonds, self-dependency, 2- and 3-cycles, a CRS depending on a cycle
-or on a blocked CRS, missing dependencies, dependencies that do not select the cluster),
+or on a blocked CRS, missing dependencies, dependencies that do not select the cluster,
+dependencies whose spec the controller refuses),
 the cycles named, apply and removal order, the outcome reason and message, and
 properties on random graphs checked against brute-force reachability."""
 
@@ -39,9 +40,13 @@ EVERYTHING = frozenset("abcdefgh") | frozenset(CHAIN) | frozenset(DIAMOND) | {"a
 
 
 def decide(
-    crs: str, graph: Graph, done: AbstractSet[str], selecting: AbstractSet[str] = EVERYTHING
+    crs: str,
+    graph: Graph,
+    done: AbstractSet[str],
+    selecting: AbstractSet[str] = EVERYTHING,
+    refused: AbstractSet[str] = frozenset(),
 ) -> Gate:
-    return gate(crs, graph, selecting.__contains__, done.__contains__)
+    return gate(crs, graph, selecting.__contains__, done.__contains__, refused.__contains__)
 
 
 @pytest.mark.parametrize(
@@ -149,6 +154,35 @@ def test_gate(
 
 
 @pytest.mark.parametrize(
+    ("crs", "graph", "done", "selecting", "expected"),
+    [
+        pytest.param("csi", CHAIN, set(), set(), Wait("cni", invalid=True), id="not-selecting"),
+        pytest.param("csi", CHAIN, {"cni"}, EVERYTHING, Wait("cni", invalid=True), id="done"),
+        pytest.param("apps", CHAIN, {"cni", "csi"}, EVERYTHING, Wait("csi"), id="transitively"),
+        pytest.param(
+            "apps", DIAMOND, {"base", "csi"}, EVERYTHING, Wait("cni", invalid=True), id="first"
+        ),
+        # cni was on a cycle with app; refused, it depends on nothing it could say.
+        pytest.param(
+            "app",
+            {"app": ["cni"], "cni": []},
+            set(),
+            EVERYTHING,
+            Wait("cni", invalid=True),
+            id="member-of-a-cycle",
+        ),
+        pytest.param("cni", CHAIN, set(), EVERYTHING, Go(), id="itself-not-gated-here"),
+    ],
+)
+def test_a_refused_dependency_is_always_waited_for(
+    crs: str, graph: Graph, done: set[str], selecting: AbstractSet[str], expected: Gate
+) -> None:
+    """A CRS whose spec the controller refuses (``cni`` here) is never done and selects
+    clusters nobody can tell: whatever the other answers, its dependents wait."""
+    assert decide(crs, graph, done, selecting, refused={"cni"}) == expected
+
+
+@pytest.mark.parametrize(
     ("graph", "expected"),
     [
         pytest.param(CHAIN, {}, id="chain"),
@@ -214,6 +248,11 @@ def test_apply_and_removal_order(names: list[str], graph: Graph, expected: list[
         pytest.param(Go(), ("", ""), id="go"),
         pytest.param(
             Wait("cni"), ("DependencyNotReady", "waiting for ClusterResourceSet cni"), id="wait"
+        ),
+        pytest.param(
+            Wait("cni", invalid=True),
+            ("DependencyNotReady", "waiting for ClusterResourceSet cni: its spec is invalid"),
+            id="wait-for-invalid",
         ),
         pytest.param(
             Missing("cni"),

@@ -36,6 +36,11 @@ __all__ = [
 ]
 
 Graph = Mapping[str, Sequence[str]]
+_Questions = tuple[Callable[[str], bool], Callable[[str], bool], Callable[[str], bool]]
+
+
+def _never(_: str) -> bool:
+    return False
 
 
 @dataclass(frozen=True)
@@ -45,9 +50,12 @@ class Go:
 
 @dataclass(frozen=True)
 class Wait:
-    """``DependencyNotReady``: the first dependency (spec order) not yet done here."""
+    """``DependencyNotReady``: the first dependency (spec order) not yet done here;
+    ``invalid`` when that is a CRS whose spec the controller refuses (it can never be
+    done, and which clusters it would select is unknown)."""
 
     waiting_for: str
+    invalid: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,12 +117,16 @@ class Dependencies:
         return {name: cycle for name in sorted(self._cyclic) if (cycle := self.cycle(name))}
 
     def gates(
-        self, selects: Callable[[str], bool], done: Callable[[str], bool]
+        self,
+        selects: Callable[[str], bool],
+        done: Callable[[str], bool],
+        refused: Callable[[str], bool] = _never,
     ) -> Callable[[str], Gate]:
         """``gate`` for every CRS on one cluster, each worked out once and kept: valid
-        while ``selects`` and ``done`` answer as they do now for the dependencies of the
-        CRSs asked about (in ``dependency_order``, everything a CRS needs is settled first)."""
+        while the questions answer as they do now for the dependencies of the CRSs
+        asked about (in ``dependency_order``, everything a CRS needs is settled first)."""
         known: dict[str, Gate] = {}
+        questions = (selects, done, refused)
 
         def decide(crs: str) -> Gate:
             todo = [crs]
@@ -123,7 +135,7 @@ class Dependencies:
                 if name in known:
                     todo.pop()
                     continue
-                decided = self._gate(name, selects, done, known)
+                decided = self._gate(name, questions, known)
                 if isinstance(decided, str):
                     todo.append(decided)  # judge this dependency first
                 else:
@@ -145,13 +157,7 @@ class Dependencies:
             needs[i] = [*needs[i], *(extra[m] for m in missing if m in extra)]
         return _kahn(nodes, needs, wanted)
 
-    def _gate(
-        self,
-        name: str,
-        selects: Callable[[str], bool],
-        done: Callable[[str], bool],
-        known: Mapping[str, Gate],
-    ) -> Gate | str:
+    def _gate(self, name: str, questions: _Questions, known: Mapping[str, Gate]) -> Gate | str:
         """``name``'s gate, or a dependency whose own gate is needed first."""
         if (cycle := self.cycle(name)) is not None:
             return Cycle(cycle)
@@ -159,7 +165,10 @@ class Dependencies:
         for dependency in dependencies:
             if dependency not in self.graph:
                 return Missing(dependency)
+        selects, done, refused = questions
         for dependency in dependencies:
+            if refused(dependency):
+                return Wait(dependency, invalid=True)
             if not selects(dependency):
                 continue
             if not done(dependency):
@@ -199,13 +208,18 @@ def gate(
     graph: Graph | Dependencies,
     selects: Callable[[str], bool],
     done: Callable[[str], bool],
+    refused: Callable[[str], bool] = _never,
 ) -> Gate:
     """Whether ``crs`` may apply on one cluster, and if not, what holds it back.
 
     In order: ``Cycle`` if ``crs`` is on a cycle (nothing in a cycle can ever go first);
     ``Missing`` for the first dependency that does not exist; ``Wait`` for the first
-    dependency that selects this cluster (``selects(name)``) and is not done there;
-    else ``Go``. A dependency that does not select the cluster is never waited for.
+    dependency that the controller refuses (``refused(name)``: its spec is invalid, so
+    it selects nothing it could say and depends on nothing it could say) or that
+    selects this cluster (``selects(name)``) and is not done there; else ``Go``. A
+    valid dependency that does not select the cluster is never waited for; a refused
+    one always is, so an invalid CRS never lets its dependents (or the rest of a cycle
+    it was on) apply.
 
     ``done(name)`` says whether that CRS is applied on this cluster at its current
     revision (and Ready if it asks to be waited for). A dependency that is itself
@@ -214,7 +228,7 @@ def gate(
     being reported as part of it, and nothing is applied on top of a dependency that
     is stuck. For many CRSs on one cluster, use ``Dependencies.gates``.
     """
-    return _built(graph).gates(selects, done)(crs)
+    return _built(graph).gates(selects, done, refused)(crs)
 
 
 def dependency_order(names: Iterable[str], graph: Graph | Dependencies) -> list[str]:
@@ -237,6 +251,11 @@ def removal_order(names: Iterable[str], graph: Graph | Dependencies) -> list[str
 def describe(gate: Gate) -> tuple[str, str]:
     """The outcome (reason, message) for a gate; ``("", "")`` for ``Go``."""
     match gate:
+        case Wait(waiting_for=name, invalid=True):
+            return (
+                "DependencyNotReady",
+                f"waiting for ClusterResourceSet {name}: its spec is invalid",
+            )
         case Wait(waiting_for=name):
             return "DependencyNotReady", f"waiting for ClusterResourceSet {name}"
         case Missing(missing=name):

@@ -106,6 +106,7 @@ class Held:
 
 
 Admission = Go | Held
+Question = Callable[[str], bool]
 
 
 def describe(held: Held) -> Outcome:
@@ -189,10 +190,11 @@ class Gate:
         return None
 
 
-def _questions(scope: ClusterScope) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
+def _questions(scope: ClusterScope) -> tuple[Question, Question, Question]:
     """What the dependency gate asks about this cluster: does CRS ``name`` select
-    it, and is it done there (applied at its generation, and Ready), as the binding
-    records it."""
+    it, is it done there (applied at its generation, and Ready), as the binding
+    records it, and is its spec one the controller refuses (it selects nothing it
+    could say, so it is waited for wherever its dependents go)."""
     ctx, cluster = scope.ctx, scope.cluster
 
     def selects(name: str) -> bool:
@@ -210,4 +212,8 @@ def _questions(scope: ClusterScope) -> tuple[Callable[[str], bool], Callable[[st
             and outcome.generation == other.generation
         )
 
-    return selects, done
+    def refused(name: str) -> bool:
+        other = ctx.caches.crs(cluster.namespace, name)
+        return other is not None and other.model is None
+
+    return selects, done, refused
