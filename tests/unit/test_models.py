@@ -38,6 +38,7 @@ from crs_controller.core.api.models import (
     to_api,
 )
 from crs_controller.core.manifests.documents import RESOURCE_SECRET_TYPE
+from crs_controller.core.spec.modes import MIN_INTERVAL
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 CRS_CRD = CONFIG / "crd" / "bases" / "addons.crs.dev_clusterresourcesets.yaml"
@@ -236,6 +237,18 @@ def test_every_duration_field_uses_the_model_pattern() -> None:
         spec["uninstall"]["properties"]["timeout"],
     ]
     assert [f["pattern"] for f in duration_fields] == [DURATION_PATTERN] * 3
+
+
+@pytest.mark.parametrize("field", ["reapplyInterval", "driftCheckInterval"])
+def test_the_crd_refuses_an_interval_below_the_models_floor(field: str) -> None:
+    """The API server refuses what the model would refuse (``compile_strategy``): an
+    interval shorter than ``MIN_INTERVAL`` other than 0."""
+    (rule,) = _schema(CRS_CRD)["properties"]["spec"]["properties"][field][
+        "x-kubernetes-validations"
+    ]
+    assert f"duration(self) >= duration('{MIN_INTERVAL}')" in rule["rule"]
+    assert "duration(self) == duration('0s')" in rule["rule"]
+    assert rule["message"] == f"{field} must be 0 or at least {MIN_INTERVAL}"
 
 
 # --- models and CRDs in step ----------------------------------------------------

@@ -1,8 +1,10 @@
 """Modes as strategies compiled once from a spec: when ApplyOnce and Reconcile (with or
 without reapplyInterval) apply a resource, when the next interval reapply is due, the
 per-resource plan (Skip / Apply / CheckDrift), how objects are sent, the drift
-settings and the parsed durations. A property checks that the compiled strategy
-decides exactly as the string-driven functions it replaced did, for any inputs."""
+settings and the parsed durations, and what a spec may not say (reapplyInterval or
+driftDetection outside Reconcile, an interval below 10s). A property checks that the
+compiled strategy decides exactly as the string-driven functions it replaced did, for
+any inputs the API still accepts."""
 
 from __future__ import annotations
 
@@ -191,7 +193,10 @@ def test_plan_per_resource(
             {"mode": "Reconcile", "driftDetection": "Generation", "driftCheckInterval": "0"},
             Reconcile(Durations(drift_check_interval=60.0), "Generation"),  # 0: the default
         ),
-        ({"driftDetection": "Content"}, ApplyOnce()),  # only Reconcile checks drift
+        (
+            {"mode": "Reconcile", "reapplyInterval": "10s", "driftCheckInterval": "10s"},
+            Reconcile(Durations(reapply_interval=10.0, drift_check_interval=10.0)),
+        ),
         ({"healthCheck": {"wait": True}}, ApplyOnce(Durations(health_timeout=300.0))),
         ({"healthCheck": {"timeout": "90s"}}, ApplyOnce(Durations(health_timeout=90.0))),
         (
@@ -217,6 +222,14 @@ def test_compile_strategy(fields: dict[str, Any], expected: Strategy) -> None:
     ("fields", "message"),
     [
         ({"reapplyInterval": "10m"}, "reapplyInterval only applies to mode Reconcile"),
+        (
+            {"driftDetection": "Content"},
+            "spec.driftDetection other than None only applies to mode Reconcile",
+        ),
+        ({"mode": "Reconcile", "reapplyInterval": "1ns"}, "spec.reapplyInterval .* at least 10s"),
+        ({"mode": "Reconcile", "reapplyInterval": "9.999s"}, "spec.reapplyInterval"),
+        ({"driftCheckInterval": "1ns"}, "spec.driftCheckInterval must be 0 or at least 10s"),
+        ({"driftCheckInterval": "9s"}, "spec.driftCheckInterval"),
         ({"mode": "Reconcile", "reapplyInterval": "9999999999h"}, "too large"),
         ({"driftCheckInterval": "9999999999h"}, "too large"),
         ({"healthCheck": {"timeout": "9999999999h"}}, "too large"),
@@ -318,6 +331,14 @@ def _old_pass(
     return decision, old.next_due(recorded, now), old.applies_only_missing, drift
 
 
+def _newly_refused(fields: dict[str, Any]) -> bool:
+    """What the reference accepted and the API refuses now: drift detection outside
+    Reconcile, an interval shorter than 10s other than 0."""
+    intervals = [fields["driftCheckInterval"], fields.get("reapplyInterval") or "0"]
+    too_short = any(0 < parse_duration(text) < 10 for text in intervals)
+    return too_short or (fields["mode"] == "ApplyOnce" and fields["driftDetection"] != "None")
+
+
 DURATIONS = st.sampled_from(["0", "0s", "1ms", "30s", "1m", "90s", "10m", "1h30m", "2.5h"])
 MOMENTS = st.integers(min_value=-7_200, max_value=7_200).map(lambda s: NOW + timedelta(seconds=s))
 RECORDS = st.none() | st.builds(
@@ -341,6 +362,10 @@ SPECS = st.fixed_dictionaries(
 def test_the_compiled_strategy_decides_as_before(
     fields: dict[str, Any], recorded: Recorded | None, current: str, now: datetime, due: bool
 ) -> None:
+    if _newly_refused(fields):
+        with pytest.raises(InvalidSpec):
+            compile_strategy(spec(**fields))
+        return
     try:
         before = _old_pass(fields, recorded, current, now, due)
     except InvalidSpec as refused:

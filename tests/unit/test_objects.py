@@ -89,6 +89,30 @@ def test_a_reapply_interval_outside_reconcile_mode_is_invalid() -> None:
     assert refused.problem is not None and "reapplyInterval" in str(refused.problem)
 
 
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"mode": "Reconcile", "reapplyInterval": "1ns"}, "spec.reapplyInterval"),
+        ({"mode": "Reconcile", "reapplyInterval": "9s"}, "spec.reapplyInterval"),
+        (
+            {"mode": "Reconcile", "driftDetection": "Generation", "driftCheckInterval": "1ns"},
+            "spec.driftCheckInterval",
+        ),
+        ({"driftCheckInterval": "500ms"}, "spec.driftCheckInterval"),
+        ({"driftDetection": "Generation"}, "spec.driftDetection"),
+    ],
+)
+def test_an_interval_that_would_spin_or_drift_outside_reconcile_is_invalid(
+    spec: dict[str, Any], field: str
+) -> None:
+    """Each interval is a pass over every matching cluster: below 10s a tenant's CRS
+    would keep the controller reapplying and listing without a pause. Drift is only
+    checked in Reconcile mode, so asking for it under ApplyOnce is refused, not ignored."""
+    refused = crs(**spec)
+    assert not refused.active
+    assert refused.problem is not None and field in str(refused.problem)
+
+
 def test_a_duration_too_large_to_hold_is_invalid() -> None:
     # The CRD's pattern lets it through; Go's int64 nanoseconds could not hold it.
     refused = crs(mode="Reconcile", driftCheckInterval="9999999999h")

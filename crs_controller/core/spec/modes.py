@@ -28,6 +28,7 @@ from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import InvalidSpec
 
 __all__ = [
+    "MIN_INTERVAL",
     "Apply",
     "ApplyOnce",
     "ApplyOptions",
@@ -49,6 +50,10 @@ DriftMode = Literal["None", "Generation", "Content"]
 Scope = Literal["All", "Changed"]
 
 DEFAULT_DRIFT_SECONDS = parse_duration(DEFAULT_DRIFT_CHECK_INTERVAL)
+# The shortest reapplyInterval and driftCheckInterval besides 0 (the CRD's CEL rules
+# say the same).
+MIN_INTERVAL = "10s"
+MIN_INTERVAL_SECONDS = parse_duration(MIN_INTERVAL)
 DEFAULT_HEALTH_SECONDS = parse_duration(HealthCheck().timeout)
 
 
@@ -270,9 +275,11 @@ def _decide(
 
 
 def compile_strategy(spec: ClusterResourceSetSpec) -> ApplyOnce | Reconcile:
-    """The strategy of a spec the model accepted. Raises InvalidSpec for what the API
-    server refuses too (``reapplyInterval`` outside Reconcile) and for a duration Go's
-    int64 nanoseconds cannot hold."""
+    """The strategy of a spec the model accepted. Raises InvalidSpec for what the
+    CRD's CEL rules refuse too (``reapplyInterval`` or ``driftDetection`` outside
+    Reconcile, an interval below ``MIN_INTERVAL``), so a CRS written before those
+    rules is refused the same way, and for a duration Go's int64 nanoseconds cannot
+    hold."""
     rollout_steps = spec.rollout.steps if spec.rollout is not None else []
     health = spec.health_check or HealthCheck()
     durations = Durations(
@@ -286,6 +293,9 @@ def compile_strategy(spec: ClusterResourceSetSpec) -> ApplyOnce | Reconcile:
         ),
     )
     if spec.mode == "ApplyOnce":
+        if spec.drift_detection != "None":
+            # Refused rather than ignored: the user expects drift repairs that would never come.
+            raise InvalidSpec("spec.driftDetection other than None only applies to mode Reconcile")
         return ApplyOnce(durations)
     return Reconcile(durations, spec.drift_detection)
 
@@ -298,9 +308,19 @@ def _reapply_interval(mode: Mode, text: str | None) -> float | None:
     if mode == "ApplyOnce":
         # Refused rather than ignored: the user expects reapplies that would never come.
         raise InvalidSpec("reapplyInterval only applies to mode Reconcile")
-    return parse_duration(text) or None
+    return _at_least_the_floor("reapplyInterval", parse_duration(text)) or None
 
 
 def _drift_interval(text: str | None) -> float:
     """An interval of 0 (or none) means the default."""
-    return parse_duration(text or DEFAULT_DRIFT_CHECK_INTERVAL) or DEFAULT_DRIFT_SECONDS
+    seconds = parse_duration(text or DEFAULT_DRIFT_CHECK_INTERVAL)
+    return _at_least_the_floor("driftCheckInterval", seconds) or DEFAULT_DRIFT_SECONDS
+
+
+def _at_least_the_floor(field: str, seconds: float) -> float:
+    """``seconds``, unless it is shorter than ``MIN_INTERVAL`` (0 keeps its meaning):
+    each interval is a pass over every matching cluster, so a tenant's ``1ns`` would
+    keep the controller reapplying, listing and writing bindings without a pause."""
+    if 0 < seconds < MIN_INTERVAL_SECONDS:
+        raise InvalidSpec(f"spec.{field} must be 0 or at least {MIN_INTERVAL}")
+    return seconds

@@ -36,7 +36,7 @@ from .support import (
 def _drift_crs(mgmt: TestbedClient, namespace: str, name: str, mode: str, doc: str) -> None:
     mgmt.create(source_configmap(namespace, name, {"a": doc}))
     crs = crs_obj(namespace, name, [("ConfigMap", name)], {"drift": name}, mode="Reconcile")
-    crs["spec"].update(driftDetection=mode, driftCheckInterval="1s")
+    crs["spec"].update(driftDetection=mode, driftCheckInterval="10s")
     mgmt.create(crs)
 
 

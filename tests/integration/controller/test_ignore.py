@@ -30,7 +30,7 @@ REPLICAS_RULE = {"target": {"group": "apps", "kind": "Deployment"}, "paths": ["/
 def _crs(mgmt: TestbedClient, namespace: str, name: str, doc: str, **spec: object) -> None:
     mgmt.create(source_configmap(namespace, name, {"a": doc}))
     crs = crs_obj(namespace, name, [("ConfigMap", name)], {"ignore": name}, mode="Reconcile")
-    crs["spec"].update(driftDetection="Content", driftCheckInterval="1s", **spec)
+    crs["spec"].update(driftDetection="Content", driftCheckInterval="10s", **spec)
     mgmt.create(crs)
 
 

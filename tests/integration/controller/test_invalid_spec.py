@@ -173,3 +173,53 @@ def test_an_invalid_spec_is_told_once_per_problem_and_shown_by_status(
         BAD_HOUR,
         "spec.rollout.windows[0]: schedule: Bad minute",
     ]
+
+
+# --- what the API server refuses itself ---------------------------------------------
+
+
+def _server_answer(mgmt: TestbedClient, namespace: str, spec: dict[str, Any]) -> tuple[int, str]:
+    """The API server's status code and message for a CRS with ``spec`` added (a dry
+    run: nothing stored)."""
+    crs = crs_obj(namespace, unique("spec"), [("ConfigMap", "any")], {"iv": "1"})
+    crs["spec"].update(spec)
+    response = mgmt.http.request(
+        "POST",
+        mgmt.path(CRS_API, "ClusterResourceSet", namespace=namespace),
+        json=crs,
+        params={"dryRun": "All"},
+    )
+    return response.status_code, response.text
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"mode": "Reconcile", "reapplyInterval": "1ns"}, "reapplyInterval must be 0 or at least"),
+        ({"mode": "Reconcile", "reapplyInterval": "9.5s"}, "reapplyInterval must be 0 or at least"),
+        ({"driftCheckInterval": "1ns"}, "driftCheckInterval must be 0 or at least 10s"),
+        ({"reapplyInterval": "10m"}, "reapplyInterval requires mode: Reconcile"),
+        ({"driftDetection": "Content"}, "driftDetection other than None requires mode: Reconcile"),
+    ],
+)
+def test_the_api_server_refuses_a_spinning_interval_and_drift_outside_reconcile(
+    mgmt: TestbedClient, namespace: str, spec: dict[str, Any], message: str
+) -> None:
+    status, text = _server_answer(mgmt, namespace, spec)
+    assert status == 422 and message in text, text
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"mode": "Reconcile", "reapplyInterval": "10s", "driftCheckInterval": "10s"},
+        {"mode": "Reconcile", "reapplyInterval": "0", "driftCheckInterval": "0s"},
+        {"mode": "Reconcile", "reapplyInterval": "1h30m", "driftDetection": "Generation"},
+        {"driftCheckInterval": "1.5m"},
+    ],
+)
+def test_the_api_server_takes_intervals_of_10s_and_more_or_0(
+    mgmt: TestbedClient, namespace: str, spec: dict[str, Any]
+) -> None:
+    status, text = _server_answer(mgmt, namespace, spec)
+    assert status == 201, text
