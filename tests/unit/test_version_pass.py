@@ -1,6 +1,7 @@
 """A cluster pass with resources that follow the Kubernetes version, against in-memory
 clients: what applies at a version, what waits for an unknown one (and is never
-withdrawn meanwhile), and a new revision held while Cluster API upgrades the cluster.
+withdrawn meanwhile), and a new revision held while Cluster API upgrades the cluster
+(only where the mode would apply it: ApplyOnce has nothing to hold).
 The same behaviours run on real servers in tests/integration/controller/test_versions.py."""
 
 from __future__ import annotations
@@ -182,6 +183,25 @@ async def test_a_new_revision_waits_while_the_cluster_upgrades() -> None:
     live_common = await live(world, "common")
     assert live_common is not None and live_common["data"] == {"v": "2"}
     assert outcome(world, "cpi")[0] == "Applied"
+
+
+async def test_an_applyonce_crs_has_nothing_to_hold_while_the_cluster_upgrades() -> None:
+    """ApplyOnce never applies an edited source, so an upgrade holds nothing of it: it
+    stays Applied, and the CRSs depending on it are not kept waiting for the upgrade."""
+    world, control_planes = await world_at(
+        runs("v1.34.0"),
+        crs("cni", "common", mode="ApplyOnce"),
+        crs("apps", "cpi-1-34", dependsOn=[{"name": "cni"}]),
+    )
+    await reconcile(world)
+    assert outcome(world, "apps")[0] == "Applied"
+    control_planes.version = runs("v1.34.0", upgrading=True)
+    await edit(world, "common", "common", "2")
+    await reconcile(world)
+    assert outcome(world, "cni") == ("Applied", "all resources applied")
+    assert outcome(world, "apps")[0] == "Applied"
+    live_common = await live(world, "common")
+    assert live_common is not None and live_common["data"] == {"v": "1"}
 
 
 async def test_during_an_upgrade_version_changes_go_and_a_gating_crs_is_not_held() -> None:

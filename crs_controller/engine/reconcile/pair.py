@@ -284,7 +284,7 @@ async def _resource_pass(scope: ClusterScope, run: _PairRun, turn: _Turn) -> _Do
         prepared = await prepare(scope.ctx.sources, run.crs, scope.cluster, source)
     except CRSError as exc:  # UnresolvedVariable, InvalidManifest: this cluster alone
         return _failed(name, previous, exc.reason, str(exc))
-    if run.hold and previous is not None and previous.applied and previous.hash != prepared.digest:
+    if _held(run, previous, prepared.digest):
         return _Done(name, previous, held=True)
     try:
         decision = run.strategy.decide(previous, prepared.digest, run.now, run.drift_due)
@@ -301,6 +301,19 @@ async def _resource_pass(scope: ClusterScope, run: _PairRun, turn: _Turn) -> _Do
         return _failed(name, previous, exc.reason, str(exc), retry=True, unreachable=True)
     except APIError as exc:  # e.g. a drift read refused: this resource fails alone
         return _failed(name, previous, "ApplyFailed", str(exc), retry=True)
+
+
+def _held(run: _PairRun, previous: ResourceBinding | None, digest: str) -> bool:
+    """A new revision of an installed resource that the strategy would apply now is
+    kept back (``run.hold``); one it would not apply (ApplyOnce ignores edits) is
+    nothing to wait for."""
+    return (
+        run.hold
+        and previous is not None
+        and previous.applied
+        and previous.hash != digest
+        and run.strategy.needs_apply(previous, digest, run.now)
+    )
 
 
 def _where(scope: ClusterScope, run: _PairRun) -> dict[str, str]:
