@@ -127,6 +127,29 @@ async def test_drift_is_read_with_one_list_per_kind_and_a_correction_sends_every
     ]
 
 
+async def test_a_shortened_drift_interval_takes_effect_at_once() -> None:
+    """Edited from 1h to 1m, the next check comes a minute after the last one, not
+    when the hour is over."""
+    spec = {"driftDetection": "Generation", "driftCheckInterval": "1h"}
+    world = await world_with(crs("a", "src", **spec))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    edited = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert edited is not None
+    edited["spec"]["driftCheckInterval"] = "1m"
+    edited["metadata"]["generation"] = 2
+    await world.update(edited)
+    clock = world.ctx.clock
+    assert isinstance(clock, FakeClock)
+    result = await reconcile(world)
+    assert result.requeue_after is not None and result.requeue_after <= 60
+
+    clock.advance(61)
+    workload.requests.clear()
+    await reconcile(world)
+    assert workload.requests == [("list", "ConfigMap/default")]
+
+
 async def test_an_unreachable_cluster_is_its_outcome_and_is_retried() -> None:
     world = await world_with(crs("a", "src"))
     world.ctx.workloads.clients["c1"].down = True  # type: ignore[attr-defined]

@@ -234,18 +234,30 @@ def test_only_targeted_objects_skip_the_generation_and_a_missing_one_is_drift() 
 def test_the_drift_schedule_is_due_at_first_then_after_each_interval() -> None:
     schedule = DriftSchedule()
     pair = ("ns", "crs", "c1")
-    assert schedule.wait(pair, 100.0) == 0.0  # never checked: due now
-    assert schedule.wait(pair, 100.0) == 0.0  # asking changes nothing
-    schedule.checked(pair, 100.0, 60.0)
-    assert schedule.wait(pair, 130.0) == 30.0
-    assert schedule.wait(pair, 160.0) == 0.0
-    assert schedule.wait(pair, 500.0) == 0.0  # overdue is due, never negative
-    schedule.checked(("ns", "crs", "c2"), 100.0, 60.0)
-    schedule.checked(("other", "crs", "c1"), 100.0, 60.0)
+    assert schedule.wait(pair, 100.0, 60.0) == 0.0  # never checked: due now
+    assert schedule.wait(pair, 100.0, 60.0) == 0.0  # asking changes nothing
+    schedule.checked(pair, 100.0)
+    assert schedule.wait(pair, 130.0, 60.0) == 30.0
+    assert schedule.wait(pair, 160.0, 60.0) == 0.0
+    assert schedule.wait(pair, 500.0, 60.0) == 0.0  # overdue is due, never negative
+    schedule.checked(("ns", "crs", "c2"), 100.0)
+    schedule.checked(("other", "crs", "c1"), 100.0)
     schedule.forget_cluster("ns", "c1")
-    assert schedule.wait(pair, 130.0) == 0.0
-    assert schedule.wait(("ns", "crs", "c2"), 130.0) == 30.0
-    assert schedule.wait(("other", "crs", "c1"), 130.0) == 30.0  # same name, other namespace
+    assert schedule.wait(pair, 130.0, 60.0) == 0.0
+    assert schedule.wait(("ns", "crs", "c2"), 130.0, 60.0) == 30.0
+    assert schedule.wait(("other", "crs", "c1"), 130.0, 60.0) == 30.0  # other namespace
+
+
+def test_an_edited_interval_counts_from_the_last_check_at_once() -> None:
+    """A shorter driftCheckInterval does not wait for the end of the longer one, and a
+    longer one does not check before its time."""
+    schedule = DriftSchedule()
+    pair = ("ns", "crs", "c1")
+    schedule.checked(pair, 100.0)
+    assert schedule.wait(pair, 130.0, 3600.0) == 3570.0
+    assert schedule.wait(pair, 130.0, 60.0) == 30.0
+    assert schedule.wait(pair, 200.0, 60.0) == 0.0
+    assert schedule.wait(pair, 200.0, 7200.0) == 7100.0
 
 
 def test_a_pair_is_forgotten_alone() -> None:
@@ -253,12 +265,12 @@ def test_a_pair_is_forgotten_alone() -> None:
     and every other pair keeps its time."""
     schedule = DriftSchedule()
     for pair in (("ns", "a", "c1"), ("ns", "b", "c1"), ("ns", "a", "c2")):
-        schedule.checked(pair, 100.0, 60.0)
+        schedule.checked(pair, 100.0)
     schedule.forget_pair(("ns", "a", "c1"))
     schedule.forget_pair(("ns", "gone", "c9"))  # never there: nothing happens
-    assert schedule.wait(("ns", "a", "c1"), 130.0) == 0.0
-    assert schedule.wait(("ns", "b", "c1"), 130.0) == 30.0
-    assert schedule.wait(("ns", "a", "c2"), 130.0) == 30.0
+    assert schedule.wait(("ns", "a", "c1"), 130.0, 60.0) == 0.0
+    assert schedule.wait(("ns", "b", "c1"), 130.0, 60.0) == 30.0
+    assert schedule.wait(("ns", "a", "c2"), 130.0, 60.0) == 30.0
     schedule.forget_pair(("ns", "b", "c1"))
     schedule.forget_pair(("ns", "a", "c2"))
-    assert schedule._due == {}  # the namespace's table goes with its last pair
+    assert schedule._last == {}  # the namespace's table goes with its last pair

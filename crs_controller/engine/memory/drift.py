@@ -12,36 +12,43 @@ from crs_controller.core.api.models import PairKey
 
 class DriftSchedule:
     """Asking never changes the schedule; ``checked`` does. Kept per namespace, so
-    forgetting a cluster only looks through its own namespace's pairs."""
+    forgetting a cluster only looks through its own namespace's pairs.
+
+    The time of the last check is kept, not the time the next one is due: the next
+    is due one interval after the last, the interval the CRS asks for now, so an
+    edited ``driftCheckInterval`` takes effect at once (a shorter one does not wait
+    for the end of the longer one)."""
 
     def __init__(self) -> None:
-        # namespace -> (CRS, cluster) -> when the next check is due
-        self._due: dict[str, dict[tuple[str, str], float]] = {}
+        # namespace -> (CRS, cluster) -> when it was last checked
+        self._last: dict[str, dict[tuple[str, str], float]] = {}
 
-    def wait(self, key: PairKey, now: float) -> float:
-        """Seconds until the next check is due; 0 when due now (or never checked)."""
+    def wait(self, key: PairKey, now: float, interval: float) -> float:
+        """Seconds until the next check is due, ``interval`` after the last one; 0 when
+        due now (or never checked)."""
         namespace, crs, cluster = key
-        return max(self._due.get(namespace, {}).get((crs, cluster), now) - now, 0.0)
+        last = self._last.get(namespace, {}).get((crs, cluster))
+        return 0.0 if last is None else max(last + interval - now, 0.0)
 
-    def checked(self, key: PairKey, now: float, interval: float) -> None:
+    def checked(self, key: PairKey, now: float) -> None:
         namespace, crs, cluster = key
-        self._due.setdefault(namespace, {})[(crs, cluster)] = now + interval
+        self._last.setdefault(namespace, {})[(crs, cluster)] = now
 
     def forget_pair(self, key: PairKey) -> None:
         """Forget one CRS on one cluster (it no longer selects it, or it is gone)."""
         namespace, crs, cluster = key
-        due = self._due.get(namespace)
-        if due is not None:
-            due.pop((crs, cluster), None)
-            if not due:
-                del self._due[namespace]
+        last = self._last.get(namespace)
+        if last is not None:
+            last.pop((crs, cluster), None)
+            if not last:
+                del self._last[namespace]
 
     def forget_cluster(self, namespace: str, cluster: str) -> None:
         """Forget a cluster (deleted, or handed to another replica)."""
-        due = self._due.get(namespace)
-        if due is None:
+        last = self._last.get(namespace)
+        if last is None:
             return
-        for pair in [p for p in due if p[1] == cluster]:
-            del due[pair]
-        if not due:
-            del self._due[namespace]
+        for pair in [p for p in last if p[1] == cluster]:
+            del last[pair]
+        if not last:
+            del self._last[namespace]

@@ -96,7 +96,7 @@ async def reconcile_pair(scope: ClusterScope, crs: CRS, go: Go) -> CRSPass:
     run = _PairRun.start(scope, crs, go)
     progress = await _resources(scope, run)
     if run.drift_due:
-        scope.ctx.drift.checked(run.pair, scope.ctx.clock.now(), crs.strategy.drift.interval)
+        scope.ctx.drift.checked(run.pair, scope.ctx.clock.now())
     progress.then |= _announce(scope, crs, progress)
     outcome = _waiting(scope, run, progress, await _outcome(scope, run, progress))
     if go.keep_installed and progress.held:
@@ -123,7 +123,7 @@ class _PairRun:
     def start(cls, scope: ClusterScope, crs: CRS, go: Go) -> _PairRun:
         ctx = scope.ctx
         pair = (scope.cluster.namespace, crs.name, scope.cluster.name)
-        wait = ctx.drift.wait(pair, ctx.clock.now())
+        wait = ctx.drift.wait(pair, ctx.clock.now(), crs.strategy.drift.interval)
         observer = Observer(scope.workload, ctx.settings.field_manager, crs.ignores)
         # While Cluster API upgrades the cluster, a new revision of an installed
         # resource waits (unless this CRS gates the upgrade): first installs still go.
