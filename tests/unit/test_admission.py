@@ -1,9 +1,11 @@
 """The one gate of a CRS on a cluster (``engine.reconcile.admission``): dependencies
 first, then the rollout; a held CRS's outcome comes from one ``describe``; a first
-install and a cluster already on the revision are never held by the rollout."""
+install and a cluster already on the revision are never held by the rollout; the
+budget's place goes back once a pair no longer takes the revision (failed, it stays)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION
+from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION
 from crs_controller.core.api.models import API_VERSION, CRSBinding
 from crs_controller.core.errors import ResourceNotFound
 from crs_controller.core.rollout.plan import Plan
@@ -31,6 +33,7 @@ from crs_controller.engine.reconcile.admission import (
     describe,
 )
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
+from crs_controller.engine.reconcile.result import Wake, cluster_key
 from crs_controller.engine.reconcile.rollout import revision_of, source_hashes
 from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
 
@@ -221,6 +224,58 @@ async def test_a_crs_that_stops_selecting_mid_update_gives_its_budget_place_back
     await world.update(live)
     await reconcile_cluster(world.ctx, NS, "c1")
     assert world.ctx.budget.updating == 0
+
+
+async def pause_crs(world: World) -> None:
+    live = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert live is not None
+    live["metadata"]["annotations"] = {PAUSED_ANNOTATION: "true"}
+    await world.update(live)
+
+
+async def refuse_crs(world: World) -> None:
+    live = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert live is not None
+    live["spec"]["rollout"]["maxConcurrent"] = "bogus"
+    await world.update(live)
+    the_crs = world.index.crs(NS, "a")
+    assert the_crs is not None and the_crs.model is None
+
+
+async def pause_cluster(world: World) -> None:
+    live = await world.mgmt.get(CLUSTER_API, "Cluster", "c1", NS)
+    assert live is not None
+    live["spec"] = {**live.get("spec", {}), "paused": True}
+    await world.update(live)
+
+
+@pytest.mark.parametrize("leave", [pause_crs, refuse_crs, pause_cluster])
+async def test_a_pair_left_alone_mid_update_gives_its_budget_place_back(
+    leave: Callable[[World], Awaitable[None]],
+) -> None:
+    # Paused or refused, the pair takes no revision: kept, its place would hold every
+    # other cluster of the fleet (any tenant's) at BudgetExhausted for as long.
+    world = await edited_world(budget=1)
+    assert world.ctx.budget.ask((NS, "c1"), "a", 1)  # c1 is updating a
+    assert not world.ctx.budget.ask((NS, "other"), "x", 1)  # another cluster waits
+    before = world.ctx.caches.binding(NS, "c1")
+    await leave(world)
+    result = await reconcile_cluster(world.ctx, NS, "c1")
+    assert world.ctx.budget.updating == 0
+    assert Wake(cluster_key(NS, "other")) in result.wake
+    assert world.ctx.budget.ask((NS, "other"), "x", 1)
+    assert world.ctx.caches.binding(NS, "c1") == before  # its entry left alone
+
+
+async def test_a_deleted_cluster_wakes_the_cluster_its_budget_place_lets_go() -> None:
+    world = await edited_world(budget=1)
+    assert world.ctx.budget.ask((NS, "c1"), "a", 1)  # c1 is updating a
+    assert not world.ctx.budget.ask((NS, "other"), "x", 1)  # another cluster waits
+    del world.mgmt.objects[(CLUSTER_API, "Cluster", NS, "c1")]
+    world.index.update_cluster(world.clusters.remove(NS, "c1"), None)
+    result = await reconcile_cluster(world.ctx, NS, "c1")
+    assert world.ctx.budget.updating == 0
+    assert Wake(cluster_key(NS, "other")) in result.wake
 
 
 async def test_a_hold_stands_when_the_gate_cannot_read_the_revision() -> None:

@@ -75,6 +75,10 @@ class Budget:
         ahead = len(self._line) if entry is None else bisect.bisect_left(self._line, entry)
         return ahead < free
 
+    def pairs(self, cluster: ClusterKey) -> frozenset[str]:
+        """The CRSs the cluster holds its place for or waits for."""
+        return frozenset(self._held.get(cluster, ())) | frozenset(self._asks.get(cluster, ()))
+
     def ask(self, cluster: ClusterKey, crs: str, step: int) -> bool:
         """May this pair start (or go on) taking a new revision now?
 

@@ -43,18 +43,18 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     # backoff) rather than being overwritten: its inventory is all we know.
     binding = None if cached is None else cached.valid
     if cluster is None:
-        await _forget_cluster(ctx, namespace, name, binding)
-        return Result()
+        return await _forget_cluster(ctx, namespace, name, binding)
     if cluster.paused:
+        # Left alone, it takes no revision: its budget place goes back meanwhile.
         log.info("cluster paused: left alone", cluster=f"{namespace}/{name}")
-        return Result()
+        return forget_budget(ctx, (namespace, name))
     if cluster.deleting:
         return await _clean_up(ctx, cluster, binding)
     crss = _active(ctx, cluster)
     if not crss and not entries_by_crs(binding):
         # Nothing to apply, prune or record: its kubeconfig is not read and no client
-        # is built for a cluster no CRS selects.
-        return Result()
+        # is built for a cluster no CRS selects (and it updates nothing).
+        return forget_budget(ctx, (namespace, name))
     scope = ClusterScope(ctx, cluster, binding)
     blocked = await scope.connect()
     if blocked is not None:
@@ -141,20 +141,23 @@ async def _clean_up(
     return cleanup.then | await scope.record(cleanup.remaining)
 
 
-async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> None:
+async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> Result:
     """Forget what this process kept for a Cluster: its outcomes, its kubeconfig, its
-    drift timers and its client (a Cluster gone, or now another replica's)."""
+    drift timers, its budget place and its client (a Cluster gone, or now another
+    replica's). The Result wakes the clusters its budget place lets go."""
     ctx.outcomes.drop_cluster(namespace, name)
     ctx.sources.forget(namespace, "Secret", kubeconfig_secret_name(name))
     ctx.drift.forget_cluster(namespace, name)
-    forget_budget(ctx, (namespace, name))
+    woken = forget_budget(ctx, (namespace, name))
     await ctx.workloads.forget(namespace, name)
+    return woken
 
 
 async def _forget_cluster(
     ctx: ClusterContext, namespace: str, name: str, binding: ClusterResourceSetBinding | None
-) -> None:
-    await forget_cluster(ctx, namespace, name)
+) -> Result:
+    woken = await forget_cluster(ctx, namespace, name)
     if binding is not None:
         ctx.still_ours(namespace, name)
         await ctx.bindings.delete(namespace, name)
+    return woken

@@ -90,6 +90,7 @@ class ClusterScope:
         # Paused CRSs are left alone: their entries stay exactly as they are.
         keep = {c.name for c in ctx.caches.crss_in(cluster.namespace) if c.left_alone}
         self._now = {n: e for n, e in self._before.items() if n in keep}
+        self._settled: set[str] = set()  # the CRSs whose pass ran here
         self._sources: dict[tuple[str, str], Source] = {}
         self._rolled: dict[str, RolledOut | None] = {}
 
@@ -169,6 +170,7 @@ class ClusterScope:
         ctx, previous = self.ctx, self._before.get(crs.name)
         told = with_outcome(carried(done.entry, previous), previous, done.outcome, ctx.clock.wall())
         self._now[crs.name] = told
+        self._settled.add(crs.name)
         then = done.then | self._budget_after(crs.name, done.outcome)
         changed = ctx.outcomes.record(crs.namespace, crs.name, self.cluster.name, done.outcome)
         if changed and _news(previous, told, done.outcome):
@@ -210,12 +212,15 @@ class ClusterScope:
 
     def forget_left(self) -> Result:
         """Pairs whose CRS no longer selects this cluster leave the CRS's status and
-        memory; a place taken mid-update goes back to the budget."""
+        memory. A place taken mid-update goes back to the budget unless this pass ran
+        the pair: its CRS left, or is left alone (paused, or a spec the model refuses)
+        and takes no revision while it is."""
         ctx, (namespace, name) = self.ctx, self.key
-        result = NOTHING
         for crs_name in set(self._before) - set(self._now):
             ctx.outcomes.drop_pair(namespace, crs_name, name)
             ctx.drift.forget_pair((namespace, crs_name, name))
+        result = NOTHING
+        for crs_name in ctx.budget.pairs(self.key) - self._settled:
             result |= _woken(ctx, ctx.budget.release(self.key, crs_name))
         return result
 
@@ -313,10 +318,10 @@ class ClusterScope:
         return NOTHING if written else RETRY
 
 
-def forget_budget(ctx: ClusterContext, key: tuple[str, str]) -> None:
-    """A cluster gone, or now another replica's: its budget place goes back."""
-    ctx.budget.forget_cluster(key)
-    metrics.UPDATING_CLUSTERS.set(ctx.budget.updating)
+def forget_budget(ctx: ClusterContext, key: tuple[str, str]) -> Result:
+    """A cluster gone, paused, or now another replica's: its budget place goes back
+    and its pairs leave the line; the Result wakes the clusters that may go now."""
+    return _woken(ctx, ctx.budget.forget_cluster(key))
 
 
 def _woken(ctx: ClusterContext, woken: tuple[tuple[str, str], ...]) -> Result:

@@ -493,7 +493,9 @@ class Controller:
     async def _let_go(self, namespace: str, name: str) -> None:
         """Forget what this replica kept for a Cluster another replica now owns."""
         self._served.discard((namespace, name))
-        await forget_cluster(self.cluster_ctx, namespace, name)
+        woken = await forget_cluster(self.cluster_ctx, namespace, name)
+        for wake in woken.wake:  # its budget place lets these clusters go
+            self.queue.add(wake.key)
 
     def nudge(self, cluster: Mapping[str, Any]) -> None:
         """Reconcile this Cluster soon (Cluster API says it is being deleted: the watch
