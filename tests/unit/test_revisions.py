@@ -3,7 +3,8 @@ larger than a snapshot holds get none, a Warning says so once and the revision i
 still in the history; the kept snapshots of one CRS stay within their total bytes,
 the oldest revisions going first (revisionHistoryLimit aside), each annotated with
 the bytes it holds; a rollback by hand is counted once, not on every pass after it
-nor by a restarted replica; a snapshot's name another object holds is told once."""
+nor by a restarted replica; a snapshot's name another object holds is told once; a
+snapshot holds the content its revision was hashed from, or is not written."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from crs_controller.core.rollout.snapshots import (
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile import revisions
 from crs_controller.engine.reconcile.crs import reconcile_crs
+from crs_controller.engine.reconcile.rollout import current_sources, rolled_out
 
 from .builders import NS, configmap_source, crs, payload, reconcile, world_with
 from .memory_kube import World
@@ -163,3 +165,36 @@ async def test_a_snapshot_name_another_object_holds_is_told_once_not_written() -
     assert SNAPSHOT_LABEL not in world.mgmt.objects[("v1", "ConfigMap", NS, name)]["metadata"].get(
         "labels", {}
     )
+
+
+async def test_a_snapshot_holds_the_content_its_revision_was_hashed_from() -> None:
+    # The source is edited between the pass's hash and its write of the snapshot:
+    # written from the edit, the snapshot (immutable, kept) would never hash to its
+    # revision and a rollback to it would be refused for good.
+    world = await world_with(crs("a", "src"))
+    ctx = world.crs_context()
+    the_crs = world.index.crs(NS, "a")
+    assert the_crs is not None
+    rolled = await rolled_out(ctx, the_crs)
+    assert rolled is not None
+    await edit(world, "2")
+    await revisions.snapshot(ctx, the_crs, rolled)
+    watch_snapshots(world, set())
+    kept = await ctx.snapshots.sources_of(the_crs, rolled.sources)
+    assert {key: source.hash for key, source in kept.items()} == dict(rolled.hashes)
+
+
+async def test_sources_that_hash_to_another_revision_write_no_snapshot_of_it() -> None:
+    world = await world_with(crs("a", "src"))
+    ctx = world.crs_context()
+    the_crs = world.index.crs(NS, "a")
+    assert the_crs is not None
+    rolled = await rolled_out(ctx, the_crs)
+    assert rolled is not None
+    await edit(world, "2")
+    edited = await current_sources(ctx, the_crs)
+    assert edited is not None
+    with capture_logs() as logs:
+        assert not await ctx.snapshots.write(the_crs, rolled.sources, edited)
+    assert snapshots(world) == []
+    assert [r["event"] for r in logs] == ["snapshot not written: the sources changed"]

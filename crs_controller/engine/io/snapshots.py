@@ -18,6 +18,7 @@ import structlog
 from crs_controller.clients.api import KubeAPI
 from crs_controller.core.errors import Conflict
 from crs_controller.core.manifests.hashing import resource_hash
+from crs_controller.core.rollout.plan import revision
 from crs_controller.core.rollout.snapshots import (
     SNAPSHOT_LABEL,
     SnapshotRefused,
@@ -64,15 +65,21 @@ class Snapshots:
         meta = self._informers["ConfigMap"].get(crs.namespace, snapshot_name(crs.name, rev))
         return meta is not None and meta.snapshot_of == crs.meta.uid
 
-    async def write(self, crs: CRS, rev: str, sources: Mapping[Key, Source]) -> None:
+    async def write(self, crs: CRS, rev: str, sources: Mapping[Key, Source]) -> bool:
         """Write the snapshot of ``rev`` from the sources it was hashed from, unless it
-        is there; raises SnapshotTooLarge (nothing written)."""
+        is there: True once written. Sources that hash to another revision (edited
+        since) write nothing: a snapshot holds its revision's content or is not
+        written. Raises SnapshotTooLarge (nothing written)."""
         if self.kept(crs, rev) or crs.meta.uid is None:
-            return
+            return False
+        keys = [(ref.kind, ref.name) for ref in crs.valid.spec.resources]
+        where = f"{crs.namespace}/{crs.name}"
+        if revision([(kind, name, sources[(kind, name)].hash) for kind, name in keys]) != rev:
+            log.info("snapshot not written: the sources changed", crs=where, revision=rev)
+            return False
         refused = self._too_large.get((crs.meta.uid, rev))
         if refused is not None:  # not encoded again on every pass
             raise refused.with_traceback(None)
-        keys = [(ref.kind, ref.name) for ref in crs.valid.spec.resources]
         raws = {key: source.raw or {} for key, source in sources.items()}
         try:
             objects = build(crs.namespace, (crs.name, crs.meta.uid), rev, keys, raws)
@@ -85,23 +92,29 @@ class Snapshots:
         if len(self._written) >= TOO_LARGE_KEPT:
             self._written.clear()
         self._written[(crs.meta.uid, rev)] = written
-        where = f"{crs.namespace}/{crs.name}"
         if not taken:
             log.info("snapshot written", crs=where, revision=rev)
-        elif (crs.meta.uid, rev) not in self._told_taken:
-            if len(self._told_taken) >= TOO_LARGE_KEPT:
-                self._told_taken.clear()
-            self._told_taken.add((crs.meta.uid, rev))
-            # Another object holds the name: a rollback to this revision is refused
-            # (the check on use) until it goes; the create is tried again once the
-            # watch shows the name free.
-            log.warning("snapshot name taken", crs=where, revision=rev, objects=taken)
+        else:
+            self._tell_taken(crs, rev, taken)
+        return not taken
+
+    def _tell_taken(self, crs: CRS, rev: str, taken: list[str]) -> None:
+        """Another object holds a name of the snapshot: a rollback to this revision is
+        refused (the check on use) until it goes; the create is tried again once the
+        watch shows the name free. Told once."""
+        if (str(crs.meta.uid), rev) in self._told_taken:
+            return
+        if len(self._told_taken) >= TOO_LARGE_KEPT:
+            self._told_taken.clear()
+        self._told_taken.add((str(crs.meta.uid), rev))
+        where = f"{crs.namespace}/{crs.name}"
+        log.warning("snapshot name taken", crs=where, revision=rev, objects=taken)
 
     async def _create(self, crs: CRS, objects: list[dict[str, Any]]) -> tuple[int, list[str]]:
-        """Create the snapshot's objects, the ConfigMap last (once it is there, the
-        snapshot is whole): the bytes written, and the objects whose name another
-        object (not this CRS's snapshot, as the watch shows it) holds. A name the
-        watch shows taken is not asked for again on every pass."""
+        """Create the snapshot's objects not there yet, the ConfigMap last: the bytes
+        written, and the objects whose name another object (not this CRS's snapshot,
+        as the watch shows it) holds. A name the watch shows taken is not asked for
+        again on every pass."""
         written, taken = 0, []
         for obj in reversed(objects):
             kind, name = obj["kind"], obj["metadata"]["name"]

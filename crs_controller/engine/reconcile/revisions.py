@@ -29,7 +29,6 @@ from crs_controller.core.rollout.snapshots import MAX_HISTORY_BYTES, SnapshotToo
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.status import READY
 from crs_controller.engine.io import metrics
-from crs_controller.engine.io.sources import Source
 from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.rollout import RolledOut, roll_to, try_plan
 
@@ -60,7 +59,7 @@ async def by_itself(
     to = rollback_on_failure(rolled.undo, made.phase, spec.on_failure, crs.status.history or [])
     if to is None:
         return rolled
-    back = await roll_to(ctx, crs, Undo(to, rolled.target), rolled.hashes)
+    back = await roll_to(ctx, crs, Undo(to, rolled.target), rolled.hashes, rolled.current)
     if back.refused is None:
         ctx.rollouts.rolled_back(crs.namespace, crs.name, made.message)
         log.warning("rolling back", crs=f"{crs.namespace}/{crs.name}", to=to, reason=made.message)
@@ -91,19 +90,15 @@ def history(
 
 
 async def snapshot(ctx: CRSContext, crs: CRS, rolled: RolledOut) -> None:
-    """Write the snapshot of the sources' revision, unless it is there. Too large, it
-    is not written: a Warning Event says so the first time the revision is seen."""
+    """Write the snapshot of the sources' revision, unless it is there, from the
+    sources exactly as they were hashed (a source edited since is not read again: its
+    content would not hash to the revision). Too large, it is not written: a Warning
+    Event says so the first time the revision is seen."""
     rev = rolled.sources
     if rolled.undo.rolled_back_from is not None or ctx.snapshots.kept(crs, rev):
         return
-    sources: dict[tuple[str, str], Source] = {}
-    for ref in crs.valid.spec.resources:
-        source = await ctx.sources.load(crs.namespace, ref)
-        if source.error is not None:
-            return
-        sources[(ref.kind, ref.name)] = source
     try:
-        await ctx.snapshots.write(crs, rev, sources)
+        written = await ctx.snapshots.write(crs, rev, rolled.current)
     except SnapshotTooLarge as exc:
         if all(r.revision != rev for r in crs.status.history or []):
             message = f"revision {rev} cannot be rolled back to: {exc}"
@@ -114,7 +109,8 @@ async def snapshot(ctx: CRSContext, crs: CRS, rolled: RolledOut) -> None:
         where = f"{crs.namespace}/{crs.name}"
         log.log(level, "snapshot not written", crs=where, status=exc.status, error=str(exc))
         return
-    metrics.SNAPSHOTS_WRITTEN.inc()
+    if written:
+        metrics.SNAPSHOTS_WRITTEN.inc()
 
 
 async def drop_stale_request(ctx: CRSContext, crs: CRS, rolled: RolledOut) -> CRS:

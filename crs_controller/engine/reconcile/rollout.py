@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from crs_controller.core.api.models import CRSBinding, RolloutStatus
@@ -38,12 +38,15 @@ class RolledOut:
     """What a CRS rolls out now: ``undo`` says the target (and the sources' revision a
     rollback replaces), ``hashes`` are the target's sources' hashes, ``snapshot`` its
     sources when they come from a snapshot (None: the sources as they are), and
-    ``refused`` why a rollback asked for could not be used (its snapshot)."""
+    ``refused`` why a rollback asked for could not be used (its snapshot).
+    ``current`` are the sources as they are, as loaded when their revision
+    (``sources``) was hashed: what that revision's snapshot is written from."""
 
     undo: Undo
     hashes: Hashes
     snapshot: Mapping[Key, Source] | None = None
     refused: str | None = None
+    current: Mapping[Key, Source] = field(kw_only=True)
 
     @property
     def target(self) -> str:
@@ -58,35 +61,47 @@ class RolledOut:
 async def rolled_out(ctx: ClusterContext | CRSContext, crs: CRS) -> RolledOut | None:
     """What ``crs`` rolls out now (None while a source cannot be read): its sources,
     or the snapshot of the revision a rollback in force returns to."""
-    live = await source_hashes(ctx, crs)
-    if live is None:
+    current = await current_sources(ctx, crs)
+    if current is None:
         return None
-    return await roll_to(ctx, crs, crs.undo(revision_of(live)), live)
+    live = {key: source.hash for key, source in current.items()}
+    return await roll_to(ctx, crs, crs.undo(revision_of(live)), live, current)
 
 
 async def roll_to(
-    ctx: ClusterContext | CRSContext, crs: CRS, undo: Undo, live: Hashes
+    ctx: ClusterContext | CRSContext,
+    crs: CRS,
+    undo: Undo,
+    live: Hashes,
+    current: Mapping[Key, Source],
 ) -> RolledOut:
     """``undo`` with its snapshot read and checked; a snapshot refused leaves the
-    sources as they are, saying why."""
+    sources as they are (``current``, hashed to ``live``), saying why."""
     if undo.rolled_back_from is None:
-        return RolledOut(undo, live)
+        return RolledOut(undo, live, current=current)
     try:
         snapshot = await ctx.snapshots.sources_of(crs, undo.target)
     except SnapshotRefused as exc:
-        return RolledOut(Undo(undo.rolled_back_from), live, refused=str(exc))
-    return RolledOut(undo, {key: source.hash for key, source in snapshot.items()}, snapshot)
+        return RolledOut(Undo(undo.rolled_back_from), live, refused=str(exc), current=current)
+    hashes = {key: source.hash for key, source in snapshot.items()}
+    return RolledOut(undo, hashes, snapshot, current=current)
 
 
-async def source_hashes(ctx: ClusterContext | CRSContext, crs: CRS) -> Hashes | None:
-    """Each source's hash now, in spec order (None while one cannot be read)."""
-    hashes: dict[tuple[str, str], str] = {}
+async def current_sources(ctx: ClusterContext | CRSContext, crs: CRS) -> dict[Key, Source] | None:
+    """Each source as it is now, in spec order (None while one cannot be read)."""
+    current: dict[Key, Source] = {}
     for ref in crs.valid.spec.resources:
         source = await ctx.sources.load(crs.namespace, ref)
         if source.error is not None:
             return None
-        hashes[(ref.kind, ref.name)] = source.hash
-    return hashes
+        current[(ref.kind, ref.name)] = source
+    return current
+
+
+async def source_hashes(ctx: ClusterContext | CRSContext, crs: CRS) -> Hashes | None:
+    """Each source's hash now, in spec order (None while one cannot be read)."""
+    current = await current_sources(ctx, crs)
+    return None if current is None else {key: s.hash for key, s in current.items()}
 
 
 def revision_of(hashes: Hashes) -> str:
