@@ -3,14 +3,17 @@ larger than a snapshot holds get none, a Warning says so once and the revision i
 still in the history; the kept snapshots of one CRS stay within their total bytes,
 the oldest revisions going first (revisionHistoryLimit aside), each annotated with
 the bytes it holds; a rollback by hand is counted once, not on every pass after it
-nor by a restarted replica; a snapshot's name another object holds is told once; a
-snapshot holds the content its revision was hashed from, or is not written."""
+nor by a restarted replica; a snapshot's name another object holds is told once,
+and the snapshot written whole once the name is free; a snapshot holds the content
+its revision was hashed from, or is not written."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
+import yaml
 from structlog.testing import capture_logs
 
 from crs_controller.core.api.models import API_VERSION
@@ -198,3 +201,60 @@ async def test_sources_that_hash_to_another_revision_write_no_snapshot_of_it() -
         assert not await ctx.snapshots.write(the_crs, rolled.sources, edited)
     assert snapshots(world) == []
     assert [r["event"] for r in logs] == ["snapshot not written: the sources changed"]
+
+
+async def test_a_snapshot_secret_whose_name_was_taken_is_written_once_it_is_free() -> None:
+    spec = crs("a", "src")
+    spec["spec"]["resources"] = [{"kind": "Secret", "name": "sec"}]
+    world = await world_with(spec)
+    await world.add(secret_source("1"))
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    await reconcile(world)
+    the_crs = world.index.crs(NS, "a")
+    assert the_crs is not None
+    rolled = await rolled_out(ctx, the_crs)
+    assert rolled is not None
+    first, name = rolled.sources, snapshot_name("a", rolled.sources)
+    # A tenant's unlabelled Secret holds the snapshot Secret's name.
+    squatter = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NS}}
+    await world.add(squatter)
+    with capture_logs() as logs:
+        for _ in range(2):
+            await reconcile_crs(ctx, NS, "a")
+            watch_snapshots(world, shown)
+    told = [r["event"] for r in logs if r["event"].startswith("snapshot")]
+    assert told == ["snapshot name taken"]
+    assert not ctx.snapshots.kept(the_crs, first)
+    del world.mgmt.objects[("v1", "Secret", NS, name)]  # the tenant's Secret goes
+    world.secrets.remove(NS, name)
+    await reconcile_crs(ctx, NS, "a")
+    watch_snapshots(world, shown)
+    assert sorted(o["kind"] for o in snapshots(world)) == ["ConfigMap", "Secret"]
+    second = await roll_back_by_hand(world, first)
+    assert status(world)["rollout"]["rolledBackFrom"] == second
+    assert status(world)["revision"] == first
+
+
+async def roll_back_by_hand(world: World, first: str) -> str:
+    """A second revision of the Secret, then a rollback by hand to ``first``: the
+    second revision."""
+    ctx = world.crs_context()
+    stored = world.mgmt.objects[("v1", "Secret", NS, "sec")]
+    await world.update({**stored, "data": secret_source("2")["data"]})
+    await reconcile(world)
+    await reconcile_crs(ctx, NS, "a")
+    second: str = status(world)["history"][-1]["revision"]
+    assert second != first
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    asked = {ROLLBACK_ANNOTATION: f"{second}/{first}"}
+    await world.update({**stored, "metadata": {**stored["metadata"], "annotations": asked}})
+    await reconcile_crs(ctx, NS, "a")
+    return second
+
+
+def secret_source(value: str) -> Obj:
+    body = yaml.safe_dump(payload("addon", value)).encode()
+    data = {"a": base64.b64encode(body).decode()}
+    metadata = {"name": "sec", "namespace": NS}
+    kind = {"apiVersion": "v1", "kind": "Secret", "type": "addons.cluster.x-k8s.io/resource-set"}
+    return {**kind, "metadata": metadata, "data": data}

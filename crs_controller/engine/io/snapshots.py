@@ -61,9 +61,13 @@ class Snapshots:
         )
 
     def kept(self, crs: CRS, rev: str) -> bool:
-        """Is the snapshot of ``rev`` there (as the watch says)?"""
-        meta = self._informers["ConfigMap"].get(crs.namespace, snapshot_name(crs.name, rev))
-        return meta is not None and meta.snapshot_of == crs.meta.uid
+        """Is the whole snapshot of ``rev`` there (as the watch says): its ConfigMap
+        and, when the CRS names Secrets, its Secret? A half missing (its name held by
+        another object until now, say) is written on the next pass."""
+        name = snapshot_name(crs.name, rev)
+        kinds = {"ConfigMap"} | {ref.kind for ref in crs.valid.spec.resources}
+        metas = [self._informers[kind].get(crs.namespace, name) for kind in kinds]
+        return all(meta is not None and meta.snapshot_of == crs.meta.uid for meta in metas)
 
     async def write(self, crs: CRS, rev: str, sources: Mapping[Key, Source]) -> bool:
         """Write the snapshot of ``rev`` from the sources it was hashed from, unless it
@@ -91,7 +95,8 @@ class Snapshots:
         written, taken = await self._create(crs, objects)
         if len(self._written) >= TOO_LARGE_KEPT:
             self._written.clear()
-        self._written[(crs.meta.uid, rev)] = written
+        # A half written on an earlier pass (the other's name was taken) counts too.
+        self._written[(crs.meta.uid, rev)] = self._written.get((crs.meta.uid, rev), 0) + written
         if not taken:
             log.info("snapshot written", crs=where, revision=rev)
         else:
@@ -101,7 +106,7 @@ class Snapshots:
     def _tell_taken(self, crs: CRS, rev: str, taken: list[str]) -> None:
         """Another object holds a name of the snapshot: a rollback to this revision is
         refused (the check on use) until it goes; the create is tried again once the
-        watch shows the name free. Told once."""
+        watch shows the name free (the snapshot is not kept meanwhile). Told once."""
         if (str(crs.meta.uid), rev) in self._told_taken:
             return
         if len(self._told_taken) >= TOO_LARGE_KEPT:
