@@ -1,6 +1,7 @@
 """dependsOn on real servers: an app waits (DependencyNotReady, no write of its objects)
 until the CNI it depends on is applied and Ready there, then applies; a cycle and a
-missing dependency are reported and apply nothing; a cluster leaving both has the
+missing dependency are reported and apply nothing; a dependency whose spec the
+controller refuses holds its dependent until it is fixed; a cluster leaving both has the
 app's objects deleted before the CNI's."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 
 from .support import (
     CLUSTER_API,
+    CRS_API,
     TIMEOUT,
     add_cluster,
     audit_caught_up,
@@ -24,6 +26,7 @@ from .support import (
     reconciles,
     source_configmap,
     unique,
+    until_no_conflict,
     wait_condition,
     wait_object,
 )
@@ -120,6 +123,42 @@ def test_a_cycle_and_a_missing_dependency_apply_nothing(
     assert "ghost" in cond["message"]
     for object_name in names.values():
         assert workload_clients[1].get("v1", "ConfigMap", object_name, "default") is None
+
+
+def test_a_dependency_the_controller_refuses_holds_its_dependent(
+    controller: Any,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    namespace: str,
+) -> None:
+    """The API server takes any kubernetesVersions text, the controller no range it
+    cannot read: the app waits for that CNI, naming it as invalid, and goes once its
+    spec is fixed."""
+    cni, app = unique("bad-cni"), unique("held-app")
+    mgmt.create(source_configmap(namespace, "base", {"a": manifests(configmap_obj(cni))}))
+    mgmt.create(source_configmap(namespace, "held", {"a": manifests(configmap_obj(app))}))
+    base = crs_obj(namespace, "base", [("ConfigMap", "base")], {"inv": "1"}, mode="Reconcile")
+    base["spec"]["resources"][0]["kubernetesVersions"] = "not a range"
+    held = crs_obj(namespace, "held", [("ConfigMap", "held")], {"inv": "1"}, mode="Reconcile")
+    held["spec"]["dependsOn"] = [{"name": "base"}]
+    mgmt.create(base)
+    mgmt.create(held)
+    add(mgmt, control_plane, namespace, 1, "v1", {"inv": "1"})
+    wait_condition(mgmt, namespace, "base", "Ready", "False", "InvalidSpec")
+    cond = wait_condition(mgmt, namespace, "held", "Ready", "False", "DependencyNotReady")
+    assert "base" in cond["message"] and "invalid" in cond["message"], cond["message"]
+    assert workload_clients[1].get("v1", "ConfigMap", app, "default") is None
+
+    def fix() -> None:
+        current = mgmt.get(CRS_API, "ClusterResourceSet", "base", namespace)
+        assert current is not None
+        del current["spec"]["resources"][0]["kubernetesVersions"]
+        mgmt.update(current)
+
+    until_no_conflict(fix)
+    wait_object(workload_clients[1], "v1", "ConfigMap", app, "default")
+    wait_condition(mgmt, namespace, "held", "Ready", "True", "Applied")
 
 
 def test_leaving_both_deletes_the_app_before_the_cni(
