@@ -1,8 +1,8 @@
 """Modes as strategies compiled once from a spec: when ApplyOnce and Reconcile (with or
 without reapplyInterval) apply a resource, when the next interval reapply is due, the
 per-resource plan (Skip / Apply / CheckDrift), how objects are sent, the drift
-settings and the parsed durations, and what a spec may not say (reapplyInterval or
-driftDetection outside Reconcile, an interval below 10s). A property checks that the
+settings and the parsed durations, what a spec may not say (reapplyInterval or
+driftDetection outside Reconcile) and an interval below 10s taken as 10s. A property checks that the
 compiled strategy decides exactly as the string-driven functions it replaced did, for
 any inputs the API still accepts."""
 
@@ -21,6 +21,7 @@ from crs_controller.core.api.models import ClusterResourceSetSpec
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.spec.modes import (
+    DEFAULT_DRIFT_SECONDS,
     Apply,
     ApplyOnce,
     ApplyOptions,
@@ -226,10 +227,6 @@ def test_compile_strategy(fields: dict[str, Any], expected: Strategy) -> None:
             {"driftDetection": "Content"},
             "spec.driftDetection other than None only applies to mode Reconcile",
         ),
-        ({"mode": "Reconcile", "reapplyInterval": "1ns"}, "spec.reapplyInterval .* at least 10s"),
-        ({"mode": "Reconcile", "reapplyInterval": "9.999s"}, "spec.reapplyInterval"),
-        ({"driftCheckInterval": "1ns"}, "spec.driftCheckInterval must be 0 or at least 10s"),
-        ({"driftCheckInterval": "9s"}, "spec.driftCheckInterval"),
         ({"mode": "Reconcile", "reapplyInterval": "9999999999h"}, "too large"),
         ({"driftCheckInterval": "9999999999h"}, "too large"),
         ({"healthCheck": {"timeout": "9999999999h"}}, "too large"),
@@ -238,6 +235,29 @@ def test_compile_strategy(fields: dict[str, Any], expected: Strategy) -> None:
 def test_compile_strategy_refuses(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidSpec, match=message):
         compile_strategy(spec(**fields))
+
+
+@pytest.mark.parametrize(
+    ("fields", "reapply", "drift"),
+    [
+        ({"mode": "Reconcile", "reapplyInterval": "1ns"}, 10.0, DEFAULT_DRIFT_SECONDS),
+        ({"mode": "Reconcile", "reapplyInterval": "9.999s"}, 10.0, DEFAULT_DRIFT_SECONDS),
+        ({"mode": "Reconcile", "reapplyInterval": "10s"}, 10.0, DEFAULT_DRIFT_SECONDS),
+        ({"mode": "Reconcile", "reapplyInterval": "0s"}, None, DEFAULT_DRIFT_SECONDS),
+        ({"mode": "Reconcile", "driftCheckInterval": "1ns"}, None, 10.0),
+        ({"mode": "Reconcile", "driftCheckInterval": "9s"}, None, 10.0),
+        ({"mode": "Reconcile", "driftCheckInterval": "11s"}, None, 11.0),
+        ({"mode": "Reconcile", "driftCheckInterval": "0s"}, None, DEFAULT_DRIFT_SECONDS),
+    ],
+)
+def test_an_interval_stored_below_the_floor_is_taken_as_the_floor(
+    fields: dict[str, Any], reapply: float | None, drift: float
+) -> None:
+    """The CRD refuses them on write; one stored by an older release still works, at
+    the floor, rather than stopping the set at an upgrade."""
+    strategy = compile_strategy(spec(**fields))
+    assert strategy.durations.reapply_interval == reapply
+    assert strategy.durations.drift_check_interval == drift
 
 
 # --- the compiled strategy decides as the string-driven functions did ----------------
@@ -333,10 +353,19 @@ def _old_pass(
 
 def _newly_refused(fields: dict[str, Any]) -> bool:
     """What the reference accepted and the API refuses now: drift detection outside
-    Reconcile, an interval shorter than 10s other than 0."""
-    intervals = [fields["driftCheckInterval"], fields.get("reapplyInterval") or "0"]
-    too_short = any(0 < parse_duration(text) < 10 for text in intervals)
-    return too_short or (fields["mode"] == "ApplyOnce" and fields["driftDetection"] != "None")
+    Reconcile."""
+    return fields["mode"] == "ApplyOnce" and fields["driftDetection"] != "None"
+
+
+def _floored(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with an interval shorter than 10s (other than 0) raised to 10s: what
+    the compiled strategy takes one stored before the CRD refused it as."""
+    floored = dict(fields)
+    for key in ("driftCheckInterval", "reapplyInterval"):
+        text = fields.get(key)
+        if text is not None and 0 < parse_duration(text) < 10:
+            floored[key] = "10s"
+    return floored
 
 
 DURATIONS = st.sampled_from(["0", "0s", "1ms", "30s", "1m", "90s", "10m", "1h30m", "2.5h"])
@@ -367,7 +396,7 @@ def test_the_compiled_strategy_decides_as_before(
             compile_strategy(spec(**fields))
         return
     try:
-        before = _old_pass(fields, recorded, current, now, due)
+        before = _old_pass(_floored(fields), recorded, current, now, due)
     except InvalidSpec as refused:
         with pytest.raises(InvalidSpec, match=re.escape(str(refused))):
             compile_strategy(spec(**fields))

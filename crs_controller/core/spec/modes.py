@@ -277,9 +277,8 @@ def _decide(
 def compile_strategy(spec: ClusterResourceSetSpec) -> ApplyOnce | Reconcile:
     """The strategy of a spec the model accepted. Raises InvalidSpec for what the
     CRD's CEL rules refuse too (``reapplyInterval`` or ``driftDetection`` outside
-    Reconcile, an interval below ``MIN_INTERVAL``), so a CRS written before those
-    rules is refused the same way, and for a duration Go's int64 nanoseconds cannot
-    hold."""
+    Reconcile), and for a duration Go's int64 nanoseconds cannot hold. An interval
+    below ``MIN_INTERVAL``, which the CRD refuses on write, is taken as the floor."""
     rollout_steps = spec.rollout.steps if spec.rollout is not None else []
     health = spec.health_check or HealthCheck()
     durations = Durations(
@@ -308,19 +307,19 @@ def _reapply_interval(mode: Mode, text: str | None) -> float | None:
     if mode == "ApplyOnce":
         # Refused rather than ignored: the user expects reapplies that would never come.
         raise InvalidSpec("reapplyInterval only applies to mode Reconcile")
-    return _at_least_the_floor("reapplyInterval", parse_duration(text)) or None
+    return _at_least_the_floor(parse_duration(text)) or None
 
 
 def _drift_interval(text: str | None) -> float:
     """An interval of 0 (or none) means the default."""
     seconds = parse_duration(text or DEFAULT_DRIFT_CHECK_INTERVAL)
-    return _at_least_the_floor("driftCheckInterval", seconds) or DEFAULT_DRIFT_SECONDS
+    return _at_least_the_floor(seconds) or DEFAULT_DRIFT_SECONDS
 
 
-def _at_least_the_floor(field: str, seconds: float) -> float:
-    """``seconds``, unless it is shorter than ``MIN_INTERVAL`` (0 keeps its meaning):
-    each interval is a pass over every matching cluster, so a tenant's ``1ns`` would
-    keep the controller reapplying, listing and writing bindings without a pause."""
-    if 0 < seconds < MIN_INTERVAL_SECONDS:
-        raise InvalidSpec(f"spec.{field} must be 0 or at least {MIN_INTERVAL}")
-    return seconds
+def _at_least_the_floor(seconds: float) -> float:
+    """``seconds``, raised to ``MIN_INTERVAL`` when shorter (0 keeps its meaning): each
+    interval is a pass over every matching cluster, so a tenant's ``1ns`` would keep
+    the controller reapplying, listing and writing bindings without a pause. The CRD
+    refuses a shorter one on write; one stored before is taken as the floor rather
+    than refused, so an upgrade does not stop a set that worked."""
+    return max(seconds, MIN_INTERVAL_SECONDS) if seconds > 0 else seconds
