@@ -15,12 +15,13 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import httpcore
 
 from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.clients.network import Backend
+from crs_controller.clients.tunnel import ProxyPool, Via
 
 KEEPALIVE_SECONDS = 90.0
 # The pool of the management client also carries a watch per kind and a request per
@@ -99,18 +100,27 @@ def connection_pool(
     """Connections to one server, over ``clients.network`` (a tenant's ``lane`` for
     its name lookups). Idle ones are kept as long as client-go keeps them (90 s), not
     5 s: a TLS handshake costs more CPU than the request it carries."""
+    backend = NETWORK if lane is None else NETWORK.for_lane(lane)
     limits: dict[str, Any] = {
         "max_connections": MAX_CONNECTIONS,
         "max_keepalive_connections": MAX_IDLE_CONNECTIONS,
-        "keepalive_expiry": KEEPALIVE_SECONDS,
-        "network_backend": NETWORK if lane is None else NETWORK.for_lane(lane),
     }
     if endpoint.proxy is None:
-        return httpcore.AsyncConnectionPool(ssl_context=context, **limits)
-    proxy = urlsplit(endpoint.proxy)
-    auth = (unquote(proxy.username), unquote(proxy.password or "")) if proxy.username else None
-    bare = proxy._replace(netloc=proxy.netloc.rpartition("@")[2]).geturl()
-    return httpcore.AsyncHTTPProxy(bare, proxy_auth=auth, ssl_context=context, **limits)
+        return httpcore.AsyncConnectionPool(
+            ssl_context=context,
+            keepalive_expiry=KEEPALIVE_SECONDS,
+            network_backend=backend,
+            **limits,
+        )
+    # Through a proxy, TLS to the server names it as a direct connection does.
+    via = Via.of(
+        endpoint.proxy,
+        context,
+        endpoint.tls_server_name,
+        keepalive_expiry=KEEPALIVE_SECONDS,
+        backend=backend,
+    )
+    return ProxyPool(via, **limits)
 
 
 def lane_pool(lane: str) -> Connect:

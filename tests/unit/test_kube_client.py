@@ -16,16 +16,20 @@ import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import httpcore
 import pytest
 
 from crs_controller.clients import answers, kube
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.kubeconfig import Endpoint
+from crs_controller.clients.transport import Transport
+from crs_controller.clients.tunnel import ProxyPool, Via
 from crs_controller.core.errors import APIError, Conflict, NotFound, Unreachable
-from crs_controller.testbed.certs import CertificateAuthority
+from crs_controller.testbed.certs import CertificateAuthority, KeyPair
 
-from .tls import CA, CLIENT, serving_context
+from .tls import CA, CLIENT, NAMED, SERVING, serving_context
 
 Reply = Callable[[str, str], tuple[int, str, bytes]]  # (method, path) -> status, type, body
 
@@ -46,10 +50,19 @@ def key_files() -> set[Path]:
 
 
 @asynccontextmanager
-async def server(reply: Reply, *, require_client_cert: bool = False) -> AsyncIterator[list[str]]:
-    """A TLS server on 127.0.0.1 answering each request with ``reply``; yields the
-    list of client certificate subjects seen (one per connection)."""
-    context = serving_context()
+async def server(
+    reply: Reply,
+    *,
+    require_client_cert: bool = False,
+    pair: KeyPair = SERVING,
+    server_names: list[str | None] | None = None,
+) -> AsyncIterator[list[str]]:
+    """A TLS server on 127.0.0.1 serving ``pair``, answering each request with
+    ``reply``; yields the list of client certificate subjects seen (one per
+    connection). ``server_names``: where to keep the name each client asked for (SNI)."""
+    context = serving_context(pair)
+    if server_names is not None:
+        context.sni_callback = lambda _, name, __: server_names.append(name)
     if require_client_cert:
         context.verify_mode = ssl.CERT_REQUIRED
         context.load_verify_locations(cadata=CA.cert_pem.decode())
@@ -326,6 +339,107 @@ async def test_a_proxy_url_tunnels_to_the_server_with_its_credentials() -> None:
     target = url.removeprefix("https://")
     assert seen[0] == f"CONNECT {target} HTTP/1.1"
     assert seen[1] == "Proxy-Authorization: Basic " + base64.b64encode(b"user:p@ss").decode()
+
+
+class NamingStream(httpcore.AsyncMockStream):
+    """httpcore's in-memory stream, keeping the name each TLS handshake asks for."""
+
+    def __init__(self, buffer: list[bytes], names: list[str | None]) -> None:
+        super().__init__(buffer)
+        self.names = names
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        self.names.append(server_hostname)
+        return self
+
+
+class NamingBackend(httpcore.AsyncMockBackend):
+    """An in-memory network: every connection reads ``buffer``; TLS names are kept."""
+
+    def __init__(self, buffer: list[bytes]) -> None:
+        super().__init__(buffer)
+        self.names: list[str | None] = []
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        return NamingStream(list(self._buffer), self.names)
+
+
+def through(backend: NamingBackend, proxy: str) -> KubeClient:
+    """A client of a server known by address, its ``tls-server-name`` ``kubernetes``,
+    through ``proxy`` over ``backend``."""
+
+    def connect(endpoint: Endpoint, context: ssl.SSLContext) -> Transport:
+        via = Via.of(proxy, context, "kubernetes", keepalive_expiry=90, backend=backend)
+        return ProxyPool(via)
+
+    endpoint = Endpoint(server="https://10.0.0.1:6443", tls_server_name="kubernetes", proxy=proxy)
+    return KubeClient(endpoint, name="cluster ns/c1", timeout=5, transport=connect)
+
+
+ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
+EMPTY_JSON = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+async def test_an_https_proxy_is_named_in_its_handshake_and_the_server_in_the_tunnel() -> None:
+    backend = NamingBackend([ESTABLISHED, EMPTY_JSON])
+    client = through(backend, "https://user:pw@proxy.example:3128")
+    try:
+        assert await client._request("GET", "/api") == {}
+    finally:
+        await client.close()
+    assert backend.names == ["proxy.example", "kubernetes"]
+
+
+async def test_a_proxy_refusing_the_tunnel_leaves_the_server_unreachable() -> None:
+    refused = b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n"
+    client = through(NamingBackend([refused]), "http://proxy.example:3128")
+    try:
+        with pytest.raises(Unreachable, match="ProxyError"):
+            await client._request("GET", "/api")
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("through_proxy", [False, True], ids=["direct", "proxy-url"])
+async def test_tls_server_name_is_the_name_sent_and_checked_directly_or_through_a_proxy(
+    through_proxy: bool,
+) -> None:
+    """The server's certificate names only the ``tls-server-name``, not the address
+    in its URL: the client asks for that name and accepts that certificate, whether it
+    connects directly or tunnels through a ``proxy-url``."""
+    names: list[str | None] = []
+    async with (
+        server(answer(200, b'{"kind": "APIVersions"}'), pair=NAMED, server_names=names) as peers,
+        connect_proxy() as (proxy, _),
+    ):
+        via = proxy if through_proxy else None
+        client = client_for(peers.pop(0), tls_server_name="kubernetes", proxy=via)
+        try:
+            assert await client._request("GET", "/api") == {"kind": "APIVersions"}
+        finally:
+            await client.close()
+    assert names == ["kubernetes"]
+
+
+@pytest.mark.parametrize("through_proxy", [False, True], ids=["direct", "proxy-url"])
+async def test_a_certificate_naming_only_the_address_fails_a_tls_server_name(
+    through_proxy: bool,
+) -> None:
+    """The ``tls-server-name`` is what the certificate is checked against: one naming
+    the URL's address but not that name is refused, through a proxy as directly."""
+    async with server(answer(200, b"{}")) as peers, connect_proxy() as (proxy, _):
+        via = proxy if through_proxy else None
+        client = client_for(peers.pop(0), tls_server_name="kubernetes", proxy=via)
+        try:
+            with pytest.raises(Unreachable, match="ConnectError"):
+                await client._request("GET", "/api")
+        finally:
+            await client.close()
 
 
 async def test_a_server_with_a_certificate_from_another_ca_is_unreachable() -> None:
