@@ -103,6 +103,8 @@ def test_config_default_renders_every_object_of_config_once() -> None:
     assert kinds[kinds.index("Deployment") + 1 :] == [
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
         "ValidatingAdmissionPolicyBinding",
         "ValidatingAdmissionPolicyBinding",
         "NetworkPolicy",

@@ -237,7 +237,10 @@ def test_a_namespace_on_a_cluster_scoped_custom_kind_is_refused(
 
 KIND = "ClusterResourceSet"
 ADMISSION = Path(__file__).resolve().parents[3] / "config" / "admission"
-POLICIES = (ADMISSION / "binding_writers.yaml", ADMISSION / "controller_writes.yaml")
+POLICIES = tuple(
+    ADMISSION / name
+    for name in ("binding_writers.yaml", "snapshot_writers.yaml", "controller_writes.yaml")
+)
 REFUSED = "only the crs-controller ServiceAccount may create or update"
 TENANT = "tenant-alice"
 
