@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -34,6 +35,7 @@ from crs_controller.core.state.status import (
     not_paused,
     outcome_of,
     paused,
+    rank,
     summarize,
 )
 
@@ -169,7 +171,7 @@ def test_failure_message_names_the_cluster() -> None:
     assert "c1" not in message
 
 
-def test_several_failures_name_the_first_and_count_the_rest() -> None:
+def test_several_failures_name_the_first_with_the_reason_told_and_count_the_rest() -> None:
     result = status(
         [
             ("c1", failed("ClusterUnreachable", "dial tcp: refused")),
@@ -178,9 +180,8 @@ def test_several_failures_name_the_first_and_count_the_rest() -> None:
         ]
     )
     ready = condition(result)
-    assert ready.reason == "ClusterUnreachable"
-    assert "c1" in ready.message
-    assert "2 more" in ready.message
+    assert ready.reason == "ApplyFailed"
+    assert ready.message == "cluster c2: DaemonSet x: boom (and 2 more clusters)"
 
 
 def test_every_resource_problem_is_in_the_message() -> None:
@@ -584,3 +585,140 @@ def test_every_cluster_failing_keeps_the_status_under_64_kib(
     assert (result.matching_clusters, result.failed_clusters) == (FLEET, FLEET)
     assert made.phase == "Halted" and f"and {FLEET - 5} more" in made.message
     assert len(json.dumps(to_api(result))) <= STATUS_LIMIT
+
+
+# --- which reason is told: SPEC's order, whatever the clusters are called ------------
+
+
+def waiting(reason: str = "DependencyNotReady", message: str = "waits for cni") -> Outcome:
+    return Outcome("Waiting", reason, message, GEN)
+
+
+def held_for(reason: str) -> Outcome:
+    return Outcome("Progressing", reason, f"held: {reason}", GEN)
+
+
+RANKED_PAIRS = [
+    pytest.param(failed("DependencyCycle", "cycle a -> b -> a"), failed(), None, "ApplyFailed"),
+    pytest.param(
+        failed("UnresolvedVariable", "REGION unset"),
+        failed("ClusterUnreachable", "dial tcp: refused"),
+        None,
+        "ClusterUnreachable",
+    ),
+    pytest.param(held(), waiting(), ("Progressing", "step 1/2"), "DependencyNotReady"),
+    pytest.param(held(), waiting(), ("Paused", "paused"), "RolloutPaused"),
+    pytest.param(held(), waiting(), ("Halted", "halted"), "RolloutHalted"),
+    pytest.param(failed("DependencyNotFound", "no CRS cni"), waiting(), None, "DependencyNotFound"),
+    pytest.param(
+        failed("DependencyCycle", "cycle"),
+        failed("DependencyNotFound", "x"),
+        None,
+        "DependencyNotFound",
+    ),
+    pytest.param(
+        failed("UnresolvedVariable", "v"),
+        failed("DependencyNotFound", "x"),
+        None,
+        "UnresolvedVariable",
+    ),
+    pytest.param(failed("ValidationFailed", "v"), failed("Unhealthy", "u"), None, "Unhealthy"),
+    pytest.param(
+        failed("ValidationFailed", "v"),
+        failed("UnresolvedVariable", "u"),
+        None,
+        "ValidationFailed",
+    ),
+    pytest.param(failed("InvalidManifest", "${"), failed(), None, "InvalidManifest"),
+    pytest.param(pending(), held(), ("Progressing", "step 1/2"), "Progressing"),
+    pytest.param(pending(), waiting("WaitingForVersion"), None, "WaitingForVersion"),
+    pytest.param(held_for("UpdateHeld"), held(), ("Progressing", "s"), "Progressing"),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "rollout", "reason"), RANKED_PAIRS)
+@pytest.mark.parametrize("swapped", [False, True], ids=["a-first", "b-first"])
+def test_the_reason_that_ranks_first_is_told_naming_its_cluster(
+    a: Outcome, b: Outcome, rollout: tuple[str, str] | None, reason: str, swapped: bool
+) -> None:
+    """Two clusters, ``a`` and ``b``: the reason is SPEC's first that applies, whichever
+    cluster has it and in whichever order they come; the message names that cluster."""
+    outcomes: list[tuple[str, Outcome | None]] = [("a", a), ("b", b)]
+    result = summarize(
+        generation=GEN,
+        outcomes=outcomes[::-1] if swapped else outcomes,
+        resource_problems=[],
+        previous=ClusterResourceSetStatus(),
+        now=NOW,
+        rollout=rollout,
+    )
+    winner = "a" if a.reason == reason else "b"
+    for kind in (READY, RESOURCES_APPLIED):
+        told = condition(result, kind)
+        assert told.reason == reason
+        if reason not in ("RolloutPaused", "RolloutHalted"):
+            assert f"({winner})" in told.message or f"cluster {winner}:" in told.message
+            assert f"cluster {'ab'.replace(winner, '')}:" not in told.message
+
+
+def test_the_source_problem_that_ranks_first_is_told() -> None:
+    invalid = Problem("InvalidManifest", "key x: not YAML")
+    result = status([("c1", None)], [invalid, WRONG_TYPE, NOT_FOUND])
+    assert condition(result).reason == "ResourceNotFound"
+    assert (
+        condition(result).message == f"{invalid.message}; {WRONG_TYPE.message}; {NOT_FOUND.message}"
+    )
+
+
+FAILURES = ["ApplyFailed", "ClusterUnreachable", "UnsupportedKubeconfig", "Unhealthy"]
+OUTCOMES = st.one_of(
+    st.sampled_from(
+        [*FAILURES, "UnresolvedVariable", "DependencyNotFound", "DependencyCycle", "Odd"]
+    ).map(lambda r: failed(r, f"because {r}")),
+    st.sampled_from(["DependencyNotReady", "WaitingForVersion", "NoResourceForVersion"]).map(
+        waiting
+    ),
+    st.sampled_from(["Progressing", "OutsideWindow", "UpdateHeld", "BudgetExhausted"]).map(
+        held_for
+    ),
+    st.just(applied()),
+    st.just(pending()),
+    st.none(),
+)
+PHASES = st.sampled_from([None, ("Progressing", "p"), ("Paused", "p"), ("Halted", "h")])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(OUTCOMES, min_size=1, max_size=8),
+    PHASES,
+    st.randoms(use_true_random=False),
+)
+def test_the_reason_does_not_depend_on_cluster_names_or_order(
+    drawn: list[Outcome | None], rollout: tuple[str, str] | None, rng: Any
+) -> None:
+    names = [f"c{i}" for i in range(len(drawn))]
+    renamed = rng.sample([f"w{i:02d}" for i in range(50)], len(drawn))
+    order = rng.sample(range(len(drawn)), len(drawn))
+
+    def told(clusters: list[str], shuffle: list[int]) -> tuple[str, str, str]:
+        outcomes = [(clusters[i], drawn[i]) for i in shuffle]
+        result = summarize(
+            generation=GEN,
+            outcomes=outcomes,
+            resource_problems=[],
+            previous=ClusterResourceSetStatus(),
+            now=NOW,
+            rollout=rollout,
+        )
+        ready = condition(result)
+        return condition(result, RESOURCES_APPLIED).reason, ready.reason, ready.message
+
+    reason, ready, message = told(names, list(range(len(drawn))))
+    assert told(renamed, order)[:2] == (reason, ready)
+    reasons = [o.reason for o in drawn if o is not None and o.state in ("Failed", "Waiting")]
+    if reasons and reason in reasons:
+        assert rank(reason) == min(rank(r) for r in reasons)
+    if message.startswith("cluster "):  # it names the cluster whose reason is told
+        named = drawn[names.index(message.split(":")[0].removeprefix("cluster "))]
+        assert named is not None and named.reason == ready

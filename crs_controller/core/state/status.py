@@ -8,10 +8,10 @@ the event for the object), ``ClusterUnreachable`` (check the kubeconfig/cluster)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypeVar
 
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import (
@@ -24,6 +24,8 @@ from crs_controller.core.api.models import (
     rfc3339,
 )
 from crs_controller.core.text import safe
+
+_T = TypeVar("_T")
 
 RESOURCES_APPLIED = "ResourcesApplied"
 READY = "Ready"
@@ -61,6 +63,48 @@ HELD_REASONS = (
     "BudgetExhausted",
     "UpgradeInProgress",
 )
+# ResourcesApplied's False reasons, first first: the one that applies first wins,
+# whichever cluster it comes from and whatever the clusters are called (SPEC.md:
+# source problems, cluster failures, UnresolvedVariable, DependencyNotFound,
+# DependencyCycle, RolloutPaused, RolloutHalted, DependencyNotReady, Progressing,
+# WaitingForClusters). The rollout's other phases follow its Paused and Halted, the
+# other waiting reasons DependencyNotReady, the other held reasons Progressing.
+REASON_ORDER = (
+    "ResourceNotFound",
+    "WrongSecretType",
+    "InvalidManifest",
+    "ApplyFailed",
+    "ClusterUnreachable",
+    "UnsupportedKubeconfig",
+    "Unhealthy",
+    "UnresolvedVariable",
+    "DependencyNotFound",
+    "DependencyCycle",
+    "RolloutPaused",
+    "RolloutHalted",
+    "AwaitingApproval",
+    "RolledBack",
+    "DependencyNotReady",
+    NO_BUILD,
+    "WaitingForVersion",
+    *HELD_REASONS,
+    "WaitingForClusters",
+)
+# Any other reason is a cluster failure (ValidationFailed, or one a later release
+# records): after those named, before UnresolvedVariable, by name among themselves.
+_OTHER_FAILURES = REASON_ORDER.index("Unhealthy")
+
+
+def rank(reason: str) -> tuple[int, int, str]:
+    """Where ``reason`` stands in ``REASON_ORDER``: the lower, the sooner it is told."""
+    if reason in REASON_ORDER:
+        return (REASON_ORDER.index(reason), 0, "")
+    return (_OTHER_FAILURES, 1, reason)
+
+
+def _first(pairs: Sequence[tuple[str, _T]], reason: Callable[[_T], str]) -> tuple[str, _T]:
+    """The pair whose reason ranks first; of those, the first given (cluster order)."""
+    return min(pairs, key=lambda pair: rank(reason(pair[1])))
 
 
 @dataclass(frozen=True)
@@ -170,7 +214,7 @@ class _Tally:
 
     failed: list[tuple[str, Outcome]]
     applied: list[str]
-    held: list[str]
+    held: list[tuple[str, Outcome]]
     waiting: list[tuple[str, Outcome]]
     pending: int  # no outcome yet, or Pending
 
@@ -178,7 +222,7 @@ class _Tally:
     def of(cls, outcomes: Sequence[tuple[str, Outcome | None]]) -> _Tally:
         failed = [(c, o) for c, o in outcomes if o is not None and o.state == "Failed"]
         applied = [c for c, o in outcomes if o is not None and o.state == "Applied"]
-        held = [c for c, o in outcomes if o is not None and o.state == "Progressing"]
+        held = [(c, o) for c, o in outcomes if o is not None and o.state == "Progressing"]
         waiting = [(c, o) for c, o in outcomes if o is not None and o.state == "Waiting"]
         pending = len(outcomes) - len(failed) - len(applied) - len(held) - len(waiting)
         return cls(failed, applied, held, waiting, pending)
@@ -195,29 +239,37 @@ def _applied_reason(
     reason, message = _reason(
         outcomes, resource_problems, tally.failed, tally.applied, tally.pending
     )
-    if (tally.held or tally.waiting) and reason in ("WaitingForClusters", "Applied"):
-        if tally.held:
-            return _held_reason(outcomes, rollout)
-        return _waiting_reason(tally.waiting)
-    return reason, message
+    if reason not in ("WaitingForClusters", "Applied"):
+        return reason, message
+    told = [_held_reason(tally.held, rollout)] if tally.held else []
+    told += [_waiting_reason(tally.waiting)] if tally.waiting else []
+    return _earliest(told, (reason, message))
+
+
+def _earliest(told: Sequence[tuple[str, str]], otherwise: tuple[str, str]) -> tuple[str, str]:
+    """The (reason, message) whose reason ranks first; ``otherwise`` when none."""
+    return min(told, key=lambda said: rank(said[0])) if told else otherwise
 
 
 def _waiting_reason(waiting: Sequence[tuple[str, Outcome]]) -> tuple[str, str]:
-    cluster, outcome = waiting[0]
+    # DependencyNotReady, WaitingForVersion or NoResourceForVersion: the reason that
+    # ranks first, said with the first cluster that has it.
+    cluster, outcome = _first(waiting, lambda o: o.reason)
     more = f" (and {len(waiting) - 1} more clusters)" if len(waiting) > 1 else ""
-    # DependencyNotReady, WaitingForVersion or NoResourceForVersion: the first waiting
-    # cluster's own reason.
     return outcome.reason, f"cluster {cluster}: {outcome.message}{more}"
 
 
 def _held_reason(
-    outcomes: Sequence[tuple[str, Outcome | None]], rollout: tuple[str, str] | None
+    held: Sequence[tuple[str, Outcome]], rollout: tuple[str, str] | None
 ) -> tuple[str, str]:
     """Clusters held back from the revision: the rollout's phase says why (paused,
-    halted, awaiting approval), else the first held cluster's own reason."""
-    held = [(c, o) for c, o in outcomes if o is not None and o.state == "Progressing"]
+    halted, awaiting approval), else the held clusters' own reason that ranks first,
+    naming the clusters held for it."""
     phase, message = rollout or ("Progressing", "")
-    reason = ROLLOUT_REASONS.get(phase) or held[0][1].reason
+    reason = ROLLOUT_REASONS.get(phase)
+    if reason is None:
+        reason = _first(held, lambda o: o.reason)[1].reason
+        held = [(c, o) for c, o in held if o.reason == reason]
     names = [c for c, _ in held]
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     if reason == "UpdateHeld" or (rollout is not None and rollout[0] == "Complete"):
@@ -254,10 +306,10 @@ def _reason(
 ) -> tuple[str, str]:
     """The first reason that applies, and its message."""
     if resource_problems:
-        first = resource_problems[0]
-        reason, message = first.reason, "; ".join(p.message for p in resource_problems)
+        reason = min((p.reason for p in resource_problems), key=rank)
+        message = "; ".join(p.message for p in resource_problems)
     elif failed:
-        cluster, outcome = failed[0]
+        cluster, outcome = _first(failed, lambda o: o.reason)
         reason = outcome.reason
         more = f" (and {len(failed) - 1} more clusters)" if len(failed) > 1 else ""
         message = f"cluster {cluster}: {outcome.message}{more}"
