@@ -5,7 +5,10 @@ earlier one; the Events they become carry no control characters."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, cast
+
+import pytest
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.spec.objects import parse_crs
@@ -158,3 +161,40 @@ def test_graced_notes_cannot_hold_the_others_back_for_ever() -> None:
         notes.note(NS, CRS, missing("a"))
         clock.advance(4)
     assert clock.now() - start == 16  # due at first + longest + grace (15 s)
+
+
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "c" * 253,
+        "c" * 236 + "-" + "d" * 16,  # cut right after a '-'
+        "c" * 235 + ".-" + "d" * 16,  # ... after '.' and '-'
+        "c" * 236 + "." + "d" * 16,  # ... after a '.'
+        "c." * 126 + "c",
+        "c" * 237,  # the shortest name whose Events the server refused
+        CRS,
+    ],
+)
+async def test_an_event_is_named_after_its_crs_within_the_limits_of_a_name(name: str) -> None:
+    """Every Event of a CRS has a name the API server accepts (a DNS subdomain, 253
+    characters at most), however long the CRS's own name; a short one is kept whole."""
+    mgmt = MemoryKube("management")
+    raw = {
+        "apiVersion": "addons.crs.dev/v1alpha1",
+        "kind": "ClusterResourceSet",
+        "metadata": {"name": name, "namespace": NS, "uid": "u1"},
+        "spec": {"clusterSelector": {}, "resources": [{"kind": "ConfigMap", "name": "a"}]},
+    }
+    events = EventRecorder(cast(KubeClient, mgmt))
+    await events.emit(parse_crs(raw), "Normal", "Applied", "applied")
+    await events.emit(parse_crs(raw), "Normal", "Applied", "applied")
+    names = [k[3] for k in mgmt.objects if k[1] == "Event"]
+    assert len(names) == 2
+    for got in names:
+        assert len(got) <= 253 and DNS_SUBDOMAIN.fullmatch(got), got
+        prefix = got.rsplit(".", 1)[0]
+        assert name.startswith(prefix) and len(prefix) >= len(name) - 20
+        assert len(name) > 236 or prefix == name

@@ -26,6 +26,9 @@ COMPONENT = "crs-controller"
 # note of 1024 bytes and a reason of 128, which kube-scheduler truncates to as well.
 MESSAGE_LIMIT = 1000
 REASON_LIMIT = 128
+# An Event's name is a DNS subdomain like any object's: at most 253 characters.
+NAME_LIMIT = 253
+_TOKEN_BYTES = 8
 
 
 class EventRecorder:
@@ -82,7 +85,7 @@ def _event(crs: CRS, kind: Literal["Normal", "Warning"], reason: str, message: s
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": f"{meta.name}.{secrets.token_hex(8)}",
+            "name": event_name(meta.name),
             "namespace": meta.namespace,
         },
         "involvedObject": {
@@ -104,3 +107,12 @@ def _event(crs: CRS, kind: Literal["Normal", "Warning"], reason: str, message: s
         "lastTimestamp": now,
         "count": 1,
     }
+
+
+def event_name(owner: str) -> str:
+    """``<owner>.<16 hex digits>``, as client-go names Events, with the owner's name
+    cut short enough for the whole to stay a DNS subdomain of at most 253 characters
+    (a CRS may have a name that long), and never ending in '.' or '-' where cut."""
+    token = secrets.token_hex(_TOKEN_BYTES)
+    prefix = owner[: NAME_LIMIT - len(token) - 1].rstrip(".-")
+    return f"{prefix}.{token}" if prefix else token
