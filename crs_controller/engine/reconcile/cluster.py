@@ -23,8 +23,8 @@ from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.pair import reconcile_pair
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass, forget_budget
+from crs_controller.engine.reconcile.workload.uninstall import Cleanup, uninstall
 from crs_controller.engine.reconcile.workload.uninstall import targets as uninstall_targets
-from crs_controller.engine.reconcile.workload.uninstall import uninstall
 
 log = structlog.get_logger(__name__)
 
@@ -127,18 +127,40 @@ async def _pass(scope: ClusterScope, gate: Gate, crs: CRS) -> CRSPass:
 async def _clean_up(
     ctx: ClusterContext, cluster: Cluster, binding: ClusterResourceSetBinding | None
 ) -> Result:
-    """A Cluster being deleted: uninstall what CRSs asked to clean up; the binding
-    itself goes once the Cluster is gone."""
+    """A Cluster being deleted: uninstall what CRSs asked to clean up, and let go of
+    the CRSs being deleted that have nothing (more) to do here; the binding itself
+    goes once the Cluster is gone."""
     if binding is None:
         return Result()
     crss = uninstall_targets(ctx.caches, cluster, binding, ctx.clock.wall())
-    if not crss:
+    released = _released(ctx, cluster, binding, crss)
+    if not crss and not released:
         return Result()
     scope = ClusterScope(ctx, cluster, binding)
-    await scope.connect()
-    ctx.still_ours(cluster.namespace, cluster.name)
-    cleanup = await uninstall(ctx, scope.client, cluster, binding, crss)
-    return cleanup.then | await scope.record(cleanup.remaining)
+    cleanup = Cleanup(remaining=entries_by_crs(binding))
+    if crss:
+        await scope.connect()
+        ctx.still_ours(cluster.namespace, cluster.name)
+        cleanup = await uninstall(ctx, scope.client, cluster, binding, crss)
+    remaining = {n: e for n, e in cleanup.remaining.items() if n not in released}
+    return cleanup.then | await scope.record(remaining)
+
+
+def _released(
+    ctx: ClusterContext, cluster: Cluster, binding: ClusterResourceSetBinding, held: list[CRS]
+) -> set[str]:
+    """The CRSs being deleted whose entries a Cluster being deleted lets go at once, so
+    their finalizers need not wait for it to be gone (however long that takes): no
+    cleanup of theirs holds it — Orphan touches no workload cluster, and for Delete
+    without ``uninstall.ensure`` (or past its timeout) what they applied goes with the
+    workload cluster. A CRS left alone (paused, refused) keeps its entry, as anywhere."""
+    holding = {crs.name for crs in held}
+    found = (ctx.caches.crs(cluster.namespace, name) for name in entries_by_crs(binding))
+    return {
+        crs.name
+        for crs in found
+        if crs is not None and crs.deleting and not crs.left_alone and crs.name not in holding
+    }
 
 
 async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> Result:
