@@ -2,7 +2,8 @@
 BeforeClusterDelete Runtime Extension over TLS holds a topology Cluster's deletion
 until the beforeDelete Job completed and the add-ons are gone; a failed Job aborts
 (nothing deleted); the timeout lets deletion go on; plain Clusters are cleaned up
-as soon as they are being deleted."""
+as soon as they are being deleted; a CRS with nothing to clean up, deleted while its
+Cluster's deletion is held, goes without waiting for the Cluster."""
 
 from __future__ import annotations
 
@@ -160,3 +161,37 @@ def test_a_plain_cluster_is_cleaned_up_once_it_is_being_deleted(
     wait_for(
         lambda: mgmt.get(CRS_API, "ClusterResourceSetBinding", "u3", namespace) is None, TIMEOUT
     )
+
+
+def test_a_crs_with_nothing_to_clean_up_goes_while_its_cluster_is_held_in_deletion(
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
+) -> None:
+    """Orphan, and Delete without uninstall.ensure: deleted while the Cluster they are
+    applied to is being deleted (held there by another finalizer), they go at once,
+    deleting nothing on the workload cluster; the Cluster's deletion goes on as is."""
+    kept, dropped = unique("kept"), unique("dropped")
+    mgmt.create(source_configmap(namespace, "kept", {"a": manifests(configmap_obj(kept))}))
+    mgmt.create(source_configmap(namespace, "dropped", {"a": manifests(configmap_obj(dropped))}))
+    mgmt.create(crs_obj(namespace, "orphan", [("ConfigMap", "kept")], {"held": "1"}))
+    delete = crs_obj(namespace, "delete", [("ConfigMap", "dropped")], {"held": "1"})
+    delete["spec"]["deletionPolicy"] = "Delete"
+    mgmt.create(delete)
+    add_cluster(mgmt, workloads[2], namespace, "u4", {"held": "1"})
+    patch = {"metadata": {"finalizers": [HOLD]}}
+    mgmt.patch_merge(CLUSTER_API, "Cluster", "u4", patch, namespace=namespace)
+    for name in ("orphan", "delete"):
+        wait_condition(mgmt, namespace, name, "Ready", "True", "Applied")
+
+    mgmt.delete(CLUSTER_API, "Cluster", "u4", namespace)
+    for name in ("orphan", "delete"):
+        mgmt.delete(CRS_API, "ClusterResourceSet", name, namespace)
+    for name in ("orphan", "delete"):
+        wait_for(
+            lambda n=name: mgmt.get(CRS_API, "ClusterResourceSet", n, namespace) is None, TIMEOUT
+        )
+    assert mgmt.get(CLUSTER_API, "Cluster", "u4", namespace) is not None  # still held
+    wl = workload_clients[2]
+    for name in (kept, dropped):
+        assert wl.get("v1", "ConfigMap", name, "default") is not None
+    _release(mgmt, namespace, "u4")
+    wait_for(lambda: mgmt.get(CLUSTER_API, "Cluster", "u4", namespace) is None, TIMEOUT)
