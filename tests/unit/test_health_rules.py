@@ -25,6 +25,7 @@ from crs_controller.core.health.cel_rules import (
     CHECK_COST_LIMIT,
     COST_LIMIT,
     FUNCTIONS,
+    OBJECT_UNITS,
     OPERATORS,
     CompiledRule,
     Verdict,
@@ -338,7 +339,8 @@ def _assert_refused_or_bounded(generated: _Generated, obj: Any) -> None:
     cost = expr.cost(values, widest)
     verdict = evaluate(compiled, obj)
     over = "over the cost limit" in verdict.message
-    assert over == (cost > COST_LIMIT), (generated.source, cost, verdict)
+    converting = _measure(obj).weight * OBJECT_UNITS
+    assert over == (cost + converting > COST_LIMIT), (generated.source, cost, verdict)
     if over:
         return
     # Each step may do work linear in the object (``in``, ``==`` on a map, a copy):
@@ -449,7 +451,8 @@ def test_one_health_check_spends_at_most_its_budget_on_rules() -> None:
     )
     (compiled,) = compile_rules([rule])
     obj = {"spec": {"items": [1] * 300}}
-    one = compiled.ready.cost(*_measure(obj))
+    measured = _measure(obj)
+    one = compiled.ready.cost(measured.values, measured.width) + measured.weight * OBJECT_UNITS
     assert one <= COST_LIMIT < CHECK_COST_LIMIT < 40 * one
     objects = [(f"Widget w{n}", obj) for n in range(40)]
     found = first_not_ready(objects, [compiled] * len(objects))
@@ -460,3 +463,74 @@ def test_one_health_check_spends_at_most_its_budget_on_rules() -> None:
     assert "may cost" in health.message and health.state == "InProgress"
     # A check with fewer of them is Ready: the budget is per check, not per process.
     assert first_not_ready(objects[:fits], [compiled] * fits) is None
+
+
+def _counting_conversions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The JSON values of each object converted into the interpreter's values."""
+    converted: list[int] = []
+    context = cel.Context
+
+    def counted(variables: dict[str, Any], *rest: Any) -> cel.Context:
+        converted.append(_values_and_widest(variables["self"])[0])
+        return context(variables, *rest)
+
+    monkeypatch.setattr(cel, "Context", counted)
+    return converted
+
+
+def test_converting_the_object_counts_in_the_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``has(self.status)`` is cheap, but converting a large object is not: its values
+    # and map keys count OBJECT_UNITS each. Here the weight is n + 3 (the object, its
+    # key, the list, n strings) and the expression 3 operators on n + 2 values.
+    converted = _counting_conversions(monkeypatch)
+    cheap = rule("has(self.status)")
+    fits = (COST_LIMIT - 3 * 2 - 3 * OBJECT_UNITS) // (3 + OBJECT_UNITS)
+    assert evaluate(cheap, {"spec": [""] * fits}) == Verdict(
+        "InProgress", "spec.healthCheck.rules[0].ready is false"
+    )
+    assert converted == [fits + 2]
+    assert evaluate(cheap, {"spec": [""] * (fits + 1)}) == Verdict(
+        "InProgress", f"spec.healthCheck.rules[0].ready: over the cost limit ({COST_LIMIT})"
+    )
+    assert converted == [fits + 2]
+
+
+def test_failed_and_ready_share_one_conversion(monkeypatch: pytest.MonkeyPatch) -> None:
+    converted = _counting_conversions(monkeypatch)
+    both = rule(READY_RULE, "has(self.status) && self.status.phase == 'Broken'")
+    assert evaluate(both, {"status": {"phase": "Ready"}}).state == "Ready"
+    assert converted == [3]
+
+
+def test_a_check_of_objects_too_large_to_convert_stops_measuring_early(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Twenty rules (the most a CRS has), each for its own kind, and one object of each
+    # of about 248,000 values (some 1 MB, which the API server and the workload client
+    # accept): none is converted, and each is measured only until it is too large.
+    converted = _counting_conversions(monkeypatch)
+    measured = 0
+
+    class Counted(dict[str, int]):
+        def values(self) -> Any:
+            nonlocal measured
+            measured += 1
+            return super().values()
+
+    specs = [
+        HealthRule(api_version=f"example.com/v{n}", kind="Widget", ready="has(self.status)")
+        for n in range(20)
+    ]
+    rules = compile_rules(specs)
+    item = Counted(k=0)  # three values to convert: the map, its key, its value
+    objects = [(f"Widget w{n}", {"spec": [item] * 124_000}) for n in range(20)]
+    found = first_not_ready(objects, list(rules))
+    assert found is not None
+    label, health = found
+    assert label == "Widget w0" and health.state == "InProgress"
+    assert health.message == (
+        f"spec.healthCheck.rules[0].ready: over the cost limit ({COST_LIMIT}):"
+        " the object has too many values to convert"
+    )
+    assert converted == []
+    assert 0 < measured <= 20 * (COST_LIMIT // OBJECT_UNITS) // 3 + 20

@@ -29,25 +29,40 @@ loop, so we bound it ourselves, in two steps:
   the expression's operators and calls, ``depth`` its comprehension nesting. Each
   iteration may do linear work (``x in list``, ``==`` on a whole map, ``map`` and
   ``filter`` copy their accumulated list each step, measured quadratic), hence the
-  ``size`` factor. Above ``COST_LIMIT`` the rule is not evaluated and the object is
-  not Ready ("over the cost limit").
+  ``size`` factor. To it is added what measuring the object and converting it into
+  the interpreter's values cost, ``OBJECT_UNITS`` per value or map key: converting
+  is what dominates a cheap rule on a large object (``has(self.status)`` on an object
+  of 248,000 values: 0.15-0.3 s). Above ``COST_LIMIT`` the rule is not evaluated and
+  the object is not Ready ("over the cost limit"). Measuring stops as soon as the
+  object is too large for what is left, so a large object costs no more than one
+  that fits, and what was measured is charged to the check's budget
+  (``CHECK_COST_LIMIT``) even when it is refused.
 
-Measured on the 2-core machine the tests run on (x86_64, best of 5;
-``hack/bench/health_rules.py`` prints the figures): converting a 12,000-value object
-into the interpreter takes 16 ms, once per object: a ``cel.Context`` built for the
-first expression that runs holds the converted values and the other reuses it
-(a field comparison executes on it in under a microsecond). A rule with ``failed`` and
-``ready`` on that object: 40 ms when each ``execute`` converted it, 21 ms now
-(measuring the object: 4 ms). One comprehension iteration of a small body costs
-220-270 ns (a 1,000,000-iteration depth-3 ``all`` takes 270 ms, which the limit
-refuses); ``x in list`` and ``map``'s copy cost 21 ns per element (``map`` over 1,000
-items: 21 ms, over 10,000: 2 s, refused). At about 25 ns a unit, ``COST_LIMIT`` of
-1,000,000 keeps one evaluation within a few tens of milliseconds; the worst accepted
-rule we found compares a whole 12,000-value map 14 times (``self.spec ==
-self.spec && ...``) and takes 62 ms, conversion included. ``matches()`` uses Rust's
-regex crate, linear in the string (a 100,000-character string against ``(a+)+b``:
-0.24 ms), with a bound on the compiled pattern's size; the live object itself is
-bounded by the workload client's answer limits (4 MiB).
+Evaluation stays on the event loop: running it in a thread would not free the loop,
+since the interpreter holds the GIL while it evaluates (a 0.8 s evaluation in a
+thread let the loop's thread run once) and for stretches of a quarter second while
+it converts. The budget is what bounds it: about 0.1 s per health check of a CRS on
+one cluster.
+
+Measured on the 2-core machine the tests run on (x86_64, best of 5, with other work
+running; ``hack/bench/health_rules.py`` prints the figures): one unit, a step of
+``x in list``, is 21-27 ns. Converting an object costs 1-2 us per value or map key on
+a quiet machine (ints far less, strings and map entries most), up to 5 us on a busy
+one, hence 100 units; measuring it 0.1-0.5 us, up to 1.4 us (an empty map, busy),
+hence 40. The largest object a rule may look at is thus some 7,000 values and keys
+(roughly 4,000 JSON values of a Kubernetes object). A rule with ``failed`` and
+``ready`` on a 3,000-value object (5,600 values and keys) takes 13 ms, converting it
+once: a ``cel.Context`` built for the first expression that runs holds the converted
+values and the other reuses it (a field comparison executes on it in under a
+microsecond). One comprehension iteration of a small body costs 220-270 ns (a
+1,000,000-iteration depth-3 ``all`` takes 270 ms, which the limit refuses); ``x in
+list`` and ``map``'s copy cost 21 ns per element (``map`` over 1,000 items: 21 ms,
+over 10,000: 2 s, refused). The worst accepted rule we found compares that
+3,000-value map 11 times (``self.spec == self.spec && ...``) and takes 28 ms,
+conversion included. ``matches()`` uses Rust's regex crate, linear in the string (a
+100,000-character string against ``(a+)+b``: 0.24 ms), with a bound on the compiled
+pattern's size; the live object itself is bounded by the workload client's answer
+limits (4 MiB).
 
 Messages name the rule (its index and field) and the kind of problem, never a value
 read from the object.
@@ -69,11 +84,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECK_COST_LIMIT",
+    "CONVERSION_UNITS",
     "COST_LIMIT",
     "FUNCTIONS",
     "MAX_COMPREHENSIONS",
     "MAX_DEPTH",
     "MAX_LENGTH",
+    "MEASURE_UNITS",
+    "OBJECT_UNITS",
     "OPERATORS",
     "CheckBudget",
     "CompiledRule",
@@ -94,6 +112,15 @@ COST_LIMIT = 1_000_000
 # it a tenant's many near-limit objects would hold the event loop for seconds each time.
 CHECK_COST_LIMIT = 4 * COST_LIMIT
 STRING_UNIT = 64  # characters of a string that count as one more value
+# What each value (or map key) of an object a rule looks at costs, in units of about
+# 25 ns (``x in list``'s step): measuring it in Python (0.1-0.5 us, up to 1.4 us for an
+# empty map on a busy machine) and converting it into the interpreter's values (1-2 us
+# measured on a quiet machine, up to 5 us on a busy one: strings and map entries cost
+# most). Measuring is charged even when the object turns out too large, and stops as
+# soon as it does.
+MEASURE_UNITS = 40
+CONVERSION_UNITS = 100
+OBJECT_UNITS = MEASURE_UNITS + CONVERSION_UNITS
 # The comprehension macros (the parser expands them into loops): ``existsOne`` is
 # ``exists_one``'s other spelling.
 MACROS = frozenset({"all", "exists", "exists_one", "existsOne", "map", "filter"})
@@ -256,27 +283,26 @@ def evaluate(
 
 
 class _Subject:
-    """One live object as the rule's expressions see it: measured once, and converted
-    into the interpreter's values at most once (a ``cel.Context`` holds them), when the
-    first expression within the cost limit runs; the other reuses it."""
+    """One live object as the rule's expressions see it: measured once, only as far as
+    the check can afford to convert (what is measured is charged to the budget, even
+    when the object turns out too large), and converted into the interpreter's values
+    at most once (a ``cel.Context`` holds them), when the first expression within the
+    cost limit runs; the other reuses it."""
 
     def __init__(self, obj: Mapping[str, Any], budget: CheckBudget) -> None:
         self._obj = obj
         self._budget = budget
-        self._size, self._width = _measure(obj)
+        most = min(COST_LIMIT, budget.remaining) // OBJECT_UNITS
+        self._measured = _measure(obj, most)
+        self._fits = self._measured.weight <= most
+        self._over_limit = budget.remaining >= COST_LIMIT  # else: over the budget
+        budget.remaining -= min(budget.remaining, self._measured.weight * MEASURE_UNITS)
         self._context: cel.Context | None = None
 
     def run(self, expr: Expression) -> bool | Verdict:
-        cost = expr.cost(self._size, self._width)
-        if cost > COST_LIMIT:
-            return Verdict("InProgress", f"{expr.where}: over the cost limit ({COST_LIMIT})")
-        if cost > self._budget.remaining:
-            return Verdict(
-                "InProgress",
-                f"{expr.where}: not evaluated, the rules of one health check may cost "
-                f"{CHECK_COST_LIMIT} in all (simplify the rules, or split the CRS)",
-            )
-        self._budget.remaining -= cost
+        refused = self._charge(expr)
+        if refused is not None:
+            return refused
         import cel  # noqa: PLC0415 - loaded by compile_expression already
 
         try:
@@ -290,6 +316,36 @@ class _Subject:
                 "InProgress", f"{expr.where}: result is {_type_name(result)}, not a bool"
             )
         return result
+
+    def _charge(self, expr: Expression) -> Verdict | None:
+        """The estimate of running ``expr`` (the object's measuring and converting
+        included), spent from the budget; a Verdict when over the limit or budget."""
+        if not self._fits:
+            if self._over_limit:
+                return _over_limit(expr, ": the object has too many values to convert")
+            return _over_budget(expr)
+        measured = self._measured
+        cost = expr.cost(measured.values, measured.width)
+        if cost + measured.weight * OBJECT_UNITS > COST_LIMIT:
+            return _over_limit(expr)
+        if self._context is None:
+            cost += measured.weight * CONVERSION_UNITS
+        if cost > self._budget.remaining:
+            return _over_budget(expr)
+        self._budget.remaining -= cost
+        return None
+
+
+def _over_limit(expr: Expression, why: str = "") -> Verdict:
+    return Verdict("InProgress", f"{expr.where}: over the cost limit ({COST_LIMIT}){why}")
+
+
+def _over_budget(expr: Expression) -> Verdict:
+    return Verdict(
+        "InProgress",
+        f"{expr.where}: not evaluated, the rules of one health check may cost "
+        f"{CHECK_COST_LIMIT} in all (simplify the rules, or split the CRS)",
+    )
 
 
 def _problem(exc: Exception) -> str:
@@ -330,22 +386,48 @@ def _parser_message(message: str) -> str:
     return "syntax error"
 
 
-def _measure(obj: Any) -> tuple[int, int]:
-    """(JSON values, with long strings counting more; the longest list or map)."""
-    size = width = 0
+@dataclass(frozen=True)
+class _Measured:
+    """What an object's estimate needs: its JSON values (a string counting one more
+    per ``STRING_UNIT`` characters), its longest list or map, and its ``weight``, what
+    measuring and converting it costs per ``OBJECT_UNITS``: its values and map keys.
+    When measuring stopped early, so far (the weight is then over the bound)."""
+
+    values: int
+    width: int
+    weight: int
+
+
+# Built once (a ``str | bytes`` union is built anew at each use); scalars are told
+# apart first, and a dict before the slower ``Mapping`` check.
+_SCALARS = frozenset({int, float, bool, type(None)})
+_STRINGS = (str, bytes)
+_LISTS = (list, tuple)
+_MAPS = (dict, Mapping)
+
+
+def _measure(obj: Any, most: int | None = None) -> _Measured:
+    """``obj`` measured, stopping as soon as its weight passes ``most`` (the rest is
+    left unmeasured: a weight over ``most`` says only that it is too large)."""
+    values = width = keys = 0
     stack = [obj]
     while stack:
+        if most is not None and values + keys > most:
+            break
         value = stack.pop()
-        size += 1
-        if isinstance(value, Mapping):
-            width = max(width, len(value))
-            stack.extend(value.values())
-        elif isinstance(value, list | tuple):
+        values += 1
+        if type(value) in _SCALARS:
+            continue
+        if isinstance(value, _STRINGS):
+            values += len(value) // STRING_UNIT
+        elif isinstance(value, _LISTS):
             width = max(width, len(value))
             stack.extend(value)
-        elif isinstance(value, str | bytes):
-            size += len(value) // STRING_UNIT
-    return size, width
+        elif isinstance(value, _MAPS):
+            width = max(width, len(value))
+            keys += len(value)
+            stack.extend(value.values())
+    return _Measured(values, width, values + keys)
 
 
 # Tokens: what the cost estimate needs, read as CEL's grammar reads them.
