@@ -502,6 +502,20 @@ def test_failed_and_ready_share_one_conversion(monkeypatch: pytest.MonkeyPatch) 
     assert converted == [3]
 
 
+def test_a_rule_does_not_see_or_pay_for_managed_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Who wrote which field says nothing of readiness, and on an object several tools
+    # write it can be larger than the rest: too large to convert, were it counted.
+    converted = _counting_conversions(monkeypatch)
+    managed = [{"manager": f"tool-{i}", "fieldsV1": {"f:spec": {}}} for i in range(3_000)]
+    obj = {"metadata": {"name": "a", "managedFields": managed}, "status": {"phase": "Ready"}}
+    assert evaluate(rule("!has(self.metadata.managedFields)"), obj).state == "Ready"
+    assert converted == [_values_and_widest({"metadata": {"name": "a"}, **obj_rest(obj)})[0]]
+
+
+def obj_rest(obj: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in obj.items() if key != "metadata"}
+
+
 def test_a_check_of_objects_too_large_to_convert_stops_measuring_early(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

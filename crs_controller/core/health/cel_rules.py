@@ -282,6 +282,17 @@ def evaluate(
     return Verdict("Ready") if ready else Verdict("InProgress", f"{rule.ready.where} is false")
 
 
+def _without_managed_fields(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``obj`` as a rule sees it: without ``metadata.managedFields``, which says who
+    wrote what, never whether the object is ready, and can hold more values than the
+    rest of the object (each one measured and converted)."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or "managedFields" not in meta:
+        return obj
+    trimmed = {key: value for key, value in meta.items() if key != "managedFields"}
+    return {**obj, "metadata": trimmed}
+
+
 class _Subject:
     """One live object as the rule's expressions see it: measured once, only as far as
     the check can afford to convert (what is measured is charged to the budget, even
@@ -290,6 +301,7 @@ class _Subject:
     cost limit runs; the other reuses it."""
 
     def __init__(self, obj: Mapping[str, Any], budget: CheckBudget) -> None:
+        obj = _without_managed_fields(obj)
         self._obj = obj
         self._budget = budget
         most = min(COST_LIMIT, budget.remaining) // OBJECT_UNITS
