@@ -14,7 +14,7 @@ import pytest
 
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import API_VERSION
-from crs_controller.core.errors import AnswerTooLarge
+from crs_controller.core.errors import AnswerTooLarge, APIError, Unreachable
 from crs_controller.engine.memory.budget import Budget
 from crs_controller.engine.memory.notes import QUIET_SECONDS, Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
@@ -329,6 +329,7 @@ async def test_an_answer_too_large_mid_pass_is_the_clusters_outcome_not_a_crash(
         await reconcile(world)
         assert outcome(world, "a")[0] == "Applied"
     monkeypatch.setattr(workload, "list", endless)
+    monkeypatch.setattr(workload, "get", endless)
     clock = world.ctx.clock
     assert isinstance(clock, FakeClock)
     clock.advance(61)
@@ -336,6 +337,108 @@ async def test_an_answer_too_large_mid_pass_is_the_clusters_outcome_not_a_crash(
     reason, message = outcome(world, "a")
     assert (reason, result.retry) == ("ClusterUnreachable", True), message
     assert "more than 200 pages" in message
+
+
+WAIT = {"healthCheck": {"wait": True, "timeout": "5m"}}
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        AnswerTooLarge(
+            "cluster c1: GET /api/v1/namespaces/default/configmaps: too many values", limit="values"
+        ),
+        Unreachable(
+            "cluster c1: GET /api/v1/namespaces/default/configmaps/one: 503 ServiceUnavailable"
+        ),
+    ],
+    ids=["too-large", "unavailable"],
+)
+async def test_a_health_read_failing_after_an_apply_keeps_what_was_applied(
+    monkeypatch: pytest.MonkeyPatch, refusal: Exception
+) -> None:
+    """The pass applied ``one``, then the cluster stopped answering the health read:
+    the cluster is ClusterUnreachable, and ``one`` stays in the inventory, so when the
+    source later holds only ``two``, deletionPolicy Delete removes ``one``."""
+    world = await world_with(
+        crs("a", "src", deletionPolicy="Delete", **WAIT),
+        mode_source=configmap_source("src", payload("one")),
+    )
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+
+    async def refused(*args: Any, **kwargs: Any) -> Any:
+        raise refusal
+
+    with monkeypatch.context() as patched:
+        patched.setattr(workload, "get", refused)
+        patched.setattr(workload, "list", refused)
+        result = await reconcile(world)
+    assert ("apply", "ConfigMap/one") in workload.writes()
+    reason, message = outcome(world, "a")
+    assert (reason, result.retry) == ("ClusterUnreachable", True), message
+    assert str(refusal) in message
+    entry = world.bindings.get(NS, "c1").entries()["a"]  # type: ignore[union-attr]
+    assert [o.name for r in entry.resources for o in r.objects] == ["one"]
+
+    source = await world.mgmt.get("v1", "ConfigMap", "src", NS)
+    assert source is not None
+    source["data"] = configmap_source("src", payload("two"))["data"]
+    await world.update(source)
+    await reconcile(world)
+    assert ("delete", "ConfigMap/one") in workload.writes()
+    assert await workload.get("v1", "ConfigMap", "one", "default") is None
+    assert outcome(world, "a")[0] == "Applied"
+
+
+async def test_a_health_read_refused_is_waited_for_then_unhealthy_never_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 403 on the health read (credentials scoped to other objects): that object is
+    not Ready, named with the refusal, and past the timeout the cluster is Unhealthy;
+    what was applied stays recorded."""
+    world = await world_with(
+        crs("a", "src", **WAIT), mode_source=configmap_source("src", payload("one"))
+    )
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    where = "cluster c1: GET /api/v1/namespaces/default/configmaps/one: 403 Forbidden"
+
+    async def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise APIError(where, status=403, body="the server's own words")
+
+    monkeypatch.setattr(workload, "get", forbidden)
+    monkeypatch.setattr(workload, "list", forbidden)
+    result = await reconcile(world)
+    found = world.ctx.outcomes.get(NS, "a", "c1")
+    assert found is not None
+    assert (found.reason, found.ready) == ("Applied", False), found.message
+    assert found.message == f"waiting for ConfigMap default/one: not readable: {where}"
+    assert result.requeue_after is not None and result.requeue_after <= 2.0
+    entry = world.bindings.get(NS, "c1").entries()["a"]  # type: ignore[union-attr]
+    assert [o.name for r in entry.resources for o in r.objects] == ["one"]
+
+    clock = world.ctx.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(301)
+    result = await reconcile(world)
+    reason, message = outcome(world, "a")
+    assert (reason, result.retry) == ("Unhealthy", True), message
+    assert message.startswith(f"ConfigMap default/one: not readable: {where}")
+    assert "own words" not in message  # the server's text stays out
+
+
+async def test_the_health_wait_reads_the_applied_objects_and_nothing_else() -> None:
+    """The namespace holds 40 other ConfigMaps: the health wait GETs ``one`` alone,
+    never a LIST of the namespace (their content is none of its business)."""
+    world = await world_with(
+        crs("a", "src", **WAIT), mode_source=configmap_source("src", payload("one"))
+    )
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    for n in range(40):
+        await workload.apply(payload(f"dashboard-{n}"), field_manager="grafana")
+    workload.requests.clear()
+    await reconcile(world)
+    assert outcome(world, "a")[0] == "Applied"
+    assert [r for r in workload.requests if r[0] != "apply"] == [("get", "ConfigMap/one")]
 
 
 class _FreedMeanwhile(Budget):

@@ -76,17 +76,21 @@ def object_health(
 
 
 def first_not_ready(
-    objects: Sequence[tuple[str, Mapping[str, Any] | None]],
+    objects: Sequence[tuple[str, Mapping[str, Any] | Health | None]],
     rules: Sequence[CompiledRule | None] = (),
 ) -> tuple[str, Health] | None:
     """The object to name when a cluster is not healthy: the first Failed one, since
     it will not recover by waiting, else the first InProgress one (objects are in
     apply order, so that is the one holding the others up). None: all Ready.
-    ``rules[i]``, when given, is the health rule for ``objects[i]``'s kind."""
+    ``rules[i]``, when given, is the health rule for ``objects[i]``'s kind. A Health
+    in place of an object is its verdict already (its read was refused)."""
     waiting: tuple[str, Health] | None = None
     budget = CheckBudget()  # what the rules may cost across this check's objects
     for n, (label, obj) in enumerate(objects):
-        health = object_health(obj, rules[n] if n < len(rules) else None, budget)
+        if isinstance(obj, Health):
+            health = obj
+        else:
+            health = object_health(obj, rules[n] if n < len(rules) else None, budget)
         if health.state == "Failed":
             return label, health
         if waiting is None and not health.ready:

@@ -236,20 +236,25 @@ async def _health(
     scope: ClusterScope, run: _PairRun, progress: _Progress, applied: Outcome
 ) -> Outcome:
     """The outcome once the applied objects' readiness is known; schedules the next
-    look while waiting."""
+    look while waiting. A cluster that stops answering is this outcome, ClusterUnreachable:
+    what the pass applied stays recorded (its deletion policy still applies to it)."""
     crs, cluster = run.crs, scope.cluster
     assert crs.valid.spec.health_check is not None
-    checked = await check_health(
-        run.observer,
-        crs.valid.spec.health_check,
-        progress.resources,
-        limit=crs.strategy.durations.health_timeout,
-        applied=applied,
-        previous=scope.ctx.outcomes.get(cluster.namespace, crs.name, cluster.name),
-        sent_now=bool(progress.applied),
-        now=run.now,
-        rules=crs.health_rules,
-    )
+    try:
+        checked = await check_health(
+            run.observer,
+            crs.valid.spec.health_check,
+            progress.resources,
+            limit=crs.strategy.durations.health_timeout,
+            applied=applied,
+            previous=scope.ctx.outcomes.get(cluster.namespace, crs.name, cluster.name),
+            sent_now=bool(progress.applied),
+            now=run.now,
+            rules=crs.health_rules,
+        )
+    except Unreachable as exc:
+        progress.then |= RETRY
+        return Outcome("Failed", exc.reason, str(exc), crs.generation, revision=applied.revision)
     progress.then |= checked.then
     return checked.outcome
 

@@ -1,10 +1,12 @@
 """Observing what a CRS put on a workload cluster: drift checks (``core.state.drift_decisions``: did
 someone change it?) and health checks (``core.health.readiness``: is it Ready?, for
-``healthCheck.wait``). Reads only, and cheaply: one LIST per kind (per namespace when
-all of that kind's objects share one) for a whole pass, whatever the number of objects
-and resources; metadata only for drift. Health is looked at only while there is
-something to wait for: a pass that applied nothing to a cluster already Ready reads
-nothing."""
+``healthCheck.wait``). Reads only, and cheaply. Drift: one LIST per kind (per
+namespace when all of that kind's objects share one) for a whole pass, whatever the
+number of objects and resources, metadata only. Health: one GET per applied object,
+so a look reads the objects the CRS applied and nothing else of their namespaces
+(no other Secret's data, no other tenant's ConfigMaps), and needs no right to list.
+Health is looked at only while there is something to wait for: a pass that applied
+nothing to a cluster already Ready reads nothing."""
 
 from __future__ import annotations
 
@@ -15,9 +17,9 @@ from datetime import datetime
 
 from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.api.models import HealthCheck, ObjectRef, ResourceBinding
-from crs_controller.core.errors import NotFound
+from crs_controller.core.errors import APIError, NotFound, Unreachable
 from crs_controller.core.health.cel_rules import CompiledRule, rule_for
-from crs_controller.core.health.readiness import describe, first_not_ready
+from crs_controller.core.health.readiness import Health, describe, first_not_ready
 from crs_controller.core.spec.ignore import NO_IGNORES, Ignores
 from crs_controller.core.state.drift_decisions import Live, owned_fields, resource_drift
 from crs_controller.core.state.status import Outcome
@@ -28,40 +30,32 @@ HEALTH_POLL_SECONDS = 2.0
 
 
 class Observer:
-    """What one pass has read from one workload cluster, per LIST."""
+    """What one pass has read from one workload cluster: drift LISTs are kept for the
+    pass, health GETs are not."""
 
     def __init__(self, client: KubeAPI, field_manager: str, ignores: Ignores = NO_IGNORES) -> None:
         self._client = client
         self._manager = field_manager
         self._ignores = ignores  # the CRS's fields left to others, which drift passes over
         self._lists: dict[ListKey, dict[tuple[str, str], Live]] = {}
-        self._objects: dict[ListKey, dict[tuple[str, str], Obj]] = {}
 
-    async def objects(self, refs: Sequence[ObjectRef]) -> list[Obj | None]:
-        """Each object as it is now, whole (None: missing), from one LIST per kind.
-        Read afresh on each call: a health check polls."""
-        self._objects.clear()
-        found: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
-        for (api_version, kind), namespace in _kinds(refs).items():
-            key = (api_version, kind, namespace)
-            if key not in self._objects:
-                self._objects[key] = await self._list_whole(api_version, kind, namespace)
-            found[(api_version, kind)] = self._objects[key]
-        return [found[(r.api_version, r.kind)].get((r.namespace, r.name)) for r in refs]
+    async def objects(self, refs: Sequence[ObjectRef]) -> list[Obj | Refused | None]:
+        """Each object as it is now, whole (None: missing; Refused: the server would
+        not say), one GET each, in order. Read afresh on each call: a health check
+        polls. Raises Unreachable when the cluster does not answer."""
+        return [await self._get(ref) for ref in refs]
 
-    async def _list_whole(
-        self, api_version: str, kind: str, namespace: str | None
-    ) -> dict[tuple[str, str], Obj]:
+    async def _get(self, ref: ObjectRef) -> Obj | Refused | None:
         try:
-            items, _ = await self._client.list(api_version, kind, namespace)
-        except NotFound:
-            items = []
-        listed = {}
-        for item in items:
-            meta = item.get("metadata") or {}
-            item.setdefault("kind", kind)
-            listed[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = item
-        return listed
+            return await self._client.get(
+                ref.api_version, ref.kind, ref.name, ref.namespace or None
+            )
+        except Unreachable:
+            raise
+        except NotFound:  # the kind itself is not served (its CRD was deleted)
+            return None
+        except APIError as exc:  # e.g. 403: this object's read alone is refused
+            return Refused(str(exc))
 
     async def drifted(self, recorded: ResourceBinding, mode: str) -> bool:
         """``mode`` is the CRS's driftDetection: Generation or Content."""
@@ -120,6 +114,13 @@ class Observer:
         return listed
 
 
+@dataclass(frozen=True)
+class Refused:
+    """An object the server would not show (e.g. 403): its readiness is unknown."""
+
+    why: str  # the request and the status, never the server's message
+
+
 def _kinds(refs: Sequence[ObjectRef]) -> dict[tuple[str, str], str | None]:
     """Each kind among ``refs`` and where to LIST it: the one namespace all its
     objects share, else None (all namespaces; also for cluster-scoped kinds)."""
@@ -160,7 +161,7 @@ async def check_health(
     refs = [o for resource in resources for o in resource.objects]
     live = await observer.objects(refs)
     found = first_not_ready(
-        [(_label(r), obj) for r, obj in zip(refs, live, strict=True)],
+        [(_label(r), _judged(obj)) for r, obj in zip(refs, live, strict=True)],
         [rule_for(rules, r.api_version, r.kind) for r in refs],
     )
     if found is None:
@@ -173,6 +174,12 @@ async def check_health(
     if waited is not None and waited >= limit:
         return Checked(_unhealthy(applied, f"{why} (not Ready after {check.timeout})"), RETRY)
     return Checked(_waiting(applied, previous, label, why), Result.after(HEALTH_POLL_SECONDS))
+
+
+def _judged(obj: Obj | Refused | None) -> Obj | Health | None:
+    """A refused read is not Ready: waiting may make it readable (RBAC being applied);
+    past the timeout the cluster is Unhealthy, naming it."""
+    return Health("InProgress", f"not readable: {obj.why}") if isinstance(obj, Refused) else obj
 
 
 def _waiting(applied: Outcome, previous: Outcome | None, blocker: str, why: str) -> Outcome:
