@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import API_VERSION
@@ -439,6 +440,34 @@ async def test_the_health_wait_reads_the_applied_objects_and_nothing_else() -> N
     await reconcile(world)
     assert outcome(world, "a")[0] == "Applied"
     assert [r for r in workload.requests if r[0] != "apply"] == [("get", "ConfigMap/one")]
+
+
+async def test_a_drift_answer_of_the_wrong_shape_is_unreachable_and_quotes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server answering a drift LIST with a generation that is no number: the
+    cluster is ClusterUnreachable naming the field, and neither the outcome nor the
+    log carries what the server wrote there."""
+    spec = {"driftDetection": "Generation", "driftCheckInterval": "1m"}
+    world = await world_with(crs("a", "src", **spec))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    bad = {"metadata": {"name": "addon", "namespace": "default", "generation": "token=s3cr3t"}}
+
+    async def listed(*args: Any, **kwargs: Any) -> Any:
+        return [bad], "1"
+
+    monkeypatch.setattr(workload, "list", listed)
+    clock = world.ctx.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(61)
+    with capture_logs() as logs:
+        result = await reconcile(world)
+    reason, message = outcome(world, "a")
+    assert (reason, result.retry) == ("ClusterUnreachable", True), message
+    assert "metadata.generation is not an integer" in message
+    assert "s3cr3t" not in message and "s3cr3t" not in repr(logs)
+    assert not [e for e in logs if e["log_level"] == "error"]
 
 
 class _FreedMeanwhile(Budget):

@@ -1,7 +1,10 @@
-"""What the controller reads back from a workload cluster. The health wait GETs the
-objects the CRS applied, one each, through the real client (``KubeClient`` over an
-in-memory transport): a namespace full of other big objects, or objects spread over
-namespaces, costs it nothing, and no LIST of a namespace or of the cluster goes out."""
+"""What the controller reads back from a workload cluster, and how it takes an answer
+it cannot use. The health wait GETs the objects the CRS applied, one each, through
+the real client (``KubeClient`` over an in-memory transport): a namespace full of
+other big objects, or objects spread over namespaces, costs it nothing, and no LIST
+of a namespace or of the cluster goes out. A field of the wrong type in an answer
+(a drift LIST, an apply, a CRD being Established) is Unreachable naming the field,
+never quoting its value."""
 
 from __future__ import annotations
 
@@ -13,12 +16,16 @@ from urllib.parse import urlsplit
 import httpcore
 import pytest
 
+from crs_controller.clients.api import Obj
 from crs_controller.clients.kube import KubeClient, Transport
 from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.core.api.models import HealthCheck, ObjectRef, ResourceBinding
-from crs_controller.core.errors import AnswerTooLarge
+from crs_controller.core.errors import AnswerTooLarge, Unreachable
 from crs_controller.core.state.status import Outcome
+from crs_controller.engine.reconcile.workload.applying import apply_objects
 from crs_controller.engine.reconcile.workload.observing import Checked, Observer, check_health
+
+from .memory_kube import MemoryKube
 
 MANAGER = "crs-controller"
 APPLIED_AT = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
@@ -120,3 +127,102 @@ async def test_objects_in_two_namespaces_are_read_one_by_one_never_cluster_wide(
     assert checked.outcome.message == "waiting for ConfigMap apps/gone: not found"
     assert [method for method, _ in server.requests] == ["GET"] * 4  # discovery, 3 objects
     assert "/api/v1/configmaps" not in [path for _, path in server.requests]
+
+
+class Listing(MemoryKube):
+    """A workload cluster whose LISTs answer ``items`` as they are."""
+
+    def __init__(self, *items: Any) -> None:
+        super().__init__("w1")
+        self.items = list(items)
+
+    async def list(self, *args: Any, **kwargs: Any) -> tuple[list[Obj], str]:
+        return self.items, "1"
+
+
+ONE = ObjectRef(api_version="v1", kind="ConfigMap", namespace="default", name="one")
+
+
+@pytest.mark.parametrize(
+    ("item", "field"),
+    [
+        ({"metadata": {"name": "one", "generation": f"{SECRET_TEXT}\nFAKE"}}, "generation"),
+        ({"metadata": {"name": "one", "generation": True}}, "generation"),
+        ({"metadata": SECRET_TEXT}, "metadata"),
+        (SECRET_TEXT, "metadata"),
+        ({"metadata": {"name": {"x": SECRET_TEXT}}}, "metadata.name"),
+        ({"metadata": {"name": "one", "namespace": 7}}, "metadata.namespace"),
+        ({"metadata": {"name": "one", "managedFields": SECRET_TEXT}}, "managedFields"),
+        ({"metadata": {"name": "one", "managedFields": [SECRET_TEXT]}}, "managedFields"),
+    ],
+)
+async def test_a_drift_list_of_the_wrong_shape_is_unreachable_naming_the_field(
+    item: Any, field: str
+) -> None:
+    with pytest.raises(Unreachable) as raised:
+        await Observer(Listing(item), MANAGER).observe([ONE])
+    assert field in str(raised.value) and "w1: LIST ConfigMap" in str(raised.value)
+    assert SECRET_TEXT not in str(raised.value)
+
+
+async def test_a_drift_list_of_the_right_shape_is_read() -> None:
+    item = {"metadata": {"name": "one", "namespace": "default", "generation": 3}}
+    live = await Observer(Listing(item), MANAGER).observe([ONE])
+    assert live[0] is not None and live[0].generation == 3
+
+
+class Answering(MemoryKube):
+    """A workload cluster answering an apply, and a CRD's GET, with ``answer``."""
+
+    def __init__(self, answer: Obj) -> None:
+        super().__init__("w1")
+        self.answer = answer
+
+    async def apply(self, obj: Any, **kwargs: Any) -> Obj:
+        await super().apply(obj, **kwargs)
+        return self.answer
+
+    async def get(self, *args: Any, **kwargs: Any) -> Obj | None:
+        return self.answer
+
+
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "gizmos.x.io"},
+    "spec": {"group": "x.io", "versions": [{"name": "v1"}]},
+}
+ESTABLISHED = {"conditions": [{"type": "Established", "status": "True"}]}
+
+
+@pytest.mark.parametrize(
+    ("answer", "field"),
+    [
+        ({"metadata": {"generation": SECRET_TEXT}}, "metadata.generation"),
+        ({"status": SECRET_TEXT}, "status is not an object"),
+        ({"status": {"conditions": SECRET_TEXT}}, "status.conditions is not a list"),
+        ({"status": {"conditions": [SECRET_TEXT]}}, "an item of a list"),
+        ({"status": ESTABLISHED, "spec": SECRET_TEXT}, "spec is not an object"),
+        ({"status": ESTABLISHED, "spec": {"group": 1}}, "spec.group is not a string"),
+        ({"status": ESTABLISHED, "spec": {"group": "x", "versions": [1]}}, "an item of a list"),
+        (
+            {"status": ESTABLISHED, "spec": {"group": "x", "versions": [{"name": [SECRET_TEXT]}]}},
+            "name is not a string",
+        ),
+    ],
+)
+async def test_an_apply_or_crd_answer_of_the_wrong_shape_is_unreachable_naming_the_field(
+    answer: Obj, field: str
+) -> None:
+    with pytest.raises(Unreachable) as raised:
+        await apply_objects(Answering(answer), [CRD], field_manager=MANAGER, only_missing=False)
+    assert field in str(raised.value), str(raised.value)
+    assert SECRET_TEXT not in str(raised.value)
+
+
+async def test_an_established_crd_of_the_right_shape_is_applied() -> None:
+    answer = {**CRD, "metadata": {"name": "gizmos.x.io", "generation": 1}, "status": ESTABLISHED}
+    applied = await apply_objects(
+        Answering(answer), [CRD], field_manager=MANAGER, only_missing=False
+    )
+    assert applied.ok and len(applied.applied) == 1

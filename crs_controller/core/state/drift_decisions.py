@@ -66,9 +66,11 @@ def generation_drift(recorded_sum: int | None, live_generations: Sequence[int | 
 
 def owned_fields(obj: Mapping[str, Any] | None, manager: str) -> Any:
     """The fieldsV1 that ``manager`` owns through Apply on ``obj`` (None if none)."""
-    if obj is None:
-        return None
-    for entry in obj.get("metadata", {}).get("managedFields") or []:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    managed = meta.get("managedFields") if isinstance(meta, Mapping) else None
+    for entry in managed if isinstance(managed, list) else []:
+        if not isinstance(entry, Mapping):
+            continue  # not an entry: nothing of ours in it
         if entry.get("manager") == manager and entry.get("operation") == "Apply":
             return entry.get("fieldsV1")
     return None

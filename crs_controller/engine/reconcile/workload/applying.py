@@ -121,10 +121,14 @@ def _record(
     """What the inventory keeps of an applied object: its content hash, its generation
     and the hash of the fields our manager owns (less those left to others), from the
     apply's answer."""
+    meta = live.get("metadata") if isinstance(live, dict) else None
+    generation = meta.get("generation") if isinstance(meta, dict) else None
+    if generation is not None and (isinstance(generation, bool) or not isinstance(generation, int)):
+        raise Unreachable(f"apply of {ref}: the answer's metadata.generation is not an integer")
     return ref.model_copy(
         update={
             "hash": content_hash,
-            "generation": live.get("metadata", {}).get("generation"),
+            "generation": generation,
             "fields": ours_hash(owned_fields(live, manager), ignored),
         }
     )
@@ -189,19 +193,50 @@ async def _await_established(client: KubeAPI, names: list[str], result: ApplyRes
     while waiting and time.monotonic() < deadline:
         for name in sorted(waiting):
             crd = await client.get(CRD_API_VERSION, "CustomResourceDefinition", name)
-            if crd is not None and _established(crd):
+            where = f"{client.name}: GET CustomResourceDefinition {name}"
+            if crd is not None and _established(crd, where):
                 waiting.discard(name)
-                for version in crd["spec"].get("versions", []):
-                    client.forget_discovery(f"{crd['spec']['group']}/{version['name']}")
+                for api_version in _served(crd, where):
+                    client.forget_discovery(api_version)
         if waiting:
             await asyncio.sleep(0.2)
     for name in sorted(waiting):
         result.errors.append(f"CustomResourceDefinition {name}: not Established after 30s")
 
 
-def _established(crd: dict[str, Any]) -> bool:
-    conditions = crd.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+def _established(crd: object, where: str) -> bool:
+    status = _field(crd, "status", dict, where, "an object")
+    conditions = _field(status, "conditions", list, where, "a list", path="status")
+    return any(
+        _is(c, where).get("type") == "Established" and c.get("status") == "True" for c in conditions
+    )
+
+
+def _served(crd: object, where: str) -> list[str]:
+    """The apiVersions a CRD serves (the server's discovery of them changed)."""
+    spec = _field(crd, "spec", dict, where, "an object")
+    group = _field(spec, "group", str, where, "a string", path="spec")
+    versions = _field(spec, "versions", list, where, "a list", path="spec")
+    names = [_field(_is(v, where), "name", str, where, "a string") for v in versions]
+    return [f"{group}/{name}" for name in names if name]
+
+
+def _field(value: Any, key: str, kind: type, where: str, said: str, *, path: str = "") -> Any:
+    """``value[key]`` when it is a ``kind`` (absent: an empty one); anything else is
+    an answer we do not read, named by its field, never its value."""
+    found = value.get(key) if isinstance(value, dict) else None
+    if found is None:
+        return kind()
+    if not isinstance(found, kind):
+        raise Unreachable(f"{where}: {'.'.join(p for p in (path, key) if p)} is not {said}")
+    return found
+
+
+def _is(value: Any, where: str) -> dict[str, Any]:
+    """An item of a CRD's list field, which must be an object."""
+    if not isinstance(value, dict):
+        raise Unreachable(f"{where}: an item of a list is not an object")
+    return value
 
 
 def _describe(ref: ObjectRef, exc: CRSError, confidential: bool) -> str:

@@ -6,7 +6,10 @@ number of objects and resources, metadata only. Health: one GET per applied obje
 so a look reads the objects the CRS applied and nothing else of their namespaces
 (no other Secret's data, no other tenant's ConfigMaps), and needs no right to list.
 Health is looked at only while there is something to wait for: a pass that applied
-nothing to a cluster already Ready reads nothing."""
+nothing to a cluster already Ready reads nothing.
+
+Answers are read defensively: a field of the wrong type in what the server sent ends
+the read as Unreachable naming the field, never its value."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.api.models import HealthCheck, ObjectRef, ResourceBinding
@@ -102,13 +106,12 @@ class Observer:
             items, _ = await self._client.list(api_version, kind, namespace, metadata_only=True)
         except NotFound:  # the kind itself is gone, e.g. its CRD was deleted
             items = []
+        where = f"{self._client.name}: LIST {kind}"
         listed = {}
         for item in items:
-            meta = item.get("metadata") or {}
-            where = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-            generation = meta.get("generation")
-            listed[where] = Live(
-                int(generation) if generation is not None else 0, owned_fields(item, self._manager)
+            meta = _metadata(item, where)
+            listed[_place(meta, where)] = Live(
+                _generation(meta, where), owned_fields(item, self._manager)
             )
         self._lists[(api_version, kind, namespace)] = listed
         return listed
@@ -119,6 +122,39 @@ class Refused:
     """An object the server would not show (e.g. 403): its readiness is unknown."""
 
     why: str  # the request and the status, never the server's message
+
+
+def _metadata(item: object, where: str) -> dict[str, Any]:
+    """An item's metadata, checked for what a drift check reads of it."""
+    meta = item.get("metadata") if isinstance(item, dict) else None
+    if not isinstance(meta, dict):
+        raise Unreachable(f"{where}: an item's metadata is not an object")
+    managed = meta.get("managedFields")
+    if managed is not None and not (
+        isinstance(managed, list) and all(isinstance(m, dict) for m in managed)
+    ):
+        raise Unreachable(f"{where}: an item's metadata.managedFields is not a list of objects")
+    return meta
+
+
+def _place(meta: dict[str, Any], where: str) -> tuple[str, str]:
+    """(namespace, name) of a listed item."""
+    found = []
+    for field in ("namespace", "name"):
+        value = meta.get(field) or ""
+        if not isinstance(value, str):
+            raise Unreachable(f"{where}: an item's metadata.{field} is not a string")
+        found.append(value)
+    return found[0], found[1]
+
+
+def _generation(meta: dict[str, Any], where: str) -> int:
+    generation = meta.get("generation")
+    if generation is None:
+        return 0
+    if isinstance(generation, bool) or not isinstance(generation, int):
+        raise Unreachable(f"{where}: an item's metadata.generation is not an integer")
+    return generation
 
 
 def _kinds(refs: Sequence[ObjectRef]) -> dict[tuple[str, str], str | None]:
