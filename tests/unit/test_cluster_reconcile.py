@@ -391,6 +391,42 @@ async def test_a_health_read_failing_after_an_apply_keeps_what_was_applied(
     assert outcome(world, "a")[0] == "Applied"
 
 
+async def test_a_cluster_lost_midway_through_a_resource_keeps_what_went_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``one`` is applied, then the cluster stops answering at ``two``: ``one`` is in
+    the inventory all the same, so deletionPolicy Delete removes it once the source
+    holds only ``three``."""
+    world = await world_with(
+        crs("a", "src", deletionPolicy="Delete"),
+        mode_source=configmap_source("src", payload("one"), payload("two")),
+    )
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    apply = workload.apply
+
+    async def lost_at_two(obj: Obj, **kwargs: Any) -> Obj:
+        if obj["metadata"]["name"] == "two":
+            raise Unreachable("cluster c1: PATCH .../configmaps/two: ConnectError")
+        return await apply(obj, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(workload, "apply", lost_at_two)
+        result = await reconcile(world)
+    reason, message = outcome(world, "a")
+    assert (reason, result.retry) == ("ClusterUnreachable", True), message
+    entry = world.bindings.get(NS, "c1").entries()["a"]  # type: ignore[union-attr]
+    assert [o.name for r in entry.resources for o in r.objects] == ["one"]
+    assert not entry.resources[0].applied
+
+    source = await world.mgmt.get("v1", "ConfigMap", "src", NS)
+    assert source is not None
+    source["data"] = configmap_source("src", payload("three"))["data"]
+    await world.update(source)
+    await reconcile(world)
+    assert await workload.get("v1", "ConfigMap", "one", "default") is None
+    assert outcome(world, "a")[0] == "Applied"
+
+
 async def test_a_health_read_refused_is_waited_for_then_unhealthy_never_a_crash(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

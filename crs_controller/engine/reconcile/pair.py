@@ -8,6 +8,7 @@ job (``reconcile.scope``), once for all CRSs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -22,7 +23,7 @@ from crs_controller.core.state.bindings import record_apply, recorded, select_ob
 from crs_controller.core.state.status import NO_BUILD, Outcome
 from crs_controller.core.versions.ranges import version_match
 from crs_controller.engine.io import fleet_metrics, metrics
-from crs_controller.engine.io.sources import Source
+from crs_controller.engine.io.sources import Manifest, Source
 from crs_controller.engine.memory.notes import Note
 from crs_controller.engine.reconcile.admission import Go
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
@@ -364,40 +365,57 @@ async def _why_apply(
 async def _apply_resource(
     scope: ClusterScope, run: _PairRun, turn: _Turn, loaded: _Loaded, why: _Why
 ) -> _Done:
-    previous, name, crs = turn.previous, turn.name, run.crs
+    previous, name = turn.previous, turn.name
     try:
         manifest = await loaded.prepared.manifest(scope.ctx.sources, loaded.source)
     except ResourceError as exc:
         return _failed(name, previous, exc.reason, str(exc))
     chosen = select_objects(manifest.objects, manifest.hashes, previous, why.scope)
-    applied = await apply_objects(
-        scope.workload,
-        [manifest.objects[i] for i in chosen.send],
-        field_manager=scope.ctx.settings.field_manager,
-        only_missing=run.strategy.apply.only_missing,
-        confidential=turn.ref.kind == "Secret",
-        hashes=[manifest.hashes[i] for i in chosen.send],
-        ignores=crs.ignores,
-        inventory=_created(previous, run.observer),
-    )
+    applied, stopped = await _send(scope, run, turn, manifest, chosen.send)
     current = {**chosen.kept, **{chosen.send[i]: d for i, d in applied.applied.items()}}
     objects = [current[i] for i in sorted(current)]
     record = record_apply(
         turn.ref,
         previous,
         digest=loaded.prepared.digest,
-        ok=applied.ok,
+        ok=applied.ok and stopped is None,
         objects=objects,
         skipped=applied.skipped,
         now=run.now,
     )
     _tell_apply(scope, run, name, applied, unchanged=len(chosen.kept))
+    if stopped is not None:  # what went out before is recorded all the same
+        failure = (stopped.reason, str(stopped))
+        return _Done(name, record, failure, then=RETRY, unreachable=True)
     if not applied.ok:
         return _Done(
             name, record, ("ApplyFailed", f"{name}: {'; '.join(applied.errors)}"), then=RETRY
         )
     then = Result.after(run.strategy.next_due(record, run.now))
     return _Done(name, record, applied_as=why.reason if chosen.send else None, then=then)
+
+
+async def _send(
+    scope: ClusterScope, run: _PairRun, turn: _Turn, manifest: Manifest, send: Sequence[int]
+) -> tuple[ApplyResult, Unreachable | None]:
+    """Apply the objects at ``send``: what was applied, and the Unreachable that
+    stopped it midway (the objects applied before it are in the result)."""
+    applied = ApplyResult()
+    try:
+        await apply_objects(
+            scope.workload,
+            [manifest.objects[i] for i in send],
+            field_manager=scope.ctx.settings.field_manager,
+            only_missing=run.strategy.apply.only_missing,
+            confidential=turn.ref.kind == "Secret",
+            hashes=[manifest.hashes[i] for i in send],
+            ignores=run.crs.ignores,
+            inventory=_created(turn.previous, run.observer),
+            into=applied,
+        )
+    except Unreachable as exc:
+        return applied, exc
+    return applied, None
 
 
 def _created(previous: ResourceBinding | None, observer: Observer) -> list[ObjectRef]:

@@ -48,6 +48,7 @@ async def apply_objects(
     hashes: Sequence[str] | None = None,
     ignores: Ignores = NO_IGNORES,
     inventory: Sequence[ObjectRef] = (),
+    into: ApplyResult | None = None,
 ) -> ApplyResult:
     """Apply ``objects`` (already in apply order); ``hashes``, when given, are their
     content hashes, recorded on what was applied. With ``only_missing`` (ApplyOnce),
@@ -58,10 +59,12 @@ async def apply_objects(
     to reason and field path. An object already in the resource's ``inventory`` is
     sent without the paths ``ignores`` leaves to others (they went with its creation).
 
-    Raises Unreachable as soon as the cluster stops answering."""
+    Raises Unreachable as soon as the cluster stops answering; ``into``, when given,
+    is the result filled as objects go out, so its caller knows what was applied
+    before."""
     known = frozenset(o.key for o in inventory)
     one = _ApplyOne(client, field_manager, only_missing, confidential, hashes, ignores, known)
-    result = ApplyResult()
+    result = into if into is not None else ApplyResult()
     pending_crds: list[str] = []
     for position, obj in enumerate(objects):
         if pending_crds and not is_crd(obj):
