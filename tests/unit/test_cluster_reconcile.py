@@ -16,10 +16,12 @@ from structlog.testing import capture_logs
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import API_VERSION
 from crs_controller.core.errors import AnswerTooLarge, APIError, Unreachable
+from crs_controller.core.rollout.plan import Plan
 from crs_controller.engine.memory.budget import Budget
 from crs_controller.engine.memory.notes import QUIET_SECONDS, Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.reconcile.result import Wake, crs_key
+from crs_controller.engine.reconcile.rollout import revision_of, source_hashes
 
 from .builders import (
     NS,
@@ -423,6 +425,80 @@ async def test_a_cluster_lost_midway_through_a_resource_keeps_what_went_out(
     source["data"] = configmap_source("src", payload("three"))["data"]
     await world.update(source)
     await reconcile(world)
+    assert await workload.get("v1", "ConfigMap", "one", "default") is None
+    assert outcome(world, "a")[0] == "Applied"
+
+
+VALIDATED = {
+    "deletionPolicy": "Delete",
+    "rollout": {
+        "steps": [
+            {
+                "clusterSelector": {"matchLabels": {"env": "prod"}},
+                "validation": {"resources": [{"kind": "ConfigMap", "name": "smoke"}]},
+            }
+        ]
+    },
+}
+
+
+async def plan_for(world: World, *, validate: bool) -> None:
+    """The rollout's plan for the sources as they are now: c1 admitted, and asked to
+    run the step's validation when ``validate``."""
+    the_crs = world.index.crs(NS, "a")
+    assert the_crs is not None
+    hashes = await source_hashes(world.ctx, the_crs)
+    assert hashes is not None
+    asked = frozenset({"c1"} if validate else ())
+    made = Plan(frozenset({"c1"}), "Progressing", 1, 0, "", None, validate=asked)
+    world.ctx.rollouts.set(NS, "a", revision_of(hashes), made)
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason"),
+    [
+        (Unreachable("cluster c1: GET /api/v1/namespaces/default/configmaps/probe: 503"), None),
+        (KeyError("metadata"), "ApplyFailed"),
+    ],
+    ids=["unavailable", "unexpected"],
+)
+async def test_a_validation_failing_after_an_apply_keeps_what_was_applied(
+    monkeypatch: pytest.MonkeyPatch, failure: Exception, reason: str | None
+) -> None:
+    """The pass applied ``one``, then the step's validation could not look (the
+    cluster stopped answering, or something unexpected): ``one`` stays in the
+    inventory, so when the source later holds only ``two``, deletionPolicy Delete
+    removes ``one``."""
+    world = await world_with(
+        crs("a", "src", **VALIDATED), mode_source=configmap_source("src", payload("one"))
+    )
+    await world.add(configmap_source("smoke", payload("probe")))
+    await plan_for(world, validate=True)
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+
+    async def failing(*args: Any, **kwargs: Any) -> Any:
+        raise failure
+
+    with monkeypatch.context() as patched:
+        patched.setattr(workload, "get", failing)
+        result = await reconcile(world)
+    assert ("apply", "ConfigMap/one") in workload.writes()
+    assert ("apply", "ConfigMap/probe") not in workload.writes()
+    found, message = outcome(world, "a")
+    assert (found, result.retry) == (reason or "ClusterUnreachable", True), message
+    if reason is None:
+        assert message == str(failure)
+    entry = world.bindings.get(NS, "c1").entries()["a"]  # type: ignore[union-attr]
+    assert [o.name for r in entry.resources for o in r.objects] == ["one"]
+    assert entry.validation is None
+
+    source = await world.mgmt.get("v1", "ConfigMap", "src", NS)
+    assert source is not None
+    source["data"] = configmap_source("src", payload("two"))["data"]
+    await world.update(source)
+    await plan_for(world, validate=False)
+    await reconcile(world)
+    assert ("delete", "ConfigMap/one") in workload.writes()
     assert await workload.get("v1", "ConfigMap", "one", "default") is None
     assert outcome(world, "a")[0] == "Applied"
 

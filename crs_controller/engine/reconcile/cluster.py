@@ -20,7 +20,7 @@ from crs_controller.core.state.bindings import entries_by_crs
 from crs_controller.core.state.status import Outcome
 from crs_controller.engine.reconcile.admission import Gate, Held
 from crs_controller.engine.reconcile.context import ClusterContext
-from crs_controller.engine.reconcile.pair import reconcile_pair
+from crs_controller.engine.reconcile.pair import reconcile_pair, unexpected
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass, forget_budget
 from crs_controller.engine.reconcile.workload.uninstall import Cleanup, uninstall
@@ -113,15 +113,13 @@ async def _pass(scope: ClusterScope, gate: Gate, crs: CRS) -> CRSPass:
             return CRSPass(scope.kept(crs.name), admitted.outcome(scope.before(crs.name)))
         return await reconcile_pair(scope, crs, admitted)
     except Unreachable as exc:
-        # The cluster stopped answering, or answered more than we read, mid-pass (a
-        # health or drift LIST): that is this cluster's outcome, said as such.
+        # The cluster stopped answering, or answered more than we read, before the pass
+        # had its outcome (the gate's reads): that is this cluster's outcome, said as
+        # such. Once the resources had their turn, reconcile_pair keeps what went out.
         outcome = Outcome("Failed", exc.reason, str(exc), crs.generation)
         return CRSPass(scope.kept(crs.name), outcome, RETRY)
     except Exception as exc:
-        log.exception("cluster pass failed", crs=crs.name, cluster="/".join(scope.key))
-        message = f"unexpected {type(exc).__name__}; see the controller log"
-        outcome = Outcome("Failed", "ApplyFailed", message, crs.generation)
-        return CRSPass(scope.kept(crs.name), outcome, RETRY)
+        return CRSPass(scope.kept(crs.name), unexpected(scope, crs, exc), RETRY)
 
 
 async def _clean_up(

@@ -29,7 +29,7 @@ from crs_controller.engine.reconcile.admission import Go
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
 from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
 from crs_controller.engine.reconcile.substitute import Prepared, prepare
-from crs_controller.engine.reconcile.validation import validated
+from crs_controller.engine.reconcile.validation import carried, validated
 from crs_controller.engine.reconcile.workload.applying import ApplyResult, apply_objects
 from crs_controller.engine.reconcile.workload.observing import Observer, check_health
 
@@ -98,14 +98,46 @@ async def reconcile_pair(scope: ClusterScope, crs: CRS, go: Go) -> CRSPass:
     progress = await _resources(scope, run)
     if run.drift_due:
         scope.ctx.drift.checked(run.pair, scope.ctx.clock.now())
+    # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
+    entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
+    try:
+        return await _finish(scope, run, progress, entry)
+    except Exception as exc:  # what the pass applied stays recorded all the same
+        return _ended(scope, run, entry, exc)
+
+
+async def _finish(
+    scope: ClusterScope, run: _PairRun, progress: _Progress, entry: CRSBinding
+) -> CRSPass:
+    """The pass once its resources had their turn: told, its outcome (readiness,
+    what it waits for), then its step's validation."""
+    crs, go = run.crs, run.go
     progress.then |= _announce(scope, crs, progress)
     outcome = _waiting(scope, run, progress, await _outcome(scope, run, progress))
     if go.keep_installed and progress.held:
         progress.then |= RETRY
-    # Resources dropped from spec.resources leave the binding (Orphan: nothing deleted).
-    entry = CRSBinding(cluster_resource_set_name=crs.name, resources=progress.resources)
     done = CRSPass(entry, outcome, progress.then)
     return await validated(scope, crs, done, target=go.target, run=go.validate)
+
+
+def _ended(scope: ClusterScope, run: _PairRun, entry: CRSBinding, exc: Exception) -> CRSPass:
+    """The pass, ended by an error once its resources had their turn: the error is
+    the outcome, tried again, and what the pass applied stays recorded (its deletion
+    policy still applies to it), with the validation record as it was carried."""
+    crs, target = run.crs, run.go.target
+    if isinstance(exc, Unreachable):
+        outcome = Outcome("Failed", exc.reason, str(exc), crs.generation, revision=target or "")
+    else:
+        outcome = unexpected(scope, crs, exc, revision=target or "")
+    return carried(scope, crs, CRSPass(entry, outcome, RETRY), target=target)
+
+
+def unexpected(scope: ClusterScope, crs: CRS, exc: Exception, *, revision: str = "") -> Outcome:
+    """An error nobody foresaw, as the pair's outcome: logged whole, named by its type
+    alone (its text may quote what a status must not)."""
+    log.exception("cluster pass failed", crs=crs.name, cluster="/".join(scope.key))
+    message = f"unexpected {type(exc).__name__}; see the controller log"
+    return Outcome("Failed", "ApplyFailed", message, crs.generation, revision=revision)
 
 
 @dataclass(frozen=True)

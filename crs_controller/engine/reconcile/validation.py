@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from crs_controller.core.api.models import ValidationRecord
+from crs_controller.core.errors import Unreachable
 from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.status import Outcome
-from crs_controller.engine.reconcile.result import NOTHING, Result
+from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
 from crs_controller.engine.reconcile.workload.validating import validate
 
@@ -28,16 +29,22 @@ async def validated(
 ) -> CRSPass:
     """The pass with its validation record carried over, and the step's validation
     run when the plan asks for it (``run``) and the pair is done (applied, and
-    Ready). ``target``: the revision the rollout lets this cluster take."""
-    entry = scope.before(crs.name)
-    before = entry.validation if entry is not None else None
+    Ready). ``target``: the revision the rollout lets this cluster take. A cluster
+    that stops answering the validation's look is this outcome, ClusterUnreachable:
+    what the pass applied stays recorded (its deletion policy still applies to it),
+    with the validation record as it was carried, and the look is tried again."""
+    before = _before(scope, crs)
     record = _carried(before, target)
     then, outcome = NOTHING, done.outcome
     ready = outcome.state == "Applied" and outcome.ready
     if run and ready and target is not None:
         step = _step(scope, crs)
         if step is not None:
-            record, then = await _run(scope, crs, done, step, target, before)
+            try:
+                record, then = await _run(scope, crs, done, step, target, before)
+            except Unreachable as exc:
+                then = RETRY
+                outcome = Outcome("Failed", exc.reason, str(exc), crs.generation, revision=target)
     if (
         record is not None
         and (record.revision, record.phase) == (target, "Failed")
@@ -46,6 +53,19 @@ async def validated(
         outcome = Outcome("Failed", FAILED, record.message, crs.generation, revision=target or "")
     entry_now = done.entry.model_copy(update={"validation": record})
     return replace(done, entry=entry_now, outcome=outcome, then=done.then | then)
+
+
+def carried(scope: ClusterScope, crs: CRS, done: CRSPass, *, target: str | None) -> CRSPass:
+    """The pass with its validation record carried over and nothing run: for a pass
+    that ended before its validation's turn."""
+    record = _carried(_before(scope, crs), target)
+    return replace(done, entry=done.entry.model_copy(update={"validation": record}))
+
+
+def _before(scope: ClusterScope, crs: CRS) -> ValidationRecord | None:
+    """The validation record the CRS's binding entry had before the pass."""
+    entry = scope.before(crs.name)
+    return entry.validation if entry is not None else None
 
 
 def _carried(before: ValidationRecord | None, target: str | None) -> ValidationRecord | None:
