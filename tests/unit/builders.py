@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from crs_controller.core.api.models import API_VERSION
+from crs_controller.core.api.models import API_VERSION, FINALIZER
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 
 from .memory_kube import CLUSTER_API, MemoryKube, World
@@ -32,10 +32,15 @@ def payload(name: str, value: str = "1") -> Obj:
 
 
 def crs(name: str, source: str, mode: str = "Reconcile", **spec: Any) -> Obj:
+    """A CRS as the clusters meet it: one that deletes what it applied carries the
+    finalizer the leader puts on it (clusters apply it only then)."""
+    meta: Obj = {"name": name, "namespace": NS, "generation": 1}
+    if spec.get("deletionPolicy") == "Delete":
+        meta["finalizers"] = [FINALIZER]
     return {
         "apiVersion": API_VERSION,
         "kind": "ClusterResourceSet",
-        "metadata": {"name": name, "namespace": NS, "generation": 1},
+        "metadata": meta,
         "spec": {
             "clusterSelector": {"matchLabels": {"env": "prod"}},
             "resources": [{"kind": "ConfigMap", "name": source}],

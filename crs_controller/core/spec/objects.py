@@ -23,6 +23,7 @@ from crs_controller.core.api.clusters import (
     is_paused,
 )
 from crs_controller.core.api.models import (
+    FINALIZER,
     BindingOutcome,
     ClusterResourceSet,
     ClusterResourceSetBinding,
@@ -155,14 +156,22 @@ class CRS(_Named):
 
     @property
     def active(self) -> bool:
-        """To be applied: not being deleted, not paused, a spec the model accepts."""
-        return not self.deleting and not self.paused and self.model is not None
+        """To be applied: not being deleted, not paused, a spec the model accepts,
+        and its finalizer there if it deletes what it applied."""
+        return not self.deleting and not self.left_alone
 
     @property
     def left_alone(self) -> bool:
-        """Its binding entries stay exactly as they are: paused, or a spec the model
-        refuses (nothing it applied is touched)."""
-        return self.paused or self.model is None
+        """Its binding entries stay exactly as they are: paused, a spec the model
+        refuses, or awaiting its finalizer (nothing it applied is touched)."""
+        return self.paused or self.model is None or self.awaits_finalizer
+
+    @property
+    def awaits_finalizer(self) -> bool:
+        """deletionPolicy Delete without the finalizer yet: applied now, it could be
+        deleted (at once, by the API server) before anything it applied is."""
+        needs = self.model is not None and self.model.spec.deletion_policy == "Delete"
+        return needs and not self.deleting and FINALIZER not in self.meta.finalizers
 
     @property
     def valid(self) -> ClusterResourceSet:

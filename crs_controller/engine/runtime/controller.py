@@ -541,7 +541,9 @@ def _status_only(old: CRS | None, new: CRS | None) -> bool:
         return False
     if _rollback(old) != _rollback(new):
         return False  # a rollback asked for, started or ended: another revision
-    return (old.generation, old.deleting, old.paused) == (new.generation, new.deleting, new.paused)
+    # A finalizer written lets the clusters apply a CRS that awaited it.
+    before = (old.generation, old.deleting, old.paused, old.awaits_finalizer)
+    return before == (new.generation, new.deleting, new.paused, new.awaits_finalizer)
 
 
 def _rollback(crs: CRS) -> tuple[str | None, str | None]:
