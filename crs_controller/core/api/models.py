@@ -30,6 +30,10 @@ GROUP = "addons.crs.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 FINALIZER = f"{GROUP}/finalizer"
+# On a binding: the uid of the Cluster it records (a Cluster recreated under the same
+# name is another cluster). Kept beside the owner reference, which the garbage
+# collector removes once that Cluster is gone.
+CLUSTER_UID_ANNOTATION = f"{GROUP}/cluster-uid"
 
 CLUSTER_RESOURCE_SET_KIND = "ClusterResourceSet"
 CLUSTER_RESOURCE_SET_PLURAL = "clusterresourcesets"

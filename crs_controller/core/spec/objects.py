@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from semver import Version
 
 from crs_controller.core.api.clusters import (
+    CLUSTER_GROUP,
     HOLD_UPDATES_ANNOTATION,
     PAUSED_ANNOTATION,
     control_plane_initialized,
@@ -309,6 +310,8 @@ class Cluster(_Named):
     upgrading: bool = False  # its TopologyReconciled condition says it upgrades
     topology_version: str | None = None
     whole: bool = True
+    # The version it was read in: an owner reference to it names one the server serves.
+    api_version: str = f"{CLUSTER_GROUP}/v1beta1"
 
     @property
     def deleting(self) -> bool:
@@ -320,9 +323,9 @@ class Cluster(_Named):
         return self.meta.annotations.get(HOLD_UPDATES_ANNOTATION) == "true"
 
 
-# What a cached Cluster's metadata keeps: the engine reads its name, labels (the
-# selectors, rollout steps), deletion and these annotations; a variable reads the
-# others from ``raw``.
+# What a cached Cluster's metadata keeps: the engine reads its name, uid (its binding
+# records it), labels (the selectors, rollout steps), deletion and these annotations;
+# a variable reads the others from ``raw``.
 CLUSTER_ANNOTATIONS_READ = (HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION)
 
 
@@ -335,6 +338,7 @@ def parse_cluster(raw: Mapping[str, Any]) -> Cluster:
         control_plane_ref(raw),
         topology_upgrading(raw),
         topology_version(raw),
+        api_version=str(raw.get("apiVersion") or f"{CLUSTER_GROUP}/v1beta1"),
     )
 
 
@@ -355,7 +359,7 @@ def _cluster_meta(raw: Mapping[str, Any]) -> ObjectMeta:
         return _meta(raw)
     kept = {
         key: meta[key]
-        for key in ("name", "namespace", "labels", "deletionTimestamp")
+        for key in ("name", "namespace", "uid", "labels", "deletionTimestamp")
         if key in meta
     }
     annotations = meta.get("annotations")

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from crs_controller.core.api.clusters import CLUSTER_GROUP
 from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_KIND,
+    CLUSTER_UID_ANNOTATION,
     MESSAGE_LIMIT,
     BindingOutcome,
     ClusterResourceSetBinding,
@@ -175,6 +177,31 @@ def owner_reference(crs: ObjectMeta) -> dict[str, Any]:
     }
 
 
+def cluster_owner_reference(api_version: str, cluster: ObjectMeta) -> dict[str, Any] | None:
+    """The owner reference a binding carries for its Cluster (as Cluster API's does):
+    the garbage collector deletes no binding while its Cluster lives, whatever
+    happens to the CRSs. None for a Cluster read without a uid."""
+    if not cluster.uid:
+        return None
+    return {"apiVersion": api_version, "kind": "Cluster", "name": cluster.name, "uid": cluster.uid}
+
+
+def _names_cluster(ref: Mapping[str, Any]) -> bool:
+    group = str(ref.get("apiVersion") or "").partition("/")[0]
+    return ref.get("kind") == "Cluster" and group == CLUSTER_GROUP
+
+
+def of_another_cluster(binding: ObjectMeta, uid: str | None) -> bool:
+    """Does the binding record another Cluster than the one of uid ``uid`` (one
+    deleted, whose name a new Cluster took)? What it lists was applied to that other
+    cluster, not this one. A binding recording no uid (written before bindings did)
+    is the Cluster's."""
+    recorded = {str(o.get("uid")) for o in binding.owner_references if _names_cluster(o)}
+    if CLUSTER_UID_ANNOTATION in binding.annotations:
+        recorded.add(binding.annotations[CLUSTER_UID_ANNOTATION])
+    return uid is not None and any(other != uid for other in recorded)
+
+
 def desired_binding(
     current: ClusterResourceSetBinding | None,
     *,
@@ -182,13 +209,18 @@ def desired_binding(
     cluster: str,
     entries: Mapping[str, CRSBinding],
     owners: Sequence[Mapping[str, Any]],
+    cluster_owner: Mapping[str, Any] | None = None,
 ) -> ClusterResourceSetBinding:
-    """The binding to write: entries sorted by CRS name, one owner reference per CRS,
+    """The binding to write: entries sorted by CRS name, one owner reference per CRS
+    and one to the Cluster (``cluster_owner``, its uid recorded in an annotation too),
     other owners (not ours) left as they were."""
     meta = (
         current.metadata.model_copy() if current else ObjectMeta(name=cluster, namespace=namespace)
     )
     foreign = [o for o in meta.owner_references if o.get("kind") != CLUSTER_RESOURCE_SET_KIND]
+    if cluster_owner is not None:
+        foreign = [o for o in foreign if not _names_cluster(o)] + [dict(cluster_owner)]
+        meta.annotations = {**meta.annotations, CLUSTER_UID_ANNOTATION: str(cluster_owner["uid"])}
     ours = sorted((dict(o) for o in owners), key=lambda o: str(o["name"]))
     meta.owner_references = foreign + ours
     spec = ClusterResourceSetBindingSpec(
@@ -244,6 +276,7 @@ def binding_changed(
 ) -> bool:
     if current is None:
         return True
+    before, after = current.metadata, desired.metadata
     return to_api(current.spec) != to_api(desired.spec) or (
-        current.metadata.owner_references != desired.metadata.owner_references
+        (before.owner_references, before.annotations) != (after.owner_references, after.annotations)
     )

@@ -16,7 +16,7 @@ from crs_controller.clients.workload import kubeconfig_secret_name
 from crs_controller.core.api.models import ClusterResourceSetBinding
 from crs_controller.core.errors import Unreachable
 from crs_controller.core.spec.objects import CRS, Cluster
-from crs_controller.core.state.bindings import entries_by_crs
+from crs_controller.core.state.bindings import entries_by_crs, of_another_cluster
 from crs_controller.core.state.status import Outcome
 from crs_controller.engine.reconcile.admission import Gate, Held
 from crs_controller.engine.reconcile.context import ClusterContext
@@ -34,14 +34,7 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     if cluster is not None and not cluster.whole:
         # Another replica's Cluster until now: read whole, as its values are.
         cluster = await ctx.clusters.read_whole(namespace, name)
-    cached = ctx.caches.binding(namespace, name)
-    if cached is not None and not cached.whole:
-        # Another replica's Cluster until now: its inventory is read before anything
-        # is decided (the cache held only what status and rollouts read).
-        cached = await ctx.bindings.read_whole(namespace, name)
-    # A binding the model refuses stops this cluster (InvalidSpec, retried with
-    # backoff) rather than being overwritten: its inventory is all we know.
-    binding = None if cached is None else cached.valid
+    binding = await _binding(ctx, cluster, namespace, name)
     if cluster is None:
         return await _forget_cluster(ctx, namespace, name, binding)
     if cluster.paused:
@@ -64,6 +57,32 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     result |= await scope.prune(crss)
     result |= await scope.record()
     return result | scope.forget_left()
+
+
+async def _binding(
+    ctx: ClusterContext, cluster: Cluster | None, namespace: str, name: str
+) -> ClusterResourceSetBinding | None:
+    """The Cluster's binding, whole. One recorded for an earlier Cluster of this name
+    is deleted and the Cluster starts with none: what it lists went to a cluster that
+    is gone, and nothing of it is deleted from this one (whose objects were not
+    applied from it)."""
+    cached = ctx.caches.binding(namespace, name)
+    if cached is not None and not cached.whole:
+        # Another replica's Cluster until now: its inventory is read before anything
+        # is decided (the cache held only what status and rollouts read).
+        cached = await ctx.bindings.read_whole(namespace, name)
+    if cached is None:
+        return None
+    if cluster is not None and of_another_cluster(cached.meta, cluster.meta.uid):
+        where = f"{namespace}/{name}"
+        log.info("binding of an earlier Cluster of this name dropped", cluster=where)
+        ctx.still_ours(namespace, name)
+        version = cached.meta.resource_version
+        await ctx.bindings.delete(namespace, name, resource_version=version)
+        return None
+    # A binding the model refuses stops this cluster (InvalidSpec, retried with
+    # backoff) rather than being overwritten: its inventory is all we know.
+    return cached.valid
 
 
 def _active(ctx: ClusterContext, cluster: Cluster) -> list[CRS]:

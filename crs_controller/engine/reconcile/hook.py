@@ -39,6 +39,7 @@ from crs_controller.core.spec.objects import (
     parse_binding_object,
     parse_cluster,
 )
+from crs_controller.core.state.bindings import of_another_cluster
 from crs_controller.core.state.prune_decisions import inventory
 from crs_controller.core.state.upgrade_gate import Go, describe, gate, gates, without_build
 from crs_controller.engine.io.parsed_crss import ParsedCRSs
@@ -71,6 +72,8 @@ async def hook_status(
         return 0, NOTHING_TO_DO
     target = parse_cluster(live)
     binding = parse_binding_object(raw)
+    if of_another_cluster(binding.meta, target.meta.uid):
+        return 0, NOTHING_TO_DO  # an earlier Cluster's: nothing was applied to this one
     if binding.model is None:
         return await _unreadable_binding(mgmt, parsed, target, now)
     pending = await _pending(mgmt, parsed, target, binding.model, now)
@@ -144,7 +147,10 @@ async def upgrade_status(
     raw = await mgmt.get(
         API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, target.name, target.namespace
     )
-    binding = None if raw is None else parse_binding_object(raw).model
+    parsed_binding = None if raw is None else parse_binding_object(raw)
+    if parsed_binding is not None and of_another_cluster(parsed_binding.meta, target.meta.uid):
+        parsed_binding = None  # an earlier Cluster's: nothing was applied to this one
+    binding = None if parsed_binding is None else parsed_binding.model
     # No binding, or one that cannot be read: nothing is known applied, every gating
     # CRS holds (the cluster's reconcile reports an unreadable binding).
     entries = (

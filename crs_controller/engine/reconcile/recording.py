@@ -32,12 +32,13 @@ async def write_binding(
     current: ClusterResourceSetBinding | None,
     entries: dict[str, CRSBinding],
     owners: list[dict[str, Any]],
+    cluster_owner: dict[str, Any] | None = None,
 ) -> bool:
-    """Write the binding with ``entries`` and ``owners`` if it changed; delete it when
-    no entry is left. False when nothing could be written: another writer changed an
-    entry this pass changed too, and the pass is to be redone on the binding as it is
-    now (read, and cached)."""
-    ours = Ours(namespace, cluster, current, entries, owners)
+    """Write the binding with ``entries``, ``owners`` and ``cluster_owner`` if it
+    changed; delete it when no entry is left. False when nothing could be written:
+    another writer changed an entry this pass changed too, and the pass is to be
+    redone on the binding as it is now (read, and cached)."""
+    ours = Ours(namespace, cluster, current, entries, owners, cluster_owner)
     # Optimistic concurrency: PUT with the resourceVersion we read. On a Conflict the
     # binding is read again and this pass's changes go onto it (merged_entries), so
     # what another writer recorded meanwhile is kept, rather than failing the whole
@@ -62,6 +63,7 @@ class Ours:
     base: ClusterResourceSetBinding | None
     entries: dict[str, CRSBinding]
     owners: list[dict[str, Any]]
+    cluster_owner: dict[str, Any] | None = None
 
 
 async def _put(store: BindingStore, ours: Ours, fresh: ClusterResourceSetBinding | None) -> bool:
@@ -84,7 +86,12 @@ async def _put(store: BindingStore, ours: Ours, fresh: ClusterResourceSetBinding
     owners = [o for o in ours.owners if o["name"] in merged]
     owners += crs_owners(fresh, merged.keys() - ours.entries.keys())
     desired = desired_binding(
-        fresh, namespace=ours.namespace, cluster=ours.cluster, entries=merged, owners=owners
+        fresh,
+        namespace=ours.namespace,
+        cluster=ours.cluster,
+        entries=merged,
+        owners=owners,
+        cluster_owner=ours.cluster_owner,
     )
     if binding_changed(fresh, desired):
         if log.is_enabled_for(logging.DEBUG):  # worked out only when it is logged

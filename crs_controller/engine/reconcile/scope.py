@@ -31,7 +31,12 @@ from crs_controller.core.api.models import (
 )
 from crs_controller.core.errors import ResourceError, Unreachable
 from crs_controller.core.spec.objects import CRS, Cluster
-from crs_controller.core.state.bindings import entries_by_crs, owner_reference, with_outcome
+from crs_controller.core.state.bindings import (
+    cluster_owner_reference,
+    entries_by_crs,
+    owner_reference,
+    with_outcome,
+)
 from crs_controller.core.state.deletion_guard import (
     DELETION_SKIPPED,
     Kept,
@@ -307,14 +312,18 @@ class ClusterScope:
 
     async def record(self, entries: Mapping[str, CRSBinding] | None = None) -> Result:
         """Write the binding once (``entries``: what a cleanup left instead of this
-        pass's), owned by the CRSs it has entries for. A retry when another writer
-        changed an entry this pass changed too: the pass is redone on its binding."""
+        pass's), owned by the CRSs it has entries for and by the Cluster. A retry when
+        another writer changed an entry this pass changed too: the pass is redone on
+        its binding."""
         ctx, (namespace, name) = self.ctx, self.key
         kept = dict(self._now if entries is None else entries)
         owners = [owner_reference(c.meta) for c in ctx.caches.crss_in(namespace)]
         owners = [o for o in owners if o["name"] in kept]
+        cluster = cluster_owner_reference(self.cluster.api_version, self.cluster.meta)
         ctx.still_ours(namespace, name)
-        written = await write_binding(ctx.bindings, namespace, name, self.binding, kept, owners)
+        written = await write_binding(
+            ctx.bindings, namespace, name, self.binding, kept, owners, cluster
+        )
         return NOTHING if written else RETRY
 
 
