@@ -242,7 +242,9 @@ def test_ten_crss_on_one_cluster_all_end_in_the_binding(
         stop.set()
         writer.join()
     final = binding(mgmt, namespace, "busy")
-    assert sorted(o["name"] for o in final["metadata"]["ownerReferences"]) == names
+    owners = final["metadata"]["ownerReferences"]
+    assert sorted(o["name"] for o in owners if o["kind"] == "ClusterResourceSet") == names
+    assert [o["name"] for o in owners if o["kind"] == "Cluster"] == ["busy"]
     assert "example.com/touched" in final["metadata"]["annotations"]
     for entry in final["spec"]["bindings"]:
         assert entry["resources"][0]["applied"] is True
@@ -279,7 +281,10 @@ def test_deleting_a_crs_removes_its_binding_entries(
     assert binding_entry(mgmt, namespace, "c6", "drop") is None
     assert binding_entry(mgmt, namespace, "c6", "keep") is not None
     owners = binding(mgmt, namespace, "c6")["metadata"]["ownerReferences"]
-    assert [o["name"] for o in owners] == ["keep"]
+    assert [(o["kind"], o["name"]) for o in owners] == [
+        ("Cluster", "c6"),
+        ("ClusterResourceSet", "keep"),
+    ]
     # Orphan: what was applied stays on the workload cluster.
     assert workload_clients[1].get("v1", "ConfigMap", drop, "default") is not None
 

@@ -3,7 +3,8 @@ leaving spec.resources, clusters that stop matching, and deleted CRSs take their
 objects with them (custom resources before CRDs, namespaced objects before their
 Namespace, which their resource's allowDelete lets go) — except objects another CRS
 still wants; a custom resource recorded under a version its CRD serves no more is
-deleted through the version served."""
+deleted through the version served; a CRS deleted in the foreground (its bindings
+owned by their Clusters too) still deletes what it applied."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from .support import (
     TIMEOUT,
     WORKLOAD_USER,
     add_cluster,
+    binding,
     binding_entry,
     configmap_obj,
     crs_obj,
@@ -23,6 +25,7 @@ from .support import (
     manifests,
     source_configmap,
     unique,
+    until_no_conflict,
     wait_condition,
     wait_object,
 )
@@ -140,6 +143,67 @@ def test_deleting_a_crs_deletes_in_reverse_order_but_spares_shared_objects(
     # Audit events are written after the response: wait for all three.
     wait_for(lambda: len(deletes()) >= 3, TIMEOUT)
     assert deletes() == ["widgets", "customresourcedefinitions", "namespaces"]
+
+
+def _owners(mgmt: TestbedClient, namespace: str, cluster: str) -> dict[str, list[str]]:
+    """The binding's owner references: uids by kind."""
+    refs = ((binding(mgmt, namespace, cluster) or {}).get("metadata") or {}).get(
+        "ownerReferences"
+    ) or []
+    found: dict[str, list[str]] = {}
+    for ref in refs:
+        found.setdefault(ref["kind"], []).append(ref["uid"])
+    return found
+
+
+def _collect_as_in_the_foreground(mgmt: TestbedClient, namespace: str, cluster: str) -> None:
+    """What the garbage collector does (no controller manager runs here) for a CRS
+    deleted in the foreground: the binding keeps a live owner, its Cluster, so it only
+    loses the CRS's owner reference; then the CRS's foregroundDeletion finalizer goes."""
+
+    def drop_crs_owner() -> None:
+        live = binding(mgmt, namespace, cluster)
+        if live is not None:  # the controller may have cleaned up already
+            refs = live["metadata"].get("ownerReferences") or []
+            live["metadata"]["ownerReferences"] = [r for r in refs if r["kind"] == "Cluster"]
+            mgmt.update(live)
+
+    def release() -> None:
+        live = mgmt.get(CRS_API, "ClusterResourceSet", "fg", namespace)
+        if live is not None:
+            kept = [f for f in live["metadata"]["finalizers"] if f != "foregroundDeletion"]
+            live["metadata"]["finalizers"] = kept
+            mgmt.update(live)
+
+    until_no_conflict(drop_crs_owner)
+    until_no_conflict(release)
+
+
+def test_a_crs_deleted_in_the_foreground_deletes_what_it_applied(
+    controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
+) -> None:
+    name = unique("fg")
+    mgmt.create(source_configmap(namespace, "fg", {"a": manifests(configmap_obj(name))}))
+    mgmt.create(_crs(namespace, "fg", ["fg"], {"fg": "1"}))
+    cluster = add_cluster(mgmt, workloads[0], namespace, "fg1", {"fg": "1"})
+    crs_uid = mgmt.get(CRS_API, "ClusterResourceSet", "fg", namespace)["metadata"]["uid"]
+    wl = workload_clients[0]
+    wait_object(wl, "v1", "ConfigMap", name, "default")
+    # Owned by its Cluster, whose uid it records, as well as by the CRS: the garbage
+    # collector deletes no binding while its Cluster lives.
+    expected = {"Cluster": [cluster["metadata"]["uid"]], "ClusterResourceSet": [crs_uid]}
+    wait_for(lambda: _owners(mgmt, namespace, "fg1") == expected, TIMEOUT)
+    annotations = (binding(mgmt, namespace, "fg1") or {})["metadata"]["annotations"]
+    assert annotations["addons.crs.dev/cluster-uid"] == cluster["metadata"]["uid"]
+
+    # kubectl delete --cascade=foreground (Argo CD's default).
+    path = mgmt.path(CRS_API, "ClusterResourceSet", "fg", namespace)
+    deleted = mgmt.http.request("DELETE", path, json={"propagationPolicy": "Foreground"})
+    assert deleted.status_code in (200, 202), deleted.text
+    _collect_as_in_the_foreground(mgmt, namespace, "fg1")
+    gone(wl, "v1", "ConfigMap", name, "default")
+    wait_for(lambda: mgmt.get(CRS_API, "ClusterResourceSet", "fg", namespace) is None, TIMEOUT)
+    assert binding_entry(mgmt, namespace, "fg1", "fg") is None
 
 
 def _established(crd: dict) -> bool:

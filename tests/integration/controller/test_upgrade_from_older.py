@@ -31,6 +31,7 @@ from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import SA_USER, ControllerProcess
 
 from .support import (
+    CLUSTER_API,
     CRS_API,
     TIMEOUT,
     Obj,
@@ -253,7 +254,15 @@ def test_an_older_binding_is_read_kept_and_its_inventory_used(
     assert entry["outcome"]["message"] == "all resources applied"
     assert entry["outcome"]["observedGeneration"] == generation
     after = binding(mgmt, namespace, cluster) or {}
-    assert after["metadata"]["ownerReferences"] == [{**owner, "uid": crs["metadata"]["uid"]}]
+    # Owned by its Cluster now too, whose uid it records.
+    live = mgmt.get(CLUSTER_API, "Cluster", cluster, namespace) or {}
+    uid = live["metadata"]["uid"]
+    of_cluster = {"apiVersion": live["apiVersion"], "kind": "Cluster", "name": cluster, "uid": uid}
+    assert after["metadata"]["ownerReferences"] == [
+        of_cluster,
+        {**owner, "uid": crs["metadata"]["uid"]},
+    ]
+    assert after["metadata"]["annotations"]["addons.crs.dev/cluster-uid"] == uid
 
     # The status: the controller's own, from the upgraded binding (a CRS reconcile
     # after it, made sure of by a poke).
