@@ -80,7 +80,11 @@ async def test_a_crs_with_nothing_to_clean_up_is_let_go_by_a_cluster_being_delet
     assert binding is not None  # b's entry stays until the Cluster is gone
     names = [e["clusterResourceSetName"] for e in binding["spec"]["bindings"]]
     assert names == ["b"]
-    assert [o["name"] for o in binding["metadata"]["ownerReferences"]] == ["b"]
+    owners = binding["metadata"]["ownerReferences"]
+    assert [(o["kind"], o["name"]) for o in owners] == [
+        ("Cluster", "c1"),
+        ("ClusterResourceSet", "b"),
+    ]
 
 
 async def test_a_crs_that_cleans_up_is_let_go_once_it_has() -> None:
