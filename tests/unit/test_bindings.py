@@ -631,6 +631,22 @@ def test_an_outcome_waiting_for_ready_keeps_its_time_and_names_what_blocks_now()
     assert done.outcome is not None and (done.outcome.reason, done.outcome.time) == ("Applied", NOW)
 
 
+def test_a_failure_records_the_revision_it_was_taking_and_reads_it_back() -> None:
+    taking = Outcome("Failed", "UnresolvedVariable", "m", 1, revision="xxh3:2")
+    failed = with_outcome(entry("cni"), None, taking, NOW)
+    assert failed.outcome is not None and failed.outcome.revision == "xxh3:2"
+    assert to_api(failed)["outcome"]["revision"] == "xxh3:2"
+    back = outcome_of(failed)
+    assert back is not None and (back.state, back.revision) == ("Failed", "xxh3:2")
+    alone = with_outcome(entry("cni"), failed, Outcome("Failed", "ClusterUnreachable", "m", 1), NOW)
+    assert alone.outcome is not None and alone.outcome.revision is None
+    # Only a failure says what it was taking: an applied outcome's revision stays out.
+    applied = with_outcome(
+        entry("cni"), None, Outcome("Applied", "Applied", "", 1, revision="x"), NOW
+    )
+    assert applied.outcome is not None and applied.outcome.revision is None
+
+
 def test_a_rollout_hold_and_a_readiness_wait_are_told_apart() -> None:
     held = with_outcome(entry("cni"), None, Outcome("Progressing", "Progressing", "m", 1), EARLIER)
     assert held.outcome is not None and held.outcome.ready is None

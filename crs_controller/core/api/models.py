@@ -458,6 +458,9 @@ class BindingOutcome(APIModel):
     time: Timestamp | None = None
     observed_generation: int | None = Field(default=None, ge=0)
     ready: bool | None = None
+    # A failure: the revision the pass was taking (a rollout counts it against that
+    # revision). Absent when the cluster had the revision and failed afterwards.
+    revision: str | None = Field(default=None, min_length=1, max_length=100)
 
 
 class KeptObject(APIModel):

@@ -159,6 +159,7 @@ def with_outcome(
         time=now,
         observed_generation=outcome.generation,
         ready=ready,
+        revision=(outcome.revision or None) if outcome.state == "Failed" else None,
     )
     return entry.model_copy(update={"outcome": recorded})
 

@@ -119,7 +119,9 @@ class Outcome:
     message: str
     generation: int
     ready: bool = True
-    revision: str = ""  # the sources' revision it is for, when a rollout needs to know
+    # The sources' revision it is for, when a rollout needs to know; on a failure, the
+    # revision the pass was taking ("": none, the cluster had it and failed afterwards).
+    revision: str = ""
     blocker: str = ""
 
 
@@ -162,7 +164,7 @@ def _from_record(recorded: BindingOutcome) -> Outcome:
         case "DependencyNotReady" | "WaitingForVersion" | "NoResourceForVersion":
             return Outcome("Waiting", reason, message, generation)
         case _:
-            return Outcome("Failed", reason, message, generation)
+            return Outcome("Failed", reason, message, generation, revision=recorded.revision or "")
 
 
 @dataclass(frozen=True)
