@@ -22,7 +22,7 @@ from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANN
 from crs_controller.core.api.models import CRSBinding, ResourceBinding
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.versions.cluster_version import ClusterVersion
-from crs_controller.engine.reconcile.rollout import Hashes, entry_revision, revision_of
+from crs_controller.engine.reconcile.rollout import Hashes, on_revision, revision_of
 
 __all__ = ["NO_HOLDS", "Holds", "holds", "left_alone"]
 
@@ -80,7 +80,7 @@ def holds(
 def _update_held(crs: CRS, cluster: Cluster, entry: CRSBinding | None, now: Hashes) -> str | None:
     """Why the cluster does not take the CRS's new revision (None: it takes it, or it
     is a first install, or it is on the revision already)."""
-    on = entry_revision(crs, entry, now)
+    on = on_revision(crs, entry, now)
     if on is None or on == revision_of(now):
         return None
     if cluster.holds_updates:

@@ -69,7 +69,7 @@ from crs_controller.core.spec.objects import (
 )
 from crs_controller.core.state.fleet import cluster_state
 from crs_controller.core.text import safe
-from crs_controller.engine.reconcile.rollout import Hashes, entry_revision
+from crs_controller.engine.reconcile.rollout import Hashes, on_revision
 
 EXAMPLES = """examples:
   crs-controller status -n fleet
@@ -487,7 +487,7 @@ def _row(crs: CRS, cluster: str, binding: Binding | None, now: Hashes | None = N
         return {"cluster": cluster, "state": "Pending", "reason": "Pending", "applied": False}
     times = [r.last_applied_time for r in entry.resources if r.last_applied_time is not None]
     outcome = entry.outcome
-    revision = entry_revision(crs, entry, now) if crs.model is not None else None
+    revision = on_revision(crs, entry, now) if crs.model is not None else None
     target = crs.status.revision
     current = None if revision is None or not target else revision == target
     return {

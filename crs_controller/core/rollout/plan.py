@@ -11,6 +11,15 @@ Where the SPEC is silent, decided here:
 
 - A cluster with both ``done`` and ``failed`` set counts as failed: its last attempt
   is what matters.
+- ``failed`` means failed taking ``revision``: a pass updating the cluster to it (even
+  if only part of it went out: the caller then gives that revision, not the mix of
+  hashes the cluster holds), its retries, its validation, or a failure while that
+  revision's rollout was still going on. Only these count toward ``maxFailures`` and
+  make a revision halted. A cluster that failed after it had the revision and its
+  rollout was complete (unreachable later) is ``done`` for the plan: its failure is
+  its own, and it neither halts that revision nor, once the sources move on, makes the
+  next rollout treat that revision as a halted one (which would send every cluster on
+  it ahead of the steps, approvals and soaks).
 - Phase precedence: Complete, then Halted, then Paused, then Progressing. Complete
   wins over ``paused`` because nothing is held back (reporting Paused would keep
   ``Ready`` False on a fleet that is fully up to date). Halted wins over Paused
@@ -149,7 +158,7 @@ class ClusterState:
     labels: Mapping[str, str]
     revision: str | None
     done: bool
-    failed: bool
+    failed: bool  # its last pass failed taking ``revision``
     since: datetime | None
     held: bool = False  # the cluster holds updates (annotation)
     validated: bool = False  # its step's validation succeeded on the target
@@ -176,8 +185,10 @@ def halted_revision(
     target: str, clusters: Sequence[tuple[str | None, bool]], policy: Policy
 ) -> str | None:
     """A revision other than ``target`` whose own rollout the clusters' states halt,
-    from (revision a cluster is on, failed there) pairs: more clusters failed on it
-    than ``maxFailures`` allows. The most failed first, then by name; None if none.
+    from (revision a cluster is on, failed taking it) pairs: more clusters failed
+    taking it than ``maxFailures`` allows. The most failed first, then by name; None
+    if none. A failure of a cluster that had the revision once its rollout completed
+    is not a pair with failed set: it says nothing about that rollout.
 
     What a new leader, or this process after a restart, finds from the bindings
     alone, so that a revert still goes to that revision's clusters first."""

@@ -30,7 +30,7 @@ from crs_controller.core.state.status import Outcome, outcome_of
 from crs_controller.core.values.dependencies import Cycle, Missing, Wait
 from crs_controller.core.values.dependencies import Go as DependenciesDone
 from crs_controller.core.values.dependencies import describe as describe_dependency
-from crs_controller.engine.reconcile.rollout import entry_revision
+from crs_controller.engine.reconcile.rollout import entry_revision, on_revision
 from crs_controller.engine.reconcile.scope import ClusterScope
 
 __all__ = [
@@ -163,7 +163,7 @@ class Gate:
             return Go(keep_installed=entry_revision(crs, entry) is not None)
         now, target = rolled.hashes, rolled.target
         rollout_target = target if crs.policy is not None else None
-        on = entry_revision(crs, entry, now)
+        on = on_revision(crs, entry, now)
         if on is None or on == target:
             # A first install, or a cluster on the revision: retries, drift and
             # health checks go on there, and its step's validation.

@@ -22,6 +22,7 @@ from crs_controller.engine.reconcile.admission import Gate, Held
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.pair import reconcile_pair, unexpected
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
+from crs_controller.engine.reconcile.rollout import taking
 from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass, forget_budget
 from crs_controller.engine.reconcile.workload.uninstall import Cleanup, uninstall
 from crs_controller.engine.reconcile.workload.uninstall import targets as uninstall_targets
@@ -51,7 +52,7 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     scope = ClusterScope(ctx, cluster, binding)
     blocked = await scope.connect()
     if blocked is not None:
-        result = _record_blocked(scope, crss, blocked)
+        result = await _record_blocked(scope, crss, blocked)
     else:
         result = await _apply_all(scope, crss)
     result |= await scope.prune(crss)
@@ -94,16 +95,32 @@ def _active(ctx: ClusterContext, cluster: Cluster) -> list[CRS]:
     return [c for c in matching if c.active]
 
 
-def _record_blocked(scope: ClusterScope, crss: list[CRS], blocked: Outcome) -> Result:
+async def _record_blocked(scope: ClusterScope, crss: list[CRS], blocked: Outcome) -> Result:
     """The cluster cannot be contacted (pending or failing): every matching CRS gets
-    that outcome, in the entry it had (or a new, empty one)."""
+    that outcome, in the entry it had (or a new, empty one); a failure, with the
+    revision it keeps the cluster from taking (``reconcile.rollout.taking``)."""
     # A broken kubeconfig is retried with backoff; a pending cluster waits for its next
     # event (initialized, kubeconfig created).
     result = RETRY if blocked.state == "Failed" else NOTHING
     for crs in crss:
         outcome = replace(blocked, generation=crs.generation)
+        if blocked.state == "Failed":
+            outcome = replace(outcome, revision=await _kept_from(scope, crs))
         result |= scope.settle(crs, CRSPass(scope.kept(crs.name), outcome))
     return result
+
+
+async def _kept_from(scope: ClusterScope, crs: CRS) -> str:
+    """The revision a cluster that cannot be contacted fails to take: the one its
+    rollout admitted it to, or the one it is on while that rollout goes on."""
+    rolled = await scope.rolled(crs)
+    if rolled is None:
+        return ""
+    ctx, cluster = scope.ctx, scope.cluster
+    admitted = crs.policy is None or ctx.rollouts.admitted(
+        cluster.namespace, crs.name, cluster.name, rolled.target
+    )
+    return taking(ctx, crs, scope.before(crs.name), rolled, admitted=admitted)
 
 
 async def _apply_all(scope: ClusterScope, crss: list[CRS]) -> Result:

@@ -48,7 +48,7 @@ from crs_controller.engine.reconcile.rollout import (
     Hashes,
     RolledOut,
     concerned,
-    entry_revision,
+    on_revision,
     plan_rollout,
     rolled_out,
     rollout_status,
@@ -272,7 +272,7 @@ def _show_fleet(
     states = []
     for cluster in matching:
         entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)
-        revision = None if target is None else entry_revision(crs, entry, now)
+        revision = None if target is None else on_revision(crs, entry, now)
         states.append((entry, None if revision is None else revision == target))
     fleet_metrics.show_fleet(crs.namespace, crs.name, states)
 

@@ -9,7 +9,7 @@ job (``reconcile.scope``), once for all CRSs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
@@ -27,6 +27,7 @@ from crs_controller.engine.io.sources import Manifest, Source
 from crs_controller.engine.memory.notes import Note
 from crs_controller.engine.reconcile.admission import Go
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
+from crs_controller.engine.reconcile.rollout import taking
 from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
 from crs_controller.engine.reconcile.substitute import Prepared, prepare
 from crs_controller.engine.reconcile.validation import carried, validated
@@ -117,7 +118,20 @@ async def _finish(
     if go.keep_installed and progress.held:
         progress.then |= RETRY
     done = CRSPass(entry, outcome, progress.then)
-    return await validated(scope, crs, done, target=go.target, run=go.validate)
+    return await _attempted(
+        scope, crs, await validated(scope, crs, done, target=go.target, run=go.validate)
+    )
+
+
+async def _attempted(scope: ClusterScope, crs: CRS, done: CRSPass) -> CRSPass:
+    """A failed pass says which revision it failed taking (``reconcile.rollout.taking``),
+    whatever resource failed and whether any was applied before: the rollout counts
+    it against that revision, not against the mix of hashes the entry holds then."""
+    if done.outcome.state != "Failed":
+        return done
+    rolled = await scope.rolled(crs)
+    was = "" if rolled is None else taking(scope.ctx, crs, scope.before(crs.name), rolled)
+    return replace(done, outcome=replace(done.outcome, revision=was))
 
 
 def _ended(scope: ClusterScope, run: _PairRun, entry: CRSBinding, exc: Exception) -> CRSPass:

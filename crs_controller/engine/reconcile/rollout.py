@@ -23,7 +23,7 @@ from crs_controller.core.rollout.plan import (
 )
 from crs_controller.core.rollout.snapshots import SnapshotRefused
 from crs_controller.core.spec.objects import CRS, Cluster
-from crs_controller.core.state.status import outcome_of
+from crs_controller.core.state.status import Outcome, outcome_of
 from crs_controller.engine.io import fleet_metrics
 from crs_controller.engine.io.sources import Source
 from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
@@ -128,6 +128,48 @@ def entry_revision(crs: CRS, entry: CRSBinding | None, now: Hashes | None = None
     return revision(parts)
 
 
+def on_revision(crs: CRS, entry: CRSBinding | None, now: Hashes | None = None) -> str | None:
+    """The revision a cluster is on for its rollout: the one a failed pass was taking,
+    as its binding's outcome records it (what it has of it may be partly applied; it
+    is retried there), else the one its hashes make (``entry_revision``)."""
+    outcome = outcome_of(entry)
+    if outcome is not None and outcome.state == "Failed" and outcome.revision:
+        return outcome.revision
+    return entry_revision(crs, entry, now)
+
+
+def taking(
+    ctx: ClusterContext,
+    crs: CRS,
+    entry: CRSBinding | None,
+    rolled: RolledOut,
+    *,
+    admitted: bool = True,
+) -> str:
+    """The revision a failed pass of ``crs`` was taking on a cluster whose binding had
+    ``entry`` before it ("": none), which its rollout counts the failure against: the
+    target, unless this is a first install (nothing applied yet), an update the pass
+    was not ``admitted`` to, or the cluster had the target (on it, done or failed
+    since) and its rollout is complete (or not planned here yet): the failure is then
+    the cluster's alone."""
+    if entry_revision(crs, entry, rolled.hashes) is None:
+        return ""
+    target = rolled.target
+    if on_revision(crs, entry, rolled.hashes) != target:
+        return target if admitted else ""
+    outcome = outcome_of(entry)
+    had = outcome is not None and (
+        (outcome.state == "Applied" and outcome.ready)
+        or (outcome.state == "Failed" and not outcome.revision)
+    )
+    made = ctx.rollouts.plan(crs.namespace, crs.name)
+    going = made is not None and made[0] == target and made[1].phase not in _OVER
+    return target if going or not had else ""
+
+
+_OVER = ("Complete", "RolledBack")
+
+
 def plan_rollout(
     ctx: CRSContext, crs: CRS, rolled: RolledOut, matching: list[Cluster]
 ) -> tuple[Plan, Result]:
@@ -166,7 +208,7 @@ def concerned(
         for c in matching
     ]
     if phase == "Halted":
-        return [s.name for s in states if s.failed]
+        return [s.name for s in states if s.failed and s.revision == target]
     if phase in ("Complete", "RolledBack"):
         return [s.name for s in states if s.revision == target]
     return [s.name for s in states if s.revision != target]
@@ -183,12 +225,11 @@ def try_plan(
     """The plan of ``target``, and the clusters' states it was made from, without
     keeping it. Without ``spec.rollout`` (a rollback), every cluster at once."""
     policy = crs.policy or Policy()
-    states, failures = [], []
-    for cluster in matching:
-        entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)
-        state = _state(crs, entry, cluster, target, hashes)
-        states.append(state)
-        failures.append((state.revision, _failed(entry)))
+    states = [
+        _state(crs, ctx.caches.entry(crs.namespace, c.name, crs.name), c, target, hashes)
+        for c in matching
+    ]
+    failures = [(state.revision, state.failed) for state in states]
     # Remembered since it halted; else (a restart, a new leader) found from the bindings.
     halted = (
         halted
@@ -219,21 +260,17 @@ def rolling_back(made: Plan, back: str, target: str, because: str | None = None)
     return replace(made, phase="RolledBack", message=message)
 
 
-def _failed(entry: CRSBinding | None) -> bool:
-    """Is a cluster's outcome a failure, whatever revision it is on?"""
-    outcome = outcome_of(entry)
-    return outcome is not None and outcome.state == "Failed"
-
-
 def _state(
     crs: CRS, entry: CRSBinding | None, cluster: Cluster, target: str, hashes: Hashes | None
 ) -> ClusterState:
-    """From the binding alone, so every replica plans the same rollout."""
-    on = entry_revision(crs, entry, hashes)
-    outcome = outcome_of(entry)
-    at_target = on == target and outcome is not None
-    done = at_target and outcome is not None and outcome.state == "Applied" and outcome.ready
-    failed = at_target and outcome is not None and outcome.state == "Failed"
+    """From the binding alone, so every replica plans the same rollout. ``failed``: the
+    last pass failed taking the revision the cluster is on; a cluster that failed after
+    it had that revision (no revision recorded with the failure) is done there."""
+    on = on_revision(crs, entry, hashes)
+    outcome = outcome_of(entry) or Outcome("Pending", "Pending", "", 0)
+    failed = outcome.state == "Failed" and bool(outcome.revision)
+    alone = outcome.state == "Failed" and not outcome.revision
+    done = on == target and ((outcome.state == "Applied" and outcome.ready) or alone)
     since = None if entry is None or entry.outcome is None else entry.outcome.time
     check = None if entry is None else entry.validation
     validated = check is not None and check.revision == target and check.phase == "Succeeded"
