@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -45,6 +46,8 @@ MAX_OUTPUT = 1024 * 1024
 # talks to may wait for a browser login.
 TIMEOUT = 60.0
 INTERACTIVE_TIMEOUT = 300.0
+# How long a killed plugin's leftover output is read and dropped while it is reaped.
+REAP_SECONDS = 5.0
 HINT_LIMIT = 500
 
 
@@ -320,7 +323,20 @@ async def run_plugin(config: ExecConfig, *, is_interactive: bool, timeout: float
         return await _output(process, config, timeout)
     finally:
         if process.returncode is None:
-            process.kill()
+            await stop_plugin(process)
+
+
+async def stop_plugin(process: asyncio.subprocess.Process) -> None:
+    """Kill the plugin and reap it. asyncio's ``wait()`` returns only once the
+    plugin's stdout is closed too, which a reader stopped at ``MAX_OUTPUT`` (its buffer
+    full, the pipe no longer read) would never see: what is left is read and dropped,
+    for at most ``REAP_SECONDS`` (a child of the plugin may hold the pipe open)."""
+    process.kill()
+    assert process.stdout is not None
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(REAP_SECONDS):
+            while await process.stdout.read(64 * 1024):
+                pass
             await process.wait()
 
 

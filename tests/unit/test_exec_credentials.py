@@ -12,6 +12,7 @@ import asyncio
 import json
 import re
 import secrets
+import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +35,7 @@ from crs_controller.clients.exec_credentials import (
     not_found,
     parse_credential,
     run_plugin,
+    stop_plugin,
 )
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.kubeconfig import Endpoint
@@ -409,6 +411,25 @@ async def test_a_failing_plugin_is_named_and_stopped(
     with pytest.raises(Unreachable, match=message) as caught:
         await run_plugin(config, is_interactive=False, timeout=timeout)
     assert MARKER not in str(caught.value)
+
+
+async def test_a_plugin_stopped_with_output_left_unread_is_reaped() -> None:
+    """A reader stopped at the output limit with its buffer full no longer reads the
+    pipe, and asyncio's wait() returns only once the pipe is closed: the leftover
+    output is read and dropped, or the reconcile waiting for the credential hangs."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "import sys; sys.stdout.write('x' * 2 * 1024 * 1024)",
+        stdout=subprocess.PIPE,
+    )
+    reader = process.stdout
+    assert reader is not None and await reader.read(64 * 1024)
+    # What asyncio's reader does once its buffer holds more than twice its limit.
+    reader._transport.pause_reading()  # type: ignore[attr-defined]
+    reader._paused = True  # type: ignore[attr-defined]
+    await asyncio.wait_for(stop_plugin(process), timeout=30)
+    assert process.returncode is not None
 
 
 async def test_a_certificate_the_client_cannot_load_names_the_plugin(tmp_path: Path) -> None:
