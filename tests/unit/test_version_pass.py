@@ -252,3 +252,44 @@ def test_a_deletion_note_keeps_a_bounded_number_of_names() -> None:
     assert told.message.startswith("deleted v1 ConfigMap default/o000, ")
     assert "and at least 480 more from 3 clusters" in told.message
     assert len(told.message) < 1000
+
+
+async def test_a_broken_build_for_the_new_version_keeps_the_working_one() -> None:
+    # Under Delete, a swap to a new build that does not apply must not remove the old one.
+    world, control_planes = await world_at(runs("v1.33.2"), following("cpi"))
+    await reconcile(world)
+    body = await world.mgmt.get("v1", "ConfigMap", "cpi-1-34", NS)
+    assert body is not None
+    good = dict(body["data"])
+    body["data"] = {"a": "kind: ConfigMap\nmetadata: [name: broken\n"}
+    await world.update(body)
+    control_planes.version = runs("v1.34.0")
+    await reconcile(world)
+    assert await live(world, "cpi-v133") is not None
+    assert recorded(world, "cpi") == ["common", "cpi-1-33"]
+    reason, message = outcome(world, "cpi")
+    assert reason == "InvalidManifest"
+    assert "cpi-1-34" in message
+    assert "ConfigMap/cpi-1-33 stay as applied until the resources for v1.34.0 apply" in message
+    # Once the new build applies, the old one leaves and what only it had is deleted.
+    body = await world.mgmt.get("v1", "ConfigMap", "cpi-1-34", NS)
+    assert body is not None
+    body["data"] = good
+    await world.update(body)
+    await reconcile(world)
+    assert outcome(world, "cpi")[0] == "Applied"
+    assert recorded(world, "cpi") == ["common", "cpi-1-34"]
+    assert await live(world, "cpi-v134") is not None
+    assert await live(world, "cpi-v133") is None
+
+
+async def test_a_missing_build_for_the_new_version_keeps_the_working_one() -> None:
+    world, control_planes = await world_at(runs("v1.33.2"), following("cpi"))
+    await reconcile(world)
+    await world.mgmt.delete("v1", "ConfigMap", "cpi-1-34", NS)
+    world.configmaps.remove(NS, "cpi-1-34")
+    control_planes.version = runs("v1.34.0")
+    await reconcile(world)
+    assert await live(world, "cpi-v133") is not None
+    assert recorded(world, "cpi") == ["common", "cpi-1-33"]
+    assert outcome(world, "cpi")[0] != "Applied"

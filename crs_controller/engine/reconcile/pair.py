@@ -189,15 +189,16 @@ class _PairRun:
 
 async def _resources(scope: ClusterScope, run: _PairRun) -> _Progress:
     """Each resource's turn, in spec order; those of another Kubernetes version leave
-    the entry, those following an unknown one stay as recorded."""
+    the entry once the cluster's version has its resources applied (``_swap``), those
+    following an unknown one stay as recorded."""
     crs, progress = run.crs, _Progress()
     drift = crs.strategy.drift
     if drift.enabled:
         progress.then = Result.after(run.drift_wait or drift.interval)
     entry = scope.before(crs.name)
-    # Without a resource for the cluster's version, those of other versions stay: a
-    # routine upgrade past the newest build must not remove the add-on.
     progress.no_build = crs.lacks_version(scope.version.version)
+    leaving: list[tuple[ResourceRef, ResourceBinding]] = []
+    matched: list[_Done] = []  # the turns of the resources for the cluster's version
     for index, ref in enumerate(crs.valid.spec.resources):
         previous = recorded(entry, ref)
         match version_match(crs.version_range(index), scope.version.version):
@@ -205,17 +206,40 @@ async def _resources(scope: ClusterScope, run: _PairRun) -> _Progress:
                 progress.add(_Done(ref.name, previous))
                 progress.unversioned.append(f"{ref.kind}/{ref.name}")
                 continue
-            case "outside" if progress.no_build and previous is not None:
-                progress.add(_Done(ref.name, previous))  # kept as it is
-                progress.kept.append(f"{ref.kind}/{ref.name}")
-                continue
-            case "outside":  # leaves the entry (deletionPolicy Delete removes it)
+            case "outside":  # another version's build: it leaves, or stays (_swap)
+                leaving += [(ref, previous)] if previous is not None else []
                 continue
         if progress.unreachable:
-            progress.add(_Done(ref.name, previous))  # not reached: unchanged
-            continue
-        progress.add(await _resource_pass(scope, run, _Turn(ref, previous)))
+            done = _Done(ref.name, previous)  # not reached: unchanged
+        else:
+            done = await _resource_pass(scope, run, _Turn(ref, previous))
+        progress.add(done)
+        matched += [done] if crs.version_range(index) is not None else []
+    _swap(crs, progress, leaving, matched)
     return progress
+
+
+def _swap(
+    crs: CRS,
+    progress: _Progress,
+    leaving: list[tuple[ResourceRef, ResourceBinding]],
+    matched: list[_Done],
+) -> None:
+    """The builds of another version leave the entry (and deletionPolicy Delete
+    removes what no one else wants of them) only once every resource for the
+    cluster's version is applied there. Until then (none for it, or one failing:
+    a broken new build must not take the working one away) they stay as recorded."""
+    if matched and all(_installed(done) for done in matched):
+        return
+    progress.resources += [previous for _, previous in leaving]
+    progress.kept += [f"{ref.kind}/{ref.name}" for ref, _ in leaving]
+    place = {(r.kind, r.name): i for i, r in enumerate(crs.valid.spec.resources)}
+    progress.resources.sort(key=lambda r: place[(r.kind, r.name)])
+
+
+def _installed(done: _Done) -> bool:
+    """A resource's turn left it applied on the cluster."""
+    return done.failure is None and done.record is not None and done.record.applied
 
 
 def _waiting(scope: ClusterScope, run: _PairRun, progress: _Progress, outcome: Outcome) -> Outcome:
@@ -270,13 +294,21 @@ async def _outcome(scope: ClusterScope, run: _PairRun, progress: _Progress) -> O
     from when a cluster reached the new one, even if its outcome reads the same."""
     crs, rev = run.crs, run.go.target or ""
     if progress.failures:
-        message = "; ".join(m for _, m in progress.failures)
+        message = "; ".join([*(m for _, m in progress.failures), *_staying(scope, progress)])
         return Outcome("Failed", progress.failures[0][0], message, crs.generation, revision=rev)
     outcome = Outcome("Applied", "Applied", "all resources applied", crs.generation, revision=rev)
     check = crs.valid.spec.health_check
     if check is not None and check.wait:
         outcome = await _health(scope, run, progress, outcome)
     return outcome
+
+
+def _staying(scope: ClusterScope, progress: _Progress) -> list[str]:
+    """What a failed pass keeps of another version's builds, for its message."""
+    if not progress.kept or progress.no_build:
+        return []
+    version = f"v{scope.version.version}"
+    return [f"{', '.join(progress.kept)} stay as applied until the resources for {version} apply"]
 
 
 async def _health(
