@@ -146,7 +146,10 @@ async def _run_hooks(ctx: ClusterContext, client: KubeAPI, crs: CRS, cluster: Cl
     """Apply the beforeDelete objects: Done when every Job among them completed,
     Running while one still runs, Failed (with an event) when one failed."""
     objects: list[dict[str, Any]] = []
-    for ref in crs.valid.spec.uninstall.before_delete:
+    refs = crs.valid.spec.uninstall.before_delete
+    # The server's text may quote a refused value: of a Secret's objects, say only where.
+    confidential = any(ref.kind == "Secret" for ref in refs)
+    for ref in refs:
         source = await ctx.sources.load(cluster.namespace, ref)
         if source.error is not None:
             raise source.error
@@ -154,7 +157,11 @@ async def _run_hooks(ctx: ClusterContext, client: KubeAPI, crs: CRS, cluster: Cl
     if not objects:
         return "Done"
     result = await apply_objects(
-        client, objects, field_manager=ctx.settings.field_manager, only_missing=False
+        client,
+        objects,
+        field_manager=ctx.settings.field_manager,
+        only_missing=False,
+        confidential=confidential,
     )
     if not result.ok:
         await _report(ctx, crs, cluster, "; ".join(result.errors))
