@@ -2,20 +2,31 @@
 changed: a 404 for the resource path is asked of discovery once more before it is
 reported, so an object whose kind moved (another scope) is applied where it lives now,
 one whose apiVersion is served no more is reported as not served, and a 404 about the
-object itself is reported as it was answered."""
+object itself is reported as it was answered. A CRD whose Established condition cannot
+be read fails alone: the objects after it still go out. With ApplyOnce, an object
+another resource of the CRS recorded (the previous build of a version-following
+add-on) is applied, not adopted unsent."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
+
 from crs_controller.clients.api import Obj, ResourceInfo
-from crs_controller.core.errors import NotFound
+from crs_controller.core.errors import APIError, NotFound
 from crs_controller.engine.reconcile.workload.applying import apply_objects
 
 from .memory_kube import MemoryKube
 
+ADDONS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "addons"
+needs_addons = pytest.mark.skipif(
+    not ADDONS.exists(), reason="the shared add-on data is not on this machine"
+)
 MANAGER = "crs-controller"
 GIZMO = {"apiVersion": "x.io/v1", "kind": "Gizmo", "metadata": {"name": "g", "namespace": "a"}}
 
@@ -77,3 +88,36 @@ async def test_a_404_about_the_object_is_reported_as_answered() -> None:
     result = await apply_objects(kube, [cm], field_manager=MANAGER, only_missing=False)
     assert result.errors == ['v1 ConfigMap a/c: w1: PATCH: 404 NotFound: namespaces "a" not found']
     assert [verb for verb, _ in kube.requests] == ["apply"]  # not sent twice
+
+
+def addon(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((ADDONS / name).read_text()) if d]
+
+
+class CRDsForbidden(MemoryKube):
+    """Applies anything, but refuses to show a CustomResourceDefinition (403)."""
+
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Obj | None:
+        if kind == "CustomResourceDefinition":
+            raise APIError(f"w1: GET {kind}/{name}: 403 Forbidden", status=403)
+        return await super().get(api_version, kind, name, namespace)
+
+
+@needs_addons
+async def test_a_crd_whose_condition_cannot_be_read_fails_alone() -> None:
+    kube = CRDsForbidden("w1")
+    (crd,) = addon("velero-backupstoragelocations-crd.yaml")
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "a"}}
+    result = await apply_objects(kube, [crd, cm], field_manager=MANAGER, only_missing=False)
+    assert result.errors == [
+        "CustomResourceDefinition backupstoragelocations.velero.io: not known to be "
+        "Established: w1: GET CustomResourceDefinition/backupstoragelocations.velero.io: "
+        "403 Forbidden"
+    ]
+    assert [(r.kind, r.name) for r in result.applied.values()] == [
+        ("CustomResourceDefinition", "backupstoragelocations.velero.io"),
+        ("ConfigMap", "c"),
+    ]
+    assert ("v1", "ConfigMap", "a", "c") in kube.objects

@@ -191,20 +191,36 @@ async def _apply_as(
 
 
 async def _await_established(client: KubeAPI, names: list[str], result: ApplyResult) -> None:
+    """Wait for the CRDs just applied; one that cannot be read fails alone (the rest
+    of the objects still go out, and the CRD stays in the inventory)."""
     deadline = time.monotonic() + CRD_ESTABLISH_TIMEOUT
     waiting = set(names)
     while waiting and time.monotonic() < deadline:
         for name in sorted(waiting):
-            crd = await client.get(CRD_API_VERSION, "CustomResourceDefinition", name)
-            where = f"{client.name}: GET CustomResourceDefinition {name}"
-            if crd is not None and _established(crd, where):
+            if await _settled(client, name, result):
                 waiting.discard(name)
-                for api_version in _served(crd, where):
-                    client.forget_discovery(api_version)
         if waiting:
             await asyncio.sleep(0.2)
     for name in sorted(waiting):
         result.errors.append(f"CustomResourceDefinition {name}: not Established after 30s")
+
+
+async def _settled(client: KubeAPI, name: str, result: ApplyResult) -> bool:
+    """Is the CRD ``name`` done waiting for: Established (discovery of what it serves
+    is refreshed), or unreadable (an error in ``result``)?"""
+    try:
+        crd = await client.get(CRD_API_VERSION, "CustomResourceDefinition", name)
+    except Unreachable:
+        raise
+    except APIError as exc:  # e.g. 403: the apply went out, its outcome is unknown
+        result.errors.append(f"CustomResourceDefinition {name}: not known to be Established: {exc}")
+        return True
+    where = f"{client.name}: GET CustomResourceDefinition {name}"
+    if crd is None or not _established(crd, where):
+        return False
+    for api_version in _served(crd, where):
+        client.forget_discovery(api_version)
+    return True
 
 
 def _established(crd: object, where: str) -> bool:
