@@ -121,3 +121,35 @@ async def test_a_crd_whose_condition_cannot_be_read_fails_alone() -> None:
         ("ConfigMap", "c"),
     ]
     assert ("v1", "ConfigMap", "a", "c") in kube.objects
+
+
+@needs_addons
+async def test_applyonce_sends_the_objects_another_build_recorded() -> None:
+    kube = MemoryKube("w1")
+    old, new = addon("vsphere-cpi-v1.33.yaml"), addon("vsphere-cpi-v1.34.yaml")
+    first = await apply_objects(kube, old, field_manager=MANAGER, only_missing=True)
+    assert first.ok and len(first.applied) == len(old)
+    recorded = list(first.applied.values())
+    kube.requests.clear()
+    result = await apply_objects(
+        kube, new, field_manager=MANAGER, only_missing=True, claimed=recorded
+    )
+    assert result.ok and len(result.applied) == len(new) and not result.skipped
+    assert len(kube.writes()) == len(new)
+    daemonset = await kube.get(
+        "apps/v1", "DaemonSet", "vsphere-cloud-controller-manager", "kube-system"
+    )
+    assert daemonset is not None
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    assert container["image"].endswith(":v1.34.0")
+
+
+@needs_addons
+async def test_applyonce_readopts_what_it_applied_when_no_resource_records_it() -> None:
+    # A lost inventory: nothing is sent, what our manager applied is taken back.
+    kube = MemoryKube("w1")
+    old, new = addon("vsphere-cpi-v1.33.yaml"), addon("vsphere-cpi-v1.34.yaml")
+    await apply_objects(kube, old, field_manager=MANAGER, only_missing=True)
+    kube.requests.clear()
+    result = await apply_objects(kube, new, field_manager=MANAGER, only_missing=True)
+    assert len(result.applied) == len(new) and kube.writes() == []

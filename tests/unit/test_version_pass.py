@@ -293,3 +293,22 @@ async def test_a_missing_build_for_the_new_version_keeps_the_working_one() -> No
     assert await live(world, "cpi-v133") is not None
     assert recorded(world, "cpi") == ["common", "cpi-1-33"]
     assert outcome(world, "cpi")[0] != "Applied"
+
+
+async def test_applyonce_sends_the_new_build_of_objects_the_old_one_applied() -> None:
+    # The 1.33 and 1.34 builds name the same object: ApplyOnce applies the new build
+    # once, rather than taking the old build's object as applied unsent.
+    world, control_planes = await world_at(runs("v1.33.2"), following("cpi", mode="ApplyOnce"))
+    await edit(world, "cpi-1-33", "cpi", "v1.33.0")
+    await edit(world, "cpi-1-34", "cpi", "v1.34.0")
+    await reconcile(world)
+    control_planes.version = runs("v1.34.0")
+    await reconcile(world)
+    assert recorded(world, "cpi") == ["common", "cpi-1-34"]
+    cpi = await live(world, "cpi")
+    assert cpi is not None and cpi["data"] == {"v": "v1.34.0"}
+    # Applied once: a later edit of the build is ignored, as ApplyOnce ignores edits.
+    await edit(world, "cpi-1-34", "cpi", "v1.34.1")
+    await reconcile(world)
+    cpi = await live(world, "cpi")
+    assert cpi is not None and cpi["data"] == {"v": "v1.34.0"}

@@ -489,6 +489,7 @@ async def _send(
             hashes=[manifest.hashes[i] for i in send],
             ignores=run.crs.ignores,
             inventory=_created(turn.previous, run.observer),
+            claimed=_claimed(scope.before(run.crs.name), turn.ref),
             into=applied,
         )
     except Unreachable as exc:
@@ -504,6 +505,16 @@ def _created(previous: ResourceBinding | None, observer: Observer) -> list[Objec
         return []
     missing = observer.seen_missing(previous.objects)
     return [o for o in previous.objects if o not in missing]
+
+
+def _claimed(entry: CRSBinding | None, ref: ResourceRef) -> list[ObjectRef]:
+    """What the CRS's other resources record on the cluster: ApplyOnce sends these
+    rather than take them as its own unsent (a new build taking over the previous
+    build's objects of the same names must go out)."""
+    if entry is None:
+        return []
+    others = (r for r in entry.resources if (r.kind, r.name) != (ref.kind, ref.name))
+    return [o for r in others for o in r.objects]
 
 
 def _tell_apply(

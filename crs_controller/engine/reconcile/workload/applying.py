@@ -48,22 +48,24 @@ async def apply_objects(
     hashes: Sequence[str] | None = None,
     ignores: Ignores = NO_IGNORES,
     inventory: Sequence[ObjectRef] = (),
+    claimed: Sequence[ObjectRef] = (),
     into: ApplyResult | None = None,
 ) -> ApplyResult:
     """Apply ``objects`` (already in apply order); ``hashes``, when given, are their
     content hashes, recorded on what was applied. With ``only_missing`` (ApplyOnce),
-    objects that already exist are left untouched: reported as skipped, or as
-    applied when our field manager applied them before (an inventory that was lost,
-    e.g. a binding deleted or restored from a backup without it, is re-adopted).
-    ``confidential`` (objects from a Secret) keeps the server's messages about them
-    to reason and field path. An object already in the resource's ``inventory`` is
+    objects that already exist are left untouched: reported as skipped, or as applied
+    when our field manager applied them before (a lost inventory, e.g. a binding
+    restored from a backup without it, is re-adopted), unless another resource of the
+    CRS records them (``claimed``, e.g. another version's build): those are sent.
+    ``confidential`` (objects from a Secret) keeps the server's messages about them to
+    reason and field path. An object in the resource's ``inventory`` or ``claimed`` is
     sent without the paths ``ignores`` leaves to others (they went with its creation).
 
     Raises Unreachable as soon as the cluster stops answering; ``into``, when given,
     is the result filled as objects go out, so its caller knows what was applied
     before."""
-    known = frozenset(o.key for o in inventory)
-    one = _ApplyOne(client, field_manager, only_missing, confidential, hashes, ignores, known)
+    keys = [frozenset(o.key for o in refs) for refs in (inventory, claimed)]
+    one = _ApplyOne(client, field_manager, only_missing, confidential, hashes, ignores, *keys)
     result = into if into is not None else ApplyResult()
     pending_crds: list[str] = []
     for position, obj in enumerate(objects):
@@ -89,6 +91,7 @@ class _ApplyOne:
     hashes: Sequence[str] | None
     ignores: Ignores
     known: frozenset[ObjectKey]  # the resource's inventory
+    claimed: frozenset[ObjectKey]  # what other resources of the CRS record
 
     async def into(
         self, result: ApplyResult, position: int, obj: dict[str, Any]
@@ -96,9 +99,7 @@ class _ApplyOne:
         """Apply the object at ``position`` and record in ``result`` how it went: the
         object as applied, or None when it was skipped or failed."""
         try:
-            ref, live = await _apply_one(
-                self.client, obj, self.field_manager, self.only_missing, self.ignores, self.known
-            )
+            ref, live = await _apply_one(self, obj)
         except Unreachable:
             raise  # the cluster is gone for now: the rest would only time out too
         except CRSError as exc:
@@ -138,37 +139,28 @@ def _record(
 
 
 async def _apply_one(
-    client: KubeAPI,
-    obj: dict[str, Any],
-    field_manager: str,
-    only_missing: bool,
-    ignores: Ignores,
-    known: frozenset[ObjectKey],
+    one: _ApplyOne, obj: dict[str, Any]
 ) -> tuple[ObjectRef, dict[str, Any] | None]:
     """Apply ``obj`` where discovery says its kind lives. On a 404, discovery is asked
     once more: the server may serve the apiVersion no more, or the kind under another
     plural or scope, since the client discovered it. Only an answer that differs is
     tried again; the same one means the 404 was about the object (its namespace)."""
+    client = one.client
     info = await client.resource_info(obj["apiVersion"], obj["kind"])
     try:
-        return await _apply_as(client, info, obj, field_manager, only_missing, ignores, known)
+        return await _apply_as(one, info, obj)
     except NotFound:
         client.forget_discovery(info.api_version)
         fresh = await client.resource_info(info.api_version, info.kind)  # NotFound: not served
         if fresh == info:
             raise
-    return await _apply_as(client, fresh, obj, field_manager, only_missing, ignores, known)
+    return await _apply_as(one, fresh, obj)
 
 
 async def _apply_as(
-    client: KubeAPI,
-    info: ResourceInfo,
-    obj: dict[str, Any],
-    field_manager: str,
-    only_missing: bool,
-    ignores: Ignores,
-    known: frozenset[ObjectKey],
+    one: _ApplyOne, info: ResourceInfo, obj: dict[str, Any]
 ) -> tuple[ObjectRef, dict[str, Any] | None]:
+    client, field_manager = one.client, one.field_manager
     body = apply_body(obj)
     meta = body["metadata"]
     if info.namespaced:
@@ -177,12 +169,12 @@ async def _apply_as(
     else:
         meta.pop("namespace", None)
     ref = object_ref(body)
-    if only_missing:
+    if one.only_missing and ref.key not in one.claimed:
         existing = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
         if existing is not None:
             ours = owned_fields(existing, field_manager) is not None
             return ref, existing if ours else None
-    left_out = ignores.left_out(ref, known)
+    left_out = one.ignores.left_out(ref, one.known | one.claimed)
     if left_out:
         # Stamped again: a path under metadata.labels must not take our label with it.
         body = apply_body(leave_out(body, left_out))
