@@ -386,7 +386,7 @@ def _hooks(text: str) -> tuple[str, ...]:
 
 
 def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError("must be a whole number of at least 1")
     return int(text)
 

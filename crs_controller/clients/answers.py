@@ -80,7 +80,7 @@ def has_nodes(value: Any, limit: int) -> bool:
 async def read_answer(response: Response, where: str, limit: int) -> bytes:
     """The whole body of an answer, or AnswerTooLarge past ``limit`` bytes."""
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise AnswerTooLarge(f"{where}: response larger than {limit} bytes", limit="bytes")
     chunks: list[bytes] = []
     size = 0

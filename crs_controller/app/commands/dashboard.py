@@ -71,7 +71,7 @@ def register(sub: Subcommands) -> None:
 def address(text: str) -> tuple[str, int]:
     """HOST:PORT (an IPv6 host in brackets) as (host, port)."""
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or int(port) > 65535:
         raise UsageError(f"--address {text!r}: expected HOST:PORT, e.g. {DEFAULT_ADDRESS}")
     return host.strip("[]"), int(port)
 

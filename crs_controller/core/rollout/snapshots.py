@@ -84,7 +84,7 @@ def snapshot_name(crs_name: str, rev: str) -> str:
 def size_of(annotations: Mapping[str, str]) -> int | None:
     """The bytes a snapshot object holds, as its annotation says (None: not said)."""
     value = annotations.get(SIZE_ANNOTATION)
-    if value is None or not value.isdigit() or len(value) > 12:
+    if value is None or not (value.isascii() and value.isdigit()) or len(value) > 12:
         return None
     return int(value)
 

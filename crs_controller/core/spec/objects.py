@@ -226,7 +226,7 @@ class CRS(_Named):
         ``addons.crs.dev/approve: "<revision>/<step>"``), None without one."""
         value = self.meta.annotations.get(APPROVE_ANNOTATION, "")
         named, _, step = value.rpartition("/")
-        if named != revision or not step.isdigit() or len(step) > 3:
+        if named != revision or not (step.isascii() and step.isdigit()) or len(step) > 3:
             return None
         return int(step)
 
