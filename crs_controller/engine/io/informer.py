@@ -5,6 +5,9 @@ Each object is parsed once, as it arrives, by the informer's ``parse`` (see
 is told *that* an object changed (old and new versions, for computing which keys to
 enqueue); reconcilers read the cache, never the event. Watches resume from the
 last resourceVersion (bookmarks included) and re-list after a 410 Gone or an error.
+An object whose ``parse`` raises is refused alone: logged (its kind and name, never its
+content) and kept out of the cache, as if it did not exist, until a version of it parses;
+every other object is still listed and watched, whoever wrote the refused one.
 Failures are retried with backoff (``engine/io/backoff``): the first at once, repeats
 after growing waits, so that a storm of 410s, streams closed at once or lists without
 a resourceVersion cost the API server a few requests a minute, not thousands a second.
@@ -67,6 +70,7 @@ class Informer(Generic[T]):
         self._handler = handler
         self._store: dict[Key, T] = {}
         self._versions: dict[Key, int] = {}
+        self._refused: dict[Key, int] = {}  # the version of each object refused
         self.synced = asyncio.Event()
 
     def get(self, namespace: str, name: str) -> T | None:
@@ -107,11 +111,54 @@ class Informer(Generic[T]):
         old = self._store.get(key)
         self._store[key] = parsed = self._parse(obj)
         self._versions[key] = resource_version(obj)
+        self._refused.pop(key, None)
         return old, parsed
 
     def _drop(self, key: Key) -> T | None:
         self._versions.pop(key, None)
+        self._refused.pop(key, None)
         return self._store.pop(key, None)
+
+    def _take(self, key: Key, obj: Obj) -> None:
+        """Cache a listed or watched object and tell the handler; an object ``parse``
+        refuses is logged once per version and dropped (the handler told it is gone)."""
+        version = resource_version(obj)
+        if self._refused.get(key) == version:
+            return
+        try:
+            change = self._keep(key, obj)
+        except Exception as exc:
+            self._log_refused(key, exc)
+            old = self._drop(key)
+            self._refused[key] = version
+            if old is not None:
+                self._handler(old, None)
+            return
+        self._handler(*change)
+
+    def _deleted(self, key: Key, obj: Obj) -> None:
+        """Forget a deleted object and tell the handler what was cached of it (or,
+        never cached, what its last version parses to; refused: nothing to tell)."""
+        refused = key in self._refused
+        old = self._drop(key)
+        if old is None and not refused:
+            try:
+                old = self._parse(obj)
+            except Exception as exc:
+                self._log_refused(key, exc)
+        if old is not None:
+            self._handler(old, None)
+
+    def _log_refused(self, key: Key, exc: Exception) -> None:
+        s = self.spec
+        log.warning(
+            "object refused: it does not parse",
+            api_version=s.api_version,
+            kind=s.kind,
+            namespace=key[0] or None,
+            name=key[1],
+            error=type(exc).__name__,  # never its message: it may quote the object
+        )
 
     async def run(self) -> None:
         while True:
@@ -180,7 +227,9 @@ class Informer(Generic[T]):
                 key = obj_key(obj)
                 seen.add(key)
                 if key not in self._store or self._versions[key] != resource_version(obj):
-                    self._handler(*self._keep(key, obj))
+                    self._take(key, obj)
+        for key in [k for k in self._refused if k not in seen]:
+            self._drop(key)
         for key in [k for k in self._store if k not in seen]:
             self._handler(self._drop(key), None)
         return version
@@ -206,10 +255,9 @@ class Informer(Generic[T]):
                 continue
             key = obj_key(obj)
             if kind == "DELETED":
-                old = self._drop(key)
-                self._handler(old if old is not None else self._parse(obj), None)
+                self._deleted(key, obj)
             else:
-                self._handler(*self._keep(key, obj))
+                self._take(key, obj)
         return Watched(version, events)
 
 
