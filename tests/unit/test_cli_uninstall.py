@@ -9,10 +9,15 @@ removal leaves behind and how it is told; and the release file's own order
 registering the controller (named crs-controller, or labelled so under a name
 prefix; calling a Service of the release's namespace) before the Deployment, and no
 other; it deletes nothing while a ClusterResourceSet is left in any namespace, and
-keeps the CRDs when one appears while the rest of the release goes."""
+keeps the CRDs when one appears while the rest of the release goes.
+
+uninstall -n NAMESPACE says the release can be deleted only when no namespace has a
+ClusterResourceSet left, else names the namespaces that have (exit 0 either way: the
+namespace asked for is cleaned up)."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,12 +35,16 @@ from crs_controller.app.commands.uninstall import (
     Force,
     Refuse,
     Wait,
+    _Run,
+    _sets,
     decide,
     describe_leftovers,
     leader,
     leftovers,
+    release_verdict,
 )
 from crs_controller.core.api.models import API_VERSION, FINALIZER
+from crs_controller.core.errors import APIError
 
 from .memory_kube import MemoryKube
 
@@ -279,3 +288,78 @@ async def test_the_crds_stay_when_a_set_appears_while_the_release_goes() -> None
     assert "the CRDs were kept" in str(refused.value)
     assert "Deployment/crs-controller" in deleted(kube)
     assert [d for d in deleted(kube) if d.startswith("CustomResourceDefinition/")] == []
+
+
+def fresh_lease() -> Any:
+    renewed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    held = placed("Lease", "crs-controller", "coordination.k8s.io/v1")
+    return {**held, **lease("pod-1", renewed)}
+
+
+async def uninstalling(kube: MemoryKube, namespace: str | None) -> list[str]:
+    """What ``uninstall --yes`` (-n namespace, or -A for None) says; exit 0 asserted."""
+    args = argparse.Namespace(
+        controller_namespace=SYSTEM,
+        force=False,
+        yes=True,
+        timeout=5.0,
+        namespace=namespace,
+        all_namespaces=namespace is None,
+    )
+    said: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("crs_controller.app.commands.uninstall._out", said.append)
+        assert await _sets(_Run(kube, namespace, args)) == 0  # type: ignore[arg-type]
+    return said
+
+
+async def test_a_namespace_without_sets_does_not_say_the_release_can_go_while_others_have() -> None:
+    kube = await installed(fresh_lease(), a_set("other-tenant", "cni"))
+    assert await uninstalling(kube, "fleet") == [
+        "no ClusterResourceSets left in fleet",
+        "1 ClusterResourceSet(s) are still in namespace(s) other-tenant: do not delete the "
+        "release yet (uninstall -A deletes every namespace's)",
+    ]
+
+
+async def test_a_namespace_cleaned_up_names_the_namespaces_that_still_have_sets() -> None:
+    kube = await installed(fresh_lease(), a_set("fleet", "cni"), a_set("team-b", "cni"))
+    said = await uninstalling(kube, "fleet")
+    assert said[-2:] == [
+        "every ClusterResourceSet is cleaned up in fleet",
+        "1 ClusterResourceSet(s) are still in namespace(s) team-b: do not delete the "
+        "release yet (uninstall -A deletes every namespace's)",
+    ]
+    assert not any("can be deleted" in line for line in said)
+
+
+@pytest.mark.parametrize("namespace", ["fleet", None])
+async def test_the_release_can_be_deleted_once_no_namespace_has_a_set(
+    namespace: str | None,
+) -> None:
+    kube = await installed(fresh_lease(), a_set("fleet", "cni"))
+    said = await uninstalling(kube, namespace)
+    assert said[-1].endswith("the release can be deleted now")
+
+
+async def test_without_the_right_to_list_every_namespace_the_release_is_not_said_to_go() -> None:
+    kube = await installed(fresh_lease())
+    listing = kube.list
+
+    async def namespaced_only(api_version: str, kind: str, namespace: str | None = None) -> Any:
+        if namespace is None:
+            raise APIError("list: 403 Forbidden", status=403)
+        return await listing(api_version, kind, namespace)
+
+    kube.list = namespaced_only  # type: ignore[method-assign,assignment]
+    said = await uninstalling(kube, "fleet")
+    assert said[0] == "no ClusterResourceSets left in fleet"
+    assert "cannot be listed (forbidden)" in said[1]
+    assert not any("can be deleted now" in line for line in said)
+
+
+def test_the_verdict_names_five_namespaces_and_counts_the_rest() -> None:
+    crss = [a_set(f"team-{n}", name) for n in range(8) for name in ("a", "b")]
+    said = release_verdict(crss)
+    assert said.startswith("16 ClusterResourceSet(s) are still in namespace(s) team-0, team-1, ")
+    assert "team-4 and 3 more: do not delete the release yet" in said

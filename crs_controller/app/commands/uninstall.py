@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -47,7 +48,7 @@ from crs_controller.core.api.models import (
     CLUSTER_RESOURCE_SET_KIND,
     FINALIZER,
 )
-from crs_controller.core.errors import Conflict, NotFound
+from crs_controller.core.errors import APIError, Conflict, NotFound
 from crs_controller.core.state.bindings import parse_binding
 
 LEASE_API = "coordination.k8s.io/v1"
@@ -55,6 +56,7 @@ LEADER_LEASE = "crs-controller"  # the Lease the controller's leader holds
 SYSTEM_NAMESPACE = "crs-system"  # where config/default runs the controller
 FIELD_MANAGER = "crs-controller"
 POLL_SECONDS = 1.0
+NAMESPACES_NAMED = 5  # the namespaces still holding sets that are named; the rest counted
 
 EXAMPLES = """examples:
   crs-controller uninstall -A                                   # what it would delete
@@ -122,6 +124,22 @@ def decide(holder: str | None, *, force: bool, lease: str) -> Wait | Force | Ref
             "--force for what removing it leaves behind)"
         )
     return Wait(holder)
+
+
+def release_verdict(crss: Sequence[Obj]) -> str:
+    """Whether the release can be deleted, given every namespace's sets: only once
+    none is left in any namespace (the CRDs hold them all)."""
+    if not crss:
+        return "no ClusterResourceSet is left in any namespace: the release can be deleted now"
+    held = Counter(str(metadata(c).get("namespace", "")) for c in crss)
+    named = sorted(held)
+    shown = ", ".join(named[:NAMESPACES_NAMED])
+    if len(named) > NAMESPACES_NAMED:
+        shown += f" and {len(named) - NAMESPACES_NAMED} more"
+    return (
+        f"{len(crss)} ClusterResourceSet(s) are still in namespace(s) {shown}: "
+        "do not delete the release yet (uninstall -A deletes every namespace's)"
+    )
 
 
 @dataclass(frozen=True)
@@ -241,6 +259,16 @@ class _Run:
         items, _ = await self.client.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, self.namespace)
         return items
 
+    async def every_crs(self) -> list[Obj] | None:
+        """The sets of every namespace; None when this user may not list them all."""
+        try:
+            items, _ = await self.client.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, None)
+        except APIError as exc:
+            if exc.status != 403:
+                raise
+            return None
+        return items
+
     async def bindings(self) -> list[Obj]:
         items, _ = await self.client.list(
             API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, self.namespace
@@ -272,8 +300,7 @@ async def _uninstall(args: argparse.Namespace, release: list[Obj]) -> int:
 async def _sets(work: _Run) -> int:
     crss = await work.crss()
     if not crss:
-        _out("no ClusterResourceSets left: the release can be deleted")
-        return OK
+        return await _gone(work, "no ClusterResourceSets left")
     lease = f"{work.args.controller_namespace}/{LEADER_LEASE}"
     decision = decide(await work.holder(), force=work.args.force, lease=lease)
     if isinstance(decision, Refuse):
@@ -313,14 +340,31 @@ async def _wait(work: _Run) -> int:
         left = await work.crss()
         names = _names(left)
         if not left:
-            _out("every ClusterResourceSet is cleaned up: the release can be deleted now")
-            return OK
+            return await _gone(work, "every ClusterResourceSet is cleaned up")
         if names != told:
             _out(f"waiting for the cleanup of {len(left)}: {', '.join(names)}")
             told = names
         if time.monotonic() >= deadline:
             return await _timed_out(work, left)
         await asyncio.sleep(POLL_SECONDS)
+
+
+async def _gone(work: _Run, said: str) -> int:
+    """Say the sets in scope are gone; with one namespace, the release can be deleted
+    only if no other namespace has any either."""
+    if work.namespace is None:
+        _out(f"{said}: the release can be deleted now")
+        return OK
+    _out(f"{said} in {work.namespace}")
+    every = await work.every_crs()
+    if every is None:
+        _out(
+            "other namespaces' ClusterResourceSets cannot be listed (forbidden): delete the "
+            "release only once no namespace has any (uninstall -A)"
+        )
+    else:
+        _out(release_verdict(every))
+    return OK
 
 
 async def _timed_out(work: _Run, left: list[Obj]) -> int:

@@ -85,7 +85,12 @@ def test_uninstall_waits_until_the_controller_removed_a_delete_sets_objects(
 
         assert uninstall(kubeconfig, namespace, "--yes") == 0
         out = capsys.readouterr().out
-        assert "the release can be deleted now" in out, out
+        assert f"every ClusterResourceSet is cleaned up in {namespace}" in out, out
+        # Other tests' namespaces may hold sets: the release may go only if none does.
+        can_go = "no ClusterResourceSet is left in any namespace" in out
+        assert can_go != ("do not delete the release yet" in out), out
+        named = [line.split("namespace(s) ")[1] for line in out.splitlines() if "still in" in line]
+        assert all(namespace not in n.split(":")[0].split(", ") for n in named), out
         # Returned only after the cleanup: nothing to wait for here.
         assert mgmt.get(CRS_API, KIND, "un", namespace) is None
         assert workload_clients[0].get("v1", "ConfigMap", name, "default") is None
