@@ -3,7 +3,8 @@ servers: a 1 MiB kubeconfig Secret is refused by its size before it is parsed
 (``UnsupportedKubeconfig`` naming the limit) while /healthz keeps answering and
 another namespace's CRS converges; a CRS naming 16 ConfigMaps of 1 MiB fetches and
 parses nothing while no Cluster matches, and once one does, every source is parsed
-while /healthz keeps answering. How fast /healthz answers and how much memory the
+while /healthz keeps answering; a ConfigMap whose snapshot size no number parses
+("²") stops no other namespace's CRS. How fast /healthz answers and how much memory the
 controller takes meanwhile are figures, not assertions: hack/bench/parsing.py."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Self
 import httpx
 import yaml
 
+from crs_controller.core.rollout.snapshots import SIZE_ANNOTATION, SNAPSHOT_LABEL
 from crs_controller.testbed import Server, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
@@ -161,6 +163,39 @@ def test_a_1_mib_kubeconfig_is_refused_by_size_and_healthz_keeps_answering(
         assert "pad" not in cond["message"]
     finally:
         mgmt.delete("v1", "Namespace", other_ns)
+
+
+# --- a snapshot size no number parses -------------------------------------------------
+
+
+def test_a_snapshot_size_no_number_parses_stops_no_other_namespace(
+    controller: ControllerProcess,
+    mgmt: TestbedClient,
+    workloads: list[Server],
+    workload_clients: list[TestbedClient],
+) -> None:
+    # Listed first (namespaces in name order): nothing listed after it may be missed.
+    tenant = unique("a-tenant")
+    mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant}})
+    other_ns = new_namespace(mgmt)
+    try:
+        meta = {
+            "name": "poison",
+            "namespace": tenant,
+            "labels": {SNAPSHOT_LABEL: "x"},
+            "annotations": {SIZE_ANNOTATION: "\u00b2"},  # isdigit(), and int() refuses it
+        }
+        mgmt.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+        # Created after it: seen only if the ConfigMaps are still watched.
+        good = unique("good")
+        mgmt.create(source_configmap(other_ns, "g", {"a": manifests(configmap_obj(good))}))
+        add_cluster(mgmt, workloads[1], other_ns, "fine", {"fine": "1"})
+        mgmt.create(crs_obj(other_ns, "g", [("ConfigMap", "g")], {"fine": "1"}))
+        wait_object(workload_clients[1], "v1", "ConfigMap", good, "default")
+        wait_condition(mgmt, other_ns, "g", "Ready", "True", "Applied")
+    finally:
+        mgmt.delete("v1", "Namespace", other_ns)
+        mgmt.delete("v1", "Namespace", tenant)
 
 
 # --- 16 ConfigMaps of 1 MiB -----------------------------------------------------------
