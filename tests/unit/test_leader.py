@@ -24,6 +24,7 @@ from crs_controller.core.membership.lease import (
     leader_lease,
     parse_micro_time,
 )
+from crs_controller.core.membership.shard import Members
 from crs_controller.engine.runtime.membership import LeaderElector, Leases
 
 from .fake_clock import FakeClock
@@ -39,6 +40,29 @@ def elector(kube: MemoryKube, clock: FakeClock, identity: str) -> LeaderElector:
     return LeaderElector(
         leases, clock=clock, identity=identity, lease_seconds=LEASE, retry_seconds=RETRY
     )
+
+
+async def idle(clock: FakeClock) -> None:
+    """Until the electors on ``clock`` sleep with nothing in flight: a renewal's
+    cut-off timer sleeps on the clock too while its requests run, and goes once they
+    are done, so the sleepers must stay the same for a few turns of the loop."""
+    while True:
+        await clock.until_asleep()
+        before = clock.deadlines()
+        for _ in range(8):
+            await asyncio.sleep(0)
+        if clock.deadlines() == before:
+            return
+
+
+async def run_out(clock: FakeClock, task: asyncio.Task[None], step: float) -> None:
+    """Advance ``clock`` by ``step`` each time the electors are idle, until ``task`` ends."""
+    while not task.done():
+        idling = asyncio.ensure_future(idle(clock))
+        await asyncio.wait({task, idling}, return_when=asyncio.FIRST_COMPLETED)
+        idling.cancel()
+        if not task.done():
+            clock.advance(step)
 
 
 async def lease(kube: MemoryKube) -> dict[str, Any]:
@@ -72,9 +96,9 @@ async def test_the_holder_renews_every_retry_period_and_keeps_the_acquire_time()
     acquired = (await lease(kube))["spec"]["acquireTime"]
     keeping = asyncio.create_task(me.keep())
     for _ in range(3):
-        await clock.until_asleep()
+        await idle(clock)
         clock.advance(RETRY)
-    await clock.until_asleep()
+    await idle(clock)
     spec = (await lease(kube))["spec"]
     assert spec["renewTime"] == format_micro_time(clock.wall())
     assert (spec["acquireTime"], spec["holderIdentity"]) == (acquired, "me")
@@ -86,19 +110,31 @@ async def test_a_standby_waits_while_the_holder_renews() -> None:
     kube, clock = MemoryKube("management"), FakeClock()
     await held_by(kube, "other", clock)
     standby = asyncio.create_task(elector(kube, clock, "me").acquire())
-    await clock.until_asleep()
-    clock.advance(LEASE)  # exactly the duration: not yet expired
-    await clock.until_asleep()
+    for _ in range(3):
+        await idle(clock)
+        clock.advance(LEASE - 1)
+        renewed = await lease(kube)
+        renewed["spec"]["renewTime"] = format_micro_time(clock.wall())
+        await kube.replace(renewed)
+    await idle(clock)
     assert not standby.done()
     assert (await lease(kube))["spec"]["holderIdentity"] == "other"
     standby.cancel()
 
 
-async def test_a_standby_takes_over_a_dead_holders_lease_once_it_expires() -> None:
+async def test_a_standby_takes_a_silent_holders_lease_once_seen_unchanged_for_its_duration() -> (
+    None
+):
+    # However long ago its renewTime says: the standby times it from its own sighting.
     kube, clock = MemoryKube("management"), FakeClock()
-    await held_by(kube, "dead", clock, ago=LEASE - 1)
+    await held_by(kube, "dead", clock, ago=LEASE * 10)
     standby = asyncio.create_task(elector(kube, clock, "me").acquire())
-    await clock.until_asleep()
+    start = clock.now()
+    while clock.now() < start + LEASE - RETRY:
+        await idle(clock)
+        clock.advance(RETRY)
+    await idle(clock)
+    assert not standby.done()
     clock.advance(RETRY)
     await asyncio.wait_for(standby, 1)
     spec = (await lease(kube))["spec"]
@@ -107,22 +143,53 @@ async def test_a_standby_takes_over_a_dead_holders_lease_once_it_expires() -> No
     assert spec["leaseTransitions"] == 1
 
 
+async def test_a_standby_whose_clock_runs_ahead_does_not_take_a_renewed_lease() -> None:
+    kube, clock = MemoryKube("management"), FakeClock()
+    ahead = FakeClock(wall=clock.wall() + timedelta(seconds=LEASE + 1))
+    await elector(kube, clock, "holder").acquire()  # renewTime: the holder's now
+    standby = elector(kube, ahead, "standby")
+    assert not await standby._try()  # renewed "16 s ago" by its clock: held all the same
+    assert await elector(kube, clock, "holder")._try()
+    assert not await standby._try()  # renewed again: seen anew
+    ahead.advance(LEASE - 0.001)
+    assert not await standby._try()
+    ahead.advance(0.001)  # seen unchanged for the lease duration on its own clock
+    assert await standby._try()
+    assert (await lease(kube))["spec"]["holderIdentity"] == "standby"
+
+
 async def test_a_holder_that_cannot_renew_stops_before_the_lease_expires() -> None:
     kube, clock = MemoryKube("management"), FakeClock()
     me = elector(kube, clock, "me")
     await me.acquire()
     keeping = asyncio.create_task(me.keep())
     kube.down = True
-    waited = 0.0
-    while not keeping.done():
-        await clock.until_asleep()
-        clock.advance(RETRY)
-        waited += RETRY
-        await asyncio.sleep(0)
+    start = clock.now()
+    await run_out(clock, keeping, RETRY)
+    waited = clock.now() - start
     with pytest.raises(RuntimeError, match="leader lease lost"):
         keeping.result()
     # Stopped once two thirds had gone by: before any standby may take over.
-    assert LEASE * 2 / 3 < waited <= LEASE * 2 / 3 + RETRY < LEASE
+    assert waited == LEASE * 2 / 3
+
+
+async def test_a_holder_whose_renewal_hangs_stops_by_its_renew_deadline() -> None:
+    kube, clock = MemoryKube("management"), FakeClock()
+    me = elector(kube, clock, "me")
+    await me.acquire()
+    keeping = asyncio.create_task(me.keep())
+    await idle(clock)
+    renewed = clock.now()
+
+    async def hang(*args: object, **kwargs: object) -> None:
+        await clock.sleep_until(None, asyncio.Event())  # a request with no answer
+
+    kube.get = hang  # type: ignore[method-assign]
+    await run_out(clock, keeping, 1)
+    with pytest.raises(RuntimeError, match="leader lease lost"):
+        keeping.result()
+    # Raised by two thirds of the duration, though the request never returned.
+    assert clock.now() <= renewed + LEASE * 2 / 3
 
 
 async def test_a_holder_whose_lease_was_taken_stops() -> None:
@@ -133,10 +200,7 @@ async def test_a_holder_whose_lease_was_taken_stops() -> None:
     taken = await lease(kube)
     taken["spec"].update(holderIdentity="thief", renewTime=format_micro_time(clock.wall()))
     await kube.replace(taken)
-    while not keeping.done():
-        await clock.until_asleep()
-        clock.advance(RETRY)
-        await asyncio.sleep(0)
+    await run_out(clock, keeping, RETRY)
     with pytest.raises(RuntimeError):
         keeping.result()
     assert (await lease(kube))["spec"]["holderIdentity"] == "thief"
@@ -185,7 +249,7 @@ async def test_a_refused_lease_is_an_error_naming_the_lease(error: APIError, lev
     kube.get = refuse  # type: ignore[method-assign]
     with capture_logs() as records:
         acquiring = asyncio.create_task(elector(kube, clock, "me").acquire())
-        await clock.until_asleep()
+        await idle(clock)
         acquiring.cancel()
     (record,) = [r for r in records if r["event"] == "lease not acquired"]
     assert record["log_level"] == level
@@ -208,27 +272,31 @@ def test_each_process_is_a_candidate_of_its_own() -> None:
 NOW = datetime(2026, 11, 23, 10, tzinfo=UTC)
 
 
-def record(holder: str, renewed_ago: float | None, duration: float = 15) -> LeaseRecord:
-    renewed = None if renewed_ago is None else NOW - timedelta(seconds=renewed_ago)
-    return LeaseRecord("crs-controller", holder, duration, "m", renewed, 0)
+def record(holder: str, marker: str = "m", duration: float = 15) -> LeaseRecord:
+    return LeaseRecord("crs-controller", holder, duration, marker, NOW, 0)
 
 
 @pytest.mark.parametrize(
-    ("current", "free"),
+    ("first", "current", "after", "free"),
     [
-        (None, True),  # no Lease yet
-        (record("", 0), True),  # released
-        (record("me", 0), True),  # ours: renew
-        (record("other", 0), False),  # held
-        (record("other", 15), False),  # exactly the duration: still held
-        (record("other", 15.001), True),  # expired
-        (record("other", None), True),  # never renewed
-        (record("other", 20, duration=0), True),  # no duration stated: ours (15) counts
-        (record("other", 20, duration=30), False),  # its own duration counts
+        (None, None, 0, True),  # no Lease yet
+        (None, record(""), 0, True),  # released
+        (None, record("me"), 0, True),  # ours: renew
+        (None, record("other"), 0, False),  # first seen: held
+        (record("other"), record("other"), 14.999, False),  # unchanged, not yet a duration
+        (record("other"), record("other"), 15, True),  # unchanged for the duration
+        (record("other", "a"), record("other", "b"), 15, False),  # renewed: seen anew
+        (record("other", duration=0), record("other", duration=0), 15, True),  # ours counts
+        (record("other", duration=30), record("other", duration=30), 20, False),  # its own
     ],
 )
-def test_a_lease_is_free_for_us_when(current: LeaseRecord | None, free: bool) -> None:
-    assert free_for(current, "me", NOW, 15) is free
+def test_a_lease_is_free_for_us_when(
+    first: LeaseRecord | None, current: LeaseRecord | None, after: float, free: bool
+) -> None:
+    seen = Members()
+    if first is not None:
+        assert not free_for(first, "me", seen, 0, 15)
+    assert free_for(current, "me", seen, after, 15) is free
 
 
 @pytest.mark.parametrize(
@@ -283,13 +351,15 @@ def test_any_renew_time_written_reads_back_the_same(moment: datetime) -> None:
 
 
 @given(
-    ago=st.floats(min_value=-60, max_value=120, allow_nan=False),
+    seen_at=st.floats(min_value=0, max_value=60, allow_nan=False),
     later=st.floats(min_value=0, max_value=120, allow_nan=False),
     duration=st.sampled_from([0.0, 1.0, 15.0, 40.0]),
 )
-def test_a_held_lease_once_free_stays_free_as_time_passes(
-    ago: float, later: float, duration: float
+def test_a_held_lease_once_free_stays_free_until_renewed(
+    seen_at: float, later: float, duration: float
 ) -> None:
-    held = record("other", ago, duration)
-    if free_for(held, "me", NOW, 15):
-        assert free_for(held, "me", NOW + timedelta(seconds=later), 15)
+    seen, held = Members(), record("other", duration=duration)
+    free_for(held, "me", seen, 0, 15)
+    if free_for(held, "me", seen, seen_at, 15):
+        assert free_for(held, "me", seen, seen_at + later, 15)
+    assert not free_for(record("other", "renewed", duration), "me", seen, seen_at + later, 15)

@@ -4,8 +4,8 @@ one may be taken, and the body to write.
 Two kinds of Lease are held: the leader Lease (one per controller, taken over by a
 standby once its holder stops renewing it, as client-go's leaderelection does) and a
 shard member's own Lease (one per replica, never contended). Both carry the same
-fields and the same time format, defined here once. Time is passed in (``now``, a
-UTC ``datetime``): nothing here reads a clock.
+fields and the same time format, defined here once. Time is passed in (``now``): nothing
+here reads a clock.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from crs_controller.core.membership.shard import Members
 
 __all__ = [
     "LEASE_API",
@@ -81,23 +83,22 @@ class LeaseRecord:
             transitions=transitions,
         )
 
-    def expired(self, now: datetime, default_duration: float) -> bool:
-        """Not renewed within its duration (``default_duration`` when it states none)
-        before ``now``; a Lease never renewed has expired."""
-        if self.renewed is None:
-            return True
-        duration = self.duration or default_duration
-        return (now - self.renewed).total_seconds() > duration
 
-
-def free_for(record: LeaseRecord | None, identity: str, now: datetime, duration: float) -> bool:
-    """May ``identity`` write the leader Lease now? Yes when there is none, nobody
-    holds it, ``identity`` already does, or its holder let it expire."""
-    return (
-        record is None
-        or record.holder in ("", identity)
-        or record.expired(now, default_duration=duration)
-    )
+def free_for(
+    record: LeaseRecord | None, identity: str, seen: Members, now: float, duration: float
+) -> bool:
+    """May ``identity`` write the leader Lease at ``now`` (monotonic seconds, our own
+    clock)? Yes when there is none, nobody holds it, ``identity`` already does, or
+    its holder's renewal was last seen to change a lease duration (its own, else
+    ``duration``) ago or more. ``seen`` keeps what was seen and is told of this
+    sighting: like the shard Leases, and client-go, the ``renewTime`` is compared only
+    for equality, never with our wall clock, so skew between nodes does not matter.
+    The price: a candidate that has just started waits a lease duration for a holder
+    that is gone."""
+    if record is None or record.holder in ("", identity):
+        return True
+    seen.observe(record.holder, record.renew_marker, record.duration or duration, now)
+    return record.holder not in seen.live(now)
 
 
 def _seconds(duration: float) -> int:

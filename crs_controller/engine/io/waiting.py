@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Protocol
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
 
 from crs_controller.core.clock import Clock, MonotonicClock
 
-__all__ = ["LoopClock", "WaitingClock", "sleep_for"]
+__all__ = ["LoopClock", "WaitingClock", "by_deadline", "sleep_for"]
+
+T = TypeVar("T")
 
 
 class WaitingClock(Clock, Protocol):
@@ -44,3 +47,20 @@ class LoopClock(MonotonicClock):
 async def sleep_for(clock: WaitingClock, seconds: float) -> None:
     """Wait ``seconds`` on ``clock`` (nothing cuts it short)."""
     await clock.sleep_until(clock.now() + seconds, asyncio.Event())
+
+
+async def by_deadline(clock: WaitingClock, deadline: float, work: Awaitable[T]) -> T:
+    """``work``'s result, or TimeoutError once ``deadline`` on ``clock`` comes first
+    (``work`` is then cancelled): ``asyncio.timeout`` on the injected clock."""
+    task = asyncio.ensure_future(work)
+    timer = asyncio.ensure_future(clock.sleep_until(deadline, asyncio.Event()))
+    try:
+        await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in (timer, task):
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting  # the work's own failure, if it failed, goes up
+    if task.cancelled():
+        raise TimeoutError(f"not done by {deadline:g}")
+    return task.result()

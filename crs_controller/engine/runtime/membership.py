@@ -8,7 +8,11 @@ decided in ``core.membership.lease``.
 holder runs the controller (in a shard set: only the holder writes CRS status and
 finalizers). A holder that cannot renew within two thirds of the lease duration stops
 (the process exits and is restarted) before a standby, which waits the full
-duration, can take over.
+duration, can take over: each renewal, its requests included, is cut off at that
+deadline. A standby times the holder's Lease on its own clock, from when it saw the
+renewal change (``core.membership.shard.Members``, as the shard Leases are judged),
+never by comparing the holder's ``renewTime`` with its own wall clock: skew between
+nodes neither lets a standby take a Lease renewed a moment ago nor delays a takeover.
 
 **Shard membership** (``ShardMembership``): each member applies its own Lease
 (labelled ``addons.crs.dev/shard-member``) every third of the lease duration and
@@ -57,7 +61,7 @@ from crs_controller.core.membership.lease import (
 )
 from crs_controller.core.membership.shard import Members, lease_name, owner
 from crs_controller.engine.io.informer import Informer, WatchSpec
-from crs_controller.engine.io.waiting import WaitingClock, sleep_for
+from crs_controller.engine.io.waiting import WaitingClock, by_deadline, sleep_for
 from crs_controller.engine.runtime.tasks import supervised
 
 log = structlog.get_logger(__name__)
@@ -133,6 +137,9 @@ class LeaderElector:
         self.identity = identity or replica_identity()
         self._lease_seconds = lease_seconds
         self._retry = min(retry_seconds, lease_seconds / 3)
+        self._seen = Members()  # the holder's renewals, as this candidate saw them
+        self._watched = ""  # the holder they are of
+        self._held_since = -math.inf  # when our last successful write was sent
 
     @property
     def lease(self) -> str:
@@ -146,16 +153,25 @@ class LeaderElector:
         log.info("became leader", lease=self.lease, identity=self.identity)
 
     async def keep(self) -> None:
-        """Renew until cancelled; raise if the lease is lost."""
-        last_renewed = self._clock.now()
+        """Renew until cancelled; raise if the lease is lost.
+
+        Each renewal, its requests included, is cut off at the renew deadline: two
+        thirds of the lease duration after the last renewal that succeeded was sent.
+        So this raises by then whatever the server does (a request that hangs
+        included), before a standby, which waits the full duration, can take over."""
+        deadline = self._held_since + self._lease_seconds * RENEW_DEADLINE
         while True:
-            await sleep_for(self._clock, self._retry)
-            if await self._try():
-                last_renewed = self._clock.now()
-            elif self._clock.now() - last_renewed > self._lease_seconds * RENEW_DEADLINE:
-                # Stop before the lease can expire: a standby waits the full duration.
-                deadline = self._lease_seconds * RENEW_DEADLINE
-                raise RuntimeError(f"leader lease lost: {self.lease} not renewed in {deadline:g}s")
+            await self._clock.sleep_until(
+                min(self._clock.now() + self._retry, deadline), asyncio.Event()
+            )
+            renewed = False
+            with contextlib.suppress(TimeoutError):
+                renewed = await by_deadline(self._clock, deadline, self._try())
+            if renewed:
+                deadline = self._held_since + self._lease_seconds * RENEW_DEADLINE
+            elif self._clock.now() >= deadline:
+                seconds = self._lease_seconds * RENEW_DEADLINE
+                raise RuntimeError(f"leader lease lost: {self.lease} not renewed in {seconds:g}s")
 
     async def release(self) -> None:
         """Give the lease up on a clean shutdown, so a standby takes over at once
@@ -171,11 +187,11 @@ class LeaderElector:
 
     async def _try(self) -> bool:
         """Take or renew the lease if it is free for us; True when we hold it now."""
+        sent = self._clock.now()
         try:
             lease = await self._leases.read(self._name)
-            now = self._clock.wall()
             record = LeaseRecord.parse(lease) if lease is not None else None
-            if not free_for(record, self.identity, now, self._lease_seconds):
+            if not self._free(record):
                 return False
             body = leader_lease(
                 lease,
@@ -183,13 +199,21 @@ class LeaderElector:
                 namespace=self._leases.namespace,
                 identity=self.identity,
                 duration=self._lease_seconds,
-                now=now,
+                now=self._clock.wall(),
             )
             await self._leases.write(body)
-            return True
         except CRSError as exc:
             log_lease_failure("lease not acquired", self.lease, exc)
             return False
+        self._held_since = sent
+        return True
+
+    def _free(self, record: LeaseRecord | None) -> bool:
+        """``free_for`` on our own clock; only the current holder's renewals are kept."""
+        if record is not None and record.holder != self._watched:
+            self._seen.forget(self._watched)
+            self._watched = record.holder
+        return free_for(record, self.identity, self._seen, self._clock.now(), self._lease_seconds)
 
 
 def member_identity(record: LeaseRecord) -> str:
