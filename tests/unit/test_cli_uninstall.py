@@ -1,7 +1,8 @@
-"""`crs-controller uninstall`'s pure parts: who holds the leader Lease (fresh,
-expired, released, malformed), the decision (wait for the holder, refuse without
-one, force), the order --delete-release deletes a release in (the controller first,
-its rights next, the CRDs last and the bindings CRD last of all), what a forced
+"""`crs-controller uninstall`'s pure parts: who holds the leader Lease (seen renewed,
+left unchanged, released, malformed; on a fake clock), the decision (wait for the
+holder, refuse without one, force), the order --delete-release deletes a release in
+(the controller first, its rights next, the CRDs last and the bindings CRD last of
+all), what a forced
 removal leaves behind and how it is told; and the release file's own order
 (hack/release.py): apply-valid, the bindings CRD after the ClusterResourceSet CRD.
 
@@ -18,8 +19,9 @@ namespace asked for is cleaned up)."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.util
-from datetime import UTC, datetime
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from crs_controller.app.commands.release_deletion import (
     deletion_order,
 )
 from crs_controller.app.commands.uninstall import (
+    LEASE_POLL,
     Force,
     Refuse,
     Wait,
@@ -46,9 +49,9 @@ from crs_controller.app.commands.uninstall import (
 from crs_controller.core.api.models import API_VERSION, FINALIZER
 from crs_controller.core.errors import APIError
 
+from .fake_clock import FakeClock
 from .memory_kube import MemoryKube
 
-NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC).timestamp()
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -58,21 +61,47 @@ def lease(holder: str, renewed: str, seconds: Any = 15) -> dict[str, Any]:
     }
 
 
+RENEWED = "2026-01-01T11:59:50.000000Z"
+
+
+async def judged(reads: list[dict[str, Any] | None]) -> tuple[str | None, float]:
+    """Who ``leader`` names when the Lease reads as ``reads``, one a second, and how
+    long that took on its own clock."""
+    clock, left = FakeClock(), iter(reads)
+    start = clock.now()
+
+    async def read() -> dict[str, Any] | None:
+        return next(left, reads[-1])
+
+    judging = asyncio.create_task(leader(read, clock))
+    while not judging.done():
+        idling = asyncio.ensure_future(clock.until_asleep())
+        await asyncio.wait({judging, idling}, return_when=asyncio.FIRST_COMPLETED)
+        idling.cancel()
+        if not judging.done():
+            clock.advance(LEASE_POLL)
+    return judging.result(), clock.now() - start
+
+
 @pytest.mark.parametrize(
-    ("given", "holder"),
+    ("reads", "holder", "took"),
     [
-        (lease("pod-a", "2026-01-01T11:59:50.000000Z"), "pod-a"),
-        (lease("pod-a", "2026-01-01T11:59:45Z"), None),  # renewed exactly 15s ago: expired
-        (lease("pod-a", "2026-01-01T11:50:00Z"), None),  # a controller that is gone
-        (lease("", "2026-01-01T11:59:59Z", 1), None),  # released on a clean shutdown
-        (lease("pod-a", "yesterday"), None),
-        (lease("pod-a", "2026-01-01T11:59:59Z", "15"), None),
-        ({"spec": {"holderIdentity": "pod-a"}}, None),
-        (None, None),
+        # Renewed while watched: held, whatever its renewTime says of our clock.
+        ([lease("pod-a", RENEWED), lease("pod-a", "2026-01-01T11:59:52Z")], "pod-a", 1),
+        ([lease("pod-a", RENEWED), lease("pod-b", RENEWED)], "pod-b", 1),  # taken over
+        ([lease("pod-a", RENEWED)], None, 15),  # unchanged for its duration: gone
+        ([lease("pod-a", RENEWED, 5)], None, 5),  # its own duration counts
+        ([lease("pod-a", RENEWED, "x")], None, 15),  # unreadable: ours
+        ([lease("pod-a", RENEWED), None], None, 1),  # deleted meanwhile
+        ([lease("", RENEWED, 1)], None, 0),  # released on a clean shutdown
+        ([{"spec": {}}], None, 0),
+        ([None], None, 0),
     ],
 )
-def test_the_leader_is_the_holder_of_a_fresh_lease(given: Any, holder: str | None) -> None:
-    assert leader(given, NOW) == holder
+async def test_the_leader_is_a_holder_seen_renewing_the_lease(
+    reads: list[dict[str, Any] | None], holder: str | None, took: float
+) -> None:
+    assert await judged(reads) == (holder, took)
 
 
 def test_the_decision() -> None:
@@ -291,9 +320,30 @@ async def test_the_crds_stay_when_a_set_appears_while_the_release_goes() -> None
 
 
 def fresh_lease() -> Any:
-    renewed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     held = placed("Lease", "crs-controller", "coordination.k8s.io/v1")
-    return {**held, **lease("pod-1", renewed)}
+    return {**held, **lease("pod-1", RENEWED)}
+
+
+class Hurried(FakeClock):
+    """A clock on which every wait ends at once, its time moved to the deadline."""
+
+    async def sleep_until(self, deadline: float | None, wake: asyncio.Event) -> None:
+        if deadline is not None and deadline > self.now():
+            self.advance(deadline - self.now())
+
+
+def renewing(kube: MemoryKube) -> None:
+    """The leader Lease shows a new renewal each time it is read: a live controller."""
+    get, reads = kube.get, itertools.count()
+
+    async def renewed(api_version: str, kind: str, *args: Any, **kw: Any) -> Any:
+        found = await get(api_version, kind, *args, **kw)
+        if kind == "Lease" and found is not None:
+            spec = {**found["spec"], "renewTime": f"2026-01-01T12:00:{next(reads) % 60:02d}Z"}
+            found = {**found, "spec": spec}
+        return found
+
+    kube.get = renewed  # type: ignore[method-assign]
 
 
 async def uninstalling(kube: MemoryKube, namespace: str | None) -> list[str]:
@@ -307,9 +357,11 @@ async def uninstalling(kube: MemoryKube, namespace: str | None) -> list[str]:
         all_namespaces=namespace is None,
     )
     said: list[str] = []
+    renewing(kube)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("crs_controller.app.commands.uninstall._out", said.append)
-        assert await _sets(_Run(kube, namespace, args)) == 0  # type: ignore[arg-type]
+        work = _Run(kube, namespace, args, Hurried())  # type: ignore[arg-type]
+        assert await _sets(work) == 0
     return said
 
 

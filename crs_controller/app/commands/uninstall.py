@@ -17,10 +17,8 @@ import argparse
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
@@ -49,10 +47,15 @@ from crs_controller.core.api.models import (
     FINALIZER,
 )
 from crs_controller.core.errors import APIError, Conflict, NotFound
+from crs_controller.core.membership.lease import LeaseRecord
+from crs_controller.core.membership.shard import Members
 from crs_controller.core.state.bindings import parse_binding
+from crs_controller.engine.io.waiting import LoopClock, WaitingClock, sleep_for
 
 LEASE_API = "coordination.k8s.io/v1"
 LEADER_LEASE = "crs-controller"  # the Lease the controller's leader holds
+LEASE_POLL = 1.0  # seconds between reads of it while it is not seen renewed
+DEFAULT_LEASE = 15.0  # seconds, for a Lease stating no duration
 SYSTEM_NAMESPACE = "crs-system"  # where config/default runs the controller
 FIELD_MANAGER = "crs-controller"
 POLL_SECONDS = 1.0
@@ -74,26 +77,34 @@ a ClusterResourceSet is left in any namespace) or an error
 # --- pure decisions -------------------------------------------------------------------
 
 
-def _timestamp(text: Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+def holding(lease: Obj | None) -> LeaseRecord | None:
+    """The leader Lease if someone holds it (not absent nor released)."""
+    record = LeaseRecord.parse(lease) if lease is not None else None
+    return record if record is not None and record.holder else None
 
 
-def leader(lease: Obj | None, now: float) -> str | None:
-    """Who holds the leader Lease at ``now`` (seconds since the epoch): its holder while
-    the last renewal plus the lease duration lies ahead, else None (no Lease, released,
-    or left to expire by a controller that is gone)."""
-    spec = (lease or {}).get("spec") or {}
-    holder = spec.get("holderIdentity")
-    renewed = _timestamp(spec.get("renewTime")) or _timestamp(spec.get("acquireTime"))
-    seconds = spec.get("leaseDurationSeconds")
-    if not holder or renewed is None or not isinstance(seconds, int):
+async def leader(
+    read: Callable[[], Awaitable[Obj | None]], clock: WaitingClock, poll: float = LEASE_POLL
+) -> str | None:
+    """Who holds the leader Lease, judged on this machine's own clock, as a standby
+    judges it: a holder is named once the Lease is seen renewed (or taken), and nobody
+    once it stays unchanged for its lease duration, or is absent or released. Its
+    ``renewTime`` is never compared with our wall clock, which may be skewed. A live
+    holder renews every few seconds, so this answers within about that; a holder that
+    is gone costs the lease duration."""
+    first = holding(await read())
+    if first is None:
         return None
-    return str(holder) if now < renewed + seconds else None
+    seen = Members()
+    seen.observe(first.holder, first.renew_marker, first.duration or DEFAULT_LEASE, clock.now())
+    while first.holder in seen.live(clock.now()):
+        await sleep_for(clock, poll)
+        later = holding(await read())
+        if later is None:
+            return None
+        if (later.holder, later.renew_marker) != (first.holder, first.renew_marker):
+            return later.holder
+    return None
 
 
 @dataclass(frozen=True)
@@ -249,11 +260,13 @@ def _out(message: str) -> None:
 
 @dataclass
 class _Run:
-    """One uninstall: the client, the scope and the options."""
+    """One uninstall: the client, the scope and the options; the clock the leader
+    Lease is watched on."""
 
     client: KubeClient
     namespace: str | None
     args: argparse.Namespace
+    clock: WaitingClock = field(default_factory=LoopClock)
 
     async def crss(self) -> list[Obj]:
         items, _ = await self.client.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, self.namespace)
@@ -276,10 +289,12 @@ class _Run:
         return items
 
     async def holder(self) -> str | None:
-        lease = await self.client.get(
+        return await leader(self._lease, self.clock)
+
+    async def _lease(self) -> Obj | None:
+        return await self.client.get(
             LEASE_API, "Lease", LEADER_LEASE, self.args.controller_namespace
         )
-        return leader(lease, time.time())
 
 
 async def _uninstall(args: argparse.Namespace, release: list[Obj]) -> int:
