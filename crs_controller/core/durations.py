@@ -30,7 +30,7 @@ _MAX_NS = 2**63 - 1  # Go's time.Duration is an int64 of nanoseconds (about 292 
 
 # One "<number><unit>" component; the unit is anything up to the next digit or dot so
 # that a typo ("10min", "5d") is reported as an unknown unit rather than a syntax error.
-_COMPONENT = re.compile(r"(\d+\.?\d*|\.\d+)([^\d.]*)")
+_COMPONENT = re.compile(r"(\d+\.?\d*|\.\d+)([^\d.]*)", re.ASCII)  # Go reads ASCII digits only
 
 
 def parse_duration(text: str) -> float:

@@ -48,6 +48,8 @@ def test_parse(text: str, seconds: float) -> None:
         ("-1h30m", "negative"),
         ("10min", "unknown unit 'min'"),
         ("5d", "unknown unit 'd'"),
+        ("\u0663s", "expected a number"),  # an Arabic-Indic three: Go reads ASCII digits only
+        ("1\uff15m", "unknown unit"),  # a fullwidth five after an ASCII one
         ("1h 30m", "unknown unit"),
         (" 1h", "expected a number"),
         ("h", "expected a number"),

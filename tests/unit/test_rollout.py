@@ -121,6 +121,7 @@ def test_count(value: int | str, total: int, round_up: bool, expected: int) -> N
         pytest.param("101%", id="over-100%"),
         pytest.param(" 5%", id="space"),
         pytest.param("%", id="percent-alone"),
+        pytest.param("\uff15\uff10%", id="fullwidth-digits"),  # Kubernetes reads ASCII only
         pytest.param(-1, id="negative-int"),
         pytest.param(True, id="bool"),
         pytest.param(None, id="none"),

@@ -114,7 +114,7 @@ APPROVE_ANNOTATION = "addons.crs.dev/approve"
 Phase = Literal["Progressing", "Paused", "Halted", "Complete", "AwaitingApproval", "RolledBack"]
 
 NAMES_SHOWN = 5
-_PERCENT = re.compile(r"(\d+)%")
+_PERCENT = re.compile(r"(\d+)%", re.ASCII)  # as Kubernetes reads maxUnavailable
 _PREFIX = "xxh3:"
 
 
