@@ -62,3 +62,13 @@ def test_a_finalizer_written_wakes_the_clusters_the_crs_selects() -> None:
     assert cluster_key(NS, "c1") not in controller.queue.ready_keys()
     controller._on_crs(waiting, finalized)
     assert cluster_key(NS, "c1") in controller.queue.ready_keys()
+
+
+async def test_the_leader_putting_the_finalizer_on_wakes_the_clusters_it_selects() -> None:
+    # The write goes into the cache at once: the watch's copy of it changes nothing
+    # there, so it is the CRS pass itself that must wake the clusters.
+    world = await world_with(unfinalized(crs("a", "src", deletionPolicy="Delete")))
+    first = await reconcile_crs(world.crs_context(), NS, "a")
+    assert cluster_key(NS, "c1") in {wake.key for wake in first.wake}
+    again = await reconcile_crs(world.crs_context(), NS, "a")  # the finalizer is on
+    assert cluster_key(NS, "c1") not in {wake.key for wake in again.wake}

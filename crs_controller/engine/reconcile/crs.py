@@ -82,14 +82,23 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
     if crs.paused:
         await _write_paused_status(ctx, crs)
         return Result()
-    if FINALIZER not in crs.meta.finalizers:
-        crs = await ctx.crss.set_finalizers(crs, [*crs.meta.finalizers, FINALIZER])
     then = NOTHING
+    if FINALIZER not in crs.meta.finalizers:
+        then = _clusters_of(ctx, crs) if crs.awaits_finalizer else NOTHING
+        crs = await ctx.crss.set_finalizers(crs, [*crs.meta.finalizers, FINALIZER])
     if crs.model is None:
         await _write_invalid_status(ctx, crs)
     else:
-        then = await _write_status(ctx, crs, crs.model)
+        then |= await _write_status(ctx, crs, crs.model)
     return then | await _tell(ctx, crs)
+
+
+def _clusters_of(ctx: CRSContext, crs: CRS) -> Result:
+    """Wakes the clusters ``crs`` selects, which left it alone while it awaited its
+    finalizer: the finalizer's write goes into the cache at once, so the watch's copy
+    of it changes nothing there and would wake nobody."""
+    matching = ctx.caches.matching_clusters(crs)
+    return Result.waking(*(Wake(cluster_key(crs.namespace, c.name)) for c in matching))
 
 
 async def _follow(ctx: CRSContext, crs: CRS) -> Result:
