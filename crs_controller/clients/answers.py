@@ -27,7 +27,9 @@ ENCODE_IN_THREAD_NODES = 20_000
 @dataclass(frozen=True)
 class AnswerLimits:
     """What the client decodes of one server: per answer, and per ``list()`` call in
-    total (every page of a LIST stays decoded until the call returns).
+    total (every page of its LIST stays decoded until the call returns). A LIST read
+    page by page (``pages()``) holds one page at a time: its values are bounded per
+    page, so other namespaces' objects never add up to a refusal.
 
     ``values`` bounds the JSON values and object keys, counted from the raw bytes
     before decoding (``json_nodes``): each costs at most ~80 bytes once decoded
@@ -37,8 +39,8 @@ class AnswerLimits:
 
     bytes: int  # per answer
     values: int  # per answer, and per list() call in total
-    items: int  # per list() call
-    pages: int  # requests per list() call
+    items: int  # per list() or pages() call
+    pages: int  # requests per list() or pages() call
 
 
 # Workload clusters are the tenants' (a kubeconfig in a tenant's Secret names any
@@ -116,18 +118,27 @@ def json_nodes(raw: bytes) -> int:
 
 
 class Budget:
-    """The JSON values a request (or a whole paged LIST) may still decode to."""
+    """The JSON values an answer may still decode to, and those of a whole paged LIST
+    it is part of (``within``). A refusal names its limit: ``values`` for one answer
+    (a page asked again with fewer items may fit), ``values in total`` for the LIST."""
 
-    def __init__(self, values: int, *, per: str = "in one answer") -> None:
+    def __init__(self, values: int, *, total: bool = False, within: Budget | None = None) -> None:
         self.limit = values
         self.left = values
-        self._per = per
+        self._per, self._name = (
+            ("in total", "values in total") if total else ("in one answer", "values")
+        )
+        self._within = within
 
     def take(self, raw: bytes, where: str) -> None:
-        nodes = json_nodes(raw)
+        self._charge(json_nodes(raw), where)
+
+    def _charge(self, nodes: int, where: str) -> None:
         if nodes > self.left:
             message = f"{where}: more than {self.limit} JSON values {self._per}"
-            raise AnswerTooLarge(message, limit="values")
+            raise AnswerTooLarge(message, limit=self._name)
+        if self._within is not None:
+            self._within._charge(nodes, where)
         self.left -= nodes
 
 

@@ -77,6 +77,27 @@ BASE_HEADERS = {"User-Agent": USER_AGENT, "Accept": "application/json"}
 LIST_PAGE = 500  # items per LIST request, as kubectl asks
 
 
+def list_params(label_selector: str | None, field_selector: str | None) -> dict[str, Any]:
+    """The query of a LIST's first page."""
+    params: dict[str, Any] = {"limit": LIST_PAGE}
+    if label_selector:
+        params["labelSelector"] = label_selector
+    if field_selector:
+        params["fieldSelector"] = field_selector
+    return params
+
+
+def page_parts(page: Obj, where: str) -> tuple[list[Obj], Obj]:
+    """The items and the list metadata of one page of a LIST."""
+    found = page.get("items") or []
+    meta = page.get("metadata") or {}
+    if not isinstance(found, list) or not all(isinstance(i, dict) for i in found):
+        raise Unreachable(f"{where}: items is not a list of objects")
+    if not isinstance(meta, dict):
+        raise Unreachable(f"{where}: metadata is not an object")
+    return found, meta
+
+
 class KubeClient:
     """Async client for one API server (the management cluster or a workload cluster):
     the ``KubeAPI`` the engine depends on, over HTTP."""
@@ -288,14 +309,13 @@ class KubeClient:
         resourceVersions without the content (no Secret data crosses the wire)."""
         items: builtins.list[Obj] = []
         version = ""
-        async for page, listed in self.pages(
-            api_version,
-            kind,
-            namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            metadata_only=metadata_only,
-        ):
+        pages = self._pages(
+            await self.path(api_version, kind, namespace),
+            list_params(label_selector, field_selector),
+            {"Accept": METADATA_LIST} if metadata_only else {},
+            Budget(self.limits.values, total=True),
+        )
+        async for page, listed in pages:
             items.extend(page)
             version = listed
         return items, version
@@ -310,45 +330,43 @@ class KubeClient:
         field_selector: str | None = None,
         metadata_only: bool = False,
     ) -> AsyncIterator[tuple[builtins.list[Obj], str]]:
-        headers = {"Accept": METADATA_LIST} if metadata_only else {}
-        params: dict[str, Any] = {"limit": LIST_PAGE}
-        if label_selector:
-            params["labelSelector"] = label_selector
-        if field_selector:
-            params["fieldSelector"] = field_selector
+        """Every page of a LIST as it comes, each bounded on its own in JSON values:
+        the caller holds one page at a time, so a fleet-wide LIST is not refused for
+        what one namespace's objects add up to."""
         path = await self.path(api_version, kind, namespace)
-        async for page in self._pages(path, params, headers):
+        params = list_params(label_selector, field_selector)
+        headers = {"Accept": METADATA_LIST} if metadata_only else {}
+        async for page in self._pages(path, params, headers, None):
             yield page
 
     async def _pages(
-        self, path: str, params: dict[str, Any], headers: Mapping[str, str]
+        self,
+        path: str,
+        params: dict[str, Any],
+        headers: Mapping[str, str],
+        total: Budget | None,
     ) -> AsyncIterator[tuple[builtins.list[Obj], str]]:
-        """Every page of a LIST, within the limits per call: pages, items, and JSON
-        values of all pages together. A page over the byte limit is asked again with
-        a tenth of the items (large objects are legitimate, only not 500 at once)."""
+        """Every page of a LIST, within the limits per call: pages, items, and (with
+        ``total``) JSON values of all pages together. A page over the byte or value
+        limit of one answer is asked again with a tenth of the items (large objects
+        are legitimate, only not 500 at once); one object alone over it is refused."""
         limits, where = self.limits, f"{self.name}: LIST {path}"
-        count = 0
-        budget = Budget(limits.values, per="in total")
-        pages = 0
+        count = pages = 0
         while True:
             pages += 1
             if pages > limits.pages:
                 raise AnswerTooLarge(f"{where}: more than {limits.pages} pages", limit="pages")
             try:
+                budget = Budget(limits.values, within=total)
                 page = await self._request(
                     "GET", path, params=params, headers=headers, budget=budget
                 )
             except AnswerTooLarge as exc:
-                if exc.limit != "bytes" or params["limit"] == 1:
+                if exc.limit not in ("bytes", "values") or params["limit"] == 1:
                     raise
                 params["limit"] = max(1, params["limit"] // 10)
                 continue
-            found = page.get("items") or []
-            meta = page.get("metadata") or {}
-            if not isinstance(found, list) or not all(isinstance(i, dict) for i in found):
-                raise Unreachable(f"{where}: items is not a list of objects")
-            if not isinstance(meta, dict):
-                raise Unreachable(f"{where}: metadata is not an object")
+            found, meta = page_parts(page, where)
             count += len(found)
             if count > limits.items:
                 raise AnswerTooLarge(f"{where}: more than {limits.items} items", limit="items")

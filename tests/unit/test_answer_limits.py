@@ -1,9 +1,10 @@
 """What the API client (``clients.kube``) accepts from a workload server, against small
 TLS servers on loopback: one deadline per request however the answer drips in; what
 an answer may decode to (bytes, JSON values counted before decoding, depth) and what a
-paged LIST may add up to (pages, items, values in total), each refused naming the
-limit and never the content; a page too large in bytes is asked again with fewer
-items; a group/version the server does not serve (a CRD not installed) is that
+paged LIST may add up to (pages, items, and values in total where every page is
+held), each refused naming the limit and never the content; a LIST read page by page
+is bounded in values per page; a page too large in bytes or values is asked again
+with fewer items; a group/version the server does not serve (a CRD not installed) is that
 kind's NotFound, not an unreachable cluster; names that are not one path segment are
 never sent; an encrypted client key is refused without asking for a pass phrase."""
 
@@ -277,8 +278,8 @@ async def test_endless_continue_pages_stop_at_the_page_limit() -> None:
 @pytest.mark.parametrize(
     ("per_page", "message", "limit"),
     [
-        # ~47 values per item (a name, 20 labels): 1,000 in total run out on page 2.
-        (10, "more than 1000 JSON values in total", "values"),
+        # ~47 values per item (a name, 20 labels): 1,000 in total run out on page 3.
+        (10, "more than 1000 JSON values in total", "values in total"),
         # 1 value per item: 50 items in total run out first.
         (20, "more than 50 items", "items"),
     ],
@@ -292,13 +293,63 @@ async def test_pages_that_add_up_past_a_limit_in_total_are_refused(
 
     async def pages(method: str, target: str, writer: asyncio.StreamWriter) -> None:
         n = int(query(target).get("continue", "0"))
-        found = [fat(n) if limit == "values" else {} for _ in range(per_page)]
+        found = [fat(n) if limit != "items" else {} for _ in range(per_page)]
         await reply(writer, 200, page(found, str(n + 1)))
 
     async with client_of(with_discovery(pages)) as (client, _):
         with pytest.raises(AnswerTooLarge, match=message) as caught:
             await client.list("v1", "ConfigMap", "default")
     assert caught.value.limit == limit
+
+
+def commas(start: int, size: int, total: int, width: int) -> tuple[list[dict[str, Any]], str]:
+    """Items ``start`` to ``start + size`` of ``total``, each with an annotation of
+    ``width`` commas (each counted as a value before decoding), and the next token."""
+    notes = {"n": "," * width}
+    names = range(start, min(start + size, total))
+    found = [{"metadata": {"name": f"cm-{n}", "annotations": notes}} for n in names]
+    return found, str(start + size) if start + size < total else ""
+
+
+def comma_pages(total: int, width: int) -> Handler:
+    async def handler(method: str, target: str, writer: asyncio.StreamWriter) -> None:
+        asked = query(target)
+        found, more = commas(int(asked.get("continue", "0")), int(asked["limit"]), total, width)
+        await reply(writer, 200, page(found, more))
+
+    return with_discovery(handler)
+
+
+async def test_a_list_read_page_by_page_is_bounded_per_page_not_in_total() -> None:
+    # 20 objects of ~155 values: 3,100 in all, over the 1,000 of one answer and
+    # of a list() in total. Page by page, each page is asked with fewer items until
+    # it fits, and the whole list is read.
+    async with client_of(comma_pages(20, 150)) as (client, seen):
+        names = [
+            i["metadata"]["name"]
+            async for found, _ in client.pages("v1", "ConfigMap", None)
+            for i in found
+        ]
+    assert names == [f"cm-{n}" for n in range(20)]
+    sizes = [query(s.split()[1])["limit"] for s in seen if "/configmaps" in s]
+    assert sizes == ["500", "50", "5", "5", "5", "5"]
+
+
+async def test_list_still_bounds_the_values_of_all_its_pages_together() -> None:
+    # list() holds every page until it returns.
+    async with client_of(comma_pages(20, 150)) as (client, _):
+        with pytest.raises(AnswerTooLarge, match="more than 1000 JSON values in total") as caught:
+            await client.list("v1", "ConfigMap", None)
+    assert caught.value.limit == "values in total"
+
+
+async def test_one_object_over_the_values_of_an_answer_is_refused_page_by_page() -> None:
+    async with client_of(comma_pages(3, 1500)) as (client, seen):
+        with pytest.raises(AnswerTooLarge, match="more than 1000 JSON values in one answer"):
+            async for _ in client.pages("v1", "ConfigMap", None):
+                pass
+    sizes = [query(s.split()[1])["limit"] for s in seen if "/configmaps" in s]
+    assert sizes == ["500", "50", "5", "1"]
 
 
 async def test_a_page_too_large_in_bytes_is_asked_again_with_fewer_items() -> None:
