@@ -94,19 +94,40 @@ async def read_answer(response: Response, where: str, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+class _Line:
+    """The parts of a line read so far, joined once when it ends: each byte is
+    searched for the end of its line once, however many chunks the line spans."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def add(self, part: bytes) -> None:
+        self.size += len(part)
+        if self.size > MAX_RESPONSE_BYTES:
+            raise Unreachable(f"a line longer than {MAX_RESPONSE_BYTES} bytes")
+        if part:
+            self.parts.append(part)
+
+    def take(self) -> str:
+        line = b"".join(self.parts).decode("utf-8", errors="replace")
+        self.parts, self.size = [], 0
+        return line
+
+
 async def answer_lines(response: Response) -> AsyncIterator[str]:
     """Lines of a streamed answer (a watch); one longer than any answer we accept
     means the server is not one we should listen to."""
-    pending = b""
+    line = _Line()
     async for chunk in response.aiter_bytes():
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        if len(pending) > MAX_RESPONSE_BYTES:
-            raise Unreachable(f"a line longer than {MAX_RESPONSE_BYTES} bytes")
-        for line in lines:
-            yield line.decode("utf-8", errors="replace").rstrip("\r")
-    if pending:
-        yield pending.decode("utf-8", errors="replace")
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            line.add(chunk[start:end])
+            yield line.take().rstrip("\r")
+            start = end + 1
+        line.add(chunk[start:])
+    if line.parts:
+        yield line.take()
 
 
 def json_nodes(raw: bytes) -> int:

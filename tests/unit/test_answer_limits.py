@@ -11,6 +11,7 @@ never sent; an encrypted client key is refused without asking for a pass phrase.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import pty
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpcore
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -31,6 +33,7 @@ from hypothesis import strategies as st
 from crs_controller.clients import answers, discovery
 from crs_controller.clients.kube import AnswerLimits, KubeClient, json_nodes
 from crs_controller.clients.kubeconfig import Endpoint
+from crs_controller.clients.transport import Response
 from crs_controller.core.errors import (
     AnswerTooLarge,
     InvalidObjectName,
@@ -376,6 +379,77 @@ async def test_management_limits_are_larger_but_bounded() -> None:
     for field in ("bytes", "values", "items", "pages"):
         assert getattr(workload, field) < getattr(management, field)
     assert management.bytes <= 64 * answers.MiB
+
+
+# --- the lines of a watch -----------------------------------------------------------
+
+
+def streamed(chunks: list[bytes]) -> Response:
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    return Response(httpcore.Response(200, content=body()))
+
+
+def lines_of(chunks: list[bytes]) -> list[str]:
+    async def read() -> list[str]:
+        return [line async for line in answers.answer_lines(streamed(chunks))]
+
+    return asyncio.run(read())
+
+
+def cut(data: bytes, at: list[int]) -> list[bytes]:
+    bounds = [0, *sorted({min(a, len(data)) for a in at}), len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+@settings(max_examples=300)
+@given(
+    lines=st.lists(st.binary().filter(lambda b: b"\n" not in b), max_size=8),
+    end=st.sampled_from([b"", b"\n", b"\r\n"]),
+    at=st.lists(st.integers(min_value=0, max_value=200), max_size=12),
+)
+def test_the_lines_of_a_watch_do_not_depend_on_where_the_chunks_end(
+    lines: list[bytes], end: bytes, at: list[int]
+) -> None:
+    data = b"\n".join(lines) + end
+    *whole, last = data.split(b"\n")
+    expected = [line.decode("utf-8", errors="replace").rstrip("\r") for line in whole]
+    expected += [last.decode("utf-8", errors="replace")] if last else []
+    assert lines_of(cut(data, at)) == expected
+
+
+def test_a_long_line_is_searched_for_its_end_once_not_once_per_chunk() -> None:
+    # 4 MiB in 16 KiB chunks. What bytes methods run over (the object they are called
+    # on) is counted: each byte a few times (searched, decoded), where searching all
+    # that is held at each new chunk would be ~512 MiB.
+    line = b'{"type":"ADDED","object":{"data":"' + b"x" * (4 * answers.MiB) + b'"}}'
+    chunks = cut(line + b"\n", list(range(0, len(line), 16 * 1024)))
+    scanned = 0
+
+    def count(frame: object, event: str, fn: object) -> None:
+        nonlocal scanned
+        if event == "c_call" and isinstance(getattr(fn, "__self__", None), bytes):
+            scanned += len(getattr(fn, "__self__"))  # noqa: B009
+
+    before = sys.getprofile()
+    sys.setprofile(count)
+    try:
+        found = lines_of(chunks)
+    finally:
+        sys.setprofile(before)
+    assert found == [line.decode()]
+    assert scanned <= 3 * len(line)
+
+
+def test_a_line_longer_than_any_answer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(answers, "MAX_RESPONSE_BYTES", 100)
+    assert lines_of([b"a" * 60, b"b" * 40 + b"\n"]) == ["a" * 60 + "b" * 40]
+    with pytest.raises(Unreachable, match="a line longer than 100 bytes"):
+        lines_of([b"a" * 60, b"b" * 41 + b"\n"])
+    with pytest.raises(Unreachable, match="a line longer than 100 bytes"):
+        lines_of([b"a" * 101])
 
 
 # --- groups the server does not serve -----------------------------------------------
