@@ -6,7 +6,9 @@ that does not hold the leader Lease writes nothing. A spec problem is told once;
 paused CRS says so (Paused True, Ready Unknown) and keeps the rest. A status write
 the server refuses (401, 403: rights missing) is logged at error, one another writer
 got to first (409) or a server trouble at info, and retried either way. A rollback by
-itself names its failure in the status, where a restarted process reads it back."""
+itself names its failure in the status, where a restarted process reads it back. The
+time of a CRS's last pass (which spaces its status writes) is kept only while the CRS
+exists."""
 
 from __future__ import annotations
 
@@ -23,12 +25,14 @@ from crs_controller.engine.io.stores import CRSStore
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
-from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
+from crs_controller.engine.reconcile.context import ClusterContext, CRSContext, Settings
 from crs_controller.engine.reconcile.crs import reconcile_crs
-from crs_controller.engine.runtime.controller import status_settle
+from crs_controller.engine.reconcile.result import crs_key
+from crs_controller.engine.runtime.controller import Controller, status_settle
 
 from .builders import NS, cluster, configmap_source, crs, payload, reconcile, world_with
-from .memory_kube import World
+from .fake_clock import FakeClock
+from .memory_kube import CLUSTER_API, MemoryKube, World
 
 
 def status(world: World) -> dict[str, Any]:
@@ -242,6 +246,24 @@ def test_status_passes_are_spaced_by_what_they_cost(pass_seconds: float, settle:
     takes at most a twentieth of the time during a burst of binding writes, however
     large the fleet, so the CPU of an edit grows linearly with it."""
     assert status_settle(pass_seconds) == pytest.approx(settle)
+
+
+async def test_the_pass_time_of_a_deleted_crs_is_not_kept() -> None:
+    # A tenant creating and deleting sets under ever new names grows no memory.
+    mgmt = MemoryKube("management")
+    controller = Controller(mgmt, Settings(), CLUSTER_API, clock=FakeClock())
+    crss = controller.informers[0]
+    for n in range(50):
+        name = f"set-{n}"
+        controller._on_crs(None, crss.put(await mgmt.create(crs(name, "src"))))
+        with capture_logs() as logs:
+            await controller._process(crs_key(NS, name))
+        assert [e["event"] for e in logs if e["log_level"] in ("warning", "error")] == []
+        assert (NS, name) in controller._crs_pass_seconds  # its pass was timed
+        await mgmt.delete(API_VERSION, "ClusterResourceSet", name, NS)
+        controller._on_crs(crss.remove(NS, name), None)
+        await controller._process(crs_key(NS, name))
+    assert controller._crs_pass_seconds == {}
 
 
 def restarted(world: World) -> tuple[CRSContext, ClusterContext]:

@@ -364,7 +364,8 @@ class Controller:
             metrics.reconciled(kind, time.monotonic() - started, "error")
             return
         finally:
-            if kind == "crs":
+            # A deleted CRS's pass (its key comes once more) leaves nothing behind.
+            if kind == "crs" and self.index.crs(namespace, name) is not None:
                 self._crs_pass_seconds[(namespace, name)] = time.monotonic() - started
         metrics.reconciled(kind, time.monotonic() - started, _result_label(result))
         log.debug("reconciled", kind=kind, key=f"{namespace}/{name}", retry=result.retry)
