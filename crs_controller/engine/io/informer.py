@@ -226,13 +226,23 @@ class Informer(Generic[T]):
             for obj in items:
                 key = obj_key(obj)
                 seen.add(key)
-                if key not in self._store or self._versions[key] != resource_version(obj):
+                # Newer only, as ``put``: what this controller wrote while the list was
+                # under way is newer than the list's snapshot; the watch brings the rest.
+                if key not in self._store or self._versions[key] < resource_version(obj):
                     self._take(key, obj)
+        self._forget_unlisted(seen, version)
+        return version
+
+    def _forget_unlisted(self, seen: set[Key], version: str) -> None:
+        """Drop what the list did not hold, but for an object cached at a version newer
+        than the list's (written meanwhile: the list could not hold it); a list without
+        a resourceVersion cannot be dated, and drops all it did not hold."""
+        listed = as_version(version)
         for key in [k for k in self._refused if k not in seen]:
             self._drop(key)
         for key in [k for k in self._store if k not in seen]:
-            self._handler(self._drop(key), None)
-        return version
+            if not listed or self._versions[key] <= listed:
+                self._handler(self._drop(key), None)
 
     async def _watch(self, version: str) -> Watched:
         """Follow one watch to its end."""
@@ -274,6 +284,11 @@ class Watched:
 def error_status(status: Obj) -> str:
     """An ERROR event's code and reason, never its message (it may quote an object)."""
     return safe(f"{status.get('code', '?')} {status.get('reason', '')}".strip(), 80)
+
+
+def as_version(text: str) -> int:
+    """A resourceVersion as an integer; 0 for none, or one that is not a number."""
+    return int(text) if text.isascii() and text.isdigit() else 0
 
 
 def resource_version(obj: Obj) -> int:
