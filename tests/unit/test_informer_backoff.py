@@ -1,9 +1,10 @@
 """An informer's retries (engine/io/informer, engine/io/backoff) against a scripted
 API server on a fake clock: a watch that answers only ERROR events, streams closed at
 once without events and lists without a resourceVersion cost a few requests a minute,
-not a spin; the first retry is at once (a single 410 relists without waiting), a watch
-that delivered events or lived its normal while resets the backoff, and each waiting
-step is logged once, naming the resource and never what the server said."""
+not a spin, and so do watches that deliver an event or a bookmark before an error or a
+close; the first retry is at once (a single 410 relists without waiting), only a watch
+that lived its normal while resets the backoff, and each waiting step is logged once,
+naming the resource and never what the server said."""
 
 from __future__ import annotations
 
@@ -199,7 +200,9 @@ async def test_a_watch_that_ends_after_its_normal_while_is_asked_again_at_once()
     assert client.lists == 1
 
 
-async def test_a_watch_that_delivered_events_is_followed_at_once_and_resets_the_backoff() -> None:
+async def test_a_watch_that_delivered_events_and_closed_at_once_does_not_reset_the_backoff() -> (
+    None
+):
     clock = FakeClock()
 
     async def events_on_the_sixth(n: int) -> AsyncIterator[tuple[str, Obj]]:
@@ -210,10 +213,54 @@ async def test_a_watch_that_delivered_events_is_followed_at_once_and_resets_the_
     client = Scripted(clock, events_on_the_sixth)
     await run_for(informer(client, jitter=0.0), clock, 60)
     starts = [at - client.watches[0][0] for at, _ in client.watches]
-    # Five closed at once: waits 0, 0.5, 1, 2, 4 before the sixth; its event resets the
-    # backoff, so the seventh follows at once and the eighth too (a first failure).
-    assert starts[:9] == [0, 0, 0.5, 1.5, 3.5, 7.5, 7.5, 7.5, 8.0]
+    # Each closed soon after it started, the sixth after its event all the same: waits
+    # 0, 0.5, 1, 2, 4, 8, 16 go on growing.
+    assert starts[:8] == [0, 0, 0.5, 1.5, 3.5, 7.5, 15.5, 31.5]
     assert client.watches[6][1] == "9"  # resumed after the event
+
+
+async def modified_then_gone(n: int) -> AsyncIterator[tuple[str, Obj]]:
+    await asyncio.sleep(0)
+    yield "MODIFIED", configmap("cm", str(n + 10))
+    yield "ERROR", GONE
+
+
+async def bookmark_then_closed(n: int) -> AsyncIterator[tuple[str, Obj]]:
+    await asyncio.sleep(0)
+    yield "BOOKMARK", {"metadata": {"resourceVersion": str(n + 10)}}
+
+
+async def test_watches_that_deliver_an_event_then_an_error_relist_a_few_times_a_minute() -> None:
+    clock = FakeClock()
+    client = Scripted(clock, modified_then_gone)
+    await run_for(informer(client), clock, 60)
+    assert 8 <= client.lists <= 10
+
+
+async def test_watches_giving_a_bookmark_then_closing_are_asked_again_a_few_times_a_minute() -> (
+    None
+):
+    clock = FakeClock()
+    client = Scripted(clock, bookmark_then_closed)
+    await run_for(informer(client), clock, 60)
+    assert 8 <= len(client.watches) <= 10
+    assert client.lists == 1
+    assert [version for _, version in client.watches[:3]] == ["5", "11", "12"]
+
+
+async def test_a_watch_that_lived_its_normal_while_then_410_relists_at_once_each_time() -> None:
+    clock = FakeClock()
+
+    async def lived_then_gone(n: int) -> AsyncIterator[tuple[str, Obj]]:
+        await sleep_for(clock, 290)
+        yield "ERROR", GONE
+
+    client = Scripted(clock, lived_then_gone)
+    start = clock.now()
+    await run_for(informer(client), clock, 1000)
+    # Each watch proved sound before its 410: the relist after it is a first failure.
+    assert [at - start for at, _ in client.watches] == [0, 290, 580, 870]
+    assert client.lists == 4
 
 
 async def test_each_waiting_step_is_logged_once_naming_the_resource_not_the_answer() -> None:

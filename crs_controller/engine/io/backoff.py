@@ -2,8 +2,8 @@
 
 A failure is a list or watch that raised, an ERROR event (410 Gone, a resourceVersion
 too large, a server error), a list answered without a resourceVersion, or a watch that
-ended soon after it started without delivering a single event (a proxy closing
-streams, a server shutting down). Without a wait, each of those turns into as many
+ended soon after it started, whatever it delivered first (a proxy closing streams, a
+server shutting down). Without a wait, each of those turns into as many
 LISTs or WATCHes as the API server can answer. As client-go's reflector does, waits
 grow exponentially to a cap, are jittered so that informers failing together spread
 out, and start again from nothing only once a watch has proven healthy.
@@ -18,8 +18,9 @@ __all__ = ["FIRST_SECONDS", "MAX_SECONDS", "SHORT_WATCH_SECONDS", "Backoff", "de
 
 FIRST_SECONDS = 0.5
 MAX_SECONDS = 30.0
-# A watch that ends sooner without an event failed; one that lived longer (the server
-# closes every watch after its timeoutSeconds) or delivered events is healthy.
+# A watch that ends sooner failed, even after events: a server may send one event or
+# bookmark and then an error or a close, again and again. One that lived longer (the
+# server closes every watch after its timeoutSeconds) is healthy.
 SHORT_WATCH_SECONDS = 10.0
 _MAX_DOUBLINGS = 16  # FIRST_SECONDS * 2**16 is far over the cap; keeps the power small
 

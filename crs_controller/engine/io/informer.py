@@ -180,14 +180,17 @@ class Informer(Generic[T]):
         while True:
             started = self._clock.now()
             ended = await self._watch(version)
-            healthy = ended.events > 0 or self._clock.now() - started >= SHORT_WATCH_SECONDS
-            if healthy:
+            # Only a watch that lived its normal while proves the connection sound: events
+            # or bookmarks delivered just before an error or a close prove nothing, and
+            # counting them would relist or watch again in a tight loop.
+            lived = self._clock.now() - started >= SHORT_WATCH_SECONDS
+            if lived:
                 self._backoff.reset()
             if ended.error is not None:
                 await self._back_off("watch ended in an error event", error=ended.error)
                 return
-            if not healthy:
-                await self._back_off("watch closed at once without events")
+            if not lived:
+                await self._back_off("watch closed soon after it started")
             version = ended.version
 
     async def _back_off(self, what: str, **why: str) -> None:
@@ -247,7 +250,6 @@ class Informer(Generic[T]):
     async def _watch(self, version: str) -> Watched:
         """Follow one watch to its end."""
         s = self.spec
-        events = 0
         async for kind, obj in self._client.watch(
             s.api_version,
             s.kind,
@@ -258,8 +260,7 @@ class Informer(Generic[T]):
             metadata_only=s.metadata_only,
         ):
             if kind == "ERROR":
-                return Watched(version, events, error_status(obj))
-            events += 1
+                return Watched(version, error_status(obj))
             version = str(obj.get("metadata", {}).get("resourceVersion", version))
             if kind == "BOOKMARK":
                 continue
@@ -268,16 +269,15 @@ class Informer(Generic[T]):
                 self._deleted(key, obj)
             else:
                 self._take(key, obj)
-        return Watched(version, events)
+        return Watched(version)
 
 
 @dataclass(frozen=True)
 class Watched:
-    """How a watch ended: the version to resume from, how many events it delivered,
-    and, for an ERROR event, its status (a re-list is due)."""
+    """How a watch ended: the version to resume from and, for an ERROR event, its
+    status (a re-list is due)."""
 
     version: str
-    events: int
     error: str | None = None
 
 
