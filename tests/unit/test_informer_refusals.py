@@ -62,17 +62,21 @@ class Scripted:
             yield event
 
 
-async def until_either(done: asyncio.Event, clock: FakeClock) -> None:
-    """Return once ``done`` is set or the informer waits to retry (a failure)."""
+async def until_either(
+    done: asyncio.Event, clock: FakeClock, running: asyncio.Task[None] | None = None
+) -> None:
+    """Return once ``done`` is set, the informer waits to retry (a failure) or
+    ``running`` (the informer) has ended."""
     waits = [asyncio.ensure_future(done.wait()), asyncio.ensure_future(clock.until_asleep())]
-    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    ends = [running] if running is not None else []
+    await asyncio.wait([*waits, *ends], return_when=asyncio.FIRST_COMPLETED)
     for waiting in waits:
         waiting.cancel()
 
 
 async def following(client: Scripted) -> tuple[list[tuple[Any, Any]], list[dict[str, Any]]]:
     """Run an informer on ``client`` until its scripts are done: what its handler was
-    told, and what it logged."""
+    told, and what it logged; it must not have stopped or waited to retry on the way."""
     told: list[tuple[Any, Any]] = []
     clock = FakeClock()
     spec = WatchSpec("v1", "ConfigMap", None, metadata_only=True)
@@ -85,15 +89,21 @@ async def following(client: Scripted) -> tuple[list[tuple[Any, Any]], list[dict[
     )
     with structlog.testing.capture_logs() as logs:
         task = asyncio.create_task(informer.run())
-        await until_either(client.idle, clock)
+        await until_either(client.idle, clock, task)
+        stopped = task.done()
         task.cancel()
+    if stopped:
+        task.result()  # raises what stopped the informer
     assert informer.synced.is_set()
+    assert client.idle.is_set()
     return told, [dict(entry) for entry in logs if entry["log_level"] != "debug"]
 
 
-def refused(logs: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+def refused(logs: list[dict[str, Any]]) -> list[tuple[str | None, str | None, str | None]]:
     assert SECRET not in repr(logs)
-    return [(e["namespace"], e["name"], e["error"]) for e in logs if "refused" in e["event"]]
+    return [
+        (e["namespace"], e.get("name"), e.get("error")) for e in logs if "refused" in e["event"]
+    ]
 
 
 async def test_a_refused_object_stops_only_itself_and_is_taken_once_it_parses() -> None:
@@ -148,3 +158,48 @@ async def test_a_snapshot_size_no_number_parses_does_not_stop_the_configmaps_wat
     }
     held = informer.get("tenant-a", "poison")
     assert held is not None and held.snapshot_bytes is None
+
+
+async def test_an_object_whose_metadata_names_nothing_is_refused_alone() -> None:
+    nameless: list[Obj] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": None},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": [SECRET]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "t", "name": 7}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "t", "name": ""}},
+    ]
+    listed = [nameless[0], configmap("t", "listed", 1)]
+    watched: list[Event] = [("ADDED", o) for o in nameless[1:]]
+    watched += [("DELETED", nameless[0]), ("MODIFIED", configmap("t", "watched", 2))]
+    client = Scripted([listed], [watched])
+    told, logs = await following(client)
+    assert told == [(None, "t/listed@1"), (None, "t/watched@2")]
+    assert refused(logs) == [(None, None, None)] * 5
+
+
+async def test_a_bookmark_whose_metadata_is_no_mapping_is_passed_over() -> None:
+    events: list[Event] = [("BOOKMARK", {"metadata": None}), ("BOOKMARK", {"metadata": ["x"]})]
+    client = Scripted([[configmap("t", "cm", 1)]], [[*events, ("ADDED", configmap("t", "b", 2))]])
+    told, logs = await following(client)
+    assert told == [(None, "t/cm@1"), (None, "t/b@2")]
+    assert logs == []
+
+
+async def test_a_watch_failing_on_a_malformed_object_logs_the_error_type_not_its_text() -> None:
+    class Malformed(Scripted):
+        async def watch(self, *args: Any, **kwargs: Any) -> AsyncIterator[Event]:
+            raise ValueError(f"invalid literal: {SECRET!r}")
+            yield
+
+    client, clock = Malformed([[configmap("t", "cm", 1)]], []), FakeClock()
+    spec = WatchSpec("v1", "ConfigMap", None)
+    informer: Informer[str] = Informer(client, spec, parse, lambda *_: None, clock=clock)  # type: ignore[arg-type]
+    with structlog.testing.capture_logs() as logs:
+        task = asyncio.create_task(informer.run())
+        await clock.until_asleep()  # the second failure waits
+        task.cancel()
+    failed = [e for e in logs if e["event"] == "watch failed"]
+    assert [(e["log_level"], e["error"]) for e in failed] == [
+        ("debug", "ValueError"),
+        ("warning", "ValueError"),
+    ]
+    assert SECRET not in repr(logs)

@@ -7,7 +7,9 @@ enqueue); reconcilers read the cache, never the event. Watches resume from the
 last resourceVersion (bookmarks included) and re-list after a 410 Gone or an error.
 An object whose ``parse`` raises is refused alone: logged (its kind and name, never its
 content) and kept out of the cache, as if it did not exist, until a version of it parses;
-every other object is still listed and watched, whoever wrote the refused one.
+every other object is still listed and watched, whoever wrote the refused one. So is
+one whose metadata names no object (none, not a mapping, no name): logged by its kind.
+A relist keeps what the controller cached meanwhile at a version newer than the list's.
 Failures are retried with backoff (``engine/io/backoff``): the first at once, repeats
 after growing waits, so that a storm of 410s, streams closed at once or lists without
 a resourceVersion cost the API server a few requests a minute, not thousands a second.
@@ -16,9 +18,9 @@ a resourceVersion cost the API server a few requests a minute, not thousands a s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import structlog
 
@@ -34,9 +36,28 @@ Key = tuple[str, str]
 T = TypeVar("T")
 
 
+def metadata(obj: Obj) -> Mapping[str, Any]:
+    """The object's metadata; empty when it has none, or none that is a mapping."""
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def key_of(obj: Obj) -> Key | None:
+    """The object's (namespace, name); None when its metadata names no object."""
+    meta = metadata(obj)
+    namespace, name = meta.get("namespace"), meta.get("name")
+    if namespace is None:
+        namespace = ""  # cluster-scoped
+    if not isinstance(namespace, str) or not isinstance(name, str) or not name:
+        return None
+    return namespace, name
+
+
 def obj_key(obj: Obj) -> Key:
-    meta = obj["metadata"]
-    return (str(meta.get("namespace", "")), str(meta["name"]))
+    key = key_of(obj)
+    if key is None:
+        raise ValueError("an object whose metadata names no object")
+    return key
 
 
 @dataclass(frozen=True)
@@ -160,6 +181,20 @@ class Informer(Generic[T]):
             error=type(exc).__name__,  # never its message: it may quote the object
         )
 
+    def _named(self, obj: Obj) -> Key | None:
+        """The key of a listed or watched object; one whose metadata names no object is
+        refused: logged (its kind, never its content) and left out, as if absent."""
+        key = key_of(obj)
+        if key is None:
+            s = self.spec
+            log.warning(
+                "object refused: its metadata names no object",
+                api_version=s.api_version,
+                kind=s.kind,
+                namespace=s.namespace,
+            )
+        return key
+
     async def run(self) -> None:
         while True:
             try:
@@ -168,7 +203,9 @@ class Informer(Generic[T]):
                 raise
             except (CRSError, ValueError, KeyError) as exc:
                 # ValueError/KeyError: a malformed line or object; re-list from scratch.
-                await self._back_off("watch failed", error=str(exc))
+                # Their text may quote the object: only our own errors' is logged.
+                said = str(exc) if isinstance(exc, CRSError) else type(exc).__name__
+                await self._back_off("watch failed", error=said)
 
     async def _list_and_watch(self) -> None:
         """List, then watch from the listed version until a re-list is due."""
@@ -227,7 +264,9 @@ class Informer(Generic[T]):
         ):
             version = listed
             for obj in items:
-                key = obj_key(obj)
+                key = self._named(obj)
+                if key is None:
+                    continue
                 seen.add(key)
                 # Newer only, as ``put``: what this controller wrote while the list was
                 # under way is newer than the list's snapshot; the watch brings the rest.
@@ -261,10 +300,10 @@ class Informer(Generic[T]):
         ):
             if kind == "ERROR":
                 return Watched(version, error_status(obj))
-            version = str(obj.get("metadata", {}).get("resourceVersion", version))
-            if kind == "BOOKMARK":
+            version = watched_version(obj, version)
+            key = None if kind == "BOOKMARK" else self._named(obj)
+            if key is None:
                 continue
-            key = obj_key(obj)
             if kind == "DELETED":
                 self._deleted(key, obj)
             else:
@@ -294,6 +333,13 @@ def as_version(text: str) -> int:
 def resource_version(obj: Obj) -> int:
     """Compared as integers, as every Kubernetes client does in practice."""
     try:
-        return int(obj["metadata"].get("resourceVersion", 0))
+        return int(metadata(obj).get("resourceVersion", 0))
     except (TypeError, ValueError):
         return 0
+
+
+def watched_version(obj: Obj, before: str) -> str:
+    """The resourceVersion a watch resumes from after ``obj``; ``before`` when it has
+    none that is a string."""
+    version = metadata(obj).get("resourceVersion")
+    return version if isinstance(version, str) and version else before
