@@ -65,10 +65,12 @@ def targets(
 
 def holds_deletion(crs: CRS | None, cluster: Cluster, now: datetime) -> bool:
     """Does this CRS hold the Cluster's deletion for cleanup? One rule for the cleanup
-    itself and for the hook's answer: a CRS the model refuses cleans nothing up, so
-    it must not hold anything either."""
-    uninstall = None if crs is None or crs.model is None else crs.model.spec.uninstall
-    return cleanup_due(uninstall, cluster.meta.deletion_timestamp, now)
+    itself and for the hook's answer: a CRS the model refuses, or a paused one (left
+    alone: nothing applied, run or deleted), cleans nothing up, so it must not hold
+    anything either."""
+    if crs is None or crs.model is None or crs.paused:
+        return False
+    return cleanup_due(crs.model.spec.uninstall, cluster.meta.deletion_timestamp, now)
 
 
 async def uninstall(
