@@ -215,6 +215,32 @@ def test_a_closed_window_does_not_stop_a_validation() -> None:
     assert made.validate == {"canary-a"}
 
 
+EARLY = Window("Allow", "0 2 * * *", 2 * 3600.0)  # 02:00-04:00 UTC
+
+
+def test_inside_a_window_the_plan_is_made_again_when_it_closes() -> None:
+    fleet = [cluster(f"c{i}") for i in range(3)]
+    policy = Policy(max_concurrent=1, windows=(EARLY,))
+    made = run(fleet, policy, now=T0.replace(hour=3, minute=59))
+    assert (made.admit, made.wake_after) == ({"c0"}, 60.0)
+    closed = run(fleet, policy, now=T0.replace(hour=4))
+    assert (closed.admit, closed.waiting_for) == (frozenset(), "Window")
+
+
+def test_a_deny_window_opening_wakes_the_plan_too() -> None:
+    policy = Policy(windows=(Window("Deny", "0 9 * * *", 3600.0),))
+    made = run([cluster("a")], policy, now=T0.replace(hour=8, minute=30))
+    assert (made.admit, made.wake_after) == ({"a"}, 1800.0)
+
+
+def test_a_soak_ending_before_the_window_closes_wakes_first() -> None:
+    two = T0.replace(hour=2)
+    fleet = [cluster("canary-a", TARGET, ring="canary", since=two), cluster("rest-a")]
+    policy = Policy(steps=(replace(CANARY, pause_after=600.0),), windows=(EARLY,))
+    made = run(fleet, policy, now=two)
+    assert (made.soaking, made.wake_after) == (True, 600.0)
+
+
 def test_complete_halted_and_paused_are_said_before_the_window() -> None:
     assert run([cluster("a", TARGET)], Policy(windows=(NIGHT,))).phase == "Complete"
     assert run([cluster("a")], Policy(windows=(NIGHT,), paused=True)).phase == "Paused"

@@ -61,7 +61,9 @@ Where the SPEC is silent, decided here:
   every other cluster is on the target. A first install on it still goes.
 - Outside the change windows (``Policy.windows``) no cluster starts a new revision,
   the halted revision's clusters included; validations of clusters that already took
-  it go on. Complete, Halted and Paused are said before the window is.
+  it go on. Complete, Halted and Paused are said before the window is. While a window
+  is open, the plan asks to be made again when it closes (``wake_after``): a cluster
+  admitted now must not start the revision once the window has closed.
 - A ``manual`` step waits for approval (phase AwaitingApproval) only before it
   starts: while none of its clusters is on the target and one of them needs it. An
   approval names one step of one revision; the clusters of a halted revision taking
@@ -173,7 +175,7 @@ class Plan:
     step: int
     updated: int
     message: str
-    wake_after: float | None  # when time alone changes the answer (a soak's end)
+    wake_after: float | None  # when time alone changes the answer (a soak, a window ends)
     soaking: bool = False  # Progressing, waiting out the soak after ``step``
     held: int = 0  # clusters holding updates
     waiting_for: WaitingFor | None = None
@@ -277,7 +279,8 @@ def plan(
     window = verdict(policy.windows, now)
     if not window.open:
         return _outside(base, window.changes_at, now)
-    return _progress(base, target, active, groups, policy, now, halted, approved, position)
+    made = _progress(base, target, active, groups, policy, now, halted, approved, position)
+    return _until_closing(made, window.changes_at, now)
 
 
 def _validating(base: Plan, step: tuple[ClusterState, ...], target: str, steps: int) -> Plan:
@@ -299,6 +302,17 @@ def _outside(base: Plan, opens: datetime | None, now: datetime) -> Plan:
     message = f"outside the change windows until {_when(opens, now)}"
     wake = max(0.0, (opens - now).total_seconds())
     return replace(base, message=message, wake_after=wake, waiting_for="Window", next_window=opens)
+
+
+def _until_closing(made: Plan, closes: datetime | None, now: datetime) -> Plan:
+    """Inside the change windows: made again when they close (None: no closing
+    found ahead, or no windows), or sooner if the plan says so."""
+    if closes is None:
+        return made
+    wake = max(0.0, (closes - now).total_seconds())
+    if made.wake_after is not None:
+        wake = min(wake, made.wake_after)
+    return replace(made, wake_after=wake)
 
 
 def _progress(
