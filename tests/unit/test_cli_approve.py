@@ -117,6 +117,7 @@ NOW = datetime(2026, 11, 22, 18, 30, tzinfo=UTC)
         ("Window", "2026-11-22T23:00:00+01:00", "window until 22:00Z"),  # in UTC
         ("Window", None, "window"),
         ("Window", "soon", "window"),
+        ("Window", "0001-01-01T00:00:00+01:00", "window"),  # before year 1 in UTC
     ],
 )
 def test_what_the_rollout_waits_for(

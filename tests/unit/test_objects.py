@@ -1,10 +1,12 @@
 """What the caches hold (``core.spec.objects``): a CRS the model refuses is held with an
 ``InvalidSpec`` naming the field, never the value, selects nothing and is left alone;
-a binding the model refuses is held with its problem; a Cluster's paused and
-initialized state and its labels are read once, whichever API version."""
+a binding the model refuses (a time out of range too) is held with its problem; a
+Cluster's paused and initialized state and its labels are read once, whichever API
+version."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -204,6 +206,51 @@ def test_a_refused_binding_is_held_with_its_problem() -> None:
     assert MARKER not in str(refused.problem)
     with pytest.raises(InvalidSpec):
         refused.entries()
+
+
+BEFORE_YEAR_ONE = "0001-01-01T00:00:00+01:00"  # before year 1 once in UTC
+AFTER_9999 = "9999-12-31T23:59:59-01:00"  # after 9999 once in UTC
+
+
+@pytest.mark.parametrize("time", [BEFORE_YEAR_ONE, AFTER_9999])
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ({"outcome": {"reason": "Applied", "time": "{t}"}}, "outcome.time"),
+        (
+            {"resources": [{"kind": "Secret", "name": "s", "lastAppliedTime": "{t}"}]},
+            "resources.0.lastAppliedTime",
+        ),
+        (
+            {"validation": {"revision": "r", "step": 1, "phase": "Running", "started": "{t}"}},
+            "validation.started",
+        ),
+        (
+            {
+                "validation": {
+                    "revision": "r",
+                    "step": 1,
+                    "phase": "Failed",
+                    "started": "2026-11-22T10:00:00Z",
+                    "finished": "{t}",
+                }
+            },
+            "validation.finished",
+        ),
+    ],
+)
+def test_a_time_out_of_range_refuses_the_binding_naming_the_field(
+    time: str, entry: dict[str, Any], field: str
+) -> None:
+    written = json.loads(json.dumps(entry).replace("{t}", time))
+    raw = {
+        "metadata": {"name": "w", "namespace": "n"},
+        "spec": {"clusterName": "w", "bindings": [{"clusterResourceSetName": "a", **written}]},
+    }
+    refused = parse_binding_object(raw)
+    assert refused.model is None and refused.problem is not None
+    assert field in str(refused.problem) and "out of range" in str(refused.problem)
+    assert time not in str(refused.problem)
 
 
 def test_a_binding_names_the_crss_it_has_entries_for() -> None:

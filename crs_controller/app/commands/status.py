@@ -571,7 +571,7 @@ def waiting(waiting_for: str | None, next_window: str | None, now: datetime) -> 
         return waiting_for.lower()
     try:
         opens = datetime.fromisoformat(next_window).astimezone(UTC)
-    except ValueError:
+    except (ValueError, OverflowError):  # not a time, or not one in UTC's range
         return "window"
     soon = now < opens <= now + timedelta(days=1)
     return "window until " + opens.strftime("%H:%MZ" if soon else "%Y-%m-%dT%H:%MZ")

@@ -62,7 +62,12 @@ def _as_utc(value: datetime) -> datetime:
     # Naive datetimes are taken as UTC, the only zone the API server writes.
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        # 0001-01-01T00:00:00+01:00 is before year 1 in UTC. A ValueError, which the
+        # model reports as a field's problem; an OverflowError would escape it.
+        raise ValueError("time out of range") from None
 
 
 def rfc3339(value: datetime) -> str:
