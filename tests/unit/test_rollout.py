@@ -509,6 +509,14 @@ def test_a_soak_with_no_time_known_does_not_hold_back() -> None:
     assert run(clusters, SOAKED).admit == {"early-a"}
 
 
+def test_a_soak_from_the_last_second_there_is_ends_then() -> None:
+    last = datetime.max.replace(microsecond=0, tzinfo=UTC)  # 9999-12-31T23:59:59Z
+    clusters = [state("canary", "new", last, ring="canary"), *ring({}, leave=["canary"])]
+    result = run(clusters, SOAKED)
+    assert result.message == "soaking after step 1 until 9999-12-31T23:59:59Z"
+    assert result.wake_after == (datetime.max.replace(tzinfo=UTC) - T0).total_seconds()
+
+
 def test_soak_times_in_other_zones_and_naive_times_are_utc() -> None:
     plus_two = timezone(timedelta(hours=2))
     clusters = [state("canary", "new", T0.astimezone(plus_two), ring="canary")]

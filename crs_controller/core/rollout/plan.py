@@ -51,7 +51,8 @@ Where the SPEC is silent, decided here:
   and their steps are done only when they are). ``step`` then reports where the
   ordinary order stands, since steps are 1-based and have no step 0.
 - A step's soak counts from the latest ``since`` of its clusters; a ``since`` of
-  None is ignored (unknown, so it does not hold the rollout back). While soaking,
+  None is ignored (unknown, so it does not hold the rollout back). A soak that would
+  end after the last representable time (a ``since`` near 9999-12-31) ends then. While soaking,
   ``step`` is the step that soaks. Complete reports the last step,
   ``len(steps) + 1``.
 - The soak end is shown as a UTC time of day (``10:05:00Z``), or as a full
@@ -103,6 +104,7 @@ __all__ = [
     "compile_windows",
     "count",
     "halted_revision",
+    "later",
     "plan",
     "policy_of",
     "revision",
@@ -385,7 +387,7 @@ def _position(
         pause = step.pause_after if step is not None else 0.0
         times = [_utc(c.since) for c in group if c.since is not None]
         if pause and times:  # a step without clusters (or times) is done at once
-            until = max(times) + timedelta(seconds=pause)
+            until = later(max(times), pause)
             if until > now:
                 return _Position(index + 1, until)
     return _Position(len(groups))
@@ -450,6 +452,15 @@ def _when(moment: datetime, now: datetime) -> str:
     if moment.date() == now.date():
         return moment.strftime("%H:%M:%SZ")
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def later(moment: datetime, seconds: float) -> datetime:
+    """``moment`` plus ``seconds``, or the last moment there is if that is beyond it:
+    ``since`` comes from a binding, which tenants may write (9999-12-31T23:59:59Z)."""
+    try:
+        return moment + timedelta(seconds=seconds)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=moment.tzinfo)
 
 
 def _utc(moment: datetime) -> datetime:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
 
 from crs_controller.core.api.models import CRSBinding, RolloutStatus
 from crs_controller.core.render import source_hash
@@ -18,6 +17,7 @@ from crs_controller.core.rollout.plan import (
     Plan,
     Policy,
     halted_revision,
+    later,
     plan,
     revision,
 )
@@ -176,7 +176,8 @@ def plan_rollout(
     """Plan what ``crs`` rolls out over the ``matching`` clusters, from their bindings
     and outcomes; the plan is kept for the cluster reconciles. The Result wakes the
     clusters it newly admits, and this CRS when time alone changes the plan (a
-    soak's end). A rollback's clusters on the revision rolled back from go first."""
+    soak's end, a change window opening or closing). A rollback's clusters on the
+    revision rolled back from go first."""
     target, back = rolled.target, rolled.undo.rolled_back_from
     made, states = try_plan(ctx, crs, target, matching, rolled.hashes, back)
     if back is not None:
@@ -279,7 +280,7 @@ def _state(
     if since is not None:
         # Recorded to the whole second: count a soak from the next one, so that it
         # never ends early.
-        since += timedelta(seconds=1)
+        since = later(since, 1)
     labels = dict(cluster.meta.labels)
     return ClusterState(
         cluster.name, labels, on, done, failed, since, cluster.holds_updates, validated
