@@ -55,6 +55,7 @@ class MemoryKube:
         self.down = False  # every request raises Unreachable
         self.fail_with: Exception | None = None  # raised by the next apply
         self.cluster_scoped = set(CLUSTER_SCOPED)  # kinds served cluster-scoped
+        self.keeps_status = False  # an apply keeps the stored status, as a server does
         self._version = 0
 
     def _key(self, api_version: str, kind: str, namespace: str | None, name: str) -> Key:
@@ -185,6 +186,8 @@ class MemoryKube:
         key = self._key(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         live = copy.deepcopy(dict(obj))
         old = self.objects.get(key)
+        if self.keeps_status and old is not None and "status" in old:
+            live["status"] = copy.deepcopy(old["status"])
         generation = int((old or {}).get("metadata", {}).get("generation") or 0)
         changed = old is None or {k: v for k, v in old.items() if k != "metadata"} != {
             k: v for k, v in live.items() if k != "metadata"

@@ -6,7 +6,7 @@ objects decide whether deletion may go ahead.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -49,3 +49,45 @@ def job_state(job: Mapping[str, Any]) -> JobState:
 
 def is_job(obj: Mapping[str, Any]) -> bool:
     return obj.get("kind") == "Job" and str(obj.get("apiVersion", "")).startswith("batch/")
+
+
+# Stamped on a beforeDelete Job: the ClusterResourceSet (namespace/name) whose hook
+# created it. Only such a Job answers for that CRS's hook: one of the same name made
+# by another CRS's hook, or by anyone else, is neither run nor read as its result.
+HOOK_OF_ANNOTATION = "addons.crs.dev/before-delete-of"
+TTL_FIELD = "spec.ttlSecondsAfterFinished"
+
+
+def hook_job(job: Mapping[str, Any], owner: str) -> dict[str, Any]:
+    """A copy of the beforeDelete Job ``job`` stamped as created for ``owner``."""
+    body = dict(job)
+    meta = dict(body.get("metadata") or {})
+    annotations = meta.get("annotations")
+    meta["annotations"] = {
+        **(annotations if isinstance(annotations, Mapping) else {}),
+        HOOK_OF_ANNOTATION: owner,
+    }
+    body["metadata"] = meta
+    return body
+
+
+def hook_of(live: Mapping[str, Any]) -> str | None:
+    """The CRS a live Job was created for by a beforeDelete hook (None: not by one)."""
+    annotations = (live.get("metadata") or {}).get("annotations")
+    found = annotations.get(HOOK_OF_ANNOTATION) if isinstance(annotations, Mapping) else None
+    return found if isinstance(found, str) else None
+
+
+def ttl_refusal(jobs: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why these Jobs cannot be awaited, or None: a Job the server deletes once
+    finished (``ttlSecondsAfterFinished``) leaves no result to read, and would be
+    created and run again at the next look."""
+    for job in jobs:
+        spec = job.get("spec")
+        if isinstance(spec, Mapping) and spec.get("ttlSecondsAfterFinished") is not None:
+            name = (job.get("metadata") or {}).get("name")
+            return (
+                f"Job {name} sets {TTL_FIELD}, which is not supported: the controller"
+                " reads the finished Job's result"
+            )
+    return None

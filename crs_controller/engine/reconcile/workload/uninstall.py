@@ -1,9 +1,9 @@
 """Cleaning a workload cluster up before its Cluster is deleted (``uninstall.ensure``).
 
 For every CRS recorded in the cluster's binding that asks for it: apply its
-``beforeDelete`` hook objects and wait for the Jobs among them; a failed Job aborts
-(retried with backoff, nothing deleted meanwhile); then delete what the CRS applied,
-in reverse order, sparing what other CRSs recorded and refusing (with a
+``beforeDelete`` hook objects and wait for the Jobs among them (``before_delete``); a
+failed Job aborts (deleted, and retried with backoff; nothing deleted meanwhile); then
+delete what the CRS applied, in reverse order, sparing what other CRSs recorded and refusing (with a
 DeletionRefused event) what the live object does not show we applied, keeping (with
 a DeletionSkipped event) the CustomResourceDefinitions and Namespaces no allowDelete
 names. The entry leaves the binding once done, which is what the BeforeClusterDelete
@@ -14,14 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
-
-import structlog
 
 from crs_controller.clients.api import KubeAPI
 from crs_controller.core.api.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.errors import CRSError, ResourceError, Unreachable
-from crs_controller.core.manifests.documents import object_ref
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.bindings import entries_by_crs
 from crs_controller.core.state.deletion_guard import (
@@ -31,15 +27,13 @@ from crs_controller.core.state.deletion_guard import (
     guard,
 )
 from crs_controller.core.state.prune_decisions import inventory, stale_objects, without
-from crs_controller.core.state.uninstall_decisions import cleanup_due, is_job, job_state
+from crs_controller.core.state.uninstall_decisions import cleanup_due
 from crs_controller.core.values.dependencies import removal_order
 from crs_controller.engine.index import Caches
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
-from crs_controller.engine.reconcile.workload.applying import apply_objects
+from crs_controller.engine.reconcile.workload.before_delete import report, run_hooks
 from crs_controller.engine.reconcile.workload.pruning import Deletion, delete_objects
-
-log = structlog.get_logger(__name__)
 
 JOB_POLL = 2.0
 
@@ -93,9 +87,9 @@ async def uninstall(
             cleanup.then |= RETRY
             continue
         try:
-            hooks = await _run_hooks(ctx, client, crs, cluster)
+            hooks = await run_hooks(ctx, client, crs, cluster)
         except (CRSError, ResourceError) as exc:
-            await _report(ctx, crs, cluster, str(exc))
+            await report(ctx, crs, cluster, str(exc))
             hooks = "Failed"
         if hooks == "Running":
             cleanup.then |= Result.after(JOB_POLL)
@@ -130,7 +124,7 @@ async def _delete(
         message = f"cluster {cluster.name}: {done.refusals()}"
         await ctx.events.emit(crs, "Warning", "DeletionRefused", message, clusters=(cluster.name,))
     if done.failed:
-        await _report(ctx, crs, cluster, "; ".join(done.failed))
+        await report(ctx, crs, cluster, "; ".join(done.failed))
         forgotten = [*done.refused_refs, *(k.ref for k in stale.kept)]
         cleanup.remaining[name] = without(entry, forgotten)
         cleanup.then |= RETRY
@@ -139,48 +133,3 @@ async def _delete(
     removed = len(stale.delete) - len(done.refused)
     message = f"removed {removed} objects from cluster {cluster.name}"
     await ctx.events.emit(crs, "Normal", "Uninstalled", message)
-
-
-HookState = Literal["Done", "Running", "Failed"]
-
-
-async def _run_hooks(ctx: ClusterContext, client: KubeAPI, crs: CRS, cluster: Cluster) -> HookState:
-    """Apply the beforeDelete objects: Done when every Job among them completed,
-    Running while one still runs, Failed (with an event) when one failed."""
-    objects: list[dict[str, Any]] = []
-    refs = crs.valid.spec.uninstall.before_delete
-    # The server's text may quote a refused value: of a Secret's objects, say only where.
-    confidential = any(ref.kind == "Secret" for ref in refs)
-    for ref in refs:
-        source = await ctx.sources.load(cluster.namespace, ref)
-        if source.error is not None:
-            raise source.error
-        objects += await ctx.sources.objects(source)
-    if not objects:
-        return "Done"
-    result = await apply_objects(
-        client,
-        objects,
-        field_manager=ctx.settings.field_manager,
-        only_missing=False,
-        confidential=confidential,
-    )
-    if not result.ok:
-        await _report(ctx, crs, cluster, "; ".join(result.errors))
-        return "Failed"
-    for job in filter(is_job, objects):
-        key = object_ref(job)
-        live = await client.get(key.api_version, key.kind, key.name, key.namespace or "default")
-        state = job_state(live or {})
-        if state == "Failed":
-            await _report(ctx, crs, cluster, f"beforeDelete Job {key.name} failed")
-            return "Failed"
-        if state == "Running":
-            return "Running"
-    return "Done"
-
-
-async def _report(ctx: ClusterContext, crs: CRS, cluster: Cluster, message: str) -> None:
-    text = f"cluster {cluster.name}: uninstall held: {message}"
-    log.warning("uninstall blocked", crs=crs.name, message=text)
-    await ctx.events.emit(crs, "Warning", "UninstallFailed", text)
