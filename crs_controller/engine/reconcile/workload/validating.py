@@ -43,7 +43,7 @@ our field manager's apply (``pruning.delete_objects``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -59,10 +59,15 @@ from crs_controller.core.api.models import (
     ValidationRecord,
 )
 from crs_controller.core.errors import APIError, NotFound, ResourceError, Unreachable
-from crs_controller.core.manifests.documents import ObjectRef, object_ref
+from crs_controller.core.manifests.documents import (
+    APPLIED_BY,
+    APPLIED_BY_LABEL,
+    ObjectRef,
+    object_ref,
+)
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.deletion_guard import protected_kind
-from crs_controller.core.state.uninstall_decisions import is_job
+from crs_controller.core.state.uninstall_decisions import is_job, ttl_refusal
 from crs_controller.core.text import safe
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
@@ -150,6 +155,8 @@ async def validate(
     objects = [obj for part in parts for obj in part.objects]
     if record.finished is not None:
         return await run.clean_up(objects, record.finished)
+    if (problem := ttl_refusal(filter(is_job, objects))) is not None:
+        return run.unusable(problem)
     return await run.attempt(parts, objects, fresh=fresh)
 
 
@@ -316,6 +323,7 @@ class _Run:
         them), so that this run's Jobs run afresh: the run, its record no longer
         naming a Job still there (one kept is not this run's, and decides nothing)."""
         refs = [_job_ref(obj) for obj in objects if is_job(obj)]
+        refs += [ref for ref in await self.earlier_jobs() if ref not in refs]
         done = await delete_objects(
             self.client, self.deletable(refs), self.manager, uids=self.created
         )
@@ -329,6 +337,17 @@ class _Run:
         created = [uid for uid in self.record.created or () if uid not in there]
         record = self.record.model_copy(update={"created": created or None})
         return replace(self, record=record)
+
+    async def earlier_jobs(self) -> list[ObjectRef]:
+        """The Jobs the record names as created (by an earlier run), whatever this
+        run's Jobs are named: every object we apply carries our label."""
+        if not self.created:
+            return []
+        selector = f"{APPLIED_BY_LABEL}={APPLIED_BY}"
+        jobs, _ = await self.client.list("batch/v1", "Job", label_selector=selector)
+        return [
+            _job_ref(job) for job in jobs if (job.get("metadata") or {}).get("uid") in self.created
+        ]
 
     @property
     def created(self) -> frozenset[str]:
@@ -361,15 +380,31 @@ class _Run:
         before = await self._uids(refs)
         errors = await self._apply(parts)
         absent = [ref for ref in refs if ref in before and before[ref] is None]
-        made = [uid for uid in (await self._uids(absent)).values() if uid is not None]
+        now = await self._uids(absent)
+        made = [uid for uid in now.values() if uid is not None]
+        jobs = {uid for ref, uid in [*before.items(), *now.items()] if _is_job_ref(ref)}
         # What no object carries any more is forgotten (the record stays bounded),
         # once every object could be read.
         mine = [uid for uid in before.values() if uid in self.created]
         if len(before) < len(refs):
             mine = list(self.record.created or ())
-        created = list(dict.fromkeys([*mine, *made]))[:CREATED_LIMIT]
+        created = self.bounded([*mine, *made], jobs)
         record = self.record.model_copy(update={"created": created or None})
         return replace(self, record=record), errors
+
+    def bounded(self, uids: Sequence[str], jobs: Collection[str | None]) -> list[str]:
+        """``uids`` once each, the Jobs' first (the verdict reads only Jobs the run
+        created), cut to what a record holds: the rest are kept, named in the log."""
+        ordered = sorted(dict.fromkeys(uids), key=lambda uid: uid not in jobs)
+        if len(ordered) > CREATED_LIMIT:
+            why = f"more than the {CREATED_LIMIT} objects a validation record holds"
+            log.info(
+                "validation objects kept",
+                **self.where,
+                count=len(ordered) - CREATED_LIMIT,
+                reason=why,
+            )
+        return ordered[:CREATED_LIMIT]
 
     async def _uids(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, str | None]:
         """Each object's uid on the cluster (None: not there), of those the server
@@ -518,6 +553,10 @@ def _verdict(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
         ):
             return condition
     return None
+
+
+def _is_job_ref(ref: ObjectRef) -> bool:
+    return is_job({"apiVersion": ref.api_version, "kind": ref.kind})
 
 
 def _named(ref: ObjectRef) -> str:
