@@ -23,7 +23,10 @@ one pass to the next:
   failure keeps the objects, for whoever debugs it.
 
 A new run (another revision or step) first deletes the Jobs an earlier run left
-(kept after its failure): a finished Job would otherwise answer for the new run.
+(kept after its failure), found by the uids its record names whatever the new run's
+Jobs are named: a finished Job would otherwise answer for the new run, or stay for
+ever. A Job that sets ``ttlSecondsAfterFinished`` fails the run at once: the server
+would delete it once finished, leaving no result, and the next look would run it again.
 Only a Job the run created (its uid in ``created``) decides it: one of the same name
 there before the run, not the earlier run's to clear (someone else's, or made by a
 look whose record was lost), neither passes nor fails it. The run waits, naming it
@@ -33,8 +36,10 @@ creates its own).
 Objects are applied as their sources hold them, for every cluster alike: validation
 resources take no per-cluster values. A validation deletes only the objects it
 created: before each apply it reads every object, and one absent then is recorded
-(its uid, in the record's ``created``) once the apply made it. One that was there
-before (made by another tool, or by a look whose record was lost) is never deleted,
+(its uid, in the record's ``created``, the run's Jobs first: a record holds
+``CREATED_LIMIT`` uids, and the verdict reads only Jobs it names) once the apply made
+it. One that was there before (made by another tool, or by a look whose record was
+lost) is never deleted,
 nor one an entry of the cluster's binding lists (a ClusterResourceSet applied it),
 nor a Namespace or CustomResourceDefinition (validation resources have no
 allowDelete, the deletion guard's rule); each is kept, and named in the log. A new
