@@ -22,6 +22,8 @@ from crs_controller.app.commands.convert import yaml_stream
 from crs_controller.core.errors import CRSError, InvalidManifest
 from crs_controller.core.manifests.documents import load_documents, parse_objects
 from crs_controller.core.manifests.hashing import object_hash
+from crs_controller.core.api.models import SourceRef
+from crs_controller.core.render import substitute_resource
 from crs_controller.core.values.substitution import (
     MAX_TOTAL_CHARS,
     MAX_VALUE_CHARS,
@@ -305,6 +307,51 @@ def test_end_to_end_from_the_manifest() -> None:
         "enabled": False,
     }
     assert used == {"MTU", "ON"}
+
+
+# --- identity after substitution ------------------------------------------------------
+
+TWO_OBJECTS = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: a-${CLUSTER_NAME}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: ${CLUSTER_NAME}
+"""
+
+
+def test_a_substituted_name_that_is_no_string_fails_the_resource_naming_the_field() -> None:
+    objects = parse_objects(configmap(TWO_OBJECTS))
+    values = cluster_values({"metadata": {"name": "0755", "namespace": "fleet"}}, [])
+    ref = SourceRef(kind="ConfigMap", name="addon", substitute=True)
+    with pytest.raises(InvalidManifest, match=r"metadata\.name must be a non-empty string") as e:
+        substitute_resource(ref, objects, values, [])
+    assert "493" not in str(e.value)
+    renamed, _ = substitute_resource(ref, objects, {"CLUSTER_NAME": "web"}, [])
+    assert [o["metadata"]["name"] for o in renamed] == ["a-web", "web"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("apiVersion", "1", "apiVersion must be a non-empty string"),
+        ("kind", "true", "kind must be a non-empty string"),
+        ("metadata.name", "null", "metadata.name must be a non-empty string"),
+        ("metadata.name", "", "metadata.name must be a non-empty string"),
+        ("metadata.namespace", "12", "metadata.namespace must be a string"),
+    ],
+)
+def test_every_identity_field_is_checked_again(field: str, value: Any, problem: str) -> None:
+    obj: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "n"}}
+    parent, _, key = field.rpartition(".")
+    (obj[parent] if parent else obj)[key] = Placeholder("${V}")
+    with pytest.raises(InvalidManifest, match=re.escape(problem)) as raised:
+        substitute([obj], {"V": value}, resource=RESOURCE)
+    assert str(raised.value).startswith(f"{RESOURCE}: ")
 
 
 # --- topology variables ---------------------------------------------------------------

@@ -439,6 +439,11 @@ class _Substitution:
     def object(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.label = _object_label(obj)
         copied: dict[str, Any] = self.node(obj, ())
+        # Checked again: a value can make a name a number, or metadata a list, and an
+        # object must not go out, nor be recorded, under an identity it cannot have.
+        problem = _identity_problem(copied)
+        if problem is not None and _identity_problem(obj) is None:
+            raise InvalidManifest(f"{self.resource}: {self.label}: substituted, {problem}")
         return copied
 
     def node(self, value: Any, path: tuple[Segment, ...]) -> Any:
@@ -552,6 +557,25 @@ def _scalar(text: str) -> Any:
 
 def _compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _identity_problem(obj: Mapping[str, Any]) -> str | None:
+    """What is wrong with an object's identity fields (named, never quoted), or None."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return "metadata must be a mapping"
+    fields = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata.name": metadata.get("name"),
+    }
+    for field, value in fields.items():
+        if not isinstance(value, str) or not value:
+            return f"{field} must be a non-empty string"
+    namespace = metadata.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        return "metadata.namespace must be a string"
+    return None
 
 
 def _plain(key: Any) -> Any:
