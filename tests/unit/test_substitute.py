@@ -19,16 +19,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crs_controller.app.commands.convert import yaml_stream
+from crs_controller.core.api.models import SourceRef
 from crs_controller.core.errors import CRSError, InvalidManifest
 from crs_controller.core.manifests.documents import load_documents, parse_objects
 from crs_controller.core.manifests.hashing import object_hash
-from crs_controller.core.api.models import SourceRef
+from crs_controller.core.manifests.limits import MAX_NODES
 from crs_controller.core.render import substitute_resource
+from crs_controller.core.values import substitution
 from crs_controller.core.values.substitution import (
+    MAX_STRUCTURED_NODES,
     MAX_TOTAL_CHARS,
     MAX_VALUE_CHARS,
     PATH_PATTERN,
     Placeholder,
+    RefusedValue,
     TopologyString,
     UnresolvedVariable,
     VariableSpec,
@@ -390,6 +394,55 @@ def test_topology_variables_of_every_json_type(value: Any, embedded: str) -> Non
         assert cluster == topology_cluster(value)
 
 
+def test_a_topology_value_past_the_limits_is_refused_naming_the_variable() -> None:
+    spec = VariableSpec("CFG", topology_variable="cniMTU", default="d")
+    wide = cluster_values(topology_cluster([0] * MAX_STRUCTURED_NODES), [spec])["CFG"]
+    deep = cluster_values(topology_cluster(json.loads("[" * 600 + "]" * 600)), [spec])["CFG"]
+    assert wide == RefusedValue(
+        f"topology variable cniMTU holds more than {MAX_STRUCTURED_NODES} nodes"
+    )
+    assert deep == RefusedValue("topology variable cniMTU is nested deeper than 256 levels")
+    for refused in (wide, deep):
+        for text in (Placeholder("${CFG}"), "${CFG:-x}", "<${CFG}>"):
+            with pytest.raises(UnresolvedVariable, match="variable CFG cannot be used") as e:
+                one(text, {"CFG": refused})
+            assert "[0" not in str(e.value) and "[[" not in str(e.value)
+    fits = [0] * (MAX_STRUCTURED_NODES - 1)
+    assert cluster_values(topology_cluster(fits), [spec])["CFG"] == fits
+
+
+def test_a_cluster_field_past_the_limits_is_refused_too() -> None:
+    spec = VariableSpec("T", cluster_field="spec.topology")
+    values = cluster_values(
+        {"spec": {"topology": {"k": list(range(MAX_STRUCTURED_NODES))}}}, [spec]
+    )
+    assert values["T"] == RefusedValue(
+        f"field spec.topology of the Cluster holds more than {MAX_STRUCTURED_NODES} nodes"
+    )
+
+
+def nested(levels: int) -> Any:
+    return json.loads("[" * levels + "]" * levels)
+
+
+def test_an_inserted_value_keeps_the_object_within_a_manifests_depth() -> None:
+    # The object is a level, data another: data.v holds 254 more at most.
+    assert one(Placeholder("${V}"), {"V": nested(254)}) == nested(254)
+    with pytest.raises(InvalidManifest, match="value of V would nest it deeper than 256") as e:
+        one(Placeholder("${V}"), {"V": nested(255)})
+    assert str(e.value).startswith(f"{RESOURCE}: ConfigMap kube-system/cfg, data.v: ")
+
+
+def test_inserted_values_together_stay_within_a_manifests_nodes() -> None:
+    value = [0] * (MAX_STRUCTURED_NODES - 1)
+    fits = {f"k{n}": Placeholder("${V}") for n in range(MAX_NODES // MAX_STRUCTURED_NODES)}
+    objects, _ = substitute([target(fits)], {"V": value}, resource=RESOURCE)
+    assert objects[0]["data"]["k0"] == value
+    too_many = {**fits, "last": Placeholder("${V}")}
+    with pytest.raises(InvalidManifest, match=f"would add more than {MAX_NODES} nodes"):
+        substitute([target(too_many)], {"V": value}, resource=RESOURCE)
+
+
 def test_a_topology_null_or_missing_variable_is_unset() -> None:
     spec = VariableSpec("MTU", topology_variable="cniMTU")
     assert "MTU" not in cluster_values(topology_cluster(None), [spec])
@@ -589,10 +642,22 @@ def test_overrides_win_over_everything() -> None:
     assert one("[${NEW:-d}]", values) == "[d]"
 
 
-def test_values_do_not_share_the_clusters_objects() -> None:
+def test_a_topology_value_is_read_once_and_never_copied_into_the_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     cluster = topology_cluster({"a": [1]})
-    values = cluster_values(cluster, [VariableSpec("V", topology_variable="cniMTU")])
-    values["V"]["a"].append(2)
+    measured: list[Any] = []
+    measure = substitution.json_size
+    monkeypatch.setattr(
+        substitution, "json_size", lambda v, **kw: measured.append(v) or measure(v, **kw)
+    )
+    specs = [VariableSpec(f"V{n}", topology_variable="cniMTU") for n in range(50)]
+    values = cluster_values(cluster, specs)
+    held = cluster["spec"]["topology"]["variables"][1]["value"]
+    assert all(values[f"V{n}"] is held for n in range(50))
+    assert measured == [held]
+    inserted = one(Placeholder("${V0}"), values)
+    inserted["a"].append(2)  # what substitution puts in is a copy
     assert cluster == topology_cluster({"a": [1]})
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "ValueBudget",
     "allowed_alias_ratio",
     "count_nodes",
+    "json_size",
 ]
 
 # Nesting depth: sequences and mappings from the document's root down, aliases
@@ -251,6 +252,22 @@ def count_nodes(values: Iterable[Any]) -> int:
         except _Refused:
             total += MAX_NODES
     return total
+
+
+def json_size(value: Any, *, max_nodes: int, max_depth: int) -> tuple[int, int]:
+    """The nodes of a loaded JSON value (itself, and every key and value under it) and
+    its depth (lists and dicts nested, 0 for a scalar), counted level by level. Stops
+    once past either limit: a count over its limit says only that it is over it."""
+    nodes, depth = 1, 0
+    level = [value] if _IS_JSON_CONTAINER(type(value)) else []
+    while level:
+        depth += 1
+        count, _, below = _json_children(level)
+        nodes += count
+        if nodes > max_nodes or depth > max_depth:
+            break
+        level = list(compress(below, map(_IS_JSON_CONTAINER, map(type, below))))
+    return nodes, depth
 
 
 # --- graphs: depth first, in document order ----------------------------------------

@@ -2,12 +2,15 @@
 
 clusterctl substitutes text and parses the result, so a value holding a newline, a
 ``---`` or ``kind:`` can add fields, objects or whole documents. Here the manifests
-are parsed first and only string values (never keys) are rewritten, so a value can
-change what a string says and nothing else; a tenant who writes a label or a topology
-variable cannot write an object. A plain YAML scalar that is exactly one reference
-(``mtu: ${MTU}``, marked by the loader as a :class:`Placeholder`) takes the type of
-its value, as clusterctl's users expect, but only ever a scalar read by the same YAML
-rules as the manifests, or a topology variable's JSON as the Cluster holds it.
+are parsed first and only string values (never keys) are rewritten: text from a label
+or a ``value`` can change what a string says and nothing else. A plain YAML scalar
+that is exactly one reference (``mtu: ${MTU}``, marked by the loader as a
+:class:`Placeholder`) takes the type of its value, as clusterctl's users expect: a
+scalar read by the same YAML rules as the manifests, or a topology variable's JSON
+as the Cluster holds it, which may be a list or a mapping put where that scalar
+stood. No value adds a key beside it, another object or a document, and what one
+puts in is bounded as a manifest is (MAX_STRUCTURED_NODES a value, MAX_DEPTH levels,
+MAX_NODES a call); a substituted object's identity fields are checked again.
 
 Values come from the Cluster only (built-ins, ``clusterField``, topology variables)
 or from the ClusterResourceSet itself; nothing here reads a Secret or another object.
@@ -30,20 +33,24 @@ from yaml.resolver import Resolver
 from crs_controller.core.errors import CRSError, InvalidManifest
 from crs_controller.core.manifests.documents import load_documents
 from crs_controller.core.manifests.hashing import object_hash
+from crs_controller.core.manifests.limits import MAX_DEPTH, MAX_NODES, json_size
 from crs_controller.core.manifests.placeholder import Placeholder
 
 __all__ = [
     "MAX_PATH_LENGTH",
+    "MAX_STRUCTURED_NODES",
     "MAX_TOTAL_CHARS",
     "MAX_VALUE_CHARS",
     "PATH_PATTERN",
     "Placeholder",
+    "RefusedValue",
     "TopologyString",
     "UnresolvedVariable",
     "VariableSpec",
     "cluster_values",
     "field_path_problem",
     "readable_part",
+    "resolvable",
     "substitute",
     "values_digest",
     "where_looked",
@@ -54,6 +61,11 @@ __all__ = [
 MAX_VALUE_CHARS = 1 << 20
 MAX_TOTAL_CHARS = 8 << 20
 MAX_PATH_LENGTH = 1024
+# A value that is JSON (a topology variable, a clusterField that is no string) holds at
+# most this many nodes, and nests no deeper than a manifest may. Measured where it is
+# read, with no copy: a ClusterClass variable is some tens of nodes; a Cluster's 1.5 MiB
+# could hold 350,000, each copied and walked per resource on the event loop.
+MAX_STRUCTURED_NODES = 10_000
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,15 @@ class UnresolvedVariable(CRSError):
     def __init__(self, message: str, *, variable: str = "") -> None:
         super().__init__(message)
         self.variable = variable
+
+
+@dataclass(frozen=True)
+class RefusedValue:
+    """A variable whose value the Cluster holds but that cannot be used (too large or
+    too deep); ``problem`` names where it was read and the limit, never the value. A
+    resource that uses it fails on that cluster as UnresolvedVariable."""
+
+    problem: str
 
 
 class TopologyString(str):
@@ -281,15 +302,21 @@ def cluster_values(
 ) -> dict[str, Any]:
     """Every variable defined for ``cluster``: the built-ins it has the fields for,
     then ``variables`` (an entry replaces a built-in of its name, even when it ends up
-    with no value), then ``overrides``. Values are str, or a topology variable's JSON.
-    Odd Cluster content (a field of the wrong type) counts as absent, never raises."""
+    with no value), then ``overrides``. Values are str, a topology variable's JSON, or
+    a RefusedValue for JSON past the limits (MAX_STRUCTURED_NODES, MAX_DEPTH).
+    Odd Cluster content (a field of the wrong type) counts as absent, never raises.
+
+    JSON values are the Cluster's own objects, not copies: nothing changes them
+    (substitution copies what it inserts). Each field is read once, however many
+    entries name it."""
     values: dict[str, Any] = {}
     for name, (path, read) in _BUILTINS.items():
         value = read(_read(cluster, _parse_path(path)[0]))
         if value is not None:
             values[name] = value
+    read_once = _Reader(cluster)
     for spec in _by_name(variables).values():
-        found = _variable_value(cluster, spec)
+        found = _variable_value(read_once, spec)
         if found is None:
             values.pop(spec.name, None)
         else:
@@ -298,27 +325,73 @@ def cluster_values(
     return values
 
 
+def resolvable(used: frozenset[str], values: Mapping[str, Any]) -> bool:
+    """Whether every name in ``used`` has a value that can be put in; False means a
+    substitution would say what is wrong (or take an inline default)."""
+    return all(name in values and not isinstance(values[name], RefusedValue) for name in used)
+
+
 def _by_name(variables: Sequence[VariableSpec]) -> dict[str, VariableSpec]:
     # The CRD keys the list by name; should two entries share one, the last wins.
     return {spec.name: spec for spec in variables}
 
 
-def _variable_value(cluster: Mapping[str, Any], spec: VariableSpec) -> Any:
+class _Reader:
+    """A Cluster's fields and topology variables, each read (and measured) once."""
+
+    def __init__(self, cluster: Mapping[str, Any]) -> None:
+        self.cluster = cluster
+        self.read: dict[tuple[str, str], Any] = {}
+
+    def field(self, path: str) -> Any:
+        return self._once(("field", path), self._field)
+
+    def topology(self, name: str) -> Any:
+        return self._once(("topology", name), self._topology)
+
+    def _once(self, key: tuple[str, str], read: Callable[[str], Any]) -> Any:
+        if key not in self.read:
+            self.read[key] = read(key[1])
+        return self.read[key]
+
+    def _field(self, path: str) -> Any:
+        segments, problem = _parse_path(path)
+        if problem:
+            return None
+        value = _read(self.cluster, segments)
+        refused = _refusal(value, f"field {_shown(path)} of the Cluster")
+        return refused or _field_text(value)
+
+    def _topology(self, name: str) -> Any:
+        value = _topology_value(self.cluster, name)
+        return _refusal(value, f"topology variable {_shown(name)}") or value
+
+
+def _refusal(value: Any, where: str) -> RefusedValue | None:
+    """A RefusedValue for JSON past the limits, else None."""
+    nodes, depth = json_size(value, max_nodes=MAX_STRUCTURED_NODES, max_depth=MAX_DEPTH)
+    if nodes > MAX_STRUCTURED_NODES:
+        return RefusedValue(f"{where} holds more than {MAX_STRUCTURED_NODES} nodes")
+    if depth > MAX_DEPTH:
+        return RefusedValue(f"{where} is nested deeper than {MAX_DEPTH} levels")
+    return None
+
+
+def _variable_value(reader: _Reader, spec: VariableSpec) -> Any:
     """The entry's value, its default when that is absent or empty, else None."""
-    found = _source_value(cluster, spec)
+    found = _source_value(reader, spec)
     if found is None or (isinstance(found, str) and not found):
         return spec.default
     return found
 
 
-def _source_value(cluster: Mapping[str, Any], spec: VariableSpec) -> Any:
+def _source_value(reader: _Reader, spec: VariableSpec) -> Any:
     if spec.value is not None:
         return spec.value
     if spec.cluster_field is not None:
-        segments, problem = _parse_path(spec.cluster_field)
-        return None if problem else _field_text(_read(cluster, segments))
+        return reader.field(spec.cluster_field)
     if spec.topology_variable is not None:
-        return _topology_value(cluster, spec.topology_variable)
+        return reader.topology(spec.topology_variable)
     return None
 
 
@@ -338,8 +411,7 @@ def _topology_value(cluster: Mapping[str, Any], name: str) -> Any:
     for entry in entries if isinstance(entries, list) else ():
         if isinstance(entry, Mapping) and entry.get("name") == name:
             value = entry.get("value")
-            # A copy: values outlive the Cluster object they were read from.
-            return TopologyString(value) if isinstance(value, str) else copy.deepcopy(value)
+            return TopologyString(value) if isinstance(value, str) else value
     return None
 
 
@@ -435,6 +507,7 @@ class _Substitution:
         self.used: set[str] = set()
         self.label = ""
         self.produced = 0
+        self.nodes = 0  # inserted by typed placeholders as lists and mappings
 
     def object(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.label = _object_label(obj)
@@ -506,6 +579,12 @@ class _Substitution:
                 f"used by {self.label}, {_dotted(path)}",
                 variable=ref.name,
             )
+        if isinstance(value, RefusedValue):
+            raise UnresolvedVariable(
+                f"{self.resource}: variable {ref.name} cannot be used: {value.problem}; "
+                f"used by {self.label}, {_dotted(path)}",
+                variable=ref.name,
+            )
         return value
 
     def text_of(self, ref: _Reference, path: tuple[Segment, ...]) -> str:
@@ -519,8 +598,23 @@ class _Substitution:
             return self.spend(path, str(value))
         if isinstance(value, str):
             return _scalar(self.spend(path, str(value)))
+        self.shape(ref, path, value)
         self.spend(path, _compact_json(value))  # only measured
         return copy.deepcopy(value)
+
+    def shape(self, ref: _Reference, path: tuple[Segment, ...], value: Any) -> None:
+        """Refuse a list or mapping that would take the object past a manifest's
+        limits: deeper than MAX_DEPTH, or all of one call's together over MAX_NODES."""
+        room = MAX_DEPTH - len(path)  # the object is a level, each segment one more
+        nodes, depth = json_size(value, max_nodes=MAX_NODES - self.nodes, max_depth=room)
+        self.nodes += nodes
+        limit = None
+        if depth > room:
+            limit = f"the value of {ref.name} would nest it deeper than {MAX_DEPTH} levels"
+        elif self.nodes > MAX_NODES:
+            limit = f"substituted values would add more than {MAX_NODES} nodes"
+        if limit is not None:
+            raise InvalidManifest(f"{self.resource}: {self.label}, {_dotted(path)}: {limit}")
 
     def spend(self, path: tuple[Segment, ...], produced: str) -> str:
         """``produced``, once checked against the size limits."""

@@ -29,7 +29,7 @@ from crs_controller.engine.reconcile.admission import Go
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
 from crs_controller.engine.reconcile.rollout import taking
 from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
-from crs_controller.engine.reconcile.substitute import Prepared, prepare
+from crs_controller.engine.reconcile.substitute import PassValues, Prepared, prepare
 from crs_controller.engine.reconcile.validation import carried, validated
 from crs_controller.engine.reconcile.workload.applying import ApplyResult, apply_objects
 from crs_controller.engine.reconcile.workload.observing import Observer, check_health
@@ -165,6 +165,7 @@ class _PairRun:
     drift_wait: float  # seconds until this pair's drift check is due
     observer: Observer  # one read per kind, shared by the resources' drift checks
     hold: bool  # the cluster upgrades: an installed resource keeps its revision
+    values: PassValues  # read once, by the first resource with substitute
 
     @classmethod
     def start(cls, scope: ClusterScope, crs: CRS, go: Go) -> _PairRun:
@@ -175,7 +176,9 @@ class _PairRun:
         # While Cluster API upgrades the cluster, a new revision of an installed
         # resource waits (unless this CRS gates the upgrade): first installs still go.
         upgrading = scope.version.upgrading and not crs.valid.spec.gate_upgrades
-        return cls(crs, go, ctx.clock.wall(), pair, wait, observer, go.keep_installed or upgrading)
+        hold = go.keep_installed or upgrading
+        values = PassValues(crs, scope.cluster)
+        return cls(crs, go, ctx.clock.wall(), pair, wait, observer, hold, values)
 
     @property
     def drift_due(self) -> bool:
@@ -365,7 +368,7 @@ async def _resource_pass(scope: ClusterScope, run: _PairRun, turn: _Turn) -> _Do
     if source.error is not None:
         return _failed(name, previous, source.error.reason, str(source.error))
     try:
-        prepared = await prepare(scope.ctx.sources, run.crs, scope.cluster, source)
+        prepared = await prepare(scope.ctx.sources, run.values, source)
     except CRSError as exc:  # UnresolvedVariable, InvalidManifest: this cluster alone
         return _failed(name, previous, exc.reason, str(exc))
     if _held(run, previous, prepared.digest):

@@ -2,7 +2,8 @@
 clusters (engine/sources) and substituted per cluster on the parsed objects
 (core/render, core/values/substitution), never as text. Its hash on a cluster covers the
 content and the values it used, so a Cluster whose used value changes gets that
-resource again, and only that cluster."""
+resource again, and only that cluster. A pass reads the Cluster's values once for
+all its resources (``PassValues``)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,27 @@ from crs_controller.core.render import (
     variable_specs,
 )
 from crs_controller.core.spec.objects import CRS, Cluster
-from crs_controller.core.values.substitution import VariableSpec, cluster_values
+from crs_controller.core.values.substitution import VariableSpec, cluster_values, resolvable
 from crs_controller.engine.io.sources import Manifest, Source, Sources
 
-__all__ = ["Prepared", "prepare", "variable_specs"]
+__all__ = ["PassValues", "Prepared", "prepare", "variable_specs"]
+
+
+class PassValues:
+    """One CRS's values on one cluster for a pass: read from the Cluster the first
+    time a resource with ``substitute`` asks, then shared by the pass's resources."""
+
+    def __init__(self, crs: CRS, cluster: Cluster) -> None:
+        self.crs = crs
+        self.cluster = cluster
+        self._found: tuple[tuple[VariableSpec, ...], dict[str, Any]] | None = None
+
+    def get(self) -> tuple[tuple[VariableSpec, ...], dict[str, Any]]:
+        """The CRS's ``spec.variables`` and the values they give on the cluster."""
+        if self._found is None:
+            specs = tuple(variable_specs(self.crs))
+            self._found = specs, cluster_values(self.cluster.raw, specs)
+        return self._found
 
 
 @dataclass(frozen=True)
@@ -47,22 +65,21 @@ _USED: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
 _USED_SIZE = 1024
 
 
-async def prepare(sources: Sources, crs: CRS, cluster: Cluster, source: Source) -> Prepared:
+async def prepare(sources: Sources, values: PassValues, source: Source) -> Prepared:
     """Raises UnresolvedVariable or InvalidManifest (malformed reference) for this
     cluster alone."""
     ref = source.ref
     if not (isinstance(ref, SourceRef) and ref.substitute):
         return Prepared(source.hash)
-    specs = tuple(variable_specs(crs))
-    values = cluster_values(cluster.raw, specs)
+    specs, found = values.get()
     key = (source.hash, f"{ref.kind}/{ref.name}")
     used = _USED.get(key)
-    if used is None or not used <= values.keys():
-        # First walk of this content, or a value missing here: walk, which also
-        # says exactly what is unresolved (a name with an inline default is fine).
+    if used is None or not resolvable(used, found):
+        # First walk of this content, or a value missing or refused here: walk, which
+        # says exactly what is wrong (a name with an inline default is fine).
         manifest = await sources.manifest(source)
-        _, used = substitute_resource(ref, manifest.objects, values, specs)
+        _, used = substitute_resource(ref, manifest.objects, found, specs)
         _USED[key] = used
         if len(_USED) > _USED_SIZE:
             _USED.popitem(last=False)
-    return Prepared(cluster_hash(source.hash, used, values), values, specs)
+    return Prepared(cluster_hash(source.hash, used, found), found, specs)
