@@ -12,6 +12,9 @@ Objects are sent as the controller sends them: an object it created goes without
 the fields spec.ignore leaves to others (an HPA's replicas), so those are no change;
 one still to be created goes whole.
 
+A Secret's values are masked as kubectl diff masks them: ``***``, or ``*** (before)``
+and ``*** (after)`` for a value that changes.
+
 What the controller would not do is not a change, and stderr says why: a cluster
 the CRS does not select gets nothing (with deletionPolicy: Delete, what the CRS
 applied there before is listed as removed); under mode ApplyOnce an object already
@@ -420,6 +423,8 @@ def _name(ref: ObjectRef) -> str:
 
 def _unified(ref: ObjectRef, before: Obj | None, after: Obj | None) -> str:
     name = _name(ref)
+    if ref.kind == "Secret" and ref.api_version == "v1":
+        before, after = _masked(before, after)
     lines = difflib.unified_diff(
         _text(before), _text(after), fromfile=f"live/{name}", tofile=f"applied/{name}"
     )
@@ -433,6 +438,64 @@ def _text(obj: Obj | None) -> list[str]:
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_FIELDS}
     shown["metadata"] = meta
     return yaml.safe_dump(shown, sort_keys=True).splitlines(keepends=True)
+
+
+# As kubectl diff shows a Secret: which keys changed, never their values.
+MASK = "***"
+_MASK_BEFORE = "*** (before)"
+_MASK_AFTER = "*** (after)"
+# The paths of a Secret that hold its values: data, stringData, and a copy of them all
+# in kubectl's last-applied annotation.
+_SECRET_VALUES: tuple[tuple[tuple[str, ...], str | None], ...] = (
+    (("data",), None),
+    (("stringData",), None),
+    (("metadata", "annotations"), "kubectl.kubernetes.io/last-applied-configuration"),
+)
+
+
+def _masked(before: Obj | None, after: Obj | None) -> tuple[Obj | None, Obj | None]:
+    """Copies of a Secret's two sides with each value replaced by a mask: ``***``
+    where both sides hold the same (or one side alone holds it), ``*** (before)`` and
+    ``*** (after)`` where it changed."""
+    old, new = _values_copied(before), _values_copied(after)
+    for path, only in _SECRET_VALUES:
+        was, now = _at(old, path), _at(new, path)
+        for key in (set(was) | set(now)) if only is None else {only}:
+            changed = key in was and key in now and was[key] != now[key]
+            if key in was:
+                was[key] = _MASK_BEFORE if changed else MASK
+            if key in now:
+                now[key] = _MASK_AFTER if changed else MASK
+    return old, new
+
+
+def _values_copied(obj: Obj | None) -> Obj | None:
+    """``obj`` with the mappings on the paths of _SECRET_VALUES copied, so masking
+    them leaves ``obj`` as it was; a value that is no mapping is masked whole."""
+    if obj is None:
+        return None
+    copied = dict(obj)
+    for path, _ in _SECRET_VALUES:
+        parent = copied
+        for step in path[:-1]:
+            child = parent.get(step)
+            if not isinstance(child, dict):
+                break
+            parent[step] = dict(child)
+            parent = parent[step]
+        else:
+            last = parent.get(path[-1])
+            if last is not None:
+                parent[path[-1]] = dict(last) if isinstance(last, dict) else MASK
+    return copied
+
+
+def _at(obj: Obj | None, path: tuple[str, ...]) -> dict[str, object]:
+    """The mapping at ``path``, or an empty one (which nothing reads again)."""
+    node: object = obj
+    for step in path:
+        node = node.get(step) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else {}
 
 
 def _coloured(chunk: str) -> str:
