@@ -2,11 +2,14 @@
 Cluster once for all the pass's resources, without a copy per ``spec.variables``
 entry; a topology variable too large or too deep to use fails each resource that uses
 it on that cluster as UnresolvedVariable, naming the variable and never its value,
-and leaves the resources that do not use it alone."""
+and leaves the resources that do not use it alone; a large resource is substituted in
+a worker thread."""
 
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -19,7 +22,11 @@ from crs_controller.core.values import substitution
 from crs_controller.core.values.substitution import UnresolvedVariable
 from crs_controller.engine.io.sources import Manifest, Source
 from crs_controller.engine.reconcile import substitute
-from crs_controller.engine.reconcile.substitute import PassValues, prepare
+from crs_controller.engine.reconcile.substitute import (
+    SUBSTITUTE_INLINE_COST,
+    PassValues,
+    prepare,
+)
 
 NS = "fleet"
 ENTRIES = 50
@@ -48,14 +55,21 @@ def manifest(name: str, line: str) -> dict[str, Any]:
 
 
 class FakeSources:
-    """The parsed objects of each source, by its hash."""
+    """The parsed objects of each source, by its hash, said to hold ``cost`` bytes."""
 
-    def __init__(self, *raws: dict[str, Any]) -> None:
+    def __init__(self, *raws: dict[str, Any], cost: int = 0) -> None:
         self.parsed = {r["metadata"]["name"]: tuple(parse_objects(r)) for r in raws}
+        self.cost = cost
 
     async def manifest(self, source: Source) -> Manifest:
         objects = self.parsed[source.hash]
-        return Manifest(objects, tuple(object_hash(o) for o in objects))
+        return Manifest(objects, tuple(object_hash(o) for o in objects), self.cost)
+
+
+@pytest.fixture(autouse=True)
+def no_walk_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sources here are named by their hash: no test may see another's walk."""
+    monkeypatch.setattr(substitute, "_USED", OrderedDict())
 
 
 def source(name: str) -> Source:
@@ -106,3 +120,25 @@ async def test_a_value_refused_after_the_resource_was_walked_is_still_refused() 
     assert ok.values is not None
     with pytest.raises(UnresolvedVariable, match="variable V3 cannot be used"):
         await prepare(sources, PassValues(crs(), cluster([0] * 20_000)), source("uses"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("cost", "in_a_thread"),
+    [(SUBSTITUTE_INLINE_COST, False), (SUBSTITUTE_INLINE_COST + 1, True)],
+)
+async def test_a_large_resource_is_substituted_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, cost: int, in_a_thread: bool
+) -> None:
+    threads: list[bool] = []
+    walk = substitute.substitute_resource
+
+    def watched(*args: Any) -> Any:
+        threads.append(threading.current_thread() is not threading.main_thread())
+        return walk(*args)
+
+    monkeypatch.setattr(substitute, "substitute_resource", watched)
+    sources = FakeSources(manifest("one", "v: ${V0}"), cost=cost)
+    prepared = await prepare(sources, PassValues(crs(), cluster(5)), source("one"))  # type: ignore[arg-type]
+    sent = await prepared.manifest(sources, source("one"))  # type: ignore[arg-type]
+    assert sent.objects[0]["data"] == {"v": 5}
+    assert threads == [in_a_thread, in_a_thread]  # the first walk, then the apply's
