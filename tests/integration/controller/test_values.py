@@ -226,3 +226,28 @@ def test_an_unresolved_variable_fails_that_cluster_alone_until_the_label_appears
         lambda o: o["data"] == {"tier": "silver"},
     )
     wait_condition(mgmt, namespace, "tier", "Ready", "True", "Applied")
+
+
+def test_a_name_a_value_makes_a_number_fails_that_resource_before_any_object_goes_out(
+    controller: Any,
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    namespace: str,
+) -> None:
+    # A Cluster named 0755 makes an unquoted ${CLUSTER_NAME} the number 493.
+    first, plain = unique("named"), unique("plain")
+    text = settings(f"{first}-${{CLUSTER_NAME}}", {}) + settings("${CLUSTER_NAME}", {})
+    mgmt.create(source_configmap(namespace, "named", {"a": text}))
+    mgmt.create(source_configmap(namespace, "plain", {"a": settings(plain, {"k": "v"})}))
+    refs = [("ConfigMap", "named"), ("ConfigMap", "plain")]
+    crs = crs_obj(namespace, "named", refs, {"named": "1"}, mode="Reconcile")
+    crs["spec"]["resources"][0]["substitute"] = True
+    mgmt.create(crs)
+    add(mgmt, control_plane, namespace, 0, "0755", {"named": "1"})
+    cond = wait_condition(mgmt, namespace, "named", "Ready", "False", "InvalidManifest")
+    assert "metadata.name must be a non-empty string" in cond["message"], cond["message"]
+    assert "ConfigMap/named" in cond["message"] and "493" not in cond["message"]
+    # The pass went on past it, and recorded what it applied; nothing of it went out.
+    wait_object(workload_clients[0], "v1", "ConfigMap", plain, "default")
+    assert workload_clients[0].get("v1", "ConfigMap", f"{first}-0755", "default") is None
