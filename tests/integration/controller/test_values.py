@@ -1,7 +1,9 @@
 """Per-cluster values on real servers: one CRS gives two clusters their own pod CIDRs;
 a label edit reapplies that cluster only; a hostile annotation lands as one string
 and adds nothing; an unresolved variable fails that cluster alone until the label
-appears; a resource without substitute keeps ${HOME} as it is. Each cluster reaches
+appears; a resource without substitute keeps ${HOME} as it is; a value that makes an
+object's name a number fails that resource alone, before any of its objects goes
+out. Each cluster reaches
 its workload server as its own user, so the audit logs tell them apart."""
 
 from __future__ import annotations
