@@ -3,14 +3,19 @@ instant and when that next changes, for no windows, Allow windows across midnigh
 Deny inside an Allow, Deny only, time zones in summer and winter, Europe/Berlin's
 spring-forward and fall-back days, gaps at midnight (America/Santiago, America/Havana,
 Asia/Beirut) and of half an hour (Australia/Lord_Howe), weekday schedules; the inputs
-refused, each naming its field; bounded work for a Deny that never closes; and
-properties on random windows checked against fire times listed from each day's wall
-times."""
+refused, each naming its field; zones read from the tzdata package whatever the
+system's database holds, its extras (right/, posix/, localtime) refused; bounded work
+for a Deny that never closes; and properties on random windows checked against fire
+times listed from each day's wall times."""
 
 from __future__ import annotations
 
 import sys
+import zoneinfo
+from collections.abc import Iterator
 from datetime import UTC, datetime, time, timedelta
+from importlib.resources import files
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -18,6 +23,7 @@ from cronsim import CronSim
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from crs_controller.core.rollout import windows as windows_module
 from crs_controller.core.rollout.windows import HORIZON, MAX_STEPS, Verdict, Window, verdict
 
 H = 3600.0
@@ -449,3 +455,59 @@ def test_the_verdict_does_not_depend_on_the_order_of_the_windows(
 ) -> None:
     windows, shuffled = lists
     assert verdict(windows, now) == verdict(shuffled, now)
+
+
+@pytest.fixture
+def system_zones(tmp_path: Path) -> Iterator[Path]:
+    """An empty directory as the system's time zone database, restored afterwards;
+    the zones already looked up are forgotten on the way in and out."""
+    saved = zoneinfo.TZPATH
+    zoneinfo.reset_tzpath(to=[str(tmp_path)])
+    zoneinfo.ZoneInfo.clear_cache()
+    windows_module._zone.cache_clear()
+    try:
+        yield tmp_path
+    finally:
+        zoneinfo.reset_tzpath(to=saved)
+        zoneinfo.ZoneInfo.clear_cache()
+        windows_module._zone.cache_clear()
+
+
+def copy_zone(system: Path, name: str, zone: str) -> None:
+    """Write ``zone``'s data as ``name`` in the directory ``system``."""
+    target = system.joinpath(*name.split("/"))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(files("tzdata.zoneinfo").joinpath(*zone.split("/")).read_bytes())
+
+
+def test_zones_are_read_without_a_system_database(system_zones: Path) -> None:
+    # A legacy link name, which newer Debian images keep in a separate package.
+    window = allow("0 9 * * *", H, "US/Eastern")
+    assert verdict([window], utc("2026-07-01T13:30:00")).open  # 09:30 EDT
+    assert not verdict([window], utc("2026-07-01T09:30:00")).open
+
+
+def test_zones_are_read_the_same_whatever_the_system_database_says(
+    system_zones: Path,
+) -> None:
+    copy_zone(system_zones, "US/Eastern", "Asia/Tokyo")  # a system file that differs
+    window = allow("0 9 * * *", H, "US/Eastern")
+    assert verdict([window], utc("2026-01-05T14:30:00")).open  # 09:30 EST
+    assert not verdict([window], utc("2026-01-05T00:30:00")).open  # 09:30 in Tokyo
+
+
+@pytest.mark.parametrize(
+    ("name", "first"),
+    [
+        ("right/Europe/Berlin", "right"),
+        ("posix/Europe/Berlin", "posix"),
+        ("localtime", "localtime"),
+        ("posixrules", "posixrules"),
+    ],
+)
+def test_system_database_extras_are_refused_naming_the_field(
+    system_zones: Path, name: str, first: str
+) -> None:
+    copy_zone(system_zones, name, "Europe/Berlin")
+    with pytest.raises(ValueError, match=f"^timeZone: '{first}' is not an IANA time zone name$"):
+        allow("0 9 * * *", H, name)

@@ -3,7 +3,10 @@ and when does that answer change?
 
 The semantics are Argo CD's syncWindows. A window opens each time its five-field
 cron ``schedule`` fires, read in its ``timeZone`` (default UTC), and stays open for
-``duration`` seconds of elapsed time. A window is open at ``t`` when some fire time
+``duration`` seconds of elapsed time. Zones come from the IANA database of the
+``tzdata`` package, never the system's, so a ``timeZone`` means the same in every
+image; the system directory's extras (``right/``, ``posix/``, ``localtime``,
+``posixrules``) are not zone names. A window is open at ``t`` when some fire time
 ``f`` has ``f <= t < f + duration``; a duration longer than the schedule's period
 makes the firings overlap and the window stays open throughout. Then:
 
@@ -57,10 +60,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
+from importlib.resources import files
 from itertools import groupby
 from operator import itemgetter
 from typing import Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 
@@ -78,6 +82,9 @@ _PRINTABLE_ASCII = re.compile(r"[ -~]*")
 # What IANA zone names are made of; anything else (a backslash, a dot, a NUL) is
 # refused before the name reaches zoneinfo, which would look it up as a file path.
 _ZONE_NAME = re.compile(r"[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*")
+# What a system's zoneinfo directory holds besides the zones: copies read with leap
+# seconds (right/) or without (posix/), the host's own zone and the POSIX TZ default.
+_NOT_ZONES = frozenset({"right", "posix", "localtime", "posixrules"})
 
 
 @dataclass(frozen=True)
@@ -339,12 +346,18 @@ def _check_duration(duration: float) -> None:
 
 @lru_cache(maxsize=256)
 def _zone(name: str) -> tzinfo:
-    """The time zone called ``name``; raise ValueError if zoneinfo does not know it."""
+    """The time zone called ``name`` in the IANA database of the ``tzdata`` package;
+    raise ValueError if it holds no such zone. The system's database is never read,
+    so a name is accepted, and read, the same way whatever the image has installed."""
     if name == "UTC":
         return UTC
     if len(name) > _MAX_ZONE_CHARS or _ZONE_NAME.fullmatch(name) is None:
         raise ValueError("timeZone: not a time zone name such as Europe/Berlin")
+    first = name.split("/", maxsplit=1)[0]
+    if first in _NOT_ZONES:
+        raise ValueError(f"timeZone: {first!r} is not an IANA time zone name")
     try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
+        with files("tzdata.zoneinfo").joinpath(*name.split("/")).open("rb") as data:
+            return ZoneInfo.from_file(data, key=name)
+    except (ValueError, OSError):
         raise ValueError(f"timeZone: unknown time zone {name!r}") from None
