@@ -344,10 +344,15 @@ class World:
         elif kind == "Cluster":
             old_cluster = self.clusters.get(*key)
             self.index.update_cluster(old_cluster, self.clusters.put(obj))
-        elif kind == "ConfigMap":
-            self.configmaps.put(obj)
-        elif kind == "Secret":
-            self.secrets.put(obj)
+        elif kind in ("ConfigMap", "Secret"):
+            informer = self.configmaps if kind == "ConfigMap" else self.secrets
+            old_meta = informer.get(*key)
+            self.shared.snapshots.seen(kind, old_meta, informer.put(obj))
+
+    def forget(self, kind: str, namespace: str, name: str) -> None:
+        """Show a ConfigMap or Secret gone to the caches, as a watch would."""
+        informer = self.configmaps if kind == "ConfigMap" else self.secrets
+        self.shared.snapshots.seen(kind, informer.remove(namespace, name), None)
 
     async def update(self, obj: Obj) -> Obj:
         written = await self.mgmt.replace(obj)

@@ -10,6 +10,7 @@ its revision was hashed from, or is not written."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ import yaml
 from structlog.testing import capture_logs
 
 from crs_controller.core.api.models import API_VERSION
+from crs_controller.core.errors import APIError
 from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
 from crs_controller.core.rollout.snapshots import (
     MAX_SNAPSHOT_BYTES,
@@ -27,7 +29,7 @@ from crs_controller.core.rollout.snapshots import (
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile import revisions
 from crs_controller.engine.reconcile.crs import reconcile_crs
-from crs_controller.engine.reconcile.rollout import current_sources, rolled_out
+from crs_controller.engine.reconcile.rollout import RolledOut, current_sources, rolled_out
 
 from .builders import NS, configmap_source, crs, payload, reconcile, world_with
 from .memory_kube import World
@@ -55,9 +57,8 @@ def watch_snapshots(world: World, shown: set[tuple[str, str]]) -> None:
     now = {(o["kind"], o["metadata"]["name"]) for o in snapshots(world)}
     for obj in snapshots(world):
         world.sync(obj)
-    informers = {"ConfigMap": world.configmaps, "Secret": world.secrets}
     for kind, name in shown - now:
-        informers[kind].remove(NS, name)
+        world.forget(kind, NS, name)
     shown.clear()
     shown.update(now)
 
@@ -226,7 +227,7 @@ async def test_a_snapshot_secret_whose_name_was_taken_is_written_once_it_is_free
     assert told == ["snapshot name taken"]
     assert not ctx.snapshots.kept(the_crs, first)
     del world.mgmt.objects[("v1", "Secret", NS, name)]  # the tenant's Secret goes
-    world.secrets.remove(NS, name)
+    world.forget("Secret", NS, name)
     await reconcile_crs(ctx, NS, "a")
     watch_snapshots(world, shown)
     assert sorted(o["kind"] for o in snapshots(world)) == ["ConfigMap", "Secret"]
@@ -258,3 +259,88 @@ def secret_source(value: str) -> Obj:
     metadata = {"name": "sec", "namespace": NS}
     kind = {"apiVersion": "v1", "kind": "Secret", "type": "addons.cluster.x-k8s.io/resource-set"}
     return {**kind, "metadata": metadata, "data": data}
+
+
+def failing_once(world: World, verb: str, what: Callable[..., bool]) -> list[tuple[Any, ...]]:
+    """Make the next ``verb`` request (``delete`` or ``replace``) whose arguments
+    ``what`` picks fail with a server error; returns the requests that failed."""
+    real = getattr(world.mgmt, verb)
+    failed: list[tuple[Any, ...]] = []
+
+    async def request(*args: Any, **kwargs: Any) -> Any:
+        if not failed and what(*args, **kwargs):
+            failed.append(args)
+            raise APIError("500 Internal Server Error", status=500)
+        return await real(*args, **kwargs)
+
+    setattr(world.mgmt, verb, request)
+    return failed
+
+
+def snapshot_names(world: World) -> list[str]:
+    return sorted({o["metadata"]["name"] for o in snapshots(world)})
+
+
+async def test_a_snapshot_whose_delete_failed_goes_on_a_later_pass() -> None:
+    world = await world_with(crs("a", "src", revisionHistoryLimit=1))
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    await reconcile_crs(ctx, NS, "a")
+    first = status(world)["history"][-1]["revision"]
+    watch_snapshots(world, shown)
+    failed = failing_once(world, "delete", lambda *args, **_: args[1] == "ConfigMap")
+    await edit(world, "2")
+    with capture_logs() as logs:
+        await reconcile_crs(ctx, NS, "a")  # the first revision leaves the history
+    second = status(world)["history"][-1]["revision"]
+    assert [r["revision"] for r in status(world)["history"]] == [second]
+    assert failed == [("v1", "ConfigMap", snapshot_name("a", first), NS)]
+    assert [r["event"] for r in logs if r["event"].startswith("snapshot")] == [
+        "snapshot written",
+        "snapshot deletion failed",
+    ]
+    watch_snapshots(world, shown)
+    assert snapshot_names(world) == sorted(snapshot_name("a", r) for r in (first, second))
+    written = world.mgmt.writes()
+    await reconcile_crs(ctx, NS, "a")  # nothing else changed: the status stays
+    watch_snapshots(world, shown)
+    assert snapshot_names(world) == [snapshot_name("a", second)]
+    assert world.mgmt.writes()[len(written) :] == [
+        ("delete", f"ConfigMap/{snapshot_name('a', first)}")
+    ]
+    await reconcile_crs(world.crs_context(), NS, "a")  # and another leader after it
+    assert snapshot_names(world) == [snapshot_name("a", second)]
+
+
+async def test_a_snapshot_whose_revision_never_reached_the_history_goes() -> None:
+    world = await world_with(crs("a", "src", revisionHistoryLimit=1))
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    await reconcile_crs(ctx, NS, "a")
+    watch_snapshots(world, shown)
+
+    def status_write(obj: Obj, *, subresource: str | None = None) -> bool:
+        return subresource == "status"
+
+    failing_once(world, "replace", status_write)
+    await edit(world, "2")
+    await reconcile_crs(ctx, NS, "a")  # its snapshot is written, the status is not
+    watch_snapshots(world, shown)
+    lost = snapshot_name("a", (await rolled(world)).sources)
+    assert lost in snapshot_names(world)
+    assert all(snapshot_name("a", r["revision"]) != lost for r in status(world)["history"])
+    await edit(world, "3")  # the sources move on before the status is written again
+    await reconcile_crs(ctx, NS, "a")
+    watch_snapshots(world, shown)
+    await reconcile_crs(world.crs_context(), NS, "a")  # by another leader, once shown
+    watch_snapshots(world, shown)
+    third = (await rolled(world)).sources
+    assert [r["revision"] for r in status(world)["history"]] == [third]
+    assert snapshot_names(world) == [snapshot_name("a", third)]
+
+
+async def rolled(world: World) -> RolledOut:
+    """What the CRS "a" rolls out now, as a pass would find it."""
+    the_crs = world.index.crs(NS, "a")
+    assert the_crs is not None
+    found = await rolled_out(world.crs_context(), the_crs)
+    assert found is not None
+    return found

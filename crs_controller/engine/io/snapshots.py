@@ -1,7 +1,7 @@
 """Each revision's snapshot on the management cluster (``core.rollout.snapshots``):
 written once per revision by the CRS reconcile (never per cluster), read and checked
-by every pass that rolls a CRS back, deleted when its revision leaves the history or
-the CRS goes.
+by every pass that rolls a CRS back, deleted by the leader's CRS pass once its
+revision is neither in the history nor rolled out, or when the CRS goes.
 
 Reads go through ``engine.io.sources`` (one GET per change, held within its byte
 budget); a checked snapshot is kept here, by bytes, so passes over hundreds of
@@ -10,7 +10,7 @@ clusters hash it once. Deletes touch only objects labelled with the CRS's uid.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import structlog
@@ -56,6 +56,8 @@ class Snapshots:
         # Bytes of the snapshots this process wrote, until the watch shows them.
         self._written: dict[tuple[str, str], int] = {}  # (uid, revision)
         self._told_taken: set[tuple[str, str]] = set()  # (uid, revision)
+        # The snapshot objects the watch shows: (kind, name) by (namespace, CRS uid).
+        self._labelled: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self._checked: ByteBudgetLRU[tuple[str, ...], dict[Key, Source]] = ByteBudgetLRU(
             CHECKED_BUDGET_BYTES
         )
@@ -170,16 +172,43 @@ class Snapshots:
         self._checked.put((*held, *versions), found, cost)
         return found
 
-    async def delete(self, crs: CRS, revisions: list[str]) -> None:
-        """Delete the snapshots of ``revisions``: only objects labelled as this CRS's."""
-        for rev in revisions:
-            name = snapshot_name(crs.name, rev)
-            for kind, informer in self._informers.items():
-                meta = informer.get(crs.namespace, name)
-                if meta is not None and meta.snapshot_of == crs.meta.uid:
-                    await self._client.delete("v1", kind, name, crs.namespace, uid=meta.uid)
-        if revisions:
-            log.info("snapshots deleted", crs=f"{crs.namespace}/{crs.name}", count=len(revisions))
+    def seen(self, kind: str, old: SourceMeta | None, new: SourceMeta | None) -> None:
+        """Follow a ConfigMap or Secret as the watch shows it (``old`` before,
+        ``new`` now; None: absent), for ``delete_others``: which objects are labelled
+        as a CRS's snapshots, by namespace and CRS uid."""
+        for meta, held in ((old, False), (new, True)):
+            if meta is None or meta.snapshot_of is None:
+                continue
+            key = (meta.namespace, meta.snapshot_of)
+            objects = self._labelled.setdefault(key, set())
+            if held:
+                objects.add((kind, meta.name))
+                continue
+            objects.discard((kind, meta.name))
+            if not objects:
+                del self._labelled[key]
+
+    async def delete_others(self, crs: CRS, revisions: Collection[str]) -> None:
+        """Delete the snapshots of ``crs`` the watch shows, but those of ``revisions``:
+        only objects labelled with its uid and named as its snapshots. Whatever left
+        them (a revision dropped from the history whose delete failed, or whose
+        status write the process did not outlive, a snapshot whose revision never
+        reached the history), they go on the next pass that keeps the others."""
+        uid = crs.meta.uid
+        if uid is None:
+            return
+        kept = {snapshot_name(crs.name, rev) for rev in revisions}
+        prefix = snapshot_name(crs.name, "")
+        labelled = self._labelled.get((crs.namespace, uid), set())
+        stale = sorted(o for o in labelled if o[1].startswith(prefix) and o[1] not in kept)
+        for kind, name in stale:
+            meta = self._informers[kind].get(crs.namespace, name)
+            if meta is not None and meta.snapshot_of == uid:
+                await self._client.delete("v1", kind, name, crs.namespace, uid=meta.uid)
+            # Not asked for again while the watch has yet to show it gone.
+            self.seen(kind, SourceMeta(name, crs.namespace, snapshot_of=uid), None)
+        if stale:
+            log.info("snapshots deleted", crs=f"{crs.namespace}/{crs.name}", objects=len(stale))
 
     async def delete_all(self, crs: CRS) -> None:
         """Every snapshot of ``crs``, as it is deleted (the garbage collector would,

@@ -38,11 +38,11 @@ from crs_controller.engine.io import fleet_metrics, metrics
 from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, cluster_key
 from crs_controller.engine.reconcile.revisions import (
-    Kept,
     by_itself,
     drop_stale_request,
     history,
     snapshot,
+    sweep,
 )
 from crs_controller.engine.reconcile.rollout import (
     Hashes,
@@ -209,13 +209,13 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     if rolled is not None:
         rolled, made, then = await _roll(ctx, crs, rolled, matching, previous)
     status = _status(ctx, crs, matching, problems, made, rolled)
-    kept = history(ctx, crs, rolled, made, status)
-    status.history = kept.history
+    status.history = history(ctx, crs, rolled, made, status)
     if rolled is None:
         _show_fleet(ctx, crs, matching, None, None)
     else:
         _show_fleet(ctx, crs, matching, rolled.hashes, rolled.target)
     if to_api(status) == to_api(crs.status):
+        await sweep(ctx, crs, rolled, status)
         return then
     try:
         await ctx.crss.put_status(crs, status)
@@ -225,7 +225,9 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         _log_failure("status write failed", crs, exc)
         return then | RETRY
     _log_status(crs, status)
-    return then | await _after_write(ctx, crs, rolled, kept, matching)
+    then |= await _after_write(ctx, crs, rolled, matching)
+    await sweep(ctx, crs, rolled, status)
+    return then
 
 
 async def _roll(
@@ -250,11 +252,11 @@ async def _roll(
 
 
 async def _after_write(
-    ctx: CRSContext, crs: CRS, rolled: RolledOut | None, kept: Kept, matching: list[Cluster]
+    ctx: CRSContext, crs: CRS, rolled: RolledOut | None, matching: list[Cluster]
 ) -> Result:
     """Once the status says so: a rollback that starts is counted (and a refused one
-    told), the snapshots of the revisions dropped from the history go. A rollback
-    that starts or ends wakes the clusters: they take another revision."""
+    told). A rollback that starts or ends wakes the clusters: they take another
+    revision."""
     before = crs.status.rollout.rolled_back_from if crs.status.rollout else None
     back = rolled.undo.rolled_back_from if rolled is not None else None
     if back is not None and back != before:
@@ -266,10 +268,6 @@ async def _after_write(
     told = crs.status.rollout.message if crs.status.rollout else ""
     if rolled is not None and rolled.refused is not None and rolled.refused not in told:
         await ctx.events.emit(crs, "Warning", "RollbackRefused", rolled.refused)
-    try:
-        await ctx.snapshots.delete(crs, kept.dropped)
-    except CRSError as exc:  # left for the garbage collector (owner reference)
-        _log_failure("snapshot deletion failed", crs, exc)
     return then
 
 

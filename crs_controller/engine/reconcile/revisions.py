@@ -1,15 +1,15 @@
 """A CRS's revisions, kept by the CRS reconcile of the leader: the snapshot of each
 new revision of the sources (written once per revision, never per cluster),
 ``status.history`` with at most ``spec.revisionHistoryLimit`` entries whose
-snapshots hold at most ``MAX_HISTORY_BYTES`` together, the snapshots of the
-revisions dropped from it, and the rollback a halted rollout starts by itself
-under ``spec.rollout.onFailure: Rollback`` (``core.rollout.history`` decides).
+snapshots hold at most ``MAX_HISTORY_BYTES`` together, the deletion of the snapshots
+of the revisions neither in it nor rolled out (on every pass, until they are gone),
+and the rollback a halted rollout starts by itself under ``spec.rollout.onFailure:
+Rollback`` (``core.rollout.history`` decides).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 import structlog
 
@@ -33,15 +33,6 @@ from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.rollout import RolledOut, roll_to, try_plan
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True)
-class Kept:
-    """The history to write, and the revisions it dropped (their snapshots go once
-    the status is written)."""
-
-    history: list[RevisionRecord] | None
-    dropped: list[str] = field(default_factory=list)
 
 
 async def by_itself(
@@ -72,21 +63,40 @@ def history(
     rolled: RolledOut | None,
     made: Plan | None,
     status: ClusterResourceSetStatus,
-) -> Kept:
+) -> list[RevisionRecord] | None:
     """The history with this pass's revision recorded: how its rollout stands (the
-    plan's phase; without a rollout, Complete once Ready)."""
+    plan's phase; without a rollout, Complete once Ready). The revisions it drops
+    lose their snapshots once it is written (``sweep``)."""
     if rolled is None:
-        return Kept(crs.status.history)
+        return crs.status.history
     if made is not None:
         outcome = outcome_of_phase(made.phase)
     else:
         ready = next((c for c in status.conditions if c.type == READY), None)
         outcome = "Complete" if ready is not None and ready.status == "True" else "Progressing"
     limit = crs.valid.spec.revision_history_limit
-    kept, dropped = advance(crs.status.history or [], rolled.undo, outcome, ctx.clock.wall(), limit)
+    kept, _ = advance(crs.status.history or [], rolled.undo, outcome, ctx.clock.wall(), limit)
     sizes = {r.revision: ctx.snapshots.size(crs, r.revision) for r in kept}
-    kept, over = within_bytes(kept, sizes, MAX_HISTORY_BYTES)
-    return Kept(kept, dropped + over)
+    return within_bytes(kept, sizes, MAX_HISTORY_BYTES)[0]
+
+
+async def sweep(
+    ctx: CRSContext, crs: CRS, rolled: RolledOut | None, written: ClusterResourceSetStatus
+) -> None:
+    """Once the status says ``written``: delete the snapshots of ``crs`` of revisions
+    neither in its history nor rolled out by this pass. A delete that fails, or a
+    process that stops before it, leaves them to the next pass, which looks again
+    (what the watch shows labelled with the CRS's uid, no request)."""
+    keep = {r.revision for r in written.history or []}
+    if rolled is not None:
+        keep |= {rolled.target, rolled.sources}
+    try:
+        await ctx.snapshots.delete_others(crs, keep)
+    except CRSError as exc:  # deleted on a later pass
+        level = failure_level(exc, otherwise=logging.INFO)
+        status = exc.status if isinstance(exc, APIError) else None
+        where = f"{crs.namespace}/{crs.name}"
+        log.log(level, "snapshot deletion failed", crs=where, status=status, error=str(exc))
 
 
 async def snapshot(ctx: CRSContext, crs: CRS, rolled: RolledOut) -> None:

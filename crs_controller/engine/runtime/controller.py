@@ -285,6 +285,7 @@ class Controller:
 
     def _on_source(self, kind: str) -> Callable[[SourceMeta | None, SourceMeta | None], None]:
         def handler(old: SourceMeta | None, new: SourceMeta | None) -> None:
+            self.crs_ctx.snapshots.seen(kind, old, new)
             meta = new or old
             assert meta is not None
             namespace = meta.namespace
