@@ -29,7 +29,7 @@ from crs_controller.core.api.models import (
     ObjectKey,
     ResourceRef,
 )
-from crs_controller.core.errors import ResourceError, Unreachable
+from crs_controller.core.errors import CRSError, ResourceError, Unreachable
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.bindings import (
     cluster_owner_reference,
@@ -62,12 +62,14 @@ from crs_controller.engine.reconcile.result import (
     crs_key,
 )
 from crs_controller.engine.reconcile.rollout import RolledOut, rolled_out
+from crs_controller.engine.reconcile.substitute import PassValues, prepare
 from crs_controller.engine.reconcile.workload.pruning import Pruned, prune
 
 log = structlog.get_logger(__name__)
 
 BUDGET_WAIT = "BudgetExhausted"
 DELETED = "Deleted"  # the Event reason of objects deleted as they left the desired set
+REFERENCE_START = "${"  # how every reference a substitution replaces begins
 
 
 @dataclass(frozen=True)
@@ -264,8 +266,23 @@ class ClusterScope:
                 source = await self.source(crs, ref)
                 if source.error is None:
                     with contextlib.suppress(ResourceError):
-                        wanted |= wanted_keys(await self.ctx.sources.objects(source))
+                        wanted |= await self._wanted_from(crs, source)
         return wanted
+
+    async def _wanted_from(self, crs: CRS, source: Source) -> set[ObjectKey]:
+        """What one source asks for on this cluster: a ``substitute: true`` resource
+        whose objects' names hold a reference wants them as substituted with this
+        cluster's values. One that cannot be substituted here wants what it names as
+        written, which protects no object its references would name."""
+        keys = wanted_keys(await self.ctx.sources.objects(source))
+        if not any(REFERENCE_START in part for key in keys for part in key):
+            return keys
+        try:
+            prepared = await prepare(self.ctx.sources, PassValues(crs, self.cluster), source)
+            manifest = await prepared.manifest(self.ctx.sources, source)
+        except CRSError:  # UnresolvedVariable, InvalidManifest: this cluster alone
+            return keys
+        return wanted_keys(manifest.objects)
 
     async def _tell_pruned(self, pruned: Pruned) -> Result:
         """Deletions told as applies are: one Event per CRS for every cluster's

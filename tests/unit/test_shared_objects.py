@@ -1,0 +1,54 @@
+"""Objects two CRSs share on one cluster: one that another CRS still wants is never
+deleted, also when its name is substituted per cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .builders import NS, configmap_source, crs, outcome, payload, reconcile, world_with
+from .memory_kube import World
+
+Obj = dict[str, Any]
+
+
+def templated(name: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {"v": "1"},
+    }
+
+
+def substituted(spec: Obj) -> Obj:
+    spec["spec"]["resources"][0]["substitute"] = True
+    return spec
+
+
+async def replace_source(world: World, source: Obj) -> None:
+    """Change a source ConfigMap as a user's update would."""
+    live = await world.mgmt.get("v1", "ConfigMap", source["metadata"]["name"], NS)
+    assert live is not None
+    source["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
+    await world.update(source)
+
+
+async def test_an_object_moved_to_a_crs_held_back_is_kept_when_its_name_is_substituted() -> None:
+    a = substituted(crs("a", "src-a", deletionPolicy="Delete"))
+    world = await world_with(
+        a, mode_source=configmap_source("src-a", templated("${CLUSTER_NAME}-cfg"), payload("gone"))
+    )
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    assert await workload.get("v1", "ConfigMap", "c1-cfg", "default") is not None
+    # The object moves to b, which waits for a dependency that never becomes ready.
+    await world.add(configmap_source("src-b", templated("${CLUSTER_NAME}-cfg")))
+    await world.add(crs("dep", "missing"))
+    await world.add(substituted(crs("b", "src-b", dependsOn=[{"name": "dep"}])))
+    await replace_source(world, configmap_source("src-a", payload("x")))
+    await reconcile(world)
+    assert outcome(world, "b")[0] == "DependencyNotReady"
+    assert outcome(world, "a")[0] == "Applied"
+    # a's pruning ran: what nothing wants any more is gone, what b wants is not.
+    assert await workload.get("v1", "ConfigMap", "gone", "default") is None
+    assert await workload.get("v1", "ConfigMap", "c1-cfg", "default") is not None
