@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from crs_controller.core.api.models import API_VERSION
+
 from .builders import NS, configmap_source, crs, outcome, payload, reconcile, world_with
 from .memory_kube import World
 
@@ -52,3 +54,35 @@ async def test_an_object_moved_to_a_crs_held_back_is_kept_when_its_name_is_subst
     # a's pruning ran: what nothing wants any more is gone, what b wants is not.
     assert await workload.get("v1", "ConfigMap", "gone", "default") is None
     assert await workload.get("v1", "ConfigMap", "c1-cfg", "default") is not None
+
+
+def listed(world: World, crs_name: str) -> list[str]:
+    """The names of the objects ``crs_name``'s entry of c1's binding records."""
+    binding = world.bindings.get(NS, "c1")
+    assert binding is not None
+    entry = binding.entries().get(crs_name)
+    return [o.name for r in entry.resources for o in r.objects] if entry else []
+
+
+async def test_applyonce_leaves_an_object_another_crs_applied_to_it() -> None:
+    a = crs("a", "src-a")  # deletionPolicy Orphan: deleting a leaves its objects
+    world = await world_with(a, mode_source=configmap_source("src-a", payload("addon", "A")))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    await world.add(configmap_source("src-b", payload("addon", "B"), payload("own")))
+    await world.add(crs("b", "src-b", mode="ApplyOnce", deletionPolicy="Delete"))
+    await reconcile(world)
+    assert listed(world, "b") == ["own"]  # a's object is not b's to delete later
+    await world.mgmt.delete(API_VERSION, "ClusterResourceSet", "a", NS)
+    world.index.update_crs(world.crss.remove(NS, "a"), None)
+    await reconcile(world)
+    live = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "b", NS)
+    assert live is not None
+    live["spec"]["clusterSelector"] = {"matchLabels": {"env": "none"}}
+    live["metadata"]["generation"] = 2
+    await world.update(live)
+    await reconcile(world)
+    # b's pruning ran: what b applied is gone, what a applied is left.
+    assert await workload.get("v1", "ConfigMap", "own", "default") is None
+    addon = await workload.get("v1", "ConfigMap", "addon", "default")
+    assert addon is not None and addon["data"] == {"v": "A"}

@@ -493,6 +493,7 @@ async def _send(
             ignores=run.crs.ignores,
             inventory=_created(turn.previous, run.observer),
             claimed=_claimed(scope.before(run.crs.name), turn.ref),
+            theirs=scope.listed_by_others(run.crs.name),
             into=applied,
         )
     except Unreachable as exc:

@@ -27,6 +27,7 @@ from crs_controller.core.api.models import (
     ClusterResourceSetBinding,
     CRSBinding,
     ObjectKey,
+    ObjectRef,
     ResourceRef,
 )
 from crs_controller.core.errors import CRSError, ResourceError, Unreachable
@@ -129,6 +130,12 @@ class ClusterScope:
         this pass wrote it, or in ``entry`` (a pair's, not settled yet)."""
         entries = [*self._before.values(), *self._now.values(), entry]
         return frozenset(ref.key for ref in inventory(entries))
+
+    def listed_by_others(self, crs_name: str) -> list[ObjectRef]:
+        """Every object the entries of other CRSs than ``crs_name`` list: as recorded
+        before this pass, or as this pass wrote them."""
+        entries = [*self._before.items(), *self._now.items()]
+        return list(inventory(e for name, e in entries if name != crs_name))
 
     async def connect(self) -> Outcome | None:
         """Open the cluster's client, or say why it cannot be contacted."""

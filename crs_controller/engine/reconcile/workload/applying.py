@@ -49,22 +49,22 @@ async def apply_objects(
     ignores: Ignores = NO_IGNORES,
     inventory: Sequence[ObjectRef] = (),
     claimed: Sequence[ObjectRef] = (),
+    theirs: Sequence[ObjectRef] = (),
     into: ApplyResult | None = None,
 ) -> ApplyResult:
     """Apply ``objects`` (already in apply order); ``hashes``, when given, are their
     content hashes, recorded on what was applied. With ``only_missing`` (ApplyOnce),
     objects that already exist are left untouched: reported as skipped, or as applied
-    when our field manager applied them before (a lost inventory, e.g. a binding
-    restored from a backup without it, is re-adopted), unless another resource of the
-    CRS records them (``claimed``, e.g. another version's build): those are sent.
-    ``confidential`` (objects from a Secret) keeps the server's messages about them to
-    reason and field path. An object in the resource's ``inventory`` or ``claimed`` is
-    sent without the paths ``ignores`` leaves to others (they went with its creation).
+    when our field manager applied them and no other CRS records them (``theirs``; a
+    lost inventory is re-adopted, see ``_ApplyOne.adopts``), unless another resource
+    of the CRS records them (``claimed``, e.g. another version's build): those are
+    sent. ``confidential`` (objects from a Secret) keeps the server's messages about
+    them to reason and field path. An object in the resource's ``inventory`` or
+    ``claimed`` is sent without the paths ``ignores`` leaves to others.
 
     Raises Unreachable as soon as the cluster stops answering; ``into``, when given,
-    is the result filled as objects go out, so its caller knows what was applied
-    before."""
-    keys = [frozenset(o.key for o in refs) for refs in (inventory, claimed)]
+    is the result filled as objects go out, so its caller knows what went before."""
+    keys = [frozenset(o.key for o in refs) for refs in (inventory, claimed, theirs)]
     one = _ApplyOne(client, field_manager, only_missing, confidential, hashes, ignores, *keys)
     result = into if into is not None else ApplyResult()
     pending_crds: list[str] = []
@@ -92,6 +92,16 @@ class _ApplyOne:
     ignores: Ignores
     known: frozenset[ObjectKey]  # the resource's inventory
     claimed: frozenset[ObjectKey]  # what other resources of the CRS record
+    theirs: frozenset[ObjectKey]  # what other CRSs record on the cluster
+
+    def adopts(self, key: ObjectKey, existing: dict[str, Any]) -> bool:
+        """Does ApplyOnce take an existing object as its own: applied by our field
+        manager (a lost inventory, e.g. a binding restored from a backup without it, is
+        re-adopted), and recorded by no other CRS unless this resource records it too:
+        another CRS's object is not this one's to delete later."""
+        if key in self.theirs and key not in self.known:
+            return False
+        return owned_fields(existing, self.field_manager) is not None
 
     async def into(
         self, result: ApplyResult, position: int, obj: dict[str, Any]
@@ -172,8 +182,7 @@ async def _apply_as(
     if one.only_missing and ref.key not in one.claimed:
         existing = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
         if existing is not None:
-            ours = owned_fields(existing, field_manager) is not None
-            return ref, existing if ours else None
+            return ref, existing if one.adopts(ref.key, existing) else None
     left_out = one.ignores.left_out(ref, one.known | one.claimed)
     if left_out:
         # Stamped again: a path under metadata.labels must not take our label with it.
