@@ -1,9 +1,13 @@
 """Objects two CRSs share on one cluster: one that another CRS still wants is never
-deleted, also when its name is substituted per cluster."""
+deleted, also when its name is substituted per cluster; ApplyOnce takes no other
+CRS's object as its own; two CRSs applying one object with other content are told
+so (each apply undoes the other)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from crs_controller.core.api.models import API_VERSION
 
@@ -86,3 +90,57 @@ async def test_applyonce_leaves_an_object_another_crs_applied_to_it() -> None:
     assert await workload.get("v1", "ConfigMap", "own", "default") is None
     addon = await workload.get("v1", "ConfigMap", "addon", "default")
     assert addon is not None and addon["data"] == {"v": "A"}
+
+
+def told(world: World, crs_name: str) -> dict[str, str]:
+    """The Events the notes gathered for ``crs_name`` would give, by reason."""
+    return {a.reason: a.message for a in world.ctx.announcements.take(NS, crs_name)}
+
+
+@pytest.mark.parametrize("content", ["B", "A"])
+async def test_two_crss_applying_one_object_with_other_content_are_warned_of(
+    content: str,
+) -> None:
+    spec = {"driftDetection": "Generation", "driftCheckInterval": "1m"}
+    world = await world_with(
+        crs("a", "src-a", **spec),
+        crs("b", "src-b", **spec),
+        mode_source=configmap_source("src-a", payload("addon", "A")),
+    )
+    await world.add(configmap_source("src-b", payload("addon", content), payload("own")))
+    await reconcile(world)
+    assert "Applied" in told(world, "a")
+    events = told(world, "b")
+    assert "Applied" in events
+    if content == "A":  # the same object twice is no conflict
+        assert "ObjectConflict" not in events
+        return
+    assert events["ObjectConflict"] == (
+        "ObjectConflict on 1 cluster: c1: v1 ConfigMap default/addon also applied by "
+        "ClusterResourceSet a: with other content, each apply undoes the other"
+    )
+    assert outcome(world, "a")[0] == outcome(world, "b")[0] == "Applied"
+    # Each drift correction undoes the other CRS's apply, and says so.
+    world.ctx.clock.advance(61)  # type: ignore[attr-defined]
+    await reconcile(world)
+    for name, other in (("a", "b"), ("b", "a")):
+        events = told(world, name)
+        assert "DriftCorrected" in events
+        assert f"addon also applied by ClusterResourceSet {other}:" in events["ObjectConflict"]
+
+
+async def test_an_object_taken_over_from_a_crs_that_left_the_cluster_is_no_conflict() -> None:
+    world = await world_with(
+        crs("a", "src-a"), mode_source=configmap_source("src-a", payload("addon", "A"))
+    )
+    await reconcile(world)
+    live = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert live is not None
+    live["spec"]["clusterSelector"] = {"matchLabels": {"env": "none"}}
+    live["metadata"]["generation"] = 2
+    await world.update(live)
+    await world.add(configmap_source("src-b", payload("addon", "B")))
+    await world.add(crs("b", "src-b"))
+    await reconcile(world)
+    events = told(world, "b")
+    assert "Applied" in events and "ObjectConflict" not in events

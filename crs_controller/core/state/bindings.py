@@ -128,6 +128,26 @@ def record_apply(
     )
 
 
+def conflicts(
+    applied: Iterable[ObjectRef], others: Mapping[str, CRSBinding]
+) -> list[tuple[ObjectRef, str]]:
+    """Each object just applied that another CRS's entry (``others``, by CRS name)
+    records with other content, and that CRS: both write the one object under the one
+    field manager, so each apply undoes the other's. An object recorded without a
+    content hash is not compared."""
+    theirs: dict[ObjectKey, list[tuple[str, ObjectRef]]] = {}
+    for name, entry in sorted(others.items()):
+        for resource in entry.resources:
+            for ref in resource.objects:
+                theirs.setdefault(ref.key, []).append((name, ref))
+    found: dict[tuple[ObjectKey, str], ObjectRef] = {}
+    for ref in applied:
+        for name, other in theirs.get(ref.key, []):
+            if ref.hash and other.hash and ref.hash != other.hash:
+                found.setdefault((ref.key, name), ref)
+    return [(ref, name) for (_, name), ref in found.items()]
+
+
 def _merge(old: Iterable[ObjectRef], new: Iterable[ObjectRef]) -> list[ObjectRef]:
     """``old`` in its order with ``new``'s records where both name an object, then the
     rest of ``new``."""

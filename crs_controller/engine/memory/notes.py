@@ -33,8 +33,10 @@ LONGEST_SECONDS = 10.0
 GRACE_SECONDS = 5.0
 # Failures that often heal by themselves within seconds (see the module's docstring).
 GRACED_REASONS = frozenset({"ResourceNotFound"})
+# Two CRSs apply one object with different content on a cluster (reconcile.scope).
+OBJECT_CONFLICT = "ObjectConflict"
 # Warnings that tell of no failure: the clusters they name did not fail.
-NOT_FAILURES = frozenset({DELETION_SKIPPED})
+NOT_FAILURES = frozenset({DELETION_SKIPPED, OBJECT_CONFLICT})
 NAMES_SHOWN = 5
 # Resources (or, for deletions, objects) named in one Event; the count of the rest.
 RESOURCES_SHOWN = 20

@@ -464,15 +464,14 @@ async def _apply_resource(
         skipped=applied.skipped,
         now=run.now,
     )
-    _tell_apply(scope, run, name, applied, unchanged=len(chosen.kept))
+    then = _tell_apply(scope, run, name, applied, unchanged=len(chosen.kept))
     if stopped is not None:  # what went out before is recorded all the same
         failure = (stopped.reason, str(stopped))
-        return _Done(name, record, failure, then=RETRY, unreachable=True)
+        return _Done(name, record, failure, then=then | RETRY, unreachable=True)
     if not applied.ok:
-        return _Done(
-            name, record, ("ApplyFailed", f"{name}: {'; '.join(applied.errors)}"), then=RETRY
-        )
-    then = Result.after(run.strategy.next_due(record, run.now))
+        failure = ("ApplyFailed", f"{name}: {'; '.join(applied.errors)}")
+        return _Done(name, record, failure, then=then | RETRY)
+    then |= Result.after(run.strategy.next_due(record, run.now))
     return _Done(name, record, applied_as=why.reason if chosen.send else None, then=then)
 
 
@@ -523,8 +522,9 @@ def _claimed(entry: CRSBinding | None, ref: ResourceRef) -> list[ObjectRef]:
 
 def _tell_apply(
     scope: ClusterScope, run: _PairRun, name: str, applied: ApplyResult, *, unchanged: int
-) -> None:
-    """One resource's apply, in the metrics and the log."""
+) -> Result:
+    """One resource's apply, in the metrics and the log, and the objects it applied
+    that another CRS applies with other content (``ClusterScope.tell_conflicts``)."""
     metrics.OBJECTS_APPLIED.inc(len(applied.applied))
     metrics.APPLY_ERRORS.inc(len(applied.errors))
     log.info(
@@ -535,3 +535,4 @@ def _tell_apply(
         unchanged=unchanged,
         errors=len(applied.errors),
     )
+    return scope.tell_conflicts(run.crs, applied.applied.values())

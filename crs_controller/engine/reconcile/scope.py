@@ -34,6 +34,7 @@ from crs_controller.core.errors import CRSError, ResourceError, Unreachable
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.bindings import (
     cluster_owner_reference,
+    conflicts,
     entries_by_crs,
     owner_reference,
     with_outcome,
@@ -51,7 +52,7 @@ from crs_controller.core.values.dependencies import removal_order
 from crs_controller.core.versions.ranges import version_match
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.sources import Source
-from crs_controller.engine.memory.notes import RESOURCES_SHOWN, Note
+from crs_controller.engine.memory.notes import OBJECT_CONFLICT, RESOURCES_SHOWN, Note
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.recording import write_binding
 from crs_controller.engine.reconcile.result import (
@@ -70,6 +71,7 @@ log = structlog.get_logger(__name__)
 
 BUDGET_WAIT = "BudgetExhausted"
 DELETED = "Deleted"  # the Event reason of objects deleted as they left the desired set
+CONFLICTS_SHOWN = 3  # objects named in one cluster's ObjectConflict message
 REFERENCE_START = "${"  # how every reference a substitution replaces begins
 
 
@@ -136,6 +138,30 @@ class ClusterScope:
         before this pass, or as this pass wrote them."""
         entries = [*self._before.items(), *self._now.items()]
         return list(inventory(e for name, e in entries if name != crs_name))
+
+    def tell_conflicts(self, crs: CRS, applied: Iterable[ObjectRef]) -> Result:
+        """Objects ``crs`` just applied that another CRS selecting this cluster records
+        with other content: told as a Warning naming the objects and the other CRSs
+        (never content), with the other clusters' as one Event for ``crs``. (An entry
+        of a CRS that left keeps its inventory only until pruning.)"""
+        others = {**self._before, **self._now}
+        others.pop(crs.name, None)
+        found = conflicts(applied, others)
+        if found:  # rare: only then are the selecting CRSs looked up
+            selecting = {c.name for c in self.ctx.caches.matching_crss(self.cluster)}
+            found = [(ref, name) for ref, name in found if name in selecting]
+        if not found:
+            return NOTHING
+        shown = [
+            f"{ref} also applied by ClusterResourceSet {name}"
+            for ref, name in found[:CONFLICTS_SHOWN]
+        ]
+        more = f" and {len(found) - CONFLICTS_SHOWN} more" if len(found) > CONFLICTS_SHOWN else ""
+        message = f"{', '.join(shown)}{more}: with other content, each apply undoes the other"
+        log.warning("object conflict", crs=crs.name, cluster=self.cluster.name, objects=len(found))
+        note = Note("Warning", OBJECT_CONFLICT, self.cluster.name, message=message)
+        quiet = self.ctx.announcements.note(crs.namespace, crs.name, note)
+        return Result.waking(Wake(crs_key(crs.namespace, crs.name), quiet))
 
     async def connect(self) -> Outcome | None:
         """Open the cluster's client, or say why it cannot be contacted."""
