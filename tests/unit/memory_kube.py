@@ -12,13 +12,14 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from crs_controller.clients.answers import encode, json_nodes
 from crs_controller.clients.api import KubeAPI, Obj, ResourceInfo, WorkloadAPIs
 from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
 )
-from crs_controller.core.errors import Conflict, NotFound, Unreachable
+from crs_controller.core.errors import AnswerTooLarge, Conflict, NotFound, Unreachable
 from crs_controller.core.spec.objects import (
     Binding,
     parse_binding_object,
@@ -56,6 +57,10 @@ class MemoryKube:
         self.fail_with: Exception | None = None  # raised by the next apply
         self.cluster_scoped = set(CLUSTER_SCOPED)  # kinds served cluster-scoped
         self.keeps_status = False  # an apply keeps the stored status, as a server does
+        # The JSON values a KubeClient decodes: list() refuses past them in total (it
+        # holds every page), pages() only a page over them, one object alone (each
+        # object is its own page here, as a page too large is asked again smaller).
+        self.values: int | None = None
         self._version = 0
 
     def _key(self, api_version: str, kind: str, namespace: str | None, name: str) -> Key:
@@ -123,14 +128,28 @@ class MemoryKube:
     ) -> tuple[builtins.list[Obj], str]:
         """Label selectors of ``key`` and ``key=value`` terms; field selectors ignored."""
         self._check("list", f"{kind}/{namespace or '*'}")
-        found = [
+        found = self._listed(api_version, kind, namespace, label_selector, metadata_only)
+        if self.values is not None and sum(map(_values, found)) > self.values:
+            where = f"{self.name}: LIST {kind}"
+            message = f"{where}: more than {self.values} JSON values in total"
+            raise AnswerTooLarge(message, limit="values in total")
+        return found, str(self._version)
+
+    def _listed(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None,
+        metadata_only: bool,
+    ) -> builtins.list[Obj]:
+        return [
             copy.deepcopy({"metadata": o["metadata"]} if metadata_only else o)
             for (v, k, ns, _), o in self.objects.items()
             if (v, k) == (api_version, kind)
             and namespace in (None, ns)
             and _selected(o, label_selector)
         ]
-        return found, str(self._version)
 
     async def pages(
         self,
@@ -142,15 +161,27 @@ class MemoryKube:
         field_selector: str | None = None,
         metadata_only: bool = False,
     ) -> AsyncIterator[tuple[builtins.list[Obj], str]]:
-        """``list`` as one page."""
-        yield await self.list(
-            api_version,
-            kind,
-            namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            metadata_only=metadata_only,
-        )
+        """``list`` as one page; with ``values``, one page per object, and an object
+        alone over ``values`` refused."""
+        if self.values is None:
+            yield await self.list(
+                api_version,
+                kind,
+                namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                metadata_only=metadata_only,
+            )
+            return
+        self._check("list", f"{kind}/{namespace or '*'}")
+        found = self._listed(api_version, kind, namespace, label_selector, metadata_only)
+        for index, obj in enumerate(found):
+            if _values(obj) > self.values:
+                message = f"{self.name}: LIST {kind}: more than {self.values} JSON values"
+                raise AnswerTooLarge(f"{message} in one answer", limit="values")
+            yield [obj], str(self._version) if index == len(found) - 1 else ""
+        if not found:
+            yield [], str(self._version)
 
     async def watch(
         self,
@@ -371,6 +402,11 @@ class World:
             if (namespace, name) not in seen:  # the store may have dropped it already
                 self.index.update_binding(self.bindings.remove(namespace, name) or last, None)
         self._bindings_seen = seen
+
+
+def _values(obj: Obj) -> int:
+    """The JSON values a KubeClient counts in an object's answer."""
+    return json_nodes(encode(obj))
 
 
 def _selected(obj: Obj, selector: str | None) -> bool:

@@ -3,7 +3,9 @@ them (the engine's ``entry_revision`` with the sources' hashes now): a resource 
 follows the Kubernetes version and that a cluster does not have is on its source's
 hash, so the other version's build never keeps a cluster off the revision; which
 resources those are; and which sources' hashes are read (none missing, refused or
-forbidden, the last with a warning)."""
+forbidden, the last with a warning). A tenant's large objects do not stop the
+command for every namespace: each kind is read page by page, each page bounded on
+its own."""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.spec.objects import CRS, Cluster, parse_binding_object, parse_crs
 from crs_controller.core.text import safe
 from crs_controller.engine.reconcile.rollout import revision_of
+
+from .memory_kube import MemoryKube
 
 V133, V134 = ">=1.33.0, <1.34.0", ">=1.34.0, <1.35.0"
 NOW = {
@@ -265,3 +269,25 @@ def test_the_fleet_is_folded_with_each_crs_matched_in_its_own_namespace(
     assert len(asked) <= in_own
     assert folded == alone
     assert [r["cluster"] for r in folded[0]["clusters"]] == ["c0", "c1", "c2", "gone"]
+
+
+async def test_a_tenants_large_sets_do_not_stop_the_status_of_every_namespace() -> None:
+    # Each large set is under what one answer may decode to, the three together over
+    # it, as a list() of every namespace holding them all at once would be.
+    kube = MemoryKube("management")
+    note = {"kubectl.kubernetes.io/last-applied-configuration": "," * 600}
+    for namespace, name, notes in [
+        ("fleet", "cni", {}),
+        *(("team-b", f"large-{n}", note) for n in range(3)),
+    ]:
+        meta = {"name": name, "namespace": namespace, "annotations": notes}
+        await kube.create({"apiVersion": API_VERSION, "kind": CRS_KIND, "metadata": meta})
+    kube.values = 1_000
+    state = await FleetState.load(kube, None)  # type: ignore[arg-type]
+    assert sorted(state.objects[CRS_KIND]) == [
+        ("fleet", "cni"),
+        *(("team-b", f"large-{n}") for n in range(3)),
+    ]
+    assert state.versions[CRS_KIND] == str(kube._version)
+    names = [r["name"] for r in state.document(None)["clusterResourceSets"]]
+    assert names == ["cni", "large-0", "large-1", "large-2"]

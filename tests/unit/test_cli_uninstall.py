@@ -14,7 +14,13 @@ keeps the CRDs when one appears while the rest of the release goes.
 
 uninstall -n NAMESPACE says the release can be deleted only when no namespace has a
 ClusterResourceSet left, else names the namespaces that have (exit 0 either way: the
-namespace asked for is cleaned up)."""
+namespace asked for is cleaned up).
+
+One tenant's large objects (a last-applied annotation of many commas) do not stop
+either command for everyone: the sets, bindings and ExtensionConfigs are read page by
+page, each page bounded on its own as a KubeClient bounds it, and only an object
+alone over what one answer may decode stops the command (exit 2, its content never
+told)."""
 
 from __future__ import annotations
 
@@ -47,7 +53,7 @@ from crs_controller.app.commands.uninstall import (
     release_verdict,
 )
 from crs_controller.core.api.models import API_VERSION, FINALIZER
-from crs_controller.core.errors import APIError
+from crs_controller.core.errors import APIError, CRSError
 
 from .fake_clock import FakeClock
 from .memory_kube import MemoryKube
@@ -346,11 +352,11 @@ def renewing(kube: MemoryKube) -> None:
     kube.get = renewed  # type: ignore[method-assign]
 
 
-async def uninstalling(kube: MemoryKube, namespace: str | None) -> list[str]:
+async def uninstalling(kube: MemoryKube, namespace: str | None, force: bool = False) -> list[str]:
     """What ``uninstall --yes`` (-n namespace, or -A for None) says; exit 0 asserted."""
     args = argparse.Namespace(
         controller_namespace=SYSTEM,
-        force=False,
+        force=force,
         yes=True,
         timeout=5.0,
         namespace=namespace,
@@ -396,14 +402,15 @@ async def test_the_release_can_be_deleted_once_no_namespace_has_a_set(
 
 async def test_without_the_right_to_list_every_namespace_the_release_is_not_said_to_go() -> None:
     kube = await installed(fresh_lease())
-    listing = kube.list
+    listing = kube.pages
 
     async def namespaced_only(api_version: str, kind: str, namespace: str | None = None) -> Any:
         if namespace is None:
             raise APIError("list: 403 Forbidden", status=403)
-        return await listing(api_version, kind, namespace)
+        async for page in listing(api_version, kind, namespace):
+            yield page
 
-    kube.list = namespaced_only  # type: ignore[method-assign,assignment]
+    kube.pages = namespaced_only  # type: ignore[method-assign,assignment]
     said = await uninstalling(kube, "fleet")
     assert said[0] == "no ClusterResourceSets left in fleet"
     assert "cannot be listed (forbidden)" in said[1]
@@ -415,3 +422,84 @@ def test_the_verdict_names_five_namespaces_and_counts_the_rest() -> None:
     said = release_verdict(crss)
     assert said.startswith("16 ClusterResourceSet(s) are still in namespace(s) team-0, team-1, ")
     assert "team-4 and 3 more: do not delete the release yet" in said
+
+
+# What one answer may decode to here (MemoryKube.values): each large object below is
+# under it, three of them together are over it, as a list() of every namespace is.
+VALUES = 1_000
+
+
+def annotated(obj: Any, commas: int) -> Any:
+    """``obj`` with a last-applied annotation of ``commas`` commas (each a JSON value
+    counted before decoding)."""
+    note = {"kubectl.kubernetes.io/last-applied-configuration": "," * commas}
+    obj["metadata"]["annotations"] = note
+    return obj
+
+
+def large_sets(namespace: str, count: int = 3, commas: int = 600) -> list[Any]:
+    return [annotated(a_set(namespace, f"large-{n}"), commas) for n in range(count)]
+
+
+async def test_a_tenants_large_sets_are_still_named_by_a_refused_release_deletion() -> None:
+    kube = await installed(*large_sets("team-b"))
+    kube.values = VALUES
+    with pytest.raises(UsageError) as refused:
+        await delete_release(kube, INSTALLED, lambda line: None)
+    message = str(refused.value)
+    assert message.startswith("3 ClusterResourceSet(s) still exist: team-b/large-0, ")
+    assert ",," not in message
+    assert kube.writes() == []
+
+
+async def test_other_large_extension_configs_do_not_stop_the_release_deletion() -> None:
+    others = [annotated(extension_config(f"other-{n}", SYSTEM, {}), 600) for n in range(3)]
+    kube = await installed(extension_config("crs-controller", SYSTEM, {}), *others)
+    kube.values = VALUES
+    said: list[str] = []
+    await delete_release(kube, INSTALLED, said.append)
+    assert said[0] == "deleted: ExtensionConfig crs-controller"
+    assert said[-1] == "release deleted"
+    assert [d for d in deleted(kube) if d.startswith("ExtensionConfig/")] == [
+        "ExtensionConfig/crs-controller"
+    ]
+
+
+async def test_one_object_over_what_an_answer_decodes_stops_the_deletion_unsaid() -> None:
+    kube = await installed(*large_sets("team-b", count=1, commas=VALUES + 1))
+    kube.values = VALUES
+    with pytest.raises(CRSError) as refused:  # exit code 2, as every CRSError
+        await delete_release(kube, INSTALLED, lambda line: None)
+    assert f"more than {VALUES} JSON values in one answer" in str(refused.value)
+    assert ",," not in str(refused.value)
+    assert kube.writes() == []
+
+
+@pytest.mark.parametrize("namespace", ["team-b", None])
+async def test_a_tenants_large_sets_do_not_stop_uninstall(namespace: str | None) -> None:
+    kube = await installed(fresh_lease(), *large_sets("team-b"))
+    kube.values = VALUES
+    said = await uninstalling(kube, namespace)
+    assert said[0] == "deleted 3 ClusterResourceSet(s); pod-1 cleans up"
+    assert said[-1].endswith("the release can be deleted now")
+    assert not any(",," in line for line in said)
+
+
+async def test_a_tenants_large_sets_are_counted_when_another_namespace_is_cleaned_up() -> None:
+    kube = await installed(fresh_lease(), a_set("fleet", "cni"), *large_sets("team-b"))
+    kube.values = VALUES
+    said = await uninstalling(kube, "fleet")
+    assert said[-1].startswith("3 ClusterResourceSet(s) are still in namespace(s) team-b:")
+
+
+async def test_a_forced_removal_reads_large_bindings_page_by_page() -> None:
+    ours = {**binding("fleet", "prod-1", [entry("cni", "a")]), "apiVersion": API_VERSION}
+    theirs = [
+        annotated({**binding("team-b", f"c{n}", [entry("x", "y")]), "apiVersion": API_VERSION}, 600)
+        for n in range(3)
+    ]
+    kube = await installed(a_set("fleet", "cni"), ours, *theirs)
+    kube.values = VALUES
+    said = await uninstalling(kube, None, force=True)
+    assert said[1].startswith("left behind by fleet/cni: 1 object(s) stay on the workload")
+    assert said[2] == "  v1 ConfigMap kube-system/a"

@@ -14,6 +14,7 @@ from typing import Any, TypeAlias
 
 import yaml
 
+from crs_controller.clients.api import KubeAPI
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, KubeClient
 from crs_controller.clients.kubeconfig import management_access
 from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND
@@ -237,6 +238,25 @@ def metadata(doc: Obj) -> Obj:
     """A read document's metadata; {} when it is missing or not a mapping."""
     meta = doc.get("metadata")
     return meta if isinstance(meta, dict) else {}
+
+
+def named(obj: Obj) -> Obj:
+    """What a command keeps of a listed object to name it, and to know whether it is
+    being deleted: never its content."""
+    meta = metadata(obj)
+    kept = ("namespace", "name", "deletionTimestamp")
+    return {"metadata": {key: meta[key] for key in kept if key in meta}}
+
+
+async def listed(client: KubeAPI, api_version: str, kind: str, namespace: str | None) -> list[Obj]:
+    """Each object of a LIST as ``named`` keeps it, read page by page: each page is
+    bounded on its own and only names stay, so other tenants' large objects (a
+    last-applied annotation, say) never add up to a refusal of a LIST of every
+    namespace."""
+    found: list[Obj] = []
+    async for page, _ in client.pages(api_version, kind, namespace):
+        found += [named(obj) for obj in page]
+    return found
 
 
 def _texts(paths: Sequence[str]) -> Iterator[tuple[str, str]]:

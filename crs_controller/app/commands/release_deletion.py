@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from crs_controller.app.commands.common import Obj, UsageError, metadata, printable
+from crs_controller.app.commands.common import (
+    Obj,
+    UsageError,
+    listed,
+    metadata,
+    printable,
+)
 from crs_controller.clients.api import KubeAPI
 from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND
 from crs_controller.core.errors import NotFound
@@ -127,11 +133,12 @@ def _sets_left(crss: list[Obj], then: str) -> str:
 
 
 async def _all_sets(client: KubeAPI) -> list[Obj]:
+    """The name of every namespace's sets, read page by page: a tenant's large sets
+    do not stop the release's deletion for everyone."""
     try:
-        items, _ = await client.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, None)
+        return await listed(client, API_VERSION, CLUSTER_RESOURCE_SET_KIND, None)
     except NotFound:  # the CRD is gone already
         return []
-    return items
 
 
 async def _refuse_while_sets(client: KubeAPI, then: str) -> None:
@@ -143,12 +150,14 @@ async def _refuse_while_sets(client: KubeAPI, then: str) -> None:
 async def extensions(client: KubeAPI, release: list[Obj]) -> list[Obj]:
     """The ExtensionConfigs registering the release's controller that the release
     file does not hold itself (none where Cluster API's runtime API is not served)."""
-    try:
-        configs, _ = await client.list(EXTENSION_API, EXTENSION_KIND, None)
+    namespaces = release_namespaces(release)
+    found: list[Obj] = []
+    try:  # page by page, only ours kept: another provider's large configs never add up
+        async for page, _ in client.pages(EXTENSION_API, EXTENSION_KIND, None):
+            found += registered_extensions(page, namespaces)
     except NotFound:
         return []
     held = {metadata(d).get("name") for d in release if d.get("kind") == EXTENSION_KIND}
-    found = registered_extensions(configs, release_namespaces(release))
     return [
         {"apiVersion": EXTENSION_API, "kind": EXTENSION_KIND, "metadata": {"name": name}}
         for name in (metadata(c).get("name") for c in found)

@@ -159,8 +159,15 @@ class FleetState:
         return state
 
     async def relist(self, client: KubeClient, kind: str) -> None:
-        items, self.versions[kind] = await client.list(self.apis[kind], kind, self.namespace)
-        self.objects[kind] = {_key(o): o for o in items}
+        """Every object of ``kind`` in scope, read page by page: each page is bounded
+        on its own, so a tenant's large objects (a last-applied annotation, say) do
+        not add up to a refusal of every namespace's LIST."""
+        objects: dict[tuple[str, str], Obj] = {}
+        version = ""
+        async for page, listed in client.pages(self.apis[kind], kind, self.namespace):
+            objects.update((_key(o), o) for o in page)
+            version = listed  # the last page's: where the watch starts
+        self.objects[kind], self.versions[kind] = objects, version
         self.parsed = {k: v for k, v in self.parsed.items() if k[0] != kind}
 
     def copy(self) -> FleetState:

@@ -33,6 +33,7 @@ from crs_controller.app.commands.common import (
     command_parser,
     duration,
     guarded,
+    listed,
     management,
     metadata,
     printable,
@@ -269,24 +270,27 @@ class _Run:
     clock: WaitingClock = field(default_factory=LoopClock)
 
     async def crss(self) -> list[Obj]:
-        items, _ = await self.client.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, self.namespace)
-        return items
+        """The sets in scope, each by its name and deletion: read page by page, so a
+        tenant's large sets do not stop the command for every namespace."""
+        return await listed(self.client, API_VERSION, CLUSTER_RESOURCE_SET_KIND, self.namespace)
 
     async def every_crs(self) -> list[Obj] | None:
-        """The sets of every namespace; None when this user may not list them all."""
+        """The sets of every namespace, by name; None when this user may not list
+        them all."""
         try:
-            items, _ = await self.client.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, None)
+            return await listed(self.client, API_VERSION, CLUSTER_RESOURCE_SET_KIND, None)
         except APIError as exc:
             if exc.status != 403:
                 raise
             return None
-        return items
 
-    async def bindings(self) -> list[Obj]:
-        items, _ = await self.client.list(
-            API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, self.namespace
-        )
-        return items
+    async def left_behind(self, crss: set[tuple[str, str]]) -> list[Leftover]:
+        """What the bindings in scope keep for the sets ``crss``, read page by page."""
+        found: list[Leftover] = []
+        pages = self.client.pages(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, self.namespace)
+        async for page, _ in pages:
+            found += leftovers(page, crss)
+        return found
 
     async def holder(self) -> str | None:
         return await leader(self._lease, self.clock)
@@ -385,7 +389,7 @@ async def _gone(work: _Run, said: str) -> int:
 async def _timed_out(work: _Run, left: list[Obj]) -> int:
     keys = {_key(c) for c in left}
     _out(f"timed out: {len(left)} ClusterResourceSet(s) still being cleaned up")
-    for item in leftovers(await work.bindings(), keys):
+    for item in await work.left_behind(keys):
         _out(f"  {item.crs} still bound in ClusterResourceSetBinding {item.binding}")
     _out("their Conditions and the controller's log say why; do not delete the release yet")
     return FINDING
@@ -395,7 +399,7 @@ async def _force(work: _Run, crss: list[Obj]) -> int:
     for crs in crss:
         await _drop_finalizer(work.client, crs)
     _out(f"removed the finalizer {FINALIZER} from {len(crss)} ClusterResourceSet(s)")
-    for line in describe_leftovers(leftovers(await work.bindings(), {_key(c) for c in crss})):
+    for line in describe_leftovers(await work.left_behind({_key(c) for c in crss})):
         _out(line)
     return OK
 
