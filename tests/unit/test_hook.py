@@ -3,7 +3,8 @@ they read through (``engine.io.parsed_crss``): a CRS is parsed — its CEL healt
 compiled — only when it can gate an upgrade or hold a deletion, once per version, in a
 worker thread, or taken from the CRS informer when it holds that version; and
 BeforeClusterDelete lets a deletion go once ``uninstall.timeout`` has passed even when
-the Cluster's binding cannot be read."""
+the Cluster's binding cannot be read. The namespace's sets are read page by page: its
+large sets (a last-applied annotation of many commas) do not add up to a refusal."""
 
 from __future__ import annotations
 
@@ -201,3 +202,22 @@ async def test_an_unreadable_binding_holds_the_deletion_until_the_timeout_only(
     answer = await hook_status(mgmt, CLUSTER_API, cluster_raw(), NOW, parsed=ParsedCRSs())
     assert answer[0] == retry_after, answer
     assert "the binding cannot be read" in answer[1]
+
+
+async def test_the_namespaces_large_sets_do_not_stop_an_unreadable_binding_being_judged() -> None:
+    """Each large set is under what one answer may decode to (MemoryKube.values), all
+    of them together over it, as one list() holding every page would be."""
+    large = [crs_raw(f"large-{n}") for n in range(3)]
+    for crs in large:
+        crs["metadata"]["annotations"] = {
+            "kubectl.kubernetes.io/last-applied-configuration": "," * 600
+        }
+    mgmt: Any = await api_with(
+        cluster_raw(deleted="2026-01-01T11:59:30Z"),
+        crs_raw("cleans-up", uninstall={"ensure": True, "timeout": "1m"}),
+        *large,
+        binding_raw(bindings="not a list"),
+    )
+    mgmt.values = 1_000
+    answer = await hook_status(mgmt, CLUSTER_API, cluster_raw(), NOW, parsed=ParsedCRSs())
+    assert answer == (HOOK_RETRY_SECONDS, "crs-controller: the binding cannot be read")

@@ -3,7 +3,8 @@ as a table — which CRSs gate a cluster, which resources a version needs, when 
 counts as applied (and Ready, with healthCheck.wait) — and the hooks' answer read
 from the API (``engine.reconcile.hook.upgrade_status``) on an in-memory API, driven
 through the extension's ``answer`` with Cluster API's request JSON, including a read
-that fails (a retry, never 0) and a request without a version (Failure)."""
+that fails (a retry, never 0) and a request without a version (Failure); the
+namespace's large sets, read page by page, do not add up to a refused LIST."""
 
 from __future__ import annotations
 
@@ -329,3 +330,14 @@ async def test_a_crs_that_does_not_gate_never_holds_an_upgrade_to_start() -> Non
     mgmt = await api_with(cluster_raw(), crs_raw(gate_upgrades=False))
     response = await ask(mgmt, BEFORE_CLUSTER_UPGRADE, toKubernetesVersion="v1.35.0")
     assert response["retryAfterSeconds"] == 0
+
+
+async def test_the_namespaces_large_sets_do_not_stop_the_gate() -> None:
+    """Each large set is under what one answer may decode to (MemoryKube.values), the
+    three together over it, as one list() holding every page would be."""
+    note = {"kubectl.kubernetes.io/last-applied-configuration": "," * 600}
+    large = [crs_raw(f"large-{n}", gate_upgrades=False, annotations=note) for n in range(3)]
+    applied = binding(entry_raw(applied={"cpi-1-34": True}, outcome=READY))
+    mgmt = await api_with(cluster_raw(), crs_raw(wait=True), applied, *large)
+    mgmt.values = 1_000
+    assert (await ask(mgmt, AFTER_CONTROL_PLANE_UPGRADE))["retryAfterSeconds"] == 0

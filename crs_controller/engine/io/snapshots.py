@@ -212,16 +212,18 @@ class Snapshots:
 
     async def delete_all(self, crs: CRS) -> None:
         """Every snapshot of ``crs``, as it is deleted (the garbage collector would,
-        from the owner reference, where one runs)."""
+        from the owner reference, where one runs). Read page by page, each page bounded
+        on its own: snapshots with large annotations do not add up to a refused LIST."""
         if crs.meta.uid is None:
             return
         selector = f"{SNAPSHOT_LABEL}={crs.meta.uid}"
         for kind in ("ConfigMap", "Secret"):
-            items, _ = await self._client.list(
+            pages = self._client.pages(
                 "v1", kind, crs.namespace, label_selector=selector, metadata_only=True
             )
-            for item in items:
-                meta = item.get("metadata") or {}
-                await self._client.delete(
-                    "v1", kind, meta.get("name", ""), crs.namespace, uid=meta.get("uid")
-                )
+            async for items, _ in pages:
+                for item in items:
+                    meta = item.get("metadata") or {}
+                    await self._client.delete(
+                        "v1", kind, meta.get("name", ""), crs.namespace, uid=meta.get("uid")
+                    )

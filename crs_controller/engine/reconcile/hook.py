@@ -110,16 +110,28 @@ async def _unreadable_binding(
     reconcile stops on it (and reports it): hold on while a CRS of the namespace that
     asks for cleanup is within its ``uninstall.timeout`` (the longest decides), then
     let the deletion go, as the timeout promises."""
-    items, _ = await mgmt.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, cluster.namespace)
-    for raw in items:
-        if _asks_cleanup(raw) and holds_deletion(await parsed.parse(raw), cluster, now):
-            return HOOK_RETRY_SECONDS, "crs-controller: the binding cannot be read"
+    if await _cleanup_holds(mgmt, parsed, cluster, now):
+        return HOOK_RETRY_SECONDS, "crs-controller: the binding cannot be read"
     log.warning(
         "BeforeClusterDelete: the binding cannot be read and uninstall.timeout has passed;"
         " letting the deletion go without cleanup",
         cluster=f"{cluster.namespace}/{cluster.name}",
     )
     return 0, "crs-controller: the binding cannot be read; uninstall.timeout has passed"
+
+
+async def _cleanup_holds(
+    mgmt: KubeAPI, parsed: ParsedCRSs, cluster: Cluster, now: datetime
+) -> bool:
+    """Does a CRS of the cluster's namespace that asks for cleanup still hold its
+    deletion? Read page by page, each page bounded on its own: the namespace's other
+    large sets do not add up to a refused LIST."""
+    holds = False
+    async for page, _ in mgmt.pages(API_VERSION, CLUSTER_RESOURCE_SET_KIND, cluster.namespace):
+        for raw in page:
+            if not holds and _asks_cleanup(raw):
+                holds = holds_deletion(await parsed.parse(raw), cluster, now)
+    return holds
 
 
 async def upgrade_status(
@@ -179,8 +191,9 @@ async def _gating(
     live = await mgmt.get(cluster_api_version, "Cluster", name, namespace)
     if live is None:
         return 0, "crs-controller: no such Cluster"
-    items, _ = await mgmt.list(API_VERSION, CLUSTER_RESOURCE_SET_KIND, namespace)
-    crss = [await parsed.parse(item) for item in items if _may_gate(item)]
+    crss: list[CRS] = []  # read page by page, only those that may gate kept
+    async for page, _ in mgmt.pages(API_VERSION, CLUSTER_RESOURCE_SET_KIND, namespace):
+        crss += [await parsed.parse(item) for item in page if _may_gate(item)]
     return _Gating(parse_cluster(live), crss)
 
 
