@@ -5,11 +5,14 @@ the oldest revisions going first (revisionHistoryLimit aside), each annotated wi
 the bytes it holds; a rollback by hand is counted once, not on every pass after it
 nor by a restarted replica; a snapshot's name another object holds is told once,
 and the snapshot written whole once the name is free; a snapshot holds the content
-its revision was hashed from, or is not written."""
+its revision was hashed from, or is not written; the snapshots of revisions no
+longer kept are deleted on a later pass, but never one of a revision in the history
+as the server has it, however late the cache shows it."""
 
 from __future__ import annotations
 
 import base64
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -344,3 +347,56 @@ async def rolled(world: World) -> RolledOut:
     found = await rolled_out(world.crs_context(), the_crs)
     assert found is not None
     return found
+
+
+def is_status_write(obj: Obj, *, subresource: str | None = None) -> bool:
+    return subresource == "status"
+
+
+async def handed_over(world: World, shown: set[tuple[str, str]]) -> tuple[str, str, str]:
+    """The leader writes the status of a first revision, the snapshot of a revision
+    that never reaches the history, then a history with a second revision; the
+    sources move back to the first. The watch shows every snapshot, but the CRS as it
+    was after the first status: as another leader's caches may right after a
+    handover. Returns the first, the dropped and the second revision."""
+    old = world.crs_context()
+    await reconcile_crs(old, NS, "a")
+    first = status(world)["history"][-1]["revision"]
+    stored = copy.deepcopy(world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")])
+    source = copy.deepcopy(world.mgmt.objects[("v1", "ConfigMap", NS, "src")])
+    failing_once(world, "replace", is_status_write)
+    await edit(world, "dropped")
+    await reconcile_crs(old, NS, "a")  # its snapshot is written, the status is not
+    dropped = (await rolled(world)).sources
+    await edit(world, "2")
+    await reconcile_crs(old, NS, "a")  # the last status this leader writes
+    second = status(world)["history"][-1]["revision"]
+    assert [r["revision"] for r in status(world)["history"]] == [first, second]
+    now = world.mgmt.objects[("v1", "ConfigMap", NS, "src")]
+    await world.update({**source, "metadata": now["metadata"]})
+    watch_snapshots(world, shown)
+    assert snapshot_names(world) == sorted(snapshot_name("a", r) for r in (first, dropped, second))
+    old_crs = world.crss.remove(NS, "a")
+    world.index.update_crs(old_crs, world.crss.put(stored))
+    return first, dropped, second
+
+
+async def test_a_revision_the_cache_has_yet_to_show_in_the_history_keeps_its_snapshot() -> None:
+    world = await world_with(crs("a", "src", revisionHistoryLimit=2))
+    shown = set[tuple[str, str]]()
+    first, dropped, second = await handed_over(world, shown)
+    sent = len(world.mgmt.requests)
+    await reconcile_crs(world.crs_context(), NS, "a")  # the status it sees is unchanged
+    asked = [r for r in world.mgmt.requests[sent:] if r[0] == "delete" or "ResourceSet/" in r[1]]
+    assert asked == [
+        ("get", "ClusterResourceSet/a"),
+        ("delete", f"ConfigMap/{snapshot_name('a', dropped)}"),
+    ]
+    assert snapshot_names(world) == sorted(snapshot_name("a", r) for r in (first, second))
+    ctx = world.crs_context()
+    await reconcile_crs(ctx, NS, "a")  # its own status
+    watch_snapshots(world, shown)
+    sent = len(world.mgmt.requests)
+    await reconcile_crs(ctx, NS, "a")  # unchanged, nothing to delete: nothing read
+    assert [r for r in world.mgmt.requests[sent:] if "ResourceSet/" in r[1]] == []
+    assert snapshot_names(world) == sorted(snapshot_name("a", r) for r in (first, second))

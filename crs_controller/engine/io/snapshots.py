@@ -174,7 +174,7 @@ class Snapshots:
 
     def seen(self, kind: str, old: SourceMeta | None, new: SourceMeta | None) -> None:
         """Follow a ConfigMap or Secret as the watch shows it (``old`` before,
-        ``new`` now; None: absent), for ``delete_others``: which objects are labelled
+        ``new`` now; None: absent), for ``others``: which objects are labelled
         as a CRS's snapshots, by namespace and CRS uid."""
         for meta, held in ((old, False), (new, True)):
             if meta is None or meta.snapshot_of is None:
@@ -188,19 +188,24 @@ class Snapshots:
             if not objects:
                 del self._labelled[key]
 
-    async def delete_others(self, crs: CRS, revisions: Collection[str]) -> None:
-        """Delete the snapshots of ``crs`` the watch shows, but those of ``revisions``:
-        only objects labelled with its uid and named as its snapshots. Whatever left
-        them (a revision dropped from the history whose delete failed, or whose
-        status write the process did not outlive, a snapshot whose revision never
-        reached the history), they go on the next pass that keeps the others."""
+    def others(self, crs: CRS, revisions: Collection[str]) -> list[Key]:
+        """The snapshots of ``crs`` the watch shows, but those of ``revisions``: only
+        objects labelled with its uid and named as its snapshots (no request)."""
         uid = crs.meta.uid
         if uid is None:
-            return
+            return []
         kept = {snapshot_name(crs.name, rev) for rev in revisions}
         prefix = snapshot_name(crs.name, "")
         labelled = self._labelled.get((crs.namespace, uid), set())
-        stale = sorted(o for o in labelled if o[1].startswith(prefix) and o[1] not in kept)
+        return sorted(o for o in labelled if o[1].startswith(prefix) and o[1] not in kept)
+
+    async def delete_others(self, crs: CRS, revisions: Collection[str]) -> None:
+        """Delete ``others(crs, revisions)``. Whatever left them (a revision dropped
+        from the history whose delete failed, or whose status write the process did
+        not outlive, a snapshot whose revision never reached the history), they go on
+        the next pass that keeps the others."""
+        uid = crs.meta.uid
+        stale = self.others(crs, revisions)
         for kind, name in stale:
             meta = self._informers[kind].get(crs.namespace, name)
             if meta is not None and meta.snapshot_of == uid:

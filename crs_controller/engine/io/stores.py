@@ -97,6 +97,12 @@ class CRSStore:
         )
         return self._cache.put(written)
 
+    async def read(self, crs: CRS) -> CRS | None:
+        """The CRS as the API server has it now (the cache may lag a write by another
+        process), cached; None once it is gone."""
+        raw = await self._mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs.name, crs.namespace)
+        return None if raw is None else self._cache.put(raw)
+
     async def put_status(self, crs: CRS, status: ClusterResourceSetStatus) -> CRS:
         """Replace the status subresource at the cached resourceVersion (the server
         keeps everything but the status as stored)."""

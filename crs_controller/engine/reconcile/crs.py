@@ -215,10 +215,10 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     else:
         _show_fleet(ctx, crs, matching, rolled.hashes, rolled.target)
     if to_api(status) == to_api(crs.status):
-        await sweep(ctx, crs, rolled, status)
+        await sweep(ctx, crs, rolled, status, confirmed=False)
         return then
     try:
-        await ctx.crss.put_status(crs, status)
+        written = await ctx.crss.put_status(crs, status)
     except CRSError as exc:
         # The plan is kept already: the clusters it admits are woken with the retry,
         # not lost with it.
@@ -226,7 +226,7 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         return then | RETRY
     _log_status(crs, status)
     then |= await _after_write(ctx, crs, rolled, matching)
-    await sweep(ctx, crs, rolled, status)
+    await sweep(ctx, crs, rolled, written.status, confirmed=True)
     return then
 
 

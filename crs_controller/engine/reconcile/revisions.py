@@ -81,22 +81,42 @@ def history(
 
 
 async def sweep(
-    ctx: CRSContext, crs: CRS, rolled: RolledOut | None, written: ClusterResourceSetStatus
+    ctx: CRSContext,
+    crs: CRS,
+    rolled: RolledOut | None,
+    status: ClusterResourceSetStatus,
+    *,
+    confirmed: bool,
 ) -> None:
-    """Once the status says ``written``: delete the snapshots of ``crs`` of revisions
-    neither in its history nor rolled out by this pass. A delete that fails, or a
-    process that stops before it, leaves them to the next pass, which looks again
-    (what the watch shows labelled with the CRS's uid, no request)."""
-    keep = {r.revision for r in written.history or []}
-    if rolled is not None:
-        keep |= {rolled.target, rolled.sources}
+    """Delete the snapshots of ``crs`` of revisions neither in the history of
+    ``status`` nor rolled out by this pass. ``confirmed``: ``status`` is the one the
+    server returned for this pass's write; else it is the cached CRS's, which may lag
+    a status the leader before wrote (a revision that has just entered the history):
+    with anything to delete, the CRS is read again and its history kept instead. A
+    request that fails, or a process that stops before it, leaves them to the next
+    pass, which looks again (what the watch shows labelled with the CRS's uid)."""
+    keep = _kept(status, rolled)
     try:
+        if not confirmed and ctx.snapshots.others(crs, keep):
+            fresh = await ctx.crss.read(crs)
+            if fresh is None or fresh.meta.uid != crs.meta.uid:
+                return  # gone: its finalizer deletes them all
+            keep = _kept(fresh.status, rolled)
         await ctx.snapshots.delete_others(crs, keep)
     except CRSError as exc:  # deleted on a later pass
         level = failure_level(exc, otherwise=logging.INFO)
-        status = exc.status if isinstance(exc, APIError) else None
+        code = exc.status if isinstance(exc, APIError) else None
         where = f"{crs.namespace}/{crs.name}"
-        log.log(level, "snapshot deletion failed", crs=where, status=status, error=str(exc))
+        log.log(level, "snapshot deletion failed", crs=where, status=code, error=str(exc))
+
+
+def _kept(status: ClusterResourceSetStatus, rolled: RolledOut | None) -> set[str]:
+    """The revisions whose snapshots stay: the history's, and those rolled out and
+    rolled back from."""
+    keep = {r.revision for r in status.history or []}
+    if rolled is not None:
+        keep |= {rolled.target, rolled.sources}
+    return keep
 
 
 async def snapshot(ctx: CRSContext, crs: CRS, rolled: RolledOut) -> None:
