@@ -275,7 +275,7 @@ def test_f_repeats_and_reads_directories(
     folder = tmp_path / "addons"
     folder.mkdir()
     write(folder, CONFIGMAP, "a.yaml")
-    other = {**CONFIGMAP, "metadata": {"name": "other"}, "data": {"x": "y"}}
+    other = {**CONFIGMAP, "metadata": {"name": "other"}, "data": {"x": "z"}}
     lone = write(tmp_path, other, "lone.yaml")
     assert main(["hash", "-f", str(folder), "-f", str(lone)]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from crs_controller.app.cli import main
+from crs_controller.app.commands.common import dump_manifest, dump_manifests
 from crs_controller.core.manifests.documents import parse_objects
 from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.manifests.ordering import apply_order
@@ -86,7 +87,7 @@ def test_the_shared_addons_render_from_stdin(
     }
     import io  # noqa: PLC0415
 
-    monkeypatch.setattr("sys.stdin", io.StringIO(yaml.safe_dump_all([crs, source])))
+    monkeypatch.setattr("sys.stdin", io.StringIO(dump_manifests([crs, source])))
     code, out, _ = render(capsys, "-f", "-", "-o", "json")
     assert code == 0
     (resource,) = json.loads(out)["clusterResourceSets"][0]["resources"]
@@ -118,7 +119,7 @@ def test_what_cannot_be_rendered_is_named_with_exit_code_2(
         },
     }
     path = tmp_path / "in.yaml"
-    path.write_text(yaml.safe_dump_all([crs, secret]))
+    path.write_text(dump_manifests([crs, secret]))
     code, _, err = render(capsys, "-f", str(path))
     assert code == 2
     assert "Secret creds" in err and "WrongSecretType" in err
@@ -174,7 +175,7 @@ def test_an_unresolved_variable_is_exit_code_2_naming_it(
 ) -> None:
     cluster = tmp_path / "bare.yaml"
     cluster.write_text(
-        yaml.safe_dump(
+        dump_manifest(
             {
                 "apiVersion": "cluster.x-k8s.io/v1beta2",
                 "kind": "Cluster",
@@ -202,7 +203,7 @@ def test_control_characters_from_manifests_never_reach_the_terminal(
         },
     }
     path = tmp_path / "in.yaml"
-    path.write_text(yaml.safe_dump(crs))
+    path.write_text(dump_manifest(crs))
     code, out, err = render(capsys, "-f", str(path))
     assert code == 2
     assert "\x1b" not in out + err and "x\\x1b[2J" in err

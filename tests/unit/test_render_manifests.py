@@ -20,11 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crs_controller.app.cli import main
+from crs_controller.app.commands.common import dump_manifest, dump_manifests
 from crs_controller.app.commands.render import manifest_stream
 from crs_controller.core.manifests.documents import (
     APPLIED_BY,
     APPLIED_BY_LABEL,
     apply_body,
+    load_documents,
     parse_objects,
 )
 from crs_controller.core.manifests.hashing import resource_hash
@@ -92,7 +94,9 @@ def obj(name: str, kind: str = "ConfigMap") -> Obj:
 
 
 def write(path: Path, *docs: Obj) -> str:
-    path.write_text(yaml.safe_dump_all(docs))
+    # Quoted for go-yaml's rules, as a file kubectl reads must be: namespace "n" plain
+    # would be false.
+    path.write_text(dump_manifests(list(docs)))
     return str(path)
 
 
@@ -203,6 +207,14 @@ def test_any_object_round_trips_through_the_stream(data: Obj) -> None:
     rendered = render_crs(parse_crs(crs("c", ("ConfigMap", "s"))), lambda k, n: source, None)
     stream = manifest_stream([rendered])
     assert list(yaml.safe_load_all(stream)) == rendered.resources[0].bodies()
+
+
+def test_strings_kubectl_would_read_as_booleans_or_numbers_are_quoted() -> None:
+    # kubectl reads YAML with go-yaml v2: plain y and N are booleans, 1e3 a number.
+    source = {**obj("o"), "data": {"a": "y", "b": "N", "c": "1e3", "y": "0o17"}}
+    text = dump_manifest(source)
+    assert "\n  a: 'y'\n  b: 'N'\n  c: '1e3'\n  'y': '0o17'\n" in text
+    assert load_documents("out", text) == [source]
 
 
 def test_render_crs_with_values_hashes_as_the_controller_records() -> None:

@@ -21,6 +21,7 @@ from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_KIN
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import Conflict, CRSError, InvalidManifest, NotFound
 from crs_controller.core.manifests.documents import load_documents
+from crs_controller.core.manifests.scalars import STR, resolve_plain
 from crs_controller.core.spec.objects import CRS, parse_crs
 from crs_controller.core.text import safe
 
@@ -325,7 +326,15 @@ def warn(command: str, message: str) -> None:
 class _ManifestDumper(yaml.SafeDumper):
     """Multi-line strings (a manifest inside a ConfigMap) as literal blocks, as
     kubectl and helm print them; PyYAML quotes when a block cannot hold the text
-    exactly."""
+    exactly. A string is quoted when PyYAML or go-yaml v2 (kubectl's and Cluster
+    API's reader) would read it plain as anything but a string: ``y`` and ``n`` are
+    booleans there, ``1e3`` and ``0o17`` numbers."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        tag: str = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        if kind is yaml.ScalarNode and implicit[0] and tag == STR:
+            tag = resolve_plain(value)[0]
+        return tag
 
 
 # YAML 1.1 line breaks that PyYAML writes as they are but reads back as a newline or
@@ -344,7 +353,8 @@ _ManifestDumper.add_representer(str, _represent_str)
 
 
 def dump_manifest(document: Any) -> str:
-    """One object as YAML that reads back as the same object, keys in their order."""
+    """One object as YAML that reads back as the same object, keys in their order,
+    through PyYAML as through kubectl and Cluster API."""
     text: str = yaml.dump(document, Dumper=_ManifestDumper, sort_keys=False, allow_unicode=True)
     return text
 
