@@ -494,13 +494,20 @@ def test_the_character_count_covers_the_json_of_any_alias_shape(
         "!!float ''",
         f"!!float {MARKER}x",
         f"!!bool {MARKER}",
-        "1" * 5_000,
-        "0x" + "f" * 5_000,
+        "!!int " + "1" * 5_000,
+        "!!int 0x" + "f" * 5_000,
     ],
 )
 def test_unconvertible_scalars(value: str) -> None:
     message = str(refusal(configmap(HEADER + f"spec: {value}\n")))
     assert "document 1: invalid YAML at line 4, column 7: the value cannot be read as" in message
+
+
+@pytest.mark.parametrize("value", ["1" * 5_000, "0x" + "f" * 5_000])
+def test_numbers_past_64_bits_and_a_double_stay_strings(value: str) -> None:
+    # go-yaml cannot read them as numbers either: kubectl sends the text.
+    (obj,) = parse_objects(configmap(HEADER + f"spec: {value}\n"))
+    assert obj["spec"] == value
 
 
 def test_sets_and_ordered_maps_become_json_types() -> None:

@@ -217,6 +217,21 @@ def test_strings_kubectl_would_read_as_booleans_or_numbers_are_quoted() -> None:
     assert load_documents("out", text) == [source]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.dictionaries(
+        st.text(max_size=12) | st.sampled_from(["y", "N", "on", "1e3", "09", "0o17", "<<"]),
+        st.text(max_size=12) | st.sampled_from(["y", "N", "1e3", "-1E-3", "0B11", ".5", "~"]),
+        max_size=5,
+    )
+)
+def test_any_string_reads_back_as_a_string_through_go_yamls_rules(data: dict[str, str]) -> None:
+    # load_documents resolves plain scalars and keys as go-yaml v2 does.
+    source = {**obj("o"), "data": data}
+    assert load_documents("out", dump_manifest(source)) == [source]
+    assert load_documents("out", dump_manifests([source, source])) == [source, source]
+
+
 def test_render_crs_with_values_hashes_as_the_controller_records() -> None:
     source = configmap("s", {**obj("o"), "data": {"v": "v-${V}"}})
     spec = {"variables": [{"name": "V", "value": "1"}]}

@@ -5,7 +5,8 @@ Two rules shape this module:
 * Secret data never reaches an error message. Every message names the resource, the
   key and the document, never the content; YAML errors are rebuilt from the
   parser's problem and position, because PyYAML's own text quotes the input.
-* Values are read the way ``kubectl`` reads them (YAML 1.1 through go-yaml), so a
+* Values are read the way ``kubectl`` reads them (YAML 1.1 through go-yaml v2, see
+  ``scalars``): ``y`` is a boolean, ``1e3`` a number, and a
   timestamp-looking or ``10:30``-looking scalar stays a string instead of becoming
   a date or a base-60 integer that the API server would reject or, worse, accept.
 """
@@ -18,7 +19,7 @@ import copy
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import yaml
@@ -33,6 +34,15 @@ from crs_controller.core.manifests.limits import (
     ValueBudget,
 )
 from crs_controller.core.manifests.placeholder import PLACEHOLDER_TAG, REFERENCE, Placeholder
+from crs_controller.core.manifests.scalars import (
+    BOOL,
+    FLOAT,
+    INT,
+    MERGE,
+    NULL,
+    json_key,
+    resolve_plain,
+)
 
 __all__ = [
     "APPLIED_BY",
@@ -354,6 +364,10 @@ class _TooManyComposed(yaml.YAMLError):
     """More than MAX_COMPOSED_NODES nodes composed from one value."""
 
 
+_MERGE_NEEDS = "a merge key needs a mapping or a list of mappings"
+_KEY_NEEDS = "a mapping key must be a string, a boolean or a signed 64-bit number"
+
+
 class _Loader(_BaseLoader):
     """SafeLoader resolving scalars like go-yaml v2 does for ``interface{}`` targets,
     refusing a value past MAX_COMPOSED_NODES while it is composed."""
@@ -366,46 +380,72 @@ class _Loader(_BaseLoader):
             raise _TooManyComposed
         return super().compose_node(parent, index)
 
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        # A plain scalar takes go-yaml's tag (y is a boolean, 1e3 a number), except a
+        # ${...} reference, which only PyYAML's resolvers, where it is added, know.
+        if kind is yaml.ScalarNode and implicit[0] and not value.startswith("$"):
+            tag: str = resolve_plain(value)[0]
+            return tag
+        tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        return tag
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # JSON keys are strings: a key go-yaml read as a boolean or number is spelled
+        # as sigs.k8s.io/yaml spells it (y: is "true", 1e3: is "1000").
+        mapping = super().construct_mapping(node, deep=deep)
+        if all(isinstance(key, str) for key in mapping):
+            return mapping
+        keys = {key: json_key(key) for key in mapping}
+        if None in keys.values():
+            raise ConstructorError(None, None, _KEY_NEEDS, node.start_mark)
+        return {keys[key]: value for key, value in mapping.items()}
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """Merge keys as go-yaml v2 reads them: a ``<<`` entry's pairs stand where it
+        stands, so keys after it override them and keys before it are overridden;
+        of a list of mappings, the earlier ones win."""
+        if all(key.tag != MERGE for key, _ in node.value):
+            return
+        pairs: list[tuple[yaml.Node, yaml.Node]] = []
+        for key, value in node.value:
+            if key.tag != MERGE:
+                pairs.append((key, value))
+                continue
+            merged = value.value if isinstance(value, yaml.SequenceNode) else [value]
+            for source in reversed(merged):
+                if not isinstance(source, yaml.MappingNode):
+                    raise ConstructorError(None, None, _MERGE_NEEDS, source.start_mark)
+                self.flatten_mapping(source)
+                pairs.extend(source.value)
+        node.value = pairs
+
 
 def _construct_text(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     return loader.construct_scalar(node)  # type: ignore[arg-type]
 
 
-def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
-    value = loader.construct_scalar(node)  # type: ignore[arg-type]
-    if ":" in value:  # base 60 ("10:30"), which go-yaml leaves as a string
-        return value
-    return _converted(lambda n: _encodable(loader.construct_yaml_int(n)), node, "an integer")
+def _construct_resolved(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    """A boolean, number or null read as go-yaml reads the text, whether its tag was
+    resolved or written (``!!int 0o17`` is 15, ``!!float 1`` is 1.0)."""
+    text = loader.construct_scalar(node)  # type: ignore[arg-type]
+    tag, value = resolve_plain(text)
+    if tag == INT and node.tag == FLOAT:
+        tag, value = FLOAT, float(value)
+    if tag == FLOAT and not math.isfinite(value):
+        # .nan and .inf have no JSON form: the apply request could not carry them
+        # (go-yaml reads them, and kubectl then fails to encode the object).
+        tag = "not finite"
+    if tag != node.tag:
+        what = _READ_AS.get(node.tag, "its tag says")
+        raise ConstructorError(None, None, f"the value cannot be read as {what}", node.start_mark)
+    return value
 
 
-def _construct_float(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
-    value = loader.construct_scalar(node)  # type: ignore[arg-type]
-    if ":" in value:
-        return value
-    return _converted(lambda n: _finite(loader.construct_yaml_float(n)), node, "a finite number")
-
-
-def _finite(number: float) -> float:
-    # .nan and .inf have no JSON form: the apply request could not carry them (go-yaml
-    # reads them, and kubectl then fails to encode the object).
-    if not math.isfinite(number):
-        raise ValueError("not finite")
-    return number
+_READ_AS = {BOOL: "a boolean", INT: "an integer", FLOAT: "a finite number", NULL: "null"}
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError("NaN and Infinity are not JSON")
-
-
-def _encodable(number: int) -> int:
-    # A hexadecimal literal has no length limit, but its decimal form, which the
-    # apply request needs, has: str() raises ValueError past Python's 4300 digits.
-    str(number)
-    return number
-
-
-def _construct_bool(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
-    return _converted(loader.construct_yaml_bool, node, "a boolean")
 
 
 def _construct_map(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
@@ -416,25 +456,14 @@ def _construct_seq(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     return loader.construct_yaml_seq(node)
 
 
-def _converted(construct: Callable[[Any], Any], node: yaml.Node, what: str) -> Any:
-    """``construct(node)``, or a YAML error naming only the position when the scalar
-    cannot be read as its tag says (``!!int x``, ``!!bool maybe``, an integer of 5000
-    digits): PyYAML's own ValueError, KeyError or IndexError would quote the value
-    and be no YAML error at all."""
-    try:
-        return construct(node)
-    except (ValueError, KeyError, IndexError):
-        pass
-    raise ConstructorError(None, None, f"the value cannot be read as {what}", node.start_mark)
-
-
 # Dates and binary would not survive JSON encoding for the apply request; "=" would
 # be refused by PyYAML although go-yaml reads it as a plain string.
 for _tag in ("timestamp", "binary", "value"):
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _construct_text)
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
-_Loader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+for _tag in (BOOL, INT, FLOAT, NULL):
+    _Loader.add_constructor(_tag, _construct_resolved)
+# "<<" anywhere but a key is the plain string go-yaml reads.
+_Loader.add_constructor(MERGE, _construct_text)
 # A Python set or a list of tuples would not survive JSON encoding either: read
 # these as the plain mapping and sequence they are written as.
 _Loader.add_constructor("tag:yaml.org,2002:set", _construct_map)
