@@ -21,20 +21,18 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from yaml.nodes import ScalarNode
-from yaml.resolver import Resolver
-
 from crs_controller.core.errors import CRSError, InvalidManifest
-from crs_controller.core.manifests.documents import load_documents
 from crs_controller.core.manifests.hashing import object_hash
 from crs_controller.core.manifests.limits import MAX_DEPTH, MAX_NODES, json_size
 from crs_controller.core.manifests.placeholder import Placeholder
+from crs_controller.core.manifests.scalars import BOOL, FLOAT, INT, NULL, resolve_plain
 
 __all__ = [
     "MAX_PATH_LENGTH",
@@ -629,24 +627,20 @@ class _Substitution:
         return produced
 
 
-_RESOLVER = Resolver()
-_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("int", "float", "bool", "null"))
+_SCALAR_TAGS = frozenset({BOOL, INT, FLOAT, NULL})
 
 
 def _scalar(text: str) -> Any:
     """``text`` read as a plain YAML scalar written in its place would be, when that
     is a number, a boolean or null; else ``text`` itself. Never a mapping or a list:
-    only texts YAML resolves to those tags are parsed at all, and by the manifests'
-    own loader, so ``10:30`` stays a string there and here alike."""
-    tag = _RESOLVER.resolve(ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
-    if "\n" in text or tag not in _SCALAR_TAGS:
+    read by go-yaml's rules, as the manifests are, so ``y`` is true and ``10:30`` a
+    string here and there alike."""
+    if "\n" in text:
         return text
-    try:
-        documents = load_documents("a variable's value", text)
-    except InvalidManifest:  # .nan, .inf, 0x_: no JSON number
-        return text
-    value = documents[0] if documents else None
-    return value if value is None or isinstance(value, bool | int | float) else text
+    tag, value = resolve_plain(text)
+    if tag not in _SCALAR_TAGS or (tag == FLOAT and not math.isfinite(value)):
+        return text  # .nan, .inf: no JSON number
+    return value
 
 
 def _compact_json(value: Any) -> str:
