@@ -146,6 +146,27 @@ def test_bad_input_is_one_line_and_exit_code_2(
     assert message in err and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize(
+    ("kind", "field"),
+    [("ClusterResourceSet", "namespace"), ("ConfigMap", "namespace"), ("ConfigMap", "name")],
+)
+def test_a_name_yaml_reads_as_no_string_is_exit_code_2_naming_the_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str, field: str
+) -> None:
+    """An unquoted ``n`` reads as false, as kubectl reads it (which then refuses it)."""
+    crs = "apiVersion: addons.crs.dev/v1alpha1\nkind: ClusterResourceSet\n"
+    crs += "metadata: {name: a, namespace: ns}\n"
+    crs += "spec: {clusterSelector: {}, resources: [{kind: ConfigMap, name: cm}]}\n"
+    source = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, namespace: ns}\n"
+    documents = {"ClusterResourceSet": crs, "ConfigMap": source}
+    documents[kind] = documents[kind].replace(f"{field}: ", f"{field}: n, was: ", 1)
+    path = tmp_path / "in.yaml"
+    path.write_text(documents["ClusterResourceSet"] + "---\n" + documents["ConfigMap"])
+    code, out, err = render(capsys, "-f", str(path))
+    assert code == 2 and out == ""
+    assert f"{kind}: metadata.{field} must be a string" in err and err.count("\n") == 1, err
+
+
 def test_a_missing_file_is_exit_code_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = render(capsys, "-f", str(tmp_path / "nope.yaml"))
     assert code == 2 and "nope.yaml" in err

@@ -353,8 +353,8 @@ def read_inputs(documents: list[tuple[str, Obj]]) -> Inputs:
     sources: dict[SourceKey, tuple[str, Obj]] = {}
     capi: list[str] = []
     for where, doc in documents:
-        kind, meta = str(doc.get("kind")), metadata(doc)
-        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        kind = str(doc.get("kind"))
+        namespace, name = _identity(where, kind, metadata(doc))
         if kind == CLUSTER_RESOURCE_SET_KIND and doc.get("apiVersion") == API_VERSION:
             crs = _parsed_crs(where, doc)
             _once(crss, (crs.namespace, crs.name), (where, crs), f"ClusterResourceSet {crs.name}")
@@ -371,6 +371,18 @@ def read_inputs(documents: list[tuple[str, Obj]]) -> Inputs:
     warnings = [f"{found}, not rendered: {hint}" for found in capi]
     by_key = {key: doc for key, (_, doc) in sources.items()}
     return Inputs([crs for _, crs in crss.values()], by_key, warnings)
+
+
+def _identity(where: str, kind: str, meta: Obj) -> tuple[str, str]:
+    """A document's namespace and name; UsageError for one that is not a string, as
+    kubectl refuses it (YAML reads an unquoted ``n``, ``no`` or ``1e3`` as a boolean
+    or a number)."""
+    for field in ("namespace", "name"):
+        if meta.get(field) is not None and not isinstance(meta[field], str):
+            raise UsageError(
+                f"{where}: {kind}: metadata.{field} must be a string (quote it in the YAML)"
+            )
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def _parsed_crs(where: str, doc: Obj) -> CRS:
