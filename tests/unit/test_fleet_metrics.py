@@ -227,3 +227,23 @@ def test_corrections_count_and_a_second_within_the_window_counts_as_repeated(
     finally:
         forget_crs("drift-repeats", "addons")
     assert counted() == (0, 0)  # the CRS's series went with it
+
+
+def phase_samples(namespace: str, name: str) -> dict[str, float]:
+    return {
+        s.labels["phase"]: s.value
+        for m in fleet_metrics.ROLLOUT_PHASE.collect()
+        for s in m.samples
+        if (s.labels["namespace"], s.labels["crs"]) == (namespace, name)
+    }
+
+
+def test_a_rollout_cleared_leaves_no_series_and_none_is_made_for_a_crs_without_one() -> None:
+    fleet_metrics.clear_rollout("rollout-cleared", "never")  # never shown: nothing made
+    assert phase_samples("rollout-cleared", "never") == {}
+    show_rollout("rollout-cleared", "cni", Counter(rev1=2), "Halted", ["rev1"])
+    assert phase_samples("rollout-cleared", "cni")["Halted"] == 1
+    fleet_metrics.clear_rollout("rollout-cleared", "cni")
+    assert phase_samples("rollout-cleared", "cni") == {}
+    assert revision_samples("rollout-cleared", "cni") == {}
+    forget_crs("rollout-cleared", "cni")

@@ -15,6 +15,7 @@ import pytest
 
 from crs_controller.core.api.models import API_VERSION
 from crs_controller.core.errors import Unreachable
+from crs_controller.engine.io.fleet_metrics import ROLLOUT_PHASE
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
 from crs_controller.engine.reconcile.crs import reconcile_crs
@@ -215,3 +216,36 @@ async def test_a_failure_while_the_revision_rolls_out_counts_only_where_it_went(
     assert status(world)["failedClusters"] == 2
     await reconcile_crs(restarted(world)[0], NS, "a")
     assert status(world)["rollout"]["message"] == halted
+
+
+def phases() -> dict[str, float]:
+    """The ``crs_rollout_phase`` series of CRS ``a``, by phase."""
+    return {
+        s.labels["phase"]: s.value
+        for m in ROLLOUT_PHASE.collect()
+        for s in m.samples
+        if (s.labels["namespace"], s.labels["crs"]) == (NS, "a")
+    }
+
+
+async def test_a_rollout_no_longer_planned_shows_no_phase_on_any_replica() -> None:
+    """Halted, then ``spec.rollout`` removed: the status has no rollout, and neither
+    the leader nor a replica that only plans shows the CRS in a phase any more."""
+    world = await two_resources("Halt")
+    first = restarted(world)
+    await passes(world, first, "c1")
+    await edit(world, "src", payload("addon", "2"))
+    await edit(world, "src2", missing_variable(world))
+    await passes(world, first, "c1")
+    follower = world.crs_context(leading=False)
+    for ctx in (first[0], follower):
+        await reconcile_crs(ctx, NS, "a")
+        assert status(world)["rollout"]["phase"] == "Halted"
+        assert phases()["Halted"] == 1
+    spec = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    del spec["spec"]["rollout"]
+    await world.update(spec)
+    for ctx in (follower, first[0]):
+        await reconcile_crs(ctx, NS, "a")
+        assert 1 not in phases().values()
+    assert "rollout" not in status(world)

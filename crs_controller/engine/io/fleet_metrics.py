@@ -37,6 +37,7 @@ __all__ = [
     "SeriesSlots",
     "SlottedGauge",
     "bounded_revisions",
+    "clear_rollout",
     "drift_corrected",
     "fleet_counts",
     "forget_crs",
@@ -83,6 +84,10 @@ class SeriesSlots:
             return (namespace, OTHER)
         return (OTHER, OTHER)
 
+    def placed(self, namespace: str, name: str) -> Labels | None:
+        """The labels this CRS's series carry, if it has a place (none is taken)."""
+        return self._of.get((namespace, name))
+
     def release(self, namespace: str, name: str) -> Labels | None:
         """The CRS is gone: its place is freed. Returns the labels it had, if any."""
         labels = self._of.pop((namespace, name), None)
@@ -121,7 +126,10 @@ class SlottedGauge:
         self._publish(labels, set(before) | set(values))
 
     def forget(self, labels: Labels, key: Labels) -> None:
-        before = self._values.pop(key, {})
+        """CRS ``key`` no longer adds to the series carrying ``labels``."""
+        if key not in self._values:
+            return
+        before = self._values.pop(key)
         sums = self._sums.setdefault(labels, Tally())
         sums.subtract(before)
         self._publish(labels, set(before))
@@ -222,6 +230,21 @@ def show_rollout(
     shown = bounded_revisions(revisions, named, own=labels == key)
     _REVISIONS.show(labels, key, shown)
     _PHASE.show(labels, key, {phase: 1})
+
+
+def clear_rollout(namespace: str, name: str) -> None:
+    """No rollout of the CRS is planned now (none in its spec, no matching cluster,
+    a source unreadable, paused, refused, being deleted), and its status shows none:
+    its rollout series go, or it no longer adds to the ``_other`` series it was summed
+    in. Its place and its other series stay."""
+    key = (namespace, name)
+    labels = _SLOTS.placed(namespace, name)
+    if labels is None:
+        return
+    for gauge in (_REVISIONS, _PHASE):
+        gauge.forget(labels, key)
+        if labels == key:
+            gauge.drop(labels)
 
 
 def fleet_counts(

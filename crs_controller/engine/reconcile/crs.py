@@ -77,6 +77,10 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
         return Result()
     if not ctx.leading():
         return await _follow(ctx, crs)
+    if crs.deleting or crs.paused or crs.model is None:
+        # Nothing is rolled out: the status's rollout is left as it was, or (refused)
+        # cleared, and no plan keeps the rollout series.
+        fleet_metrics.clear_rollout(namespace, name)
     if crs.deleting:
         return await _finalize(ctx, crs)
     if crs.paused:
@@ -104,14 +108,17 @@ def _clusters_of(ctx: CRSContext, crs: CRS) -> Result:
 async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     """A replica that does not write the status: it plans the rollout its own
     clusters follow (the same plan the leader makes, from the same bindings) and
-    tells what its own passes did."""
+    tells what its own passes did. Planning none, it shows none (``clear_rollout``)."""
     then = NOTHING
     model = crs.model
-    rolling = model is not None and model.spec.rollout is not None and not crs.deleting
+    rolling = model is not None and model.spec.rollout is not None
+    rolling = rolling and not crs.deleting and not crs.paused
     matching = ctx.caches.matching_clusters(crs) if rolling else []
-    if model is not None and matching:
-        rolled = await rolled_out(ctx, crs)
-        then = NOTHING if rolled is None else plan_rollout(ctx, crs, rolled, matching)[1]
+    rolled = await rolled_out(ctx, crs) if model is not None and matching else None
+    if rolled is None:
+        fleet_metrics.clear_rollout(crs.namespace, crs.name)
+    else:
+        then = plan_rollout(ctx, crs, rolled, matching)[1]
     return then | await _tell(ctx, crs)
 
 
@@ -210,10 +217,7 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         rolled, made, then = await _roll(ctx, crs, rolled, matching, previous)
     status = _status(ctx, crs, matching, problems, made, rolled)
     status.history = history(ctx, crs, rolled, made, status)
-    if rolled is None:
-        _show_fleet(ctx, crs, matching, None, None)
-    else:
-        _show_fleet(ctx, crs, matching, rolled.hashes, rolled.target)
+    _show_fleet(ctx, crs, matching, rolled, planned=made is not None)
     if to_api(status) == to_api(crs.status):
         await sweep(ctx, crs, rolled, status, confirmed=False)
         return then
@@ -272,10 +276,15 @@ async def _after_write(
 
 
 def _show_fleet(
-    ctx: CRSContext, crs: CRS, matching: list[Cluster], now: Hashes | None, target: str | None
+    ctx: CRSContext, crs: CRS, matching: list[Cluster], rolled: RolledOut | None, planned: bool
 ) -> None:
     """The fleet gauges: each matching cluster's state as ``status`` and the fleet page
-    tell it (on the revision or not, as they count it)."""
+    tell it (on the revision or not, as they count it). Without a rollout ``planned``
+    (the status has none), the rollout gauges show none either."""
+    if not planned:
+        fleet_metrics.clear_rollout(crs.namespace, crs.name)
+    now = None if rolled is None else rolled.hashes
+    target = None if rolled is None else rolled.target
     states = []
     for cluster in matching:
         entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)
