@@ -247,3 +247,28 @@ def test_a_rollout_cleared_leaves_no_series_and_none_is_made_for_a_crs_without_o
     assert phase_samples("rollout-cleared", "cni") == {}
     assert revision_samples("rollout-cleared", "cni") == {}
     forget_crs("rollout-cleared", "cni")
+
+
+def test_the_repeat_counter_exists_at_0_before_its_first_repeat(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A replica that writes no status (no ``show_fleet``) corrects drift: the repeat
+    counter is there at 0 after the first correction, so the first repeat is an
+    increase of 1 over it."""
+    monkeypatch.setattr(fleet_metrics, "_REPEATS", RepeatWatch())
+    labels = {"namespace": "drift-follower", "crs": "addons"}
+
+    def repeated() -> float | None:
+        return REGISTRY.get_sample_value("crs_drift_corrections_repeated_total", labels)
+
+    try:
+        assert repeated() is None
+        drift_corrected("drift-follower", "addons", "c1", 100.0)
+        assert repeated() == 0
+        drift_corrected("drift-follower", "addons", "c1", 200.0)
+        assert repeated() == 1
+        forget_crs("drift-follower", "addons")  # deleted, and made again
+        drift_corrected("drift-follower", "addons", "c1", 300.0)
+        assert repeated() == 0  # no repeat of the CRS that was deleted
+    finally:
+        forget_crs("drift-follower", "addons")

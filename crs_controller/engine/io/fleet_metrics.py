@@ -281,6 +281,7 @@ def show_fleet(
 def forget_crs(namespace: str, name: str) -> None:
     """The CRS is gone: its counts leave the gauges (fleet, rollout, drift), its place
     is freed."""
+    _REPEATS.forget(namespace, name)
     labels = _SLOTS.release(namespace, name)
     if labels is None:
         return
@@ -329,6 +330,11 @@ class RepeatWatch:
         self._last[pair] = now
         return repeated
 
+    def forget(self, namespace: str, name: str) -> None:
+        """The CRS is gone: a CRS made again under its name starts with no repeat."""
+        for pair in [p for p in self._last if p[:2] == (namespace, name)]:
+            del self._last[pair]
+
     def __len__(self) -> int:
         return len(self._last)
 
@@ -338,8 +344,11 @@ _REPEATS = RepeatWatch()
 
 def drift_corrected(namespace: str, name: str, cluster: str, now: float) -> None:
     """One pass corrected drift of CRS ``namespace/name`` on ``cluster`` at ``now``
-    (monotonic seconds)."""
+    (monotonic seconds). The repeat counter exists at 0 from the CRS's first correction
+    here on: a replica that writes no status (no ``show_fleet``) would otherwise make
+    it at its first repeat, already at 1, and an increase over it would miss that one."""
     labels = _SLOTS.of(namespace, name)
     DRIFT_CORRECTIONS.labels(*labels).inc()
+    repeats = DRIFT_REPEATS.labels(*labels)
     if _REPEATS.corrected((namespace, name, cluster), now):
-        DRIFT_REPEATS.labels(*labels).inc()
+        repeats.inc()
