@@ -5,7 +5,8 @@ crash) moves ``controller_runtime_reconcile_total`` under its ``result``,
 ``controller_runtime_reconcile_time_seconds`` always, and the matching
 ``crs_reconciles_total``. The reconcilers are replaced by ones that end as the case
 says; the worker's own ``_process`` does the counting. Also the ``result`` label a
-Result is given, as a table."""
+Result is given, as a table. A replica whose controller does not run yet (standing by
+for the lease) counts no key waiting when asked to look at a Cluster."""
 
 from __future__ import annotations
 
@@ -123,3 +124,27 @@ async def test_each_way_a_reconcile_ends_is_counted_once_under_its_controller(
 )
 def test_a_result_is_labelled_as_controller_runtime_labels_it(result: Result, label: str) -> None:
     assert _result_label(result) == label
+
+
+def test_a_controller_not_running_yet_counts_no_nudged_cluster_as_waiting() -> None:
+    """Standing by for the lease, the runtime extension's answers still nudge it: a
+    key waiting there would never be worked on, and the depth would say the replica
+    is stuck. Once it runs, a nudge queues the Cluster."""
+    controller = Controller(
+        MemoryKube("management"), Settings(), "cluster.x-k8s.io/v1beta1", clock=FakeClock()
+    )
+    labels = {"name": "cluster", "controller": "cluster"}
+
+    def depth() -> float:
+        return REGISTRY.get_sample_value("workqueue_depth", labels) or 0.0
+
+    before = depth()
+    controller.nudge({"metadata": {"namespace": "ns", "name": "standing-by"}})
+    assert depth() == before
+    assert len(controller.queue) == 0
+    controller._running = True  # as run() has it
+    controller.nudge({"metadata": {"namespace": "ns", "name": "standing-by"}})
+    assert depth() == before + 1
+    key = controller.queue.get_nowait()  # leave the depth as it was
+    controller.queue.done(key)
+    assert depth() == before

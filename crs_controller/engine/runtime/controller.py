@@ -137,6 +137,7 @@ class Controller:
         self.informers: list[Informer[Any]] = [crss, clusters, bindings, configmaps, secrets]
         self.ready = asyncio.Event()
         self.standing_by = False  # waiting for the leader lease
+        self._running = False  # run() started: the informers and workers go
         # In a shard set: which Clusters are this replica's, and whether it is the
         # one that writes CRS status and finalizers (the leader Lease holder).
         self.shard: ShardMembership | None = None
@@ -307,6 +308,7 @@ class Controller:
 
     async def run(self) -> None:
         """Run until cancelled: informers, the queue's timers, and the workers."""
+        self._running = True
         async with asyncio.TaskGroup() as group:
             for informer in self.informers:
                 supervised(group, informer.run(), f"watch-{informer.spec.kind}")
@@ -501,9 +503,11 @@ class Controller:
 
     def nudge(self, cluster: Mapping[str, Any]) -> None:
         """Reconcile this Cluster soon (Cluster API says it is being deleted: the watch
-        may not have shown that yet)."""
+        may not have shown that yet). Nothing before ``run``: a replica standing by
+        for the lease queues no key it would not work on (its depth would say it is
+        stuck), and the informers' first lists bring every Cluster once it runs."""
         meta = cluster.get("metadata") or {}
-        if meta.get("namespace") and meta.get("name"):
+        if self._running and meta.get("namespace") and meta.get("name"):
             self.queue.add(cluster_key(str(meta["namespace"]), str(meta["name"])))
 
     async def close(self) -> None:
