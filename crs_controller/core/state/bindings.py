@@ -216,11 +216,20 @@ def of_another_cluster(binding: ObjectMeta, uid: str | None) -> bool:
     """Does the binding record another Cluster than the one of uid ``uid`` (one
     deleted, whose name a new Cluster took)? What it lists was applied to that other
     cluster, not this one. A binding recording no uid (written before bindings did)
-    is the Cluster's."""
-    recorded = {str(o.get("uid")) for o in binding.owner_references if _names_cluster(o)}
+    is the Cluster's, and so is one whose owner reference names this Cluster, whatever
+    its annotation says: ``clusterctl move`` copies the annotation as it was but
+    rebuilds the owner references with the uids of the Clusters it recreates."""
+    clusters = [o for o in binding.owner_references if _names_cluster(o)]
+    if uid is None or any(_names(o, binding.name, uid) for o in clusters):
+        return False
+    recorded = {str(o.get("uid")) for o in clusters}
     if CLUSTER_UID_ANNOTATION in binding.annotations:
         recorded.add(binding.annotations[CLUSTER_UID_ANNOTATION])
-    return uid is not None and any(other != uid for other in recorded)
+    return any(other != uid for other in recorded)
+
+
+def _names(ref: Mapping[str, Any], name: str, uid: str) -> bool:
+    return ref.get("name") == name and str(ref.get("uid")) == uid
 
 
 def desired_binding(

@@ -35,13 +35,15 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     if cluster is not None and not cluster.whole:
         # Another replica's Cluster until now: read whole, as its values are.
         cluster = await ctx.clusters.read_whole(namespace, name)
+    if cluster is not None and cluster.paused:
+        # Left alone, it takes no revision: its budget place goes back meanwhile. Its
+        # binding is not judged either (clusterctl move pauses a Cluster it recreates
+        # until the binding is copied too).
+        log.info("cluster paused: left alone", cluster=f"{namespace}/{name}")
+        return forget_budget(ctx, (namespace, name))
     binding = await _binding(ctx, cluster, namespace, name)
     if cluster is None:
         return await _forget_cluster(ctx, namespace, name, binding)
-    if cluster.paused:
-        # Left alone, it takes no revision: its budget place goes back meanwhile.
-        log.info("cluster paused: left alone", cluster=f"{namespace}/{name}")
-        return forget_budget(ctx, (namespace, name))
     if cluster.deleting:
         return await _clean_up(ctx, cluster, binding)
     crss = _active(ctx, cluster)
@@ -66,7 +68,9 @@ async def _binding(
     """The Cluster's binding, whole. One recorded for an earlier Cluster of this name
     is deleted and the Cluster starts with none: what it lists went to a cluster that
     is gone, and nothing of it is deleted from this one (whose objects were not
-    applied from it)."""
+    applied from it). One a ``clusterctl move`` copied (owned by this Cluster, its
+    annotation naming the Cluster moved) is this Cluster's: its next write records
+    the uid."""
     cached = ctx.caches.binding(namespace, name)
     if cached is not None and not cached.whole:
         # Another replica's Cluster until now: its inventory is read before anything
