@@ -148,21 +148,25 @@ def revision_samples(namespace: str, name: str) -> dict[str, float]:
 def test_clusters_on_many_revisions_show_a_bounded_number_of_series() -> None:
     """Each cluster's revision comes from its binding: 100 clusters on 100 revisions
     (edits during a slow rollout, or bindings written by hand) still make at most
-    five series of the CRS, and they still sum to every cluster."""
+    five series of the CRS, and they still sum to every cluster. Only revisions the
+    controller computed are named: a binding may say anything."""
     on = Counter({f"rev{i:03}": 1 for i in range(100)})
-    on.update({"rev050": 4, "rev042": 9, "none": 3})
-    show_rollout("many-revisions", "cni", on, "Progressing", ("rev007", "rev003"))
+    on.update({"rev050": 4, "rev042": 9, "none": 3, "written by hand": 20})
+    known = ["rev042", "rev050", "rev060"]  # the history's
+    show_rollout("many-revisions", "cni", on, "Progressing", ("rev007", "rev003"), known)
     shown = revision_samples("many-revisions", "cni")
     assert shown == {
         "rev007": 1,  # the target
         "rev003": 1,  # the revision a rollback replaces
         "rev042": 10,  # most of the others are on it: the one the rollout moves from
         "none": 3,
-        OTHER: 97 + 4,  # the 97 other revisions, rev050 with 5 clusters
+        OTHER: 97 + 4 + 20,  # the 97 other revisions, rev050 with 5, and the unknown one
     }
     assert sum(shown.values()) == sum(on.values())
     # The next plan: a series no revision shows any more goes.
-    show_rollout("many-revisions", "cni", Counter(rev007=90, rev006=3), "Progressing", ["rev007"])
+    show_rollout(
+        "many-revisions", "cni", Counter(rev007=90, rev006=3), "Progressing", ["rev007"], ["rev006"]
+    )
     assert revision_samples("many-revisions", "cni") == {"rev007": 90, "rev006": 3}
     forget_crs("many-revisions", "cni")
     assert revision_samples("many-revisions", "cni") == {}

@@ -4,7 +4,9 @@ more) halts nothing, neither that revision nor the next one's steps, approvals a
 soaks; a pass that fails after part of a new revision was applied (a variable
 missing, a manifest that does not parse, the cluster gone mid-pass) fails that
 revision on the cluster, so the rollout halts, and rolls back when configured. The
-same after a restart, when only the bindings tell."""
+same after a restart, when only the bindings tell. A rollout no longer planned (its
+policy removed) leaves no phase shown on any replica; a revision a binding names that
+the controller never computed is shown under ``revision="_other"``."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 
 from crs_controller.core.api.models import API_VERSION
 from crs_controller.core.errors import Unreachable
-from crs_controller.engine.io.fleet_metrics import ROLLOUT_PHASE
+from crs_controller.engine.io.fleet_metrics import CLUSTERS_BY_REVISION, OTHER, ROLLOUT_PHASE
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
 from crs_controller.engine.reconcile.crs import reconcile_crs
@@ -249,3 +251,44 @@ async def test_a_rollout_no_longer_planned_shows_no_phase_on_any_replica() -> No
         await reconcile_crs(ctx, NS, "a")
         assert 1 not in phases().values()
     assert "rollout" not in status(world)
+
+
+def revisions() -> dict[str, float]:
+    """The ``crs_rollout_clusters`` series of CRS ``a``, by revision."""
+    return {
+        s.labels["revision"]: s.value
+        for m in CLUSTERS_BY_REVISION.collect()
+        for s in m.samples
+        if (s.labels["namespace"], s.labels["crs"]) == (NS, "a")
+    }
+
+
+async def test_a_revision_a_binding_names_that_no_history_keeps_is_shown_as_other() -> None:
+    """Tenants write any text as the revision a failed pass was taking, on more
+    clusters than any other revision: no series is named after it, on any replica.
+    The revision the clusters move from, which the history keeps, is still shown by
+    name."""
+    world = await two_resources("Halt")
+    for name in CLUSTERS[1:]:
+        await world.add(cluster(name))
+        await world.add(kubeconfig_secret(name))
+        world.ctx.workloads.clients[name] = MemoryKube(name)  # type: ignore[attr-defined]
+    first = restarted(world)
+    await passes(world, first, *CLUSTERS)
+    before = status(world)["revision"]
+    await edit(world, "src", payload("addon", "2"))
+    for name in CLUSTERS[1:]:
+        forged = world.mgmt.objects[(API_VERSION, "ClusterResourceSetBinding", NS, name)]
+        forged["spec"]["bindings"][0]["outcome"] = {
+            "reason": "ApplyFailed",
+            "message": "failed",
+            "revision": "any text a tenant writes",
+        }
+        await world.mgmt.replace(forged)
+    world.sync_bindings()
+    for ctx in (first[0], world.crs_context(leading=False)):
+        await reconcile_crs(ctx, NS, "a")
+        shown = revisions()
+        assert "any text a tenant writes" not in shown
+        assert shown[OTHER] == 2
+        assert shown[before] == 1  # c1, on the revision the history keeps

@@ -10,11 +10,13 @@ pairs times its values. Summed, the gauges stay right: a ``_other`` series is th
 sum over the CRSs it holds.
 
 The revisions of ``crs_rollout_clusters`` are bounded too, since the revision a
-cluster is on comes from its binding: a CRS shows by name only its target, the
-revision a rollback replaces, the revision most of its other clusters are on (the
-one a rollout moves them from) and ``none``; any other revision is summed under
-``revision="_other"``. A CRS summed under a ``_other`` pair shows only ``none`` and
-``_other``. So at most five revisions per CRS, however many bindings differ.
+cluster is on comes from its binding, which tenants can write: a CRS shows by name
+only revisions the controller computed: its target, the revision a rollback
+replaces, of the revisions its status's history keeps (and the one a rollout halted
+on) the one most of its other clusters are on (the one a rollout moves them from),
+and ``none``; any other revision is summed under ``revision="_other"``. A CRS
+summed under a ``_other`` pair shows only ``none`` and ``_other``. So at most five
+revisions per CRS, however many bindings differ.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter as Tally
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from prometheus_client import Counter, Gauge
 
@@ -177,7 +179,7 @@ CLUSTERS_BY_REVISION = Gauge(
     "crs_rollout_clusters",
     "Matching clusters of a CRS with a rollout, by the revision they are on (none: not "
     "installed; the target, the revision a rollback replaces and the most common other "
-    "one by name, the rest summed under _other)",
+    "one the history keeps by name, the rest summed under _other)",
     ["namespace", "crs", "revision"],
 )
 ROLLOUT_PHASE = Gauge(
@@ -196,17 +198,20 @@ _GAUGES = (_FLEET, _WAITING, _REVISIONS, _PHASE)
 
 
 def bounded_revisions(
-    revisions: Mapping[str, int], named: Iterable[str | None], own: bool = True
+    revisions: Mapping[str, int],
+    named: Iterable[str | None],
+    own: bool = True,
+    known: Collection[str | None] = (),
 ) -> dict[str, int]:
     """The clusters on each revision as ``crs_rollout_clusters`` shows them (see the
     module's docstring): ``named`` (the target, the revision a rollback replaces),
-    ``none``, and the most common other revision by name, the rest summed under
-    ``_other``; without labels of its ``own`` (a CRS under a ``_other`` pair), only
-    ``none`` and ``_other``."""
+    ``none``, and of the other revisions the controller ``known`` (the history's) the
+    most common by name, the rest summed under ``_other``; without labels of its
+    ``own`` (a CRS under a ``_other`` pair), only ``none`` and ``_other``."""
     keep = {NOT_INSTALLED}
     if own:
         keep |= {r for r in named if r}
-        rest = {r: n for r, n in revisions.items() if r not in keep and n}
+        rest = {r: n for r, n in revisions.items() if r in known and r not in keep and n}
         if rest:
             keep.add(max(rest, key=lambda r: (rest[r], r)))
     shown: Tally[str] = Tally()
@@ -221,13 +226,14 @@ def show_rollout(
     revisions: Mapping[str, int],
     phase: str,
     named: Iterable[str | None] = (),
+    known: Collection[str | None] = (),
 ) -> None:
     """Set both rollout gauges for one CRS, its revisions bounded (``bounded_revisions``:
-    ``named`` are the target and the revision a rollback replaces); revisions no
-    cluster is on any more go."""
+    ``named`` are the target and the revision a rollback replaces, ``known`` the other
+    revisions the controller computed); revisions no cluster is on any more go."""
     key = (namespace, name)
     labels = _SLOTS.of(namespace, name)
-    shown = bounded_revisions(revisions, named, own=labels == key)
+    shown = bounded_revisions(revisions, named, own=labels == key, known=known)
     _REVISIONS.show(labels, key, shown)
     _PHASE.show(labels, key, {phase: 1})
 

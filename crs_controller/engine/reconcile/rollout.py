@@ -189,9 +189,18 @@ def plan_rollout(
         # holds back look again, so their outcomes say why.
         admitted |= {s.name for s in states if s.revision not in (None, target)}
     on = Counter(state.revision or fleet_metrics.NOT_INSTALLED for state in states)
-    fleet_metrics.show_rollout(crs.namespace, crs.name, on, made.phase, (target, back))
+    known = _known(ctx, crs)
+    fleet_metrics.show_rollout(crs.namespace, crs.name, on, made.phase, (target, back), known)
     wake = (Wake(cluster_key(crs.namespace, name)) for name in admitted)
     return made, Result.after(made.wake_after) | Result.waking(*wake)
+
+
+def _known(ctx: CRSContext, crs: CRS) -> set[str | None]:
+    """The revisions of ``crs`` the controller computed besides its target: those its
+    status's history keeps, and the one its rollout halted on. A binding's (which a
+    tenant can write) may name any other text."""
+    kept = {record.revision for record in crs.status.history or ()}
+    return kept | {ctx.rollouts.halted(crs.namespace, crs.name)}
 
 
 def concerned(
