@@ -481,6 +481,8 @@ async def _send(
     """Apply the objects at ``send``: what was applied, and the Unreachable that
     stopped it midway (the objects applied before it are in the result)."""
     applied = ApplyResult()
+    inventory = _created(turn.previous, run.observer)
+    claimed = _unseen(_claimed(scope.before(run.crs.name), turn.ref), run.observer)
     try:
         await apply_objects(
             scope.workload,
@@ -490,8 +492,9 @@ async def _send(
             confidential=turn.ref.kind == "Secret",
             hashes=[manifest.hashes[i] for i in send],
             ignores=run.crs.ignores,
-            inventory=_created(turn.previous, run.observer),
-            claimed=_claimed(scope.before(run.crs.name), turn.ref),
+            inventory=inventory,
+            claimed=claimed,
+            present=run.observer.seen_present([*inventory, *claimed]),
             theirs=scope.listed_by_others(run.crs.name),
             into=applied,
         )
@@ -501,13 +504,17 @@ async def _send(
 
 
 def _created(previous: ResourceBinding | None, observer: Observer) -> list[ObjectRef]:
-    """The objects of the resource's inventory that exist: those sent with their
-    ignored paths left out. One a drift check found missing is created again, whole
-    (fields left to others get their first value again)."""
-    if previous is None:
-        return []
-    missing = observer.seen_missing(previous.objects)
-    return [o for o in previous.objects if o not in missing]
+    """The objects of the resource's inventory not found missing: those sent with
+    their ignored paths left out once known to exist (``apply_objects`` reads the
+    ones this pass did not list). One a drift check found missing is created again,
+    whole (fields left to others get their first value again)."""
+    return _unseen(previous.objects, observer) if previous is not None else []
+
+
+def _unseen(objects: Sequence[ObjectRef], observer: Observer) -> list[ObjectRef]:
+    """``objects`` less those a drift check of this pass found missing."""
+    missing = observer.seen_missing(objects)
+    return [o for o in objects if o not in missing]
 
 
 def _claimed(entry: CRSBinding | None, ref: ResourceRef) -> list[ObjectRef]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,7 @@ async def apply_objects(
     inventory: Sequence[ObjectRef] = (),
     claimed: Sequence[ObjectRef] = (),
     theirs: Sequence[ObjectRef] = (),
+    present: Collection[ObjectRef] = (),
     into: ApplyResult | None = None,
 ) -> ApplyResult:
     """Apply ``objects`` (already in apply order); ``hashes``, when given, are their
@@ -59,12 +60,11 @@ async def apply_objects(
     lost inventory is re-adopted, see ``_ApplyOne.adopts``), unless another resource
     of the CRS records them (``claimed``, e.g. another version's build): those are
     sent. ``confidential`` (objects from a Secret) keeps the server's messages about
-    them to reason and field path. An object in the resource's ``inventory`` or
-    ``claimed`` is sent without the paths ``ignores`` leaves to others.
-
-    Raises Unreachable as soon as the cluster stops answering; ``into``, when given,
-    is the result filled as objects go out, so its caller knows what went before."""
-    keys = [frozenset(o.key for o in refs) for refs in (inventory, claimed, theirs)]
+    them to reason and field path. An object in ``inventory`` or ``claimed`` that
+    exists (``present``, or read: ``_left_out``) goes without the paths ``ignores``
+    leaves to others. Raises Unreachable as soon as the cluster stops answering;
+    ``into``, when given, is filled as objects go out (the caller knows what went)."""
+    keys = [frozenset(o.key for o in refs) for refs in (inventory, claimed, theirs, present)]
     one = _ApplyOne(client, field_manager, only_missing, confidential, hashes, ignores, *keys)
     result = into if into is not None else ApplyResult()
     pending_crds: list[str] = []
@@ -93,6 +93,7 @@ class _ApplyOne:
     known: frozenset[ObjectKey]  # the resource's inventory
     claimed: frozenset[ObjectKey]  # what other resources of the CRS record
     theirs: frozenset[ObjectKey]  # what other CRSs record on the cluster
+    present: frozenset[ObjectKey]  # what this pass saw on the cluster
 
     def adopts(self, key: ObjectKey, existing: dict[str, Any]) -> bool:
         """Does ApplyOnce take an existing object as its own: applied by our field
@@ -183,12 +184,25 @@ async def _apply_as(
         existing = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
         if existing is not None:
             return ref, existing if one.adopts(ref.key, existing) else None
-    left_out = one.ignores.left_out(ref, one.known | one.claimed)
+        return ref, await client.apply(body, field_manager=field_manager)  # created whole
+    left_out = await _left_out(one, ref)
     if left_out:
         # Stamped again: a path under metadata.labels must not take our label with it.
         body = apply_body(leave_out(body, left_out))
     live = await client.apply(body, field_manager=field_manager)
     return ref, live
+
+
+async def _left_out(one: _ApplyOne, ref: ObjectRef) -> tuple[Pointer, ...]:
+    """The paths an apply of ``ref`` leaves to others: its ignored paths once it was
+    created (in the inventory, or another resource's record) and still exists. One
+    this pass did not see is read first: deleted since, it is created again whole,
+    so no field left to others is lost and no required one is missing."""
+    paths = one.ignores.left_out(ref, one.known | one.claimed)
+    if not paths or ref.key in one.present:
+        return paths
+    existing = await one.client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+    return paths if existing is not None else ()
 
 
 async def _await_established(client: KubeAPI, names: list[str], result: ApplyResult) -> None:

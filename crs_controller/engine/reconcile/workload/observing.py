@@ -83,18 +83,23 @@ class Observer:
     def seen_missing(self, objects: Sequence[ObjectRef]) -> set[ObjectRef]:
         """Those of ``objects`` a drift check of this pass found missing (an object
         whose kind was not listed is not known to be missing)."""
-        missing = set()
-        for ref in objects:
-            for key in (
-                (ref.api_version, ref.kind, ref.namespace or None),
-                (ref.api_version, ref.kind, None),
-            ):
-                listed = self._lists.get(key)
-                if listed is not None:
-                    if (ref.namespace, ref.name) not in listed:
-                        missing.add(ref)
-                    break
-        return missing
+        return {ref for ref in objects if self._seen(ref) is False}
+
+    def seen_present(self, objects: Sequence[ObjectRef]) -> set[ObjectRef]:
+        """Those of ``objects`` a drift check of this pass found on the cluster (an
+        object whose kind was not listed is not known to exist)."""
+        return {ref for ref in objects if self._seen(ref) is True}
+
+    def _seen(self, ref: ObjectRef) -> bool | None:
+        """Did this pass's LIST of the object's kind find it (None: not listed)?"""
+        for key in (
+            (ref.api_version, ref.kind, ref.namespace or None),
+            (ref.api_version, ref.kind, None),
+        ):
+            listed = self._lists.get(key)
+            if listed is not None:
+                return (ref.namespace, ref.name) in listed
+        return None
 
     async def _listed(
         self, api_version: str, kind: str, namespace: str | None
