@@ -3,8 +3,9 @@
 Starts real kube-apiservers (one management, N workload clusters) on one etcd,
 installs the CRDs, RBAC and ``config/samples``, registers the workload servers as
 Cluster API Clusters (all but the last labelled ``crs-demo=true``), runs the
-controller as its ServiceAccount, then edits the sample ConfigMap and shows the
-change reaching every matching cluster — and not the others. With ``keep`` it then
+controller as its ServiceAccount with leader election (as installed, so ``uninstall``
+finds it), then edits the sample ConfigMap and shows the change reaching every
+matching cluster — and not the others. With ``keep`` it then
 leaves all of it running as a sandbox (kubeconfigs written, commands to try printed)
 until interrupted (Ctrl-C or SIGTERM).
 """
@@ -62,7 +63,9 @@ def demo(workloads: int = 3, *, keep: bool = False) -> int:
         clients = [TestbedClient(s) for s in plane.workloads]
         matching, other = clients[:-1], clients[-1]
         started = time.monotonic()
-        with ControllerProcess(plane.management, "--log-format", "json") as controller:
+        # As installed (config/manager): holding the leader Lease, which `uninstall`
+        # looks for before it deletes anything.
+        with ControllerProcess(plane.management, "--leader-elect") as controller:
             _say(f"controller running (log: {controller.log_path})")
             _wait_all(matching, lambda c: _greeting(c) is not None, "first apply")
             took = time.monotonic() - started

@@ -1,9 +1,10 @@
 """``crs-controller demo --keep``: the demo's control plane and controller left running
 as a sandbox on real servers. The kubeconfigs it prints work with the CLI while it
-runs, and an interrupt (Ctrl-C's SIGINT) stops every server it started."""
+runs (``uninstall`` too: its controller holds the leader Lease), and an interrupt (Ctrl-C's SIGINT) stops every server it started."""
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -49,7 +50,7 @@ def _until(lines: queue.Queue[str], text: str, seen: list[str]) -> None:
     raise AssertionError(f"{text!r} not printed within {WAIT}s:\n{''.join(seen)}")
 
 
-def test_demo_keep_leaves_a_sandbox_the_cli_can_use_until_interrupted(
+def test_demo_keep_leaves_a_sandbox_the_cli_and_uninstall_can_use_until_interrupted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}
@@ -72,6 +73,15 @@ def test_demo_keep_leaves_a_sandbox_the_cli_can_use_until_interrupted(
         out = capsys.readouterr().out
         assert "workload-0" in out and "workload-1" not in out
         server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+
+        # The sandbox's controller holds the leader Lease, as an installed one does:
+        # uninstall finds it, deletes the sample set and sees it cleaned up.
+        uninstall = ["uninstall", "-n", "default", "--yes", "--timeout", "2m"]
+        assert main([*uninstall, "--kubeconfig", str(kubeconfig)]) == 0, capsys.readouterr()
+        out = capsys.readouterr().out
+        assert "no controller holds the leader Lease" not in out
+        assert main(["status", "--kubeconfig", str(kubeconfig), "-o", "json"]) == 0
+        assert json.loads(capsys.readouterr().out)["clusterResourceSets"] == []
 
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=WAIT) == 0
