@@ -78,8 +78,7 @@ def test_demo_keep_leaves_a_sandbox_the_cli_and_uninstall_can_use_until_interrup
         # uninstall finds it, deletes the sample set and sees it cleaned up.
         uninstall = ["uninstall", "-n", "default", "--yes", "--timeout", "2m"]
         assert main([*uninstall, "--kubeconfig", str(kubeconfig)]) == 0, capsys.readouterr()
-        out = capsys.readouterr().out
-        assert "no controller holds the leader Lease" not in out
+        assert "no controller holds the leader Lease" not in capsys.readouterr().err
         assert main(["status", "--kubeconfig", str(kubeconfig), "-o", "json"]) == 0
         assert json.loads(capsys.readouterr().out)["clusterResourceSets"] == []
 
