@@ -1,6 +1,7 @@
 """``crs-controller demo --keep``: the demo's control plane and controller left running
 as a sandbox on real servers. The kubeconfigs it prints work with the CLI while it
-runs (``uninstall`` too: its controller holds the leader Lease), and an interrupt (Ctrl-C's SIGINT) stops every server it started."""
+runs (``uninstall`` too: its controller holds the leader Lease), and an interrupt
+(Ctrl-C's SIGINT) stops every server it started."""
 
 from __future__ import annotations
 
