@@ -144,3 +144,31 @@ async def test_an_object_taken_over_from_a_crs_that_left_the_cluster_is_no_confl
     await reconcile(world)
     events = told(world, "b")
     assert "Applied" in events and "ObjectConflict" not in events
+
+
+@pytest.mark.parametrize("content", ["B", "A"])
+async def test_two_resources_of_one_crs_applying_one_object_with_other_content_are_warned_of(
+    content: str,
+) -> None:
+    spec = {"driftDetection": "Content", "driftCheckInterval": "1m"}
+    a = crs("a", "src-a", **spec)
+    a["spec"]["resources"].append({"kind": "ConfigMap", "name": "src-b"})
+    world = await world_with(a, mode_source=configmap_source("src-a", payload("addon", "A")))
+    await world.add(configmap_source("src-b", payload("addon", content), payload("own")))
+    await reconcile(world)
+    events = told(world, "a")
+    assert "Applied" in events
+    if content == "A":  # the same object twice is no conflict
+        assert "ObjectConflict" not in events
+        return
+    assert events["ObjectConflict"] == (
+        "ObjectConflict on 1 cluster: c1: v1 ConfigMap default/addon applied by both "
+        "ConfigMap/src-a and ConfigMap/src-b: with other content, each apply undoes the other"
+    )
+    assert outcome(world, "a")[0] == "Applied"
+    # Each drift correction undoes the other resource's apply, and says so.
+    world.ctx.clock.advance(61)  # type: ignore[attr-defined]
+    await reconcile(world)
+    events = told(world, "a")
+    assert "DriftCorrected" in events
+    assert "applied by both ConfigMap/src-a and ConfigMap/src-b" in events["ObjectConflict"]

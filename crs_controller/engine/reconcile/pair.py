@@ -28,7 +28,7 @@ from crs_controller.engine.memory.notes import Note
 from crs_controller.engine.reconcile.admission import Go
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
 from crs_controller.engine.reconcile.rollout import taking
-from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
+from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass, own_conflicts
 from crs_controller.engine.reconcile.substitute import PassValues, Prepared, prepare
 from crs_controller.engine.reconcile.validation import carried, validated
 from crs_controller.engine.reconcile.workload.applying import ApplyResult, apply_objects
@@ -202,6 +202,7 @@ async def _resources(scope: ClusterScope, run: _PairRun) -> _Progress:
     progress.no_build = crs.lacks_version(scope.version.version)
     leaving: list[tuple[ResourceRef, ResourceBinding]] = []
     matched: list[_Done] = []  # the turns of the resources for the cluster's version
+    taken: list[_Done] = []  # every turn for it, or for any version (no range)
     for index, ref in enumerate(crs.valid.spec.resources):
         previous = recorded(entry, ref)
         match version_match(crs.version_range(index), scope.version.version):
@@ -217,9 +218,19 @@ async def _resources(scope: ClusterScope, run: _PairRun) -> _Progress:
         else:
             done = await _resource_pass(scope, run, _Turn(ref, previous))
         progress.add(done)
+        taken.append(done)
         matched += [done] if crs.version_range(index) is not None else []
+    progress.then |= _tell_own_conflicts(scope, crs, taken)
     _swap(crs, progress, leaving, matched)
     return progress
+
+
+def _tell_own_conflicts(scope: ClusterScope, crs: CRS, taken: Sequence[_Done]) -> Result:
+    """Objects two resources for the cluster's version record with other content,
+    told when either was applied in this pass (another version's build may differ)."""
+    applied = {done.name for done in taken if done.applied_as}
+    records = [done.record for done in taken if done.record is not None]
+    return scope.tell_own_conflicts(crs, own_conflicts(records, applied)) if applied else NOTHING
 
 
 def _swap(

@@ -16,7 +16,7 @@ pair's own pass, which holds it), then what it works on.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -28,6 +28,7 @@ from crs_controller.core.api.models import (
     CRSBinding,
     ObjectKey,
     ObjectRef,
+    ResourceBinding,
     ResourceRef,
 )
 from crs_controller.core.errors import CRSError, ResourceError, Unreachable
@@ -150,15 +151,24 @@ class ClusterScope:
         if found:  # rare: only then are the selecting CRSs looked up
             selecting = {c.name for c in self.ctx.caches.matching_crss(self.cluster)}
             found = [(ref, name) for ref, name in found if name in selecting]
-        if not found:
+        told = [f"{ref} also applied by ClusterResourceSet {name}" for ref, name in found]
+        return self._warn_conflicts(crs, told)
+
+    def tell_own_conflicts(self, crs: CRS, found: Sequence[tuple[ObjectRef, str, str]]) -> Result:
+        """Objects two resources of ``crs`` record with other content (``own_conflicts``):
+        told like ``tell_conflicts``, naming both resources."""
+        told = [f"{ref} applied by both {a} and {b}" for ref, a, b in found]
+        return self._warn_conflicts(crs, told)
+
+    def _warn_conflicts(self, crs: CRS, told: Sequence[str]) -> Result:
+        """One ObjectConflict Warning for ``crs`` on this cluster, ``told`` naming each
+        object and its other writer (the first CONFLICTS_SHOWN, then a count)."""
+        if not told:
             return NOTHING
-        shown = [
-            f"{ref} also applied by ClusterResourceSet {name}"
-            for ref, name in found[:CONFLICTS_SHOWN]
-        ]
-        more = f" and {len(found) - CONFLICTS_SHOWN} more" if len(found) > CONFLICTS_SHOWN else ""
-        message = f"{', '.join(shown)}{more}: with other content, each apply undoes the other"
-        log.warning("object conflict", crs=crs.name, cluster=self.cluster.name, objects=len(found))
+        more = f" and {len(told) - CONFLICTS_SHOWN} more" if len(told) > CONFLICTS_SHOWN else ""
+        shown = ", ".join(told[:CONFLICTS_SHOWN])
+        message = f"{shown}{more}: with other content, each apply undoes the other"
+        log.warning("object conflict", crs=crs.name, cluster=self.cluster.name, objects=len(told))
         note = Note("Warning", OBJECT_CONFLICT, self.cluster.name, message=message)
         quiet = self.ctx.announcements.note(crs.namespace, crs.name, note)
         return Result.waking(Wake(crs_key(crs.namespace, crs.name), quiet))
@@ -405,3 +415,23 @@ def _news(previous: CRSBinding | None, told: CRSBinding, outcome: Outcome) -> bo
         return False
     before = previous.outcome if previous is not None else None
     return before is None or (before.reason, before.message) != (after.reason, after.message)
+
+
+def own_conflicts(
+    records: Iterable[ResourceBinding], applied: Collection[str]
+) -> list[tuple[ObjectRef, str, str]]:
+    """Each object two resources of one CRS record with other content, one of them
+    applied in this pass (``applied``, by Kind/name): the object and both resources,
+    the first to record it first. Both apply it under the one field manager, so each
+    apply undoes the other's. An object recorded without a content hash is not compared."""
+    first: dict[ObjectKey, tuple[str, ObjectRef]] = {}
+    found: dict[ObjectKey, tuple[ObjectRef, str, str]] = {}
+    for record in records:
+        name = f"{record.kind}/{record.name}"
+        for ref in record.objects:
+            other, theirs = first.setdefault(ref.key, (name, ref))
+            if other == name or not (ref.hash and theirs.hash) or ref.hash == theirs.hash:
+                continue
+            if name in applied or other in applied:
+                found.setdefault(ref.key, (ref, other, name))
+    return list(found.values())
