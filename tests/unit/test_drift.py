@@ -273,4 +273,4 @@ def test_a_pair_is_forgotten_alone() -> None:
     assert schedule.wait(("ns", "a", "c2"), 130.0, 60.0) == 30.0
     schedule.forget_pair(("ns", "b", "c1"))
     schedule.forget_pair(("ns", "a", "c2"))
-    assert schedule._last == {}  # the namespace's table goes with its last pair
+    assert len(schedule) == 0  # nothing is left of the pairs forgotten

@@ -8,11 +8,12 @@ the injected clock, so tests drive the schedule without waiting.
 from __future__ import annotations
 
 from crs_controller.core.api.models import PairKey
+from crs_controller.engine.memory.pairs import PairTable
 
 
 class DriftSchedule:
-    """Asking never changes the schedule; ``checked`` does. Kept per namespace, so
-    forgetting a cluster only looks through its own namespace's pairs.
+    """Asking never changes the schedule; ``checked`` does. Forgetting a cluster looks
+    only at its own pairs (see ``PairTable``).
 
     The time of the last check is kept, not the time the next one is due: the next
     is due one interval after the last, the interval the CRS asks for now, so an
@@ -20,35 +21,25 @@ class DriftSchedule:
     for the end of the longer one)."""
 
     def __init__(self) -> None:
-        # namespace -> (CRS, cluster) -> when it was last checked
-        self._last: dict[str, dict[tuple[str, str], float]] = {}
+        # (namespace, CRS, cluster) -> when it was last checked
+        self._last: PairTable[float] = PairTable()
 
     def wait(self, key: PairKey, now: float, interval: float) -> float:
         """Seconds until the next check is due, ``interval`` after the last one; 0 when
         due now (or never checked)."""
-        namespace, crs, cluster = key
-        last = self._last.get(namespace, {}).get((crs, cluster))
+        last = self._last.get(key)
         return 0.0 if last is None else max(last + interval - now, 0.0)
 
     def checked(self, key: PairKey, now: float) -> None:
-        namespace, crs, cluster = key
-        self._last.setdefault(namespace, {})[(crs, cluster)] = now
+        self._last.put(key, now)
 
     def forget_pair(self, key: PairKey) -> None:
         """Forget one CRS on one cluster (it no longer selects it, or it is gone)."""
-        namespace, crs, cluster = key
-        last = self._last.get(namespace)
-        if last is not None:
-            last.pop((crs, cluster), None)
-            if not last:
-                del self._last[namespace]
+        self._last.pop(key)
 
     def forget_cluster(self, namespace: str, cluster: str) -> None:
         """Forget a cluster (deleted, or handed to another replica)."""
-        last = self._last.get(namespace)
-        if last is None:
-            return
-        for pair in [p for p in last if p[1] == cluster]:
-            del last[pair]
-        if not last:
-            del self._last[namespace]
+        self._last.drop_cluster(namespace, cluster)
+
+    def __len__(self) -> int:
+        return len(self._last)

@@ -10,48 +10,36 @@ rebuilds them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from crs_controller.core.state.status import Outcome
+from crs_controller.engine.memory.pairs import PairTable
 
 
 class Outcomes:
-    """Kept per namespace, so forgetting a cluster or a CRS only looks through its own
-    namespace's pairs, never every tenant's."""
+    """Forgetting a cluster or a CRS looks only at its own pairs (see ``PairTable``),
+    never at the rest of its namespace's or at other tenants'."""
 
     def __init__(self) -> None:
-        # namespace -> (CRS, cluster) -> outcome
-        self._by_pair: dict[str, dict[tuple[str, str], Outcome]] = {}
+        self._pairs: PairTable[Outcome] = PairTable()
 
     def get(self, namespace: str, crs: str, cluster: str) -> Outcome | None:
-        return self._by_pair.get(namespace, {}).get((crs, cluster))
+        return self._pairs.get((namespace, crs, cluster))
 
     def record(self, namespace: str, crs: str, cluster: str, outcome: Outcome) -> bool:
         """Record; True when it differs from what was there."""
-        pairs = self._by_pair.setdefault(namespace, {})
-        changed = pairs.get((crs, cluster)) != outcome
-        pairs[(crs, cluster)] = outcome
+        key = (namespace, crs, cluster)
+        changed = self._pairs.get(key) != outcome
+        self._pairs.put(key, outcome)
         return changed
 
     def drop_cluster(self, namespace: str, cluster: str) -> None:
         """Forget a cluster (deleted, or handed to another replica)."""
-        self._drop(namespace, lambda pair: pair[1] == cluster)
+        self._pairs.drop_cluster(namespace, cluster)
 
     def drop_pair(self, namespace: str, crs: str, cluster: str) -> None:
-        pairs = self._by_pair.get(namespace)
-        if pairs is not None:
-            pairs.pop((crs, cluster), None)
-            if not pairs:
-                del self._by_pair[namespace]
+        self._pairs.pop((namespace, crs, cluster))
 
     def drop_crs(self, namespace: str, crs: str) -> None:
-        self._drop(namespace, lambda pair: pair[0] == crs)
+        self._pairs.drop_crs(namespace, crs)
 
-    def _drop(self, namespace: str, which: Callable[[tuple[str, str]], bool]) -> None:
-        pairs = self._by_pair.get(namespace)
-        if pairs is None:
-            return
-        for pair in [p for p in pairs if which(p)]:
-            del pairs[pair]
-        if not pairs:
-            del self._by_pair[namespace]
+    def __len__(self) -> int:
+        return len(self._pairs)
