@@ -33,6 +33,8 @@ from crs_controller.engine.io.fleet_metrics import (
     show_rollout,
 )
 
+from .counted_names import Name, names
+
 
 def entry(reason: str | None) -> CRSBinding | None:
     if reason is None:
@@ -201,6 +203,59 @@ def test_a_repeat_is_a_correction_within_the_window_on_the_same_pair() -> None:
     assert watch.corrected(first, 6500.0) is True  # 3500 s after the previous one
     assert len(watch) == 1  # the pair corrected at 10.0 has left the window
     assert watch.corrected(first, 10101.0) is False  # 3601 s after
+
+
+def test_forgetting_a_crs_looks_at_its_own_corrections_only() -> None:
+    """Every tenant's corrections of the last hour are watched in one place; a CRS
+    deleted looks only at its own clusters' entries, and the others still expire."""
+    watch = RepeatWatch(window=3600.0)
+    tenants, crss, clusters = names("t", 50), names("crs", 10), names("c", 40)
+    for tenant in tenants:  # 20,000 entries, 40 of them for t7/crs3
+        for crs in crss:
+            for cluster in clusters:
+                watch.corrected((tenant, crs, cluster), 100.0)
+    Name.compared = 0
+    watch.forget(Name("t7"), Name("crs3"))
+    assert Name.compared <= 8 * len(clusters)  # a scan would compare 20,000 names
+    assert len(watch) == 20_000 - len(clusters)
+    assert watch.corrected(("t7", "crs3", "c1"), 200.0) is False  # forgotten
+    assert watch.corrected(("t7", "crs4", "c1"), 200.0) is True  # kept
+    assert watch.corrected(("t8", "crs3", "c1"), 3700.0) is False  # expired at 3700
+    assert len(watch) == 3  # t7/crs3/c1, t7/crs4/c1 at 200, t8/crs3/c1 at 3700
+    watch.forget("t7", "crs4")
+    watch.forget("t9", "crs1")  # its entries expired: nothing is left to forget
+    assert watch.corrected(("t7", "crs3", "c1"), 3799.0) is True
+    assert watch.corrected(("t7", "crs4", "c1"), 3799.0) is False
+    watch.corrected(("t0", "crs0", "c0"), 9000.0)  # all the others expire
+    assert len(watch) == 1
+    assert set(watch._clusters) == {("t0", "crs0")}  # nor are they filed by CRS
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from("ab"), st.sampled_from("xy"), st.sampled_from("12")),
+            st.tuples(st.sampled_from("ab"), st.sampled_from("xy")),
+        ),
+        max_size=40,
+    ),
+)
+def test_the_repeat_watch_files_each_entry_under_its_crs(
+    changes: list[tuple[str, str, str] | tuple[str, str]],
+) -> None:
+    """Corrections a window apart or closer, and CRSs forgotten, in any order: the
+    entries filed by CRS are always exactly those watched."""
+    watch = RepeatWatch(window=3.0)
+    for now, change in enumerate(changes):
+        if len(change) == 3:
+            watch.corrected(change, float(now))
+        else:
+            watch.forget(*change)
+        filed: dict[tuple[str, str], set[str]] = {}
+        for namespace, name, cluster in watch._last:
+            filed.setdefault((namespace, name), set()).add(cluster)
+        assert watch._clusters == filed
 
 
 def test_corrections_count_and_a_second_within_the_window_counts_as_repeated(

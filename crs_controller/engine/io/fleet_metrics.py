@@ -321,25 +321,34 @@ DRIFT_REPEATS = Counter(
 class RepeatWatch:
     """When each (namespace, CRS, cluster) was last corrected, within the window only:
     older entries are dropped as new ones come, so memory follows the pairs corrected
-    in the last hour."""
+    in the last hour. Each CRS's clusters are filed apart too, so forgetting a CRS
+    costs its own entries, not every tenant's."""
 
     def __init__(self, window: float = REPEAT_WINDOW) -> None:
         self._window = window
+        # oldest correction first, so that expiry only looks at what leaves
         self._last: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        # (namespace, CRS) -> the clusters it has an entry for
+        self._clusters: dict[tuple[str, str], set[str]] = {}
 
     def corrected(self, pair: tuple[str, str, str], now: float) -> bool:
         """Note a correction at ``now``; True when the pair's previous one is recent."""
         while self._last and next(iter(self._last.values())) <= now - self._window:
-            self._last.popitem(last=False)
+            (namespace, name, cluster), _ = self._last.popitem(last=False)
+            clusters = self._clusters[(namespace, name)]
+            clusters.discard(cluster)
+            if not clusters:
+                del self._clusters[(namespace, name)]
         repeated = pair in self._last
         self._last.pop(pair, None)
         self._last[pair] = now
+        self._clusters.setdefault(pair[:2], set()).add(pair[2])
         return repeated
 
     def forget(self, namespace: str, name: str) -> None:
         """The CRS is gone: a CRS made again under its name starts with no repeat."""
-        for pair in [p for p in self._last if p[:2] == (namespace, name)]:
-            del self._last[pair]
+        for cluster in self._clusters.pop((namespace, name), ()):
+            del self._last[(namespace, name, cluster)]
 
     def __len__(self) -> int:
         return len(self._last)
