@@ -167,6 +167,21 @@ def test_a_name_yaml_reads_as_no_string_is_exit_code_2_naming_the_field(
     assert f"{kind}: metadata.{field} must be a string" in err and err.count("\n") == 1, err
 
 
+def test_a_label_yaml_reads_as_a_boolean_is_exit_code_2_naming_the_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "in.yaml"
+    path.write_text(
+        "apiVersion: addons.crs.dev/v1alpha1\nkind: ClusterResourceSet\n"
+        "metadata: {name: a, namespace: ns, labels: {team: y}}\n"
+        "spec: {clusterSelector: {}, resources: [{kind: ConfigMap, name: cm}]}\n"
+    )
+    code, out, err = render(capsys, "-f", str(path))
+    assert code == 2 and out == ""
+    assert "ClusterResourceSet a: invalid metadata: labels.team" in err, err
+    assert err.count("\n") == 1, err
+
+
 def test_a_missing_file_is_exit_code_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = render(capsys, "-f", str(tmp_path / "nope.yaml"))
     assert code == 2 and "nope.yaml" in err

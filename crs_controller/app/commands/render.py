@@ -390,7 +390,11 @@ def _parsed_crs(where: str, doc: Obj) -> CRS:
     if unknown := unknown_fields(doc, CRS_SCHEMA):
         # As kubectl apply would be answered (strict field validation).
         raise UsageError(f"{where}: ClusterResourceSet {name}: {describe_unknown(unknown)}")
-    crs = parse_crs(doc)
+    try:
+        crs = parse_crs(doc)
+    except ValidationError as exc:  # metadata: the API server would refuse it
+        what = describe_validation(exc, "metadata")
+        raise UsageError(f"{where}: ClusterResourceSet {name}: {what}") from None
     if crs.problem is not None:
         raise UsageError(f"{where}: ClusterResourceSet {crs.name}: {crs.problem}")
     return crs

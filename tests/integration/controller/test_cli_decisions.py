@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from crs_controller.app.cli import main
+from crs_controller.app.commands.common import dump_manifests
 from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.clusters import set_control_plane_version
@@ -109,7 +110,7 @@ def test_render_refuses_the_unknown_fields_the_api_server_refuses(
     # Labels, annotations and the rest of metadata are the API server's: no unknown field.
     crs = crs_obj(namespace, "typo", [("ConfigMap", "typo")], {"a": "b"})
     crs["metadata"].update(labels={"x": "y"}, annotations={"z": "w"}, generateName="t-")
-    given.write_text(manifests(crs, source))
+    given.write_text(dump_manifests([crs, source]))  # "y" quoted: kubectl reads y as true
     assert main(["render", "-f", str(given)]) == 0, capsys.readouterr().err
 
 
