@@ -145,6 +145,7 @@ class Controller:
         self._served: set[tuple[str, str]] = set()  # clusters this replica has reconciled
         self._passes: dict[tuple[str, str], asyncio.Task[Result]] = {}  # clusters' in flight
         self._crs_pass_seconds: dict[tuple[str, str], float] = {}  # each CRS's last pass
+        self._sourced: set[tuple[str, str]] = set()  # CRSs a source of which changed
 
     def _look_again(self, namespace: str, name: str) -> None:
         self.queue.add(cluster_key(namespace, name))
@@ -245,6 +246,7 @@ class Controller:
         self.queue.add(crs_key(namespace, crs.name))
         if new is None:
             self._crs_pass_seconds.pop((namespace, crs.name), None)
+            self._sourced.discard((namespace, crs.name))
         if _status_only(old, new):
             return
         for cluster in self.index.clusters_in(namespace):
@@ -290,10 +292,13 @@ class Controller:
             meta = new or old
             assert meta is not None
             namespace = meta.namespace
+            # The watch holds metadata only: whether the content moved is known once
+            # it is fetched (one GET per version, engine/io/sources), so any version
+            # wakes. The CRSs' keys only: each wakes its clusters when taken
+            # (``_wake_sourced``), one CRS at a time, not all in this handler.
             for crs in self.index.referencing(namespace, kind, meta.name):
+                self._sourced.add((namespace, crs.name))
                 self.queue.add(crs_key(namespace, crs.name))
-                for cluster in self.index.matching_clusters(crs):
-                    self.queue.add(cluster_key(namespace, cluster.name))
 
         return handler
 
@@ -339,6 +344,8 @@ class Controller:
         kind, namespace, name = cast(tuple[str, str, str], key)
         if kind == "cluster" and not await self._ours(namespace, name):
             return
+        if kind == "crs":
+            self._wake_sourced(namespace, name)
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.settings.reconcile_timeout):
@@ -373,6 +380,16 @@ class Controller:
         metrics.reconciled(kind, time.monotonic() - started, _result_label(result))
         log.debug("reconciled", kind=kind, key=f"{namespace}/{name}", retry=result.retry)
         self._follow(key, result)
+
+    def _wake_sourced(self, namespace: str, name: str) -> None:
+        """A source of this CRS changed: its matching clusters look again (each
+        replica wakes them all; a cluster's key goes no further on the others)."""
+        if (namespace, name) not in self._sourced:
+            return
+        self._sourced.discard((namespace, name))
+        crs = self.index.crs(namespace, name)
+        for cluster in self.index.matching_clusters(crs) if crs is not None else ():
+            self.queue.add(cluster_key(namespace, cluster.name))
 
     async def _reconcile(self, kind: str, namespace: str, name: str) -> Result:
         """One pass; a Cluster's runs as a task of its own, which ``_stop_passes``

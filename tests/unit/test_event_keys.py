@@ -1,0 +1,100 @@
+"""What a watch event queues, and what it costs the event loop. A ConfigMap or Secret
+change queues the keys of the CRSs naming it, whatever the fleet; each CRS's
+clusters are woken when its key is taken, one CRS at a time. Nothing here runs a
+server or sleeps."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import pytest
+
+from crs_controller.core.spec.objects import CRS, Cluster, SourceMeta
+from crs_controller.engine.reconcile.context import Settings
+from crs_controller.engine.reconcile.result import cluster_key, crs_key
+from crs_controller.engine.runtime.controller import Controller
+
+from .builders import NS, cluster, crs
+from .fake_clock import FakeClock
+from .memory_kube import CLUSTER_API, MemoryKube
+
+Obj = dict[str, Any]
+
+
+async def fleet(crss: int, prod: int, dev: int) -> tuple[Controller, FakeClock]:
+    """``crss`` CRSs naming ConfigMap src (selecting env=prod), ``prod`` Clusters they
+    select and ``dev`` they do not; the queue emptied."""
+    clock = FakeClock()
+    mgmt = MemoryKube("management")
+    controller = Controller(mgmt, Settings(), CLUSTER_API, clock=clock)
+    crs_informer, cluster_informer = controller.informers[0], controller.informers[1]
+    for n in range(crss):
+        controller._on_crs(None, crs_informer.put(await mgmt.create(crs(f"set-{n}", "src"))))
+    for n in range(prod + dev):
+        obj = cluster(f"c-{n}")
+        if n >= prod:
+            obj["metadata"]["labels"] = {"env": "dev"}
+        controller._on_cluster(None, cluster_informer.put(await mgmt.create(obj)))
+    drain(controller)
+    return controller, clock
+
+
+def drain(controller: Controller) -> list[Hashable]:
+    taken = []
+    while len(controller.queue):
+        key = controller.queue.get_nowait()
+        controller.queue.done(key)
+        taken.append(key)
+    return taken
+
+
+def count_selects(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls = [0]
+    selects = CRS.selects
+
+    def counted(self: CRS, target: Cluster) -> bool:
+        calls[0] += 1
+        return selects(self, target)
+
+    monkeypatch.setattr(CRS, "selects", counted)
+    return calls
+
+
+async def test_a_source_change_costs_its_handler_no_cluster_walk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    crss, prod, dev = 30, 150, 50
+    controller, _ = await fleet(crss, prod, dev)
+    calls = count_selects(monkeypatch)
+    controller._on_source("ConfigMap")(None, SourceMeta("src", NS, "uid-1"))
+    # Linear in what the change reaches, not CRSs x Clusters (here 30 x 200).
+    assert calls[0] <= crss + prod + dev
+    queued = controller.queue.ready_keys()
+    assert len(queued) == crss
+    assert set(queued) == {crs_key(NS, f"set-{n}") for n in range(crss)}
+    # Each CRS key taken wakes its clusters: the prod ones, none of the dev ones.
+    woken: set[Hashable] = set()
+    while len(controller.queue):
+        key = controller.queue.get_nowait()
+        if key[0] == "crs":  # type: ignore[index]
+            calls[0] = 0
+            controller._wake_sourced(*key[1:])  # type: ignore[index]
+            assert calls[0] <= prod + dev  # one CRS's clusters, once
+        else:
+            woken.add(key)
+        controller.queue.done(key)
+    assert woken == {cluster_key(NS, f"c-{n}") for n in range(prod)}
+
+
+async def test_a_source_change_wakes_the_clusters_when_the_crs_pass_runs() -> None:
+    controller, _ = await fleet(1, 2, 1)
+    controller._on_source("ConfigMap")(None, SourceMeta("src", NS, "uid-1"))
+    key = controller.queue.get_nowait()
+    assert key == crs_key(NS, "set-0")
+    await controller._process(key)
+    controller.queue.done(key)
+    assert set(drain(controller)) == {cluster_key(NS, "c-0"), cluster_key(NS, "c-1")}
+    # Taken again without a source change, the CRS wakes nobody.
+    await controller._process(key)
+    assert drain(controller) == []
