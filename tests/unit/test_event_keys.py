@@ -1,10 +1,14 @@
 """What a watch event queues, and what it costs the event loop. A ConfigMap or Secret
 change queues the keys of the CRSs naming it, whatever the fleet; each CRS's
-clusters are woken when its key is taken, one CRS at a time. Nothing here runs a
-server or sleeps."""
+clusters are woken when its key is taken, one CRS at a time. A Cluster change that
+leaves which CRSs select it as it was (its status, an annotation, another label)
+queues their status passes after the same settle as a binding write; one that
+changes the selection (created, deleted, a label selected or let go, its deletion
+begun) queues them now. Nothing here runs a server or sleeps."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Hashable
 from typing import Any
 
@@ -13,7 +17,7 @@ import pytest
 from crs_controller.core.spec.objects import CRS, Cluster, SourceMeta
 from crs_controller.engine.reconcile.context import Settings
 from crs_controller.engine.reconcile.result import cluster_key, crs_key
-from crs_controller.engine.runtime.controller import Controller
+from crs_controller.engine.runtime.controller import Controller, status_settle
 
 from .builders import NS, cluster, crs
 from .fake_clock import FakeClock
@@ -98,3 +102,57 @@ async def test_a_source_change_wakes_the_clusters_when_the_crs_pass_runs() -> No
     # Taken again without a source change, the CRS wakes nobody.
     await controller._process(key)
     assert drain(controller) == []
+
+
+async def changed(controller: Controller, name: str, edit: Any) -> None:
+    informer = controller.informers[1]
+    old = informer.get(NS, name)
+    assert old is not None
+    stored = await controller.mgmt.get(CLUSTER_API, "Cluster", name, NS)
+    assert stored is not None
+    obj: Obj = copy.deepcopy(stored)
+    edit(obj["metadata"])
+    new = informer.put(await controller.mgmt.replace(obj))
+    controller._on_cluster(old, new)
+
+
+def crs_keys_ready(controller: Controller) -> set[Hashable]:
+    return {k for k in controller.queue.ready_keys() if k[0] == "crs"}  # type: ignore[index]
+
+
+async def test_a_cluster_annotated_queues_its_crss_after_the_status_settle() -> None:
+    controller, clock = await fleet(3, 2, 0)
+    await changed(controller, "c-0", lambda m: m.update(annotations={"touched": "1"}))
+    assert crs_keys_ready(controller) == set()  # not now: after the settle
+    assert controller.queue.ready_keys() == [cluster_key(NS, "c-0")]
+    clock.advance(status_settle(0.0))
+    fired = controller.queue.fire_due(clock.now())
+    assert set(fired) == {crs_key(NS, f"set-{n}") for n in range(3)}
+
+
+async def test_a_cluster_whose_selection_changes_queues_its_crss_now() -> None:
+    controller, _ = await fleet(2, 2, 0)
+    await changed(controller, "c-0", lambda m: m.update(labels={"env": "dev"}))
+    every = {crs_key(NS, "set-0"), crs_key(NS, "set-1")}
+    assert crs_keys_ready(controller) == every  # let go: counted out now
+    drain(controller)
+    await changed(controller, "c-0", lambda m: m.update(labels={"env": "prod"}))
+    assert crs_keys_ready(controller) == every  # selected again
+    drain(controller)
+    informer = controller.informers[1]
+    controller._on_cluster(informer.remove(NS, "c-1"), None)
+    assert crs_keys_ready(controller) == every  # deleted
+
+
+async def test_a_cluster_whose_deletion_begins_queues_its_crss_now() -> None:
+    controller, _ = await fleet(1, 1, 0)
+    informer = controller.informers[1]
+    old = informer.get(NS, "c-0")
+    assert old is not None
+    stored = await controller.mgmt.get(CLUSTER_API, "Cluster", "c-0", NS)
+    assert stored is not None
+    raw = copy.deepcopy(stored)
+    raw["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z"
+    raw["metadata"]["resourceVersion"] = str(int(raw["metadata"]["resourceVersion"]) + 1)
+    controller._on_cluster(old, informer.put(raw))
+    assert crs_keys_ready(controller) == {crs_key(NS, "set-0")}

@@ -268,8 +268,17 @@ class Controller:
             self._served.discard((namespace, cluster.name))  # its reconcile forgets it
         self.queue.add(cluster_key(namespace, cluster.name))
         for crs in self.index.crss_in(namespace):
-            if (old and crs.selects(old)) or (new and crs.selects(new)):
-                self.queue.add(crs_key(namespace, crs.name))
+            was, now = old is not None and crs.selects(old), new is not None and crs.selects(new)
+            if not (was or now):
+                continue
+            key = crs_key(namespace, crs.name)
+            if was != now or _deletion_moved(old, new):
+                # Selected or let go, created, deleted: the counts change now.
+                self.queue.add(key)
+            else:
+                # Still selected (status, annotations, other labels): spaced as
+                # binding writes are, so a burst of Cluster writes is one pass.
+                self.queue.add_after(key, self._status_settle(namespace, crs.name))
 
     def _on_binding(self, old: Binding | None, new: Binding | None) -> None:
         self.index.update_binding(old, new)
@@ -283,8 +292,10 @@ class Controller:
         for crs in sorted(names):
             # The CRS's status is read from the bindings: gather a burst of them
             # (a first apply, an edit reaching every cluster) into one status write.
-            settle = status_settle(self._crs_pass_seconds.get((namespace, crs), 0.0))
-            self.queue.add_after(crs_key(namespace, crs), settle)
+            self.queue.add_after(crs_key(namespace, crs), self._status_settle(namespace, crs))
+
+    def _status_settle(self, namespace: str, crs: str) -> float:
+        return status_settle(self._crs_pass_seconds.get((namespace, crs), 0.0))
 
     def _on_source(self, kind: str) -> Callable[[SourceMeta | None, SourceMeta | None], None]:
         def handler(old: SourceMeta | None, new: SourceMeta | None) -> None:
@@ -556,6 +567,11 @@ def _echo(old: Binding | None, new: Binding | None) -> bool:
         and bool(new.meta.resource_version)
         and old.meta.resource_version == new.meta.resource_version
     )
+
+
+def _deletion_moved(old: Cluster | None, new: Cluster | None) -> bool:
+    """The Cluster began to be deleted (a CRS being deleted waits on its binding)."""
+    return old is not None and new is not None and old.deleting != new.deleting
 
 
 def _status_only(old: CRS | None, new: CRS | None) -> bool:
