@@ -349,9 +349,11 @@ class KubeClient:
         """Every page of a LIST, within the limits per call: pages, items, and (with
         ``total``) JSON values of all pages together. A page over the byte or value
         limit of one answer is asked again with a tenth of the items (large objects
-        are legitimate, only not 500 at once); one object alone over it is refused."""
+        are legitimate, only not 500 at once), and ten pages that fit let it grow back
+        tenfold; one object alone over it is refused."""
         limits, where = self.limits, f"{self.name}: LIST {path}"
         count = pages = 0
+        size = _PageSize(params["limit"])
         while True:
             pages += 1
             if pages > limits.pages:
@@ -364,8 +366,9 @@ class KubeClient:
             except AnswerTooLarge as exc:
                 if exc.limit not in ("bytes", "values") or params["limit"] == 1:
                     raise
-                params["limit"] = max(1, params["limit"] // 10)
+                params["limit"] = size.smaller()
                 continue
+            params["limit"] = size.fitted()
             found, meta = page_parts(page, where)
             count += len(found)
             if count > limits.items:
@@ -494,3 +497,26 @@ class KubeClient:
 if TYPE_CHECKING:
     # KubeClient is the engine's KubeAPI: mypy says so here, where it would break.
     _implements: type[KubeAPI] = KubeClient
+
+
+class _PageSize:
+    """The items a LIST asks for per page: a tenth after a page too large, and
+    tenfold again (up to the first size) after ten pages in a row that fit, so that
+    a few large objects do not leave the rest of a fleet-wide LIST read five at a
+    time (and past its page limit)."""
+
+    GROW_AFTER = 10
+
+    def __init__(self, first: int) -> None:
+        self.first = self.now = first
+        self._fitting = 0
+
+    def smaller(self) -> int:
+        self.now, self._fitting = max(1, self.now // 10), 0
+        return self.now
+
+    def fitted(self) -> int:
+        self._fitting += 1
+        if self._fitting >= self.GROW_AFTER and self.now < self.first:
+            self.now, self._fitting = min(self.first, self.now * 10), 0
+        return self.now

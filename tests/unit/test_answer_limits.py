@@ -338,6 +338,30 @@ async def test_a_list_read_page_by_page_is_bounded_per_page_not_in_total() -> No
     assert sizes == ["500", "50", "5", "5", "5", "5"]
 
 
+async def test_pages_grow_back_after_the_large_objects_so_the_rest_is_read() -> None:
+    # 20 objects of ~155 values (read 5 at a time), then 200 small ones: ten pages
+    # that fit let the size grow back, so the whole LIST fits in 20 requests.
+    async def handler(method: str, target: str, writer: asyncio.StreamWriter) -> None:
+        asked = query(target)
+        start, size = int(asked.get("continue", "0")), int(asked["limit"])
+        found, more = commas(start, size, 220, 150)
+        for obj in found:
+            if int(obj["metadata"]["name"].removeprefix("cm-")) >= 20:
+                del obj["metadata"]["annotations"]
+        await reply(writer, 200, page(found, more))
+
+    limits = AnswerLimits(bytes=200_000, values=1_000, items=1_000, pages=20)
+    async with client_of(with_discovery(handler), limits=limits) as (client, seen):
+        names = [
+            i["metadata"]["name"]
+            async for found, _ in client.pages("v1", "ConfigMap", None)
+            for i in found
+        ]
+    assert names == [f"cm-{n}" for n in range(220)]
+    sizes = [query(s.split()[1])["limit"] for s in seen if "/configmaps" in s]
+    assert sizes == ["500", "50", *["5"] * 10, "50", "50", "50", "50"]
+
+
 async def test_list_still_bounds_the_values_of_all_its_pages_together() -> None:
     # list() holds every page until it returns.
     async with client_of(comma_pages(20, 150)) as (client, _):
