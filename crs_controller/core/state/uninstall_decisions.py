@@ -10,8 +10,9 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from crs_controller.core.api.models import Uninstall
+from crs_controller.core.api.models import ObjectRef, Uninstall
 from crs_controller.core.durations import parse_duration
+from crs_controller.core.manifests.documents import object_ref
 
 DEFAULT_TIMEOUT = "10m"
 JobState = Literal["Complete", "Failed", "Running"]
@@ -91,3 +92,14 @@ def ttl_refusal(jobs: Iterable[Mapping[str, Any]]) -> str | None:
                 " reads the finished Job's result"
             )
     return None
+
+
+def job_ref(obj: Mapping[str, Any]) -> ObjectRef:
+    """A Job's identity (always namespaced: "default" when it names none)."""
+    ref = object_ref(obj)
+    return ref.model_copy(update={"namespace": ref.namespace or "default"})
+
+
+def named(ref: ObjectRef) -> str:
+    """namespace/name, as a Job is named in messages."""
+    return f"{ref.namespace}/{ref.name}"

@@ -19,13 +19,15 @@ import structlog
 
 from crs_controller.clients.api import KubeAPI
 from crs_controller.core.errors import NotFound
-from crs_controller.core.manifests.documents import ObjectRef, object_ref
+from crs_controller.core.manifests.documents import ObjectRef
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.uninstall_decisions import (
     hook_job,
     hook_of,
     is_job,
+    job_ref,
     job_state,
+    named,
     ttl_refusal,
 )
 from crs_controller.engine.reconcile.context import ClusterContext
@@ -55,7 +57,7 @@ async def run_hooks(ctx: ClusterContext, client: KubeAPI, crs: CRS, cluster: Clu
     if (problem := ttl_refusal(filter(is_job, objects))) is not None:
         await report(ctx, crs, cluster, f"beforeDelete {problem}")
         return "Failed"
-    jobs = [_job_ref(obj) for obj in objects if is_job(obj)]
+    jobs = [job_ref(obj) for obj in objects if is_job(obj)]
     if not await hook.unclaimed(jobs):
         return "Failed"
     stamped = [hook_job(obj, hook.owner) if is_job(obj) else obj for obj in objects]
@@ -96,7 +98,7 @@ class _Hook:
                 continue
             who = f"ClusterResourceSet {theirs}'s beforeDelete hook" if theirs else "another"
             message = (
-                f"beforeDelete Job {_named(job)} already exists, created by {who}: it is"
+                f"beforeDelete Job {named(job)} already exists, created by {who}: it is"
                 " neither run nor read for this ClusterResourceSet (give the Job another name)"
             )
             await report(self.ctx, self.crs, self.cluster, message)
@@ -127,18 +129,8 @@ class _Hook:
             then = "deleted, to run again at the next try"
         except NotFound:
             then = "gone, to run again at the next try"
-        message = f"beforeDelete Job {_named(job)} failed; {then}"
+        message = f"beforeDelete Job {named(job)} failed; {then}"
         await report(self.ctx, self.crs, self.cluster, message)
-
-
-def _job_ref(obj: dict[str, Any]) -> ObjectRef:
-    """A Job's identity (always namespaced: "default" when it names none)."""
-    ref = object_ref(obj)
-    return ref.model_copy(update={"namespace": ref.namespace or "default"})
-
-
-def _named(ref: ObjectRef) -> str:
-    return f"{ref.namespace}/{ref.name}"
 
 
 async def report(ctx: ClusterContext, crs: CRS, cluster: Cluster, message: str) -> None:

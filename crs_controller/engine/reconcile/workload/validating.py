@@ -72,7 +72,7 @@ from crs_controller.core.manifests.documents import (
 )
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.deletion_guard import protected_kind
-from crs_controller.core.state.uninstall_decisions import is_job, ttl_refusal
+from crs_controller.core.state.uninstall_decisions import is_job, job_ref, named, ttl_refusal
 from crs_controller.core.text import safe
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
@@ -298,10 +298,10 @@ class _Run:
             log.info("validation objects not applied", **self.where, errors=len(errors))
             return Validated(self.running(NOT_APPLIED + "; ".join(errors)), RETRY)
         if look.present is not None:
-            waiting = f"Job {_named(look.present)} {PRESENT}"
+            waiting = f"Job {named(look.present)} {PRESENT}"
         else:
             assert look.waiting is not None
-            waiting = f"waiting for Job {_named(look.waiting)} to complete"
+            waiting = f"waiting for Job {named(look.waiting)} to complete"
         return Validated(
             self.running(waiting), Result.after(min(POLL_SECONDS, self.timeout - self.elapsed))
         )
@@ -316,9 +316,9 @@ class _Run:
         Job not Complete, else the objects the server refused (as the last apply was
         answered), else those the last look found missing."""
         if look.present is not None:
-            return f"Job {_named(look.present)} {PRESENT}"
+            return f"Job {named(look.present)} {PRESENT}"
         if look.waiting is not None:
-            return f"Job {_named(look.waiting)} not Complete"
+            return f"Job {named(look.waiting)} not Complete"
         if self.refused or not errors:
             return self.record.message or "objects not applied"
         return "; ".join(errors)
@@ -327,7 +327,7 @@ class _Run:
         """Delete the Jobs an earlier run created and left behind (a failed run keeps
         them), so that this run's Jobs run afresh: the run, its record no longer
         naming a Job still there (one kept is not this run's, and decides nothing)."""
-        refs = [_job_ref(obj) for obj in objects if is_job(obj)]
+        refs = [job_ref(obj) for obj in objects if is_job(obj)]
         refs += [ref for ref in await self.earlier_jobs() if ref not in refs]
         done = await delete_objects(
             self.client, self.deletable(refs), self.manager, uids=self.created
@@ -358,7 +358,7 @@ class _Run:
             log.info("an earlier run's Jobs not listed", **self.where, error=str(exc))
             return []
         return [
-            _job_ref(job) for job in jobs if (job.get("metadata") or {}).get("uid") in self.created
+            job_ref(job) for job in jobs if (job.get("metadata") or {}).get("uid") in self.created
         ]
 
     @property
@@ -394,7 +394,7 @@ class _Run:
         absent = [ref for ref in refs if ref in before and before[ref] is None]
         now = await self._uids(absent)
         made = [uid for uid in now.values() if uid is not None]
-        jobs = {uid for ref, uid in [*before.items(), *now.items()] if _is_job_ref(ref)}
+        jobs = {uid for ref, uid in [*before.items(), *now.items()] if _isjob_ref(ref)}
         # What no object carries any more is forgotten (the record stays bounded),
         # once every object could be read.
         mine = [uid for uid in before.values() if uid in self.created]
@@ -467,7 +467,7 @@ class _Run:
         """Read each Job: the first of the run's own that failed, else the first not
         yet Complete, and the first the run did not create (its state is no answer)."""
         waiting = present = None
-        for job in (_job_ref(obj) for obj in objects if is_job(obj)):
+        for job in (job_ref(obj) for obj in objects if is_job(obj)):
             live = await self.client.get(job.api_version, job.kind, job.name, job.namespace)
             meta = (live or {}).get("metadata") or {}
             if live is None or meta.get("deletionTimestamp"):
@@ -483,7 +483,7 @@ class _Run:
     def _job_failed(self, job: ObjectRef, condition: Mapping[str, Any]) -> str:
         reason = safe(str(condition.get("reason") or "Failed"), DETAIL_LIMIT)
         detail = safe(str(condition.get("message") or ""), DETAIL_LIMIT)
-        return f"validation on cluster {self.cluster.name}: Job {_named(job)} failed: {reason}" + (
+        return f"validation on cluster {self.cluster.name}: Job {named(job)} failed: {reason}" + (
             f": {detail}" if detail else ""
         )
 
@@ -542,12 +542,6 @@ class _Run:
         return Validated(self.record.model_copy(update=update), NOTHING)
 
 
-def _job_ref(obj: Mapping[str, Any]) -> ObjectRef:
-    """A Job's identity (always namespaced: "default" when it names none)."""
-    ref = object_ref(obj)
-    return ref.model_copy(update={"namespace": ref.namespace or "default"})
-
-
 _FINISHED = frozenset({"Complete", "SuccessCriteriaMet", "Failed", "FailureTarget"})
 
 
@@ -560,21 +554,16 @@ def _verdict(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
         if (
             isinstance(condition, Mapping)
             and condition.get("status") == "True"
-            and condition.get("type")
-            in ("Complete", "SuccessCriteriaMet", "Failed", "FailureTarget")
+            and condition.get("type") in _FINISHED
         ):
             return condition
     return None
 
 
-def _is_job_ref(ref: ObjectRef) -> bool:
+def _isjob_ref(ref: ObjectRef) -> bool:
     return is_job({"apiVersion": ref.api_version, "kind": ref.kind})
-
-
-def _named(ref: ObjectRef) -> str:
-    return f"{ref.namespace}/{ref.name}"
 
 
 def _label(ref: ObjectRef) -> str:
     """kind/namespace/name (kind/name when cluster-scoped), for the log."""
-    return f"{ref.kind}/{_named(ref)}" if ref.namespace else f"{ref.kind}/{ref.name}"
+    return f"{ref.kind}/{named(ref)}" if ref.namespace else f"{ref.kind}/{ref.name}"
