@@ -503,20 +503,24 @@ class _PageSize:
     """The items a LIST asks for per page: a tenth after a page too large, and
     tenfold again (up to the first size) after ten pages in a row that fit, so that
     a few large objects do not leave the rest of a fleet-wide LIST read five at a
-    time (and past its page limit)."""
+    time (and past its page limit). Each page refused after growing back doubles the
+    pages that must fit before the next try: a namespace of large objects costs a
+    refused page now and then, not every eleventh request."""
 
     GROW_AFTER = 10
 
     def __init__(self, first: int) -> None:
         self.first = self.now = first
-        self._fitting = 0
+        self._fitting, self._after, self._grew = 0, self.GROW_AFTER, False
 
     def smaller(self) -> int:
         self.now, self._fitting = max(1, self.now // 10), 0
+        if self._grew:
+            self._after, self._grew = self._after * 2, False
         return self.now
 
     def fitted(self) -> int:
         self._fitting += 1
-        if self._fitting >= self.GROW_AFTER and self.now < self.first:
-            self.now, self._fitting = min(self.first, self.now * 10), 0
+        if self._fitting >= self._after and self.now < self.first:
+            self.now, self._fitting, self._grew = min(self.first, self.now * 10), 0, True
         return self.now

@@ -362,6 +362,18 @@ async def test_pages_grow_back_after_the_large_objects_so_the_rest_is_read() -> 
     assert sizes == ["500", "50", *["5"] * 10, "50", "50", "50", "50"]
 
 
+async def test_a_long_run_of_large_objects_tries_larger_pages_ever_more_rarely() -> None:
+    # 200 objects of ~155 values: only 5 fit in a page. Each try at 50 that is
+    # refused doubles the pages of 5 read before the next try.
+    limits = AnswerLimits(bytes=200_000, values=1_000, items=1_000, pages=100)
+    async with client_of(comma_pages(200, 150), limits=limits) as (client, seen):
+        read = [i async for found, _ in client.pages("v1", "ConfigMap", None) for i in found]
+    assert len(read) == 200
+    sizes = [query(s.split()[1])["limit"] for s in seen if "/configmaps" in s]
+    tries = [n for n, size in enumerate(sizes) if size == "50"]
+    assert tries == [1, 12, 33], sizes  # after 10, then 20 pages of 5
+
+
 async def test_list_still_bounds_the_values_of_all_its_pages_together() -> None:
     # list() holds every page until it returns.
     async with client_of(comma_pages(20, 150)) as (client, _):

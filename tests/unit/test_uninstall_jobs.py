@@ -72,6 +72,10 @@ async def test_a_paused_crs_runs_no_hook_and_does_not_hold_the_deletion() -> Non
     assert workload.writes()[before:] == []
     assert not await held(world)
     assert world.index.holders(NS, "a") == ["c1"]  # its entry stays, as anywhere
+    # The same pass once unpaused runs the hook: the paused one looked and held back.
+    await mark(world, API_VERSION, "ClusterResourceSet", "a", annotations={})
+    await reconcile(world)
+    assert any("Job" in str(write) for write in workload.writes()[before:]), workload.writes()
 
 
 async def clean_up(world: World, name: str) -> Cleanup:

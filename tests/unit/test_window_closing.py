@@ -63,3 +63,7 @@ async def test_a_cluster_let_in_before_the_window_closes_is_held_once_it_has() -
     await reconcile_cluster(cluster_ctx, NS, "c1")
     workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
     assert workload.objects[("v1", "ConfigMap", "default", "addon")]["data"] == {"v": "1"}
+    binding = world.bindings.get(NS, "c1")
+    assert binding is not None and binding.model is not None
+    (entry,) = binding.model.spec.bindings
+    assert entry.outcome is not None and entry.outcome.reason == "OutsideWindow"
