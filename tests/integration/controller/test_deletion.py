@@ -8,7 +8,7 @@ owned by their Clusters too) still deletes what it applied."""
 
 from __future__ import annotations
 
-from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
+from crs_controller.testbed import ControlPlane, KubeError, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
 
 from .support import (
@@ -166,7 +166,11 @@ def _collect_as_in_the_foreground(mgmt: TestbedClient, namespace: str, cluster: 
         if live is not None:  # the controller may have cleaned up already
             refs = live["metadata"].get("ownerReferences") or []
             live["metadata"]["ownerReferences"] = [r for r in refs if r["kind"] == "Cluster"]
-            mgmt.update(live)
+            try:
+                mgmt.update(live)
+            except KubeError as exc:  # or does so between the read and the write
+                if exc.status != 404:
+                    raise
 
     def release() -> None:
         live = mgmt.get(CRS_API, "ClusterResourceSet", "fg", namespace)
