@@ -21,7 +21,15 @@ from crs_controller.core.health import cel_rules
 from crs_controller.core.spec import objects
 from crs_controller.core.versions.ranges import parse_version
 from crs_controller.engine.io.parsed_crss import ParsedCRSs
-from crs_controller.engine.reconcile.hook import HOOK_RETRY_SECONDS, hook_status, upgrade_status
+from crs_controller.engine.reconcile.hook import (
+    GETS_AT_MOST,
+    HOOK_RETRY_SECONDS,
+    NAME_SHOWN_CHARS,
+    NAMES_SHOWN,
+    NOTHING_TO_DO,
+    hook_status,
+    upgrade_status,
+)
 
 from .memory_kube import CLUSTER_API, MemoryKube
 
@@ -221,3 +229,76 @@ async def test_the_namespaces_large_sets_do_not_stop_an_unreadable_binding_being
     mgmt.values = 1_000
     answer = await hook_status(mgmt, CLUSTER_API, cluster_raw(), NOW, parsed=ParsedCRSs())
     assert answer == (HOOK_RETRY_SECONDS, "crs-controller: the binding cannot be read")
+
+
+async def test_before_cluster_delete_reads_each_recorded_crs_once() -> None:
+    """A binding naming the same CRS 2,000 times (a tenant may write it): one GET of it
+    per answer, and the message names it once."""
+    mgmt: Any = await api_with(
+        cluster_raw(deleted="2026-01-01T11:59:00Z"),
+        crs_raw("x", uninstall={"ensure": True, "timeout": "1h"}),
+        binding_raw(*(["x"] * 2_000)),
+    )
+    mgmt.requests.clear()
+    answer = await hook_status(mgmt, CLUSTER_API, cluster_raw(), NOW, parsed=ParsedCRSs())
+    assert answer == (HOOK_RETRY_SECONDS, "crs-controller: removing add-ons of x")
+    gets = [r for r in mgmt.requests if r[0] == "get"]
+    assert sorted(gets) == [
+        ("get", "Cluster/c1"),
+        ("get", "ClusterResourceSet/x"),
+        ("get", "ClusterResourceSetBinding/c1"),
+    ]
+
+
+async def test_a_crs_recorded_twice_counts_by_its_last_entry() -> None:
+    """As the cluster's reconcile reads the binding: the last entry, with nothing
+    applied, is the CRS's, and it has nothing to remove."""
+    mgmt: Any = await api_with(
+        cluster_raw(deleted="2026-01-01T11:59:00Z"),
+        crs_raw("x", uninstall={"ensure": True, "timeout": "1h"}),
+    )
+    entries = binding_raw("x")["spec"]["bindings"] + [{"clusterResourceSetName": "x"}]
+    await mgmt.create(binding_raw(bindings=entries))
+    answer = await hook_status(mgmt, CLUSTER_API, cluster_raw(), NOW, parsed=ParsedCRSs())
+    assert answer == (0, NOTHING_TO_DO)
+
+
+async def test_many_recorded_crss_are_read_page_by_page_and_a_few_named() -> None:
+    """2,000 CRSs recorded, 30 of them holding the deletion: the namespace's CRSs are
+    listed instead of 2,000 GETs, and the message names five (each cut) and counts the
+    others."""
+    long = "n" * 200
+    names = [f"{long}-{n:02}" for n in range(30)]
+    uninstall = {"ensure": True, "timeout": "1h"}
+    holding = [crs_raw(name, uninstall=uninstall, healthCheck={}) for name in names]
+    mgmt: Any = await api_with(
+        cluster_raw(deleted="2026-01-01T11:59:00Z"),
+        *holding,
+        binding_raw(*names, *(f"gone-{n}" for n in range(1_970))),
+    )
+    mgmt.requests.clear()
+    retry_after, message = await hook_status(
+        mgmt, CLUSTER_API, cluster_raw(), NOW, parsed=ParsedCRSs()
+    )
+    assert retry_after == HOOK_RETRY_SECONDS
+    assert mgmt.requests == [
+        ("get", "Cluster/c1"),
+        ("get", "ClusterResourceSetBinding/c1"),
+        ("list", f"ClusterResourceSet/{NS}"),
+    ]
+    shown = ", ".join(f"{long[: NAME_SHOWN_CHARS - 1]}…" for _ in range(NAMES_SHOWN))
+    assert message == f"crs-controller: removing add-ons of {shown} and 25 more"
+
+
+async def test_up_to_the_limit_each_recorded_crs_is_read_with_a_get() -> None:
+    names = [f"crs-{n:02}" for n in range(GETS_AT_MOST)]
+    mgmt: Any = await api_with(
+        cluster_raw(deleted="2026-01-01T11:59:00Z"),
+        crs_raw("crs-03", uninstall={"ensure": True, "timeout": "1h"}),
+        binding_raw(*names),
+    )
+    mgmt.requests.clear()
+    answer = await hook_status(mgmt, CLUSTER_API, cluster_raw(), NOW, parsed=ParsedCRSs())
+    assert answer == (HOOK_RETRY_SECONDS, "crs-controller: removing add-ons of crs-03")
+    assert [r for r in mgmt.requests if r[0] == "list"] == []
+    assert len(mgmt.requests) == 2 + GETS_AT_MOST

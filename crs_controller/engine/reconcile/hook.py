@@ -12,12 +12,14 @@ ignorance. The rules are pure elsewhere: the cleanup's own
 Cluster API asks again every few seconds while an answer is "retry", so a CRS is
 parsed (its CEL health rules compiled) only when it can matter — it has
 ``gateUpgrades``, or asks for ``uninstall.ensure`` — and then once per version, off the
-event loop (``engine.io.parsed_crss``).
+event loop (``engine.io.parsed_crss``). For the same reason an answer reads each CRS
+a binding records once, and a bounded number of times whatever the binding (which a
+tenant may write) says; its message names a few of them and counts the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -39,9 +41,10 @@ from crs_controller.core.spec.objects import (
     parse_binding_object,
     parse_cluster,
 )
-from crs_controller.core.state.bindings import of_another_cluster
+from crs_controller.core.state.bindings import entries_by_crs, of_another_cluster
 from crs_controller.core.state.prune_decisions import inventory
 from crs_controller.core.state.upgrade_gate import Go, describe, gate, gates, without_build
+from crs_controller.core.text import safe
 from crs_controller.engine.io.parsed_crss import ParsedCRSs
 from crs_controller.engine.reconcile.workload.uninstall import holds_deletion
 
@@ -50,6 +53,12 @@ log = structlog.get_logger(__name__)
 HOOK_RETRY_SECONDS = 5
 NOTHING_TO_DO = "crs-controller: nothing (more) to clean up"
 NO_CLUSTER = "crs-controller: the request names no Cluster"
+# A binding is tenant-writable and its entries unbounded: past this many CRSs recorded
+# with something applied, the namespace's CRSs are read page by page instead of one
+# GET each, so an answer costs a bounded number of reads whatever the binding says.
+GETS_AT_MOST = 20
+NAMES_SHOWN = 5  # the CRSs an answer names; the others are counted
+NAME_SHOWN_CHARS = 63
 
 
 async def hook_status(
@@ -79,7 +88,7 @@ async def hook_status(
     pending = await _pending(mgmt, parsed, target, binding.model, now)
     if not pending:
         return 0, NOTHING_TO_DO
-    return HOOK_RETRY_SECONDS, f"crs-controller: removing add-ons of {', '.join(pending)}"
+    return HOOK_RETRY_SECONDS, f"crs-controller: removing add-ons of {_names(pending)}"
 
 
 async def _pending(
@@ -89,18 +98,44 @@ async def _pending(
     binding: ClusterResourceSetBinding,
     now: datetime,
 ) -> list[str]:
-    """The CRSs with cleanup still to do on the deleted ``cluster``, by name."""
-    pending = []
-    for entry in binding.spec.bindings:
-        if not inventory([entry]):
-            continue  # nothing was ever applied there by this CRS
-        crs_name = entry.cluster_resource_set_name
-        found = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs_name, cluster.namespace)
-        if found is None or not _asks_cleanup(found):
-            continue  # gone, or no uninstall.ensure: holds nothing
-        if holds_deletion(await parsed.parse(found), cluster, now):
-            pending.append(crs_name)
-    return pending
+    """The CRSs with cleanup still to do on the deleted ``cluster``, by name, in the
+    binding's order. A CRS the binding records twice counts once, by its last entry,
+    as the cluster's reconcile reads it (``entries_by_crs``)."""
+    # A CRS that recorded no object applied nothing there, and has nothing to remove.
+    recorded = [name for name, entry in entries_by_crs(binding).items() if inventory([entry])]
+    holding: set[str] = set()
+    async for name, raw in _recorded_crss(mgmt, cluster.namespace, recorded):
+        if not _asks_cleanup(raw):
+            continue  # no uninstall.ensure: holds nothing
+        if holds_deletion(await parsed.parse(raw), cluster, now):
+            holding.add(name)
+    return [name for name in recorded if name in holding]
+
+
+async def _recorded_crss(
+    mgmt: KubeAPI, namespace: str, names: Sequence[str]
+) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
+    """The CRSs of ``namespace`` named in ``names`` (distinct) that exist, as read from
+    the API: a GET each, or past GETS_AT_MOST names, the namespace's CRSs page by page."""
+    if len(names) <= GETS_AT_MOST:
+        for name in names:
+            found = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, name, namespace)
+            if found is not None:
+                yield name, found
+        return
+    wanted = set(names)
+    async for page, _ in mgmt.pages(API_VERSION, CLUSTER_RESOURCE_SET_KIND, namespace):
+        for raw in page:
+            name = _named(raw)[1]
+            if name in wanted:
+                yield name, raw
+
+
+def _names(names: Sequence[str]) -> str:
+    """``names`` for a message: the first NAMES_SHOWN, each cut, the others counted."""
+    shown = ", ".join(safe(name, NAME_SHOWN_CHARS) for name in names[:NAMES_SHOWN])
+    more = len(names) - NAMES_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 async def _unreadable_binding(
@@ -221,7 +256,7 @@ def _asks_cleanup(raw: Mapping[str, Any]) -> bool:
     return isinstance(uninstall, Mapping) and uninstall.get("ensure") not in (None, False)
 
 
-def _named(cluster: Mapping[str, Any]) -> tuple[str, str]:
-    """(namespace, name) of the Cluster object in a hook request, "" when missing."""
-    meta = cluster.get("metadata") or {}
+def _named(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of an object (the Cluster of a hook request), "" when missing."""
+    meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
