@@ -4,21 +4,25 @@ first names that kind, so a management cluster with one provider watches one kin
 Cluster API's control plane kinds are the providers' own CRDs (KubeadmControlPlane,
 and others), so the kinds are found from the Clusters, in the control plane group
 only (core/versions/cluster_version). Only kinds the API server serves are watched, at most
-``MAX_KINDS`` (CRDs the operator installed: a tenant cannot add one). Kinds named
-but not served are looked up again (one discovery of the group each) every
-``REDISCOVER_SECONDS`` while any is left, so a provider installed after its first
-Cluster is picked up; at most ``MAX_NAMED`` such names are remembered, so made-up
-kinds cost a tenant's neighbours little and never take a served kind's place. The
-cache keeps two version strings per object. A change to one enqueues the Clusters
-naming it.
+``MAX_KINDS`` (CRDs the operator installed: a tenant cannot add one). A kind named
+but not served is remembered while a cached Cluster names it, and looked up again
+every ``REDISCOVER_SECONDS`` (later when more are owed than the budget allows), so a
+provider installed after its first Cluster is picked up. Looking kinds up costs at
+most ``MAX_LOOKUPS`` discovery requests per ``REDISCOVER_SECONDS`` (one for the
+group per round, one per kind), whatever the Clusters name: kinds never looked up go
+first, then the longest waiting, taken in turns across the namespaces naming them,
+so made-up kinds cost a tenant's neighbours little and never keep a served kind from
+being read. The cache keeps two version strings per object. A change to one
+enqueues the Clusters naming it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections import defaultdict
-from collections.abc import Callable, Coroutine
+import itertools
+from collections import Counter, deque
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -36,14 +40,38 @@ from crs_controller.core.versions.cluster_version import (
     parse_control_plane,
 )
 from crs_controller.engine.io.informer import Informer, WatchSpec
-from crs_controller.engine.io.waiting import WaitingClock
+from crs_controller.engine.io.waiting import LoopClock, WaitingClock
 
 log = structlog.get_logger(__name__)
 
 MAX_KINDS = 10
-MAX_NAMED = 20
+MAX_LOOKUPS = 20  # discovery requests per REDISCOVER_SECONDS for kinds not watched
 REDISCOVER_SECONDS = 60.0
 Start = Callable[[Coroutine[Any, Any, None], str], object]
+Key = tuple[str, str, str]  # namespace, kind, name of a control plane object
+
+
+@dataclass
+class _Lookup:
+    """A kind named but not watched: why, and when it is looked up next."""
+
+    why: str
+    due: float
+    order: int  # when it was named, among the kinds named
+    looked: bool = False  # looked up at least once
+
+
+def in_turns(kinds: Iterable[str], namespaces: Mapping[str, Iterable[str]]) -> list[str]:
+    """``kinds`` (in the order they are owed a look-up) reordered so that the
+    namespaces naming them take turns: however many kinds one namespace names, another
+    namespace's first kind comes among the first."""
+    turns: Counter[str] = Counter()
+    ranked = []
+    for order, kind in enumerate(kinds):
+        spaces = list(namespaces.get(kind, ())) or [""]
+        ranked.append((min(turns[namespace] for namespace in spaces), order, kind))
+        turns.update(spaces)
+    return [kind for _, _, kind in sorted(ranked)]
 
 
 class ControlPlaneVersions(Protocol):
@@ -72,14 +100,17 @@ class ControlPlanes:
         clock: WaitingClock | None = None,
     ) -> None:
         self._client = client
-        self._clock = clock
+        self._clock: WaitingClock = clock if clock is not None else LoopClock()
         self._namespace = namespace
         self._changed = changed  # (namespace, cluster name): look at this cluster again
         self._rediscover = rediscover
         self._informers: dict[str, Informer[ControlPlane]] = {}  # served kinds
-        self._unserved: dict[str, str] = {}  # kind named, not watched -> why
+        self._unserved: dict[str, _Lookup] = {}  # kind named, not watched
         self._settled: dict[str, asyncio.Event] = {}  # kind -> read, or looked up
-        self._named_by: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+        self._named_by: dict[Key, set[str]] = {}  # control plane -> Clusters naming it
+        self._naming: dict[str, Counter[str]] = {}  # kind -> namespace -> objects named
+        self._spent: deque[float] = deque()  # when each recent discovery request went
+        self._order = itertools.count()
         self._start: Start | None = None
         self._new = asyncio.Event()  # a kind was named that is not watched yet
 
@@ -89,31 +120,26 @@ class ControlPlanes:
         start(self._discovering(), "discover-control-planes")
 
     async def settled(self, timeout: float) -> None:
-        """Wait (at most ``timeout`` seconds) until every kind named so far is read or
-        known not to be served: at start, so that no cluster is first reconciled as if
-        its version were unknown (which would write its binding twice for nothing)."""
+        """Wait (at most ``timeout`` seconds) until every kind named so far is read,
+        known not to be served, or put off until there is room to look it up: at start,
+        so that no cluster is first reconciled as if its version were unknown (which
+        would write its binding twice for nothing)."""
         waits = [event.wait() for event in self._settled.values()]
         try:
             async with asyncio.timeout(timeout):
                 await asyncio.gather(*waits)
         except TimeoutError:
             unread = sorted(k for k, e in self._settled.items() if not e.is_set())
-            log.warning("control plane kinds not read in time", kinds=unread)
+            log.warning("control plane kinds not read in time", kinds=unread[:MAX_KINDS])
 
     def track(self, old: Cluster | None, new: Cluster | None) -> None:
         """A Cluster changed: remember which control plane it names, and look up that
-        kind if it is new."""
-        for cluster, keep in ((old, False), (new, True)):
-            if cluster is None or not isinstance(cluster.control_plane, ControlPlaneRef):
-                continue
-            key = (cluster.namespace, cluster.control_plane.kind, cluster.control_plane.name)
-            if keep:
-                self._named_by[key].add(cluster.name)
-                self._name(cluster.control_plane.kind)
-            else:
-                self._named_by[key].discard(cluster.name)
-                if not self._named_by[key]:
-                    del self._named_by[key]
+        kind if it is new; a kind no cached Cluster names any more is forgotten."""
+        before, after = _named(old), _named(new)
+        if after is not None:
+            self._add(*after)
+        if before is not None and before != after:
+            self._remove(*before)
 
     def of(self, cluster: Cluster) -> ClusterVersion:
         ref = cluster.control_plane
@@ -123,7 +149,8 @@ class ControlPlanes:
             return ClusterVersion(None, ref.message, cluster.upgrading)
         informer = self._informers.get(ref.kind)
         if informer is None or not informer.synced.is_set():
-            why = self._unserved.get(ref.kind) or f"its {ref.kind} has not been read yet"
+            lookup = self._unserved.get(ref.kind)
+            why = lookup.why if lookup else f"its {ref.kind} has not been read yet"
             return ClusterVersion(None, why, cluster.upgrading)
         return cluster_version(
             upgrading_condition=cluster.upgrading,
@@ -131,51 +158,114 @@ class ControlPlanes:
             control_plane=informer.get(cluster.namespace, ref.name),
         )
 
+    def _add(self, key: Key, cluster: str) -> None:
+        named = self._named_by.setdefault(key, set())
+        if not named:
+            namespace, kind, _ = key
+            self._naming.setdefault(kind, Counter())[namespace] += 1
+        named.add(cluster)
+        self._name(key[1])
+
+    def _remove(self, key: Key, cluster: str) -> None:
+        named = self._named_by.get(key)
+        if named is None:
+            return
+        named.discard(cluster)
+        if named:
+            return
+        del self._named_by[key]
+        namespace, kind, _ = key
+        naming = self._naming.get(kind, Counter())
+        naming[namespace] -= 1
+        if naming[namespace] <= 0:
+            del naming[namespace]
+        if not naming:
+            self._naming.pop(kind, None)
+            self._forget(kind)
+
     def _name(self, kind: str) -> None:
         if kind in self._informers or kind in self._unserved:
             return
-        if len(self._unserved) >= MAX_NAMED:
-            return  # not looked up: its Clusters say "not read yet"
-        self._unserved[kind] = f"its {kind} has not been read yet"
+        why = f"its {kind} has not been read yet"
+        self._unserved[kind] = _Lookup(why, self._clock.now(), next(self._order))
         self._settled[kind] = asyncio.Event()
         self._new.set()
 
-    async def _discovering(self) -> None:
-        """Look up the named kinds that are not watched yet: at once when one is named,
-        and again every ``rediscover`` seconds while any is not served."""
-        while True:
-            await self._new.wait()
-            self._new.clear()
-            await self._look_up()
-            if self._unserved:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._rediscover):
-                        await self._new.wait()
-                self._new.set()
+    def _forget(self, kind: str) -> None:
+        """No cached Cluster names ``kind``: stop looking it up (a served kind stays
+        watched: the operator installed it, and there are few)."""
+        if self._unserved.pop(kind, None) is not None:
+            self._settled.pop(kind).set()  # nobody waits for it any more
 
-    async def _look_up(self) -> None:
+    async def _discovering(self) -> None:
+        """Look up the kinds owed a look-up (named and never looked up, or not served
+        ``rediscover`` seconds ago) as soon as the budget of discovery requests lets."""
+        while True:
+            self._new.clear()
+            now = self._clock.now()
+            owed = [kind for kind, lookup in self._unserved.items() if lookup.due <= now]
+            room = self._room(now) - 1  # one request finds the group's version
+            if owed and room > 0:
+                kinds = self._in_order(owed)[:room]
+                self._spent.extend([now] * (1 + len(kinds)))
+                await self._look_up(kinds)
+                continue
+            for kind in owed:  # put off for want of room: nothing to wait for now
+                self._settled[kind].set()
+            wake = self._spent[0] + self._rediscover if owed else self._next_due()
+            await self._clock.sleep_until(wake, self._new)
+
+    def _room(self, now: float) -> int:
+        """How many discovery requests may go now."""
+        while self._spent and self._spent[0] <= now - self._rediscover:
+            self._spent.popleft()
+        return MAX_LOOKUPS - len(self._spent)
+
+    def _in_order(self, kinds: list[str]) -> list[str]:
+        """Kinds never looked up first, then the longest waiting; namespaces in turns."""
+        first = sorted((k for k in kinds if not self._unserved[k].looked), key=self._waited)
+        again = sorted((k for k in kinds if self._unserved[k].looked), key=self._waited)
+        return in_turns(first, self._naming) + in_turns(again, self._naming)
+
+    def _waited(self, kind: str) -> tuple[float, int]:
+        lookup = self._unserved[kind]
+        return lookup.due, lookup.order
+
+    def _next_due(self) -> float | None:
+        return min((lookup.due for lookup in self._unserved.values()), default=None)
+
+    async def _look_up(self, kinds: list[str]) -> None:
         try:
             api_version = await self._client.preferred_version(CONTROL_PLANE_GROUP)
             if api_version is not None:
                 self._client.forget_discovery(api_version)  # CRDs may have come
         except CRSError as exc:
             log.warning("control plane group not discovered", error=str(exc))
-            return  # retried at the next round
-        for kind in list(self._unserved):
+            later = self._clock.now() + self._rediscover  # retried then
+            for lookup in self._unserved.values():
+                lookup.due = max(lookup.due, later)
+            return
+        for kind in kinds:
             served = api_version is not None and await self._serves(api_version, kind)
-            if served and len(self._informers) < MAX_KINDS:
-                assert api_version is not None
-                self._watch(api_version, kind)
-                continue
-            why = (
-                f"more than {MAX_KINDS} control plane kinds are served"
-                if served
-                else f"{kind} is not served in {CONTROL_PLANE_GROUP}"
-            )
-            if self._unserved[kind] != why:  # their outcomes say why, once
-                self._unserved[kind] = why
-                self._enqueue_kind(kind)
-            self._settled[kind].set()
+            if kind in self._unserved:  # still named
+                self._found(api_version, kind, served)
+
+    def _found(self, api_version: str | None, kind: str, served: bool) -> None:
+        if served and len(self._informers) < MAX_KINDS:
+            assert api_version is not None
+            self._watch(api_version, kind)
+            return
+        lookup = self._unserved[kind]
+        lookup.looked, lookup.due = True, self._clock.now() + self._rediscover
+        why = (
+            f"more than {MAX_KINDS} control plane kinds are served"
+            if served
+            else f"{kind} is not served in {CONTROL_PLANE_GROUP}"
+        )
+        if lookup.why != why:  # their outcomes say why, once
+            lookup.why = why
+            self._enqueue_kind(kind)
+        self._settled[kind].set()
 
     async def _serves(self, api_version: str, kind: str) -> bool:
         try:
@@ -221,3 +311,11 @@ class ControlPlanes:
             if named_kind == kind:
                 for cluster in sorted(clusters):
                     self._changed(namespace, cluster)
+
+
+def _named(cluster: Cluster | None) -> tuple[Key, str] | None:
+    """The control plane object a Cluster names, and the Cluster's name."""
+    if cluster is None or not isinstance(cluster.control_plane, ControlPlaneRef):
+        return None
+    ref = cluster.control_plane
+    return (cluster.namespace, ref.kind, ref.name), cluster.name
