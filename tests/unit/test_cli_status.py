@@ -19,15 +19,22 @@ from crs_controller.app.commands.status import (
     CRS_KIND,
     FleetState,
     _crs,
+    _Fold,
     _hashes,
     _row,
     _version_following,
     table_rows,
 )
-from crs_controller.core.api.models import API_VERSION, KeptObject, ResourceRef
+from crs_controller.core.api.models import API_VERSION, CRSBinding, KeptObject, ResourceRef
 from crs_controller.core.errors import APIError
 from crs_controller.core.manifests.hashing import resource_hash
-from crs_controller.core.spec.objects import CRS, Cluster, parse_binding_object, parse_crs
+from crs_controller.core.spec.objects import (
+    CRS,
+    Binding,
+    Cluster,
+    parse_binding_object,
+    parse_crs,
+)
 from crs_controller.core.text import safe
 from crs_controller.engine.reconcile.rollout import revision_of
 
@@ -73,6 +80,12 @@ def binding(recorded: dict[str, str]) -> Any:
     )
 
 
+def entry_of(recorded: dict[str, str]) -> CRSBinding:
+    """The binding's entry for the CRS ``cpi`` (see ``binding``)."""
+    found: CRSBinding = binding(recorded).entries()["cpi"]
+    return found
+
+
 COMMON, CPI33, CPI34 = (NOW[key] for key in NOW)
 ON_133 = {"common": COMMON, "cpi-1-33": CPI33}
 ON_134 = {"common": COMMON, "cpi-1-34": CPI34}
@@ -93,14 +106,14 @@ ON_134 = {"common": COMMON, "cpi-1-34": CPI34}
 def test_a_cluster_is_current_as_the_controller_counts_it(
     recorded: dict[str, str], now: dict[tuple[str, str], str] | None, current: bool
 ) -> None:
-    row = _row(the_crs(), "c", binding(recorded), now)
+    row = _row(the_crs(), "c", entry_of(recorded), now)
     assert (row["revision"] == TARGET) is current
 
 
 def test_a_resource_for_every_version_is_never_taken_from_now() -> None:
     """Only the resources that follow the version: one every cluster should have and
     does not keeps it off the revision, as in the controller."""
-    row = _row(the_crs(None, None, V134), "c", binding(ON_134), NOW)
+    row = _row(the_crs(None, None, V134), "c", entry_of(ON_134), NOW)
     assert row["revision"] != TARGET
 
 
@@ -138,7 +151,7 @@ def test_objects_kept_on_a_cluster_are_shown_with_it_as_text() -> None:
     message = dict(table_rows([record], wide=True))[("fleet/cpi", "c")][-1]
     assert message.endswith(f"kept (not deleted): CustomResourceDefinition/{safe(hostile, 1000)}")
     # Nothing kept: the message is the outcome's alone.
-    assert _row(the_crs(), "c", binding(ON_133), NOW)["deletionsSkipped"] == []
+    assert _row(the_crs(), "c", entry_of(ON_133), NOW)["deletionsSkipped"] == []
 
 
 @pytest.mark.parametrize(
@@ -269,6 +282,43 @@ def test_the_fleet_is_folded_with_each_crs_matched_in_its_own_namespace(
     assert len(asked) <= in_own
     assert folded == alone
     assert [r["cluster"] for r in folded[0]["clusters"]] == ["c0", "c1", "c2", "gone"]
+
+
+def test_each_binding_is_read_once_per_fold_however_many_crss_select_its_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Many CRSs over the same clusters: each binding's entries are built once per
+    fold, not once for each CRS's row on its cluster, so the fold follows the cells,
+    not CRSs squared times clusters."""
+    state = tenants(count=0, own=0, others=20)
+    spec = {"clusterSelector": {"matchLabels": {"on": "yes"}}, "resources": [REFS[0].model_dump()]}
+    names = [f"addons-{r:02}" for r in range(50)]
+    for name in names:
+        meta = {"name": name, "namespace": "fleet"}
+        raw = {"apiVersion": API_VERSION, "kind": CRS_KIND, "metadata": meta, "spec": spec}
+        state.objects[CRS_KIND][("fleet", name)] = raw
+    for raw in state.objects[BINDING_KIND].values():
+        outcome = {"reason": "Applied"}
+        entries = [
+            {"clusterResourceSetName": n, "outcome": {**outcome, "message": n}} for n in names
+        ]
+        raw["spec"]["bindings"] = entries
+    bindings = state.each(BINDING_KIND, parse_binding_object)
+    built: list[str] = []
+    build = Binding.entries
+
+    def counted(binding: Binding) -> dict[str, CRSBinding]:
+        built.append(binding.meta.name)
+        return build(binding)
+
+    monkeypatch.setattr(Binding, "entries", counted)
+    fold = _Fold(state.clusters().values(), bindings)
+    records = [fold.record(crs, None) for crs in state.crss(None)]
+    assert len(built) <= len(bindings)
+    assert [r["name"] for r in records] == names
+    for record in records:
+        assert [row["cluster"] for row in record["clusters"]] == sorted(f"f{c}" for c in range(20))
+        assert {row["message"] for row in record["clusters"]} == {record["name"]}
 
 
 async def test_a_tenants_large_sets_do_not_stop_the_status_of_every_namespace() -> None:

@@ -424,17 +424,27 @@ class _Fold:
         self.clusters: dict[str, list[Cluster]] = defaultdict(list)
         for cluster in clusters:
             self.clusters[cluster.namespace].append(cluster)
+        # (namespace, cluster): its binding's entries by CRS name, each binding's
+        # built once per fold, not once for each of the many CRSs over its cluster.
+        self.entries: dict[tuple[str, str], dict[str, CRSBinding]] = {}
         # (namespace, CRS name): the clusters whose binding has an entry for it.
         self.bound: dict[tuple[str, str], set[str]] = defaultdict(set)
         for (namespace, cluster_name), binding in bindings.items():
-            for name in binding.crs_names:
+            if binding.model is None:
+                continue  # the model refuses it: no entry known
+            self.entries[(namespace, cluster_name)] = entries = binding.entries()
+            for name in entries:
                 self.bound[(namespace, name)].add(cluster_name)
 
     def record(self, crs: CRS, now: Hashes | None) -> Obj:
         """The CRS's record: the clusters it selects and those bound to it."""
         names = {c.name for c in self.clusters.get(crs.namespace, ()) if crs.selects(c)}
         names |= self.bound.get((crs.namespace, crs.name), set())
-        return _record(crs, names, self.bindings, now)
+        rows = [_row(crs, name, self._entry(crs, name), now) for name in sorted(names)]
+        return _record(crs, rows)
+
+    def _entry(self, crs: CRS, cluster: str) -> CRSBinding | None:
+        return self.entries.get((crs.namespace, cluster), {}).get(crs.name)
 
 
 def _crs(
@@ -447,9 +457,7 @@ def _crs(
     return _Fold(clusters, bindings).record(crs, now)
 
 
-def _record(
-    crs: CRS, names: set[str], bindings: dict[tuple[str, str], Binding], now: Hashes | None
-) -> Obj:
+def _record(crs: CRS, rows: list[Obj]) -> Obj:
     ready = next((c for c in crs.status.conditions if c.type == "Ready"), None)
     # Why the CRS is not Ready, as its Ready condition says; a spec the model refuses
     # is judged here too, so it shows before the controller has written its status.
@@ -463,9 +471,7 @@ def _record(
         "reason": crs.problem.reason if crs.problem else (None if ready is None else ready.reason),
         "message": None if message is None else safe(message, MESSAGE_LIMIT),
         "paused": crs.paused,
-        "clusters": [
-            _row(crs, name, bindings.get((crs.namespace, name)), now) for name in sorted(names)
-        ],
+        "clusters": rows,
     }
 
 
@@ -484,12 +490,10 @@ def _rollout(rollout: RolloutStatus | None) -> Obj | None:
     }
 
 
-def _row(crs: CRS, cluster: str, binding: Binding | None, now: Hashes | None = None) -> Obj:
-    """One cluster's row; its revision as the controller counts it (``now``: the
-    hashes of the sources that follow the Kubernetes version)."""
-    entry: CRSBinding | None = None
-    if binding is not None and binding.model is not None:
-        entry = binding.entries().get(crs.name)
+def _row(crs: CRS, cluster: str, entry: CRSBinding | None, now: Hashes | None = None) -> Obj:
+    """One cluster's row, from its binding's ``entry`` for ``crs``; its revision as the
+    controller counts it (``now``: the hashes of the sources that follow the
+    Kubernetes version)."""
     if entry is None:
         return {"cluster": cluster, "state": "Pending", "reason": "Pending", "applied": False}
     times = [r.last_applied_time for r in entry.resources if r.last_applied_time is not None]
