@@ -106,6 +106,11 @@ async def cluster_api_version(client: KubeAPI) -> str:
 
 
 class Controller:
+    # In a shard set (from ``join``): the cached Clusters this replica owns, kept as
+    # ownership is decided (``reshard``, a Cluster's arrival or going), so a scrape of
+    # crs_shard_owned_clusters only counts them.
+    _owned: set[tuple[str, str]]
+
     def __init__(
         self,
         mgmt: KubeAPI,
@@ -260,6 +265,7 @@ class Controller:
 
     def _on_cluster(self, old: Cluster | None, new: Cluster | None) -> None:
         self.index.update_cluster(old, new)
+        self._track_owned(old, new)
         self.control_planes.track(old, new)
         cluster = new or old
         assert cluster is not None
@@ -452,7 +458,8 @@ class Controller:
         self.leading = False
         metrics.LEADER.set(0)
         metrics.SHARD_MEMBERS.set_function(lambda: len(shard.members))
-        metrics.SHARD_OWNED.set_function(self._owned)  # counted when scraped
+        self._owned = {key for key in self.index.cluster_keys() if self.owns(*key)}
+        metrics.SHARD_OWNED.set_function(lambda: len(self._owned))
 
     def owns(self, namespace: str, name: str) -> bool:
         return self.shard is None or self.shard.owns(namespace, name)
@@ -466,15 +473,19 @@ class Controller:
         self._stop_passes()
         me = self.shard.identity
         gained = lost = 0
+        owned: set[tuple[str, str]] = set()
         for namespace, name in self.index.cluster_keys():
             key = f"{namespace}/{name}"
             was, now = owner(before, key) == me, owner(after, key) == me
-            if not now:
+            if now:
+                owned.add((namespace, name))
+            else:
                 self.clusters.reshape(namespace, name, cluster_summary)
                 self.bindings.reshape(namespace, name, summary_of)
             if was != now:
                 self.queue.add(cluster_key(namespace, name))
                 gained, lost = gained + now, lost + was
+        self._owned = owned
         # Joining (nothing before) is not a hand-over: the first share just starts.
         if gained and before:
             metrics.SHARD_HANDOVERS.labels(direction="in").inc(gained)
@@ -519,8 +530,16 @@ class Controller:
         for namespace, name in self.index.crs_keys():
             self.queue.add(crs_key(namespace, name))
 
-    def _owned(self) -> int:
-        return sum(self.owns(ns, name) for ns, name in self.index.cluster_keys())
+    def _track_owned(self, old: Cluster | None, new: Cluster | None) -> None:
+        """A Cluster cached or gone: whether it is ours is decided as it arrives (the
+        members change only through ``reshard``). An update of a cached Cluster
+        changes nothing of it."""
+        if self.shard is None or _named(old) == _named(new):
+            return
+        if old is not None:
+            self._owned.discard((old.namespace, old.name))
+        if new is not None and self.owns(new.namespace, new.name):
+            self._owned.add((new.namespace, new.name))
 
     async def _let_go(self, namespace: str, name: str) -> None:
         """Forget what this replica kept for a Cluster another replica now owns."""
@@ -567,6 +586,10 @@ def _echo(old: Binding | None, new: Binding | None) -> bool:
         and bool(new.meta.resource_version)
         and old.meta.resource_version == new.meta.resource_version
     )
+
+
+def _named(cluster: Cluster | None) -> tuple[str, str] | None:
+    return None if cluster is None else (cluster.namespace, cluster.name)
 
 
 def _deletion_moved(old: Cluster | None, new: Cluster | None) -> bool:
