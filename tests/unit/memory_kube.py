@@ -313,6 +313,14 @@ class Workloads:
         pass
 
 
+class Woken(list[tuple[str, str]]):
+    """A waker for the budget and the plans, as the runtime's queue is: the clusters
+    handed to it, in order."""
+
+    def __call__(self, namespace: str, name: str) -> None:
+        self.append((namespace, name))
+
+
 class World:
     """A management cluster in memory, its informer caches, and the contexts."""
 

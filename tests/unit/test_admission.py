@@ -33,11 +33,10 @@ from crs_controller.engine.reconcile.admission import (
     describe,
 )
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
-from crs_controller.engine.reconcile.result import Wake, cluster_key
 from crs_controller.engine.reconcile.rollout import revision_of, source_hashes
 from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
 
-from .memory_kube import CLUSTER_API, MemoryKube, World
+from .memory_kube import CLUSTER_API, MemoryKube, Woken, World
 
 NS = "default"
 Obj = dict[str, Any]
@@ -140,14 +139,17 @@ def test_a_held_update_says_what_holds_it(why: Hold, expect: tuple[str, str]) ->
     assert words in outcome.message
 
 
-async def edited_world(*, hold: bool = False, budget: int | None = None) -> World:
-    """The rolling world after an edit of the source, the plan admitting c1."""
+async def edited_world(
+    *, hold: bool = False, budget: int | None = None, wake: Woken | None = None
+) -> World:
+    """The rolling world after an edit of the source, the plan admitting c1; the
+    budget hands the clusters it lets go to ``wake``."""
     world = await rolling_world()
     if budget is not None:
         world.ctx = replace(
             world.ctx,
             settings=replace(world.ctx.settings, max_updating_clusters=budget),
-            budget=Budget(budget, world.ctx.clock),
+            budget=Budget(budget, world.ctx.clock, wake=wake),
         )
     if hold:
         cluster = await world.mgmt.get(CLUSTER_API, "Cluster", "c1", NS)
@@ -255,27 +257,29 @@ async def test_a_pair_left_alone_mid_update_gives_its_budget_place_back(
 ) -> None:
     # Paused or refused, the pair takes no revision: kept, its place would hold every
     # other cluster of the fleet (any tenant's) at BudgetExhausted for as long.
-    world = await edited_world(budget=1)
+    woken = Woken()
+    world = await edited_world(budget=1, wake=woken)
     assert world.ctx.budget.ask((NS, "c1"), "a", 1)  # c1 is updating a
     assert not world.ctx.budget.ask((NS, "other"), "x", 1)  # another cluster waits
     before = world.ctx.caches.binding(NS, "c1")
     await leave(world)
-    result = await reconcile_cluster(world.ctx, NS, "c1")
+    await reconcile_cluster(world.ctx, NS, "c1")
     assert world.ctx.budget.updating == 0
-    assert Wake(cluster_key(NS, "other")) in result.wake
+    assert woken == [(NS, "other")]
     assert world.ctx.budget.ask((NS, "other"), "x", 1)
     assert world.ctx.caches.binding(NS, "c1") == before  # its entry left alone
 
 
 async def test_a_deleted_cluster_wakes_the_cluster_its_budget_place_lets_go() -> None:
-    world = await edited_world(budget=1)
+    woken = Woken()
+    world = await edited_world(budget=1, wake=woken)
     assert world.ctx.budget.ask((NS, "c1"), "a", 1)  # c1 is updating a
     assert not world.ctx.budget.ask((NS, "other"), "x", 1)  # another cluster waits
     del world.mgmt.objects[(CLUSTER_API, "Cluster", NS, "c1")]
     world.index.update_cluster(world.clusters.remove(NS, "c1"), None)
-    result = await reconcile_cluster(world.ctx, NS, "c1")
+    await reconcile_cluster(world.ctx, NS, "c1")
     assert world.ctx.budget.updating == 0
-    assert Wake(cluster_key(NS, "other")) in result.wake
+    assert woken == [(NS, "other")]
 
 
 async def test_a_hold_stands_when_the_gate_cannot_read_the_revision() -> None:

@@ -1,7 +1,9 @@
 """The rollout plans the CRS reconcile keeps for the cluster reconciles
 (``engine.memory.plans``): a cluster is admitted only for the planned revision, each
 newly admitted cluster is told once, and a halted revision is remembered until a
-rollout completes. And the pairs' outcomes kept beside them (``memory.outcomes``)."""
+rollout completes; each such cluster is handed to the runtime's waker as the plan is
+kept, and so are the clusters it holds back when what it waits for changes. And the
+pairs' outcomes kept beside them (``memory.outcomes``)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.state.status import Outcome
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
+
+from .memory_kube import Woken
 
 
 def made(*admit: str, phase: str = "Progressing") -> Plan:
@@ -26,6 +30,21 @@ def test_admission_is_for_the_planned_revision_and_news_is_told_once() -> None:
     assert rollouts.admitted("n", "cni", "b", "r1")
     assert not rollouts.admitted("n", "cni", "b", "r2")
     assert rollouts.set("n", "cni", "r2", made("a")) == {"a"}  # a new revision: anew
+
+
+def test_the_clusters_a_plan_has_news_for_are_woken_once_as_it_is_kept() -> None:
+    woken = Woken()
+    rollouts = Rollouts(wake=woken)
+    rollouts.set("n", "cni", "r1", made("a"), behind={"b"})
+    assert woken == [("n", "a"), ("n", "b")]  # a new revision: those held back look too
+    rollouts.set("n", "cni", "r1", made("a"), behind={"b"})
+    assert woken == [("n", "a"), ("n", "b")]  # the same plan again: nothing new
+    validating = replace(made("a"), validate=frozenset({"a"}))
+    rollouts.set("n", "cni", "r1", validating, behind={"b"})
+    assert woken[2:] == [("n", "a")]  # asked to validate now
+    windowed = replace(validating, waiting_for="Window")
+    rollouts.set("n", "cni", "r1", windowed, behind={"b"})
+    assert woken[3:] == [("n", "b")]  # what it waits for changed: why is told
 
 
 def test_a_halted_revision_is_remembered_until_a_rollout_completes() -> None:

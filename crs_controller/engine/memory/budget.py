@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Callable
 
 from crs_controller.core.clock import Clock
 
@@ -43,9 +44,12 @@ class Budget:
     does.
     """
 
-    def __init__(self, limit: int | None, clock: Clock) -> None:
+    def __init__(
+        self, limit: int | None, clock: Clock, *, wake: Callable[[str, str], None] | None = None
+    ) -> None:
         self._limit = _checked(limit)
         self._clock = clock
+        self._wake = wake  # (namespace, name) of a waiting cluster that may go now
         self._arrivals = itertools.count()
         # cluster -> the CRSs it holds its place for (never empty)
         self._held: dict[ClusterKey, set[str]] = {}
@@ -111,9 +115,9 @@ class Budget:
         gone); a waiting pair withdraws from the line. The cluster's place frees when
         it holds it for no pair any more.
 
-        Returns the waiting clusters to look at now: the first ones in line, as many as
-        there are free places. A pair that holds nothing and waits for nothing changes
-        nothing and wakes nobody."""
+        Wakes (and returns) the waiting clusters to look at now: the first ones in line,
+        as many as there are free places. A pair that holds nothing and waits for
+        nothing changes nothing and wakes nobody."""
         changed = False
         holding = self._held.get(cluster)
         if holding is not None and crs in holding:
@@ -133,7 +137,7 @@ class Budget:
 
     def forget_cluster(self, cluster: ClusterKey) -> tuple[ClusterKey, ...]:
         """Every pair of a cluster is gone (the cluster was deleted, or handed to
-        another replica). Returns the clusters to look at now, as ``release`` does."""
+        another replica). Wakes the clusters to look at now, as ``release`` does."""
         changed = self._held.pop(cluster, None) is not None
         if cluster in self._asks:
             self._dequeue(cluster)
@@ -143,13 +147,17 @@ class Budget:
     def set_limit(self, limit: int | None) -> tuple[ClusterKey, ...]:
         """A new limit (a shard set's member count changed). Lowering it takes no place
         back: the holders finish, and nobody new goes until they are under the limit.
-        Returns the waiting clusters that may go now."""
+        Wakes (and returns) the waiting clusters that may go now."""
         self._limit = _checked(limit)
         return self._next()
 
     def _next(self) -> tuple[ClusterKey, ...]:
         free = len(self._line) if self._limit is None else self._limit - len(self._held)
-        return tuple(entry[3] for entry in self._line[: max(free, 0)])
+        woken = tuple(entry[3] for entry in self._line[: max(free, 0)])
+        if self._wake is not None:
+            for namespace, name in woken:
+                self._wake(namespace, name)
+        return woken
 
     def _enqueue(self, cluster: ClusterKey) -> None:
         """Put a waiting cluster in line (again) at the place of its best pair."""

@@ -1,18 +1,23 @@
 """The current rollout plan of each CRS that has ``spec.rollout``: which clusters may
 take its revision now. The CRS reconcile computes it (``core.rollout.plan.plan``) from
-the bindings and outcomes; cluster reconciles only read it. ``set`` answers which
-clusters a new plan lets in, for the CRS reconcile to wake (in its Result): nobody
-here sees the queue.
+the bindings and outcomes; cluster reconciles only read it. ``set`` hands the clusters
+a new plan lets in to ``wake`` at once (the runtime injects one that queues their keys;
+nothing here sees the queue): the plan is in force from that moment, and a later set
+of the same plan finds nothing new, so they must hear of it even if the CRS pass that
+planned it fails or times out afterwards.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Collection
 
 from crs_controller.core.api.models import CRSKey
 from crs_controller.core.rollout.plan import Plan
 
 
 class Rollouts:
-    def __init__(self) -> None:
+    def __init__(self, *, wake: Callable[[str, str], None] | None = None) -> None:
+        self._wake = wake  # (namespace, name) of a cluster to look at now
         self._plans: dict[CRSKey, tuple[str, Plan]] = {}
         self._halted: dict[CRSKey, str] = {}
         self._because: dict[CRSKey, str] = {}
@@ -59,9 +64,12 @@ class Rollouts:
     def plan(self, namespace: str, crs: str) -> tuple[str, Plan] | None:
         return self._plans.get((namespace, crs))
 
-    def set(self, namespace: str, crs: str, revision: str, plan: Plan) -> frozenset[str]:
-        """Keep the plan; returns the clusters it newly admits or asks to validate (to
-        be looked at)."""
+    def set(
+        self, namespace: str, crs: str, revision: str, plan: Plan, behind: Collection[str] = ()
+    ) -> frozenset[str]:
+        """Keep the plan; wakes (and returns) the clusters it newly admits or asks to
+        validate, and, when what the rollout waits for changed (a window, an approval),
+        the clusters it holds back (``behind``), so their outcomes say why."""
         before = self._plans.get((namespace, crs))
         was = before[1] if before is not None and before[0] == revision else None
         self._plans[(namespace, crs)] = (revision, plan)
@@ -69,12 +77,23 @@ class Rollouts:
             self._halted[(namespace, crs)] = revision
         elif plan.phase in ("Complete", "RolledBack"):
             self._halted.pop((namespace, crs), None)
-        if was is None:
-            return plan.admit | plan.validate
-        # Admitted earlier and asked to validate now is news: each set on its own.
-        return (plan.admit - was.admit) | (plan.validate - was.validate)
+        news = _news(was, plan, behind)
+        if self._wake is not None:
+            for cluster in sorted(news):
+                self._wake(namespace, cluster)
+        return news
 
     def drop(self, namespace: str, crs: str) -> None:
         self._plans.pop((namespace, crs), None)
         self._halted.pop((namespace, crs), None)
         self._because.pop((namespace, crs), None)
+
+
+def _news(was: Plan | None, plan: Plan, behind: Collection[str]) -> frozenset[str]:
+    """The clusters ``plan`` has news for, after ``was`` (None: another revision's, or
+    none)."""
+    if was is None:
+        return plan.admit | plan.validate | frozenset(behind)
+    # Admitted earlier and asked to validate now is news: each set on its own.
+    news = (plan.admit - was.admit) | (plan.validate - was.validate)
+    return news | frozenset(behind) if was.waiting_for != plan.waiting_for else news

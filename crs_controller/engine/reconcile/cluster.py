@@ -40,7 +40,8 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
         # binding is not judged either (clusterctl move pauses a Cluster it recreates
         # until the binding is copied too).
         log.info("cluster paused: left alone", cluster=f"{namespace}/{name}")
-        return forget_budget(ctx, (namespace, name))
+        forget_budget(ctx, (namespace, name))
+        return NOTHING
     binding = await _binding(ctx, cluster, namespace, name)
     if cluster is None:
         return await _forget_cluster(ctx, namespace, name, binding)
@@ -50,7 +51,8 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     if not crss and not entries_by_crs(binding):
         # Nothing to apply, prune or record: its kubeconfig is not read and no client
         # is built for a cluster no CRS selects (and it updates nothing).
-        return forget_budget(ctx, (namespace, name))
+        forget_budget(ctx, (namespace, name))
+        return NOTHING
     scope = ClusterScope(ctx, cluster, binding)
     blocked = await scope.connect()
     if blocked is not None:
@@ -59,7 +61,8 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
         result = await _apply_all(scope, crss)
     result |= await scope.prune(crss)
     result |= await scope.record()
-    return result | scope.forget_left()
+    scope.forget_left()
+    return result
 
 
 async def _binding(
@@ -201,23 +204,22 @@ def _released(
     }
 
 
-async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> Result:
+async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> None:
     """Forget what this process kept for a Cluster: its outcomes, its kubeconfig, its
-    drift timers, its budget place and its client (a Cluster gone, or now another
-    replica's). The Result wakes the clusters its budget place lets go."""
+    drift timers, its budget place (the budget wakes the clusters it lets go) and its
+    client (a Cluster gone, or now another replica's)."""
     ctx.outcomes.drop_cluster(namespace, name)
     ctx.sources.forget(namespace, "Secret", kubeconfig_secret_name(name))
     ctx.drift.forget_cluster(namespace, name)
-    woken = forget_budget(ctx, (namespace, name))
+    forget_budget(ctx, (namespace, name))
     await ctx.workloads.forget(namespace, name)
-    return woken
 
 
 async def _forget_cluster(
     ctx: ClusterContext, namespace: str, name: str, binding: ClusterResourceSetBinding | None
 ) -> Result:
-    woken = await forget_cluster(ctx, namespace, name)
+    await forget_cluster(ctx, namespace, name)
     if binding is not None:
         ctx.still_ours(namespace, name)
         await ctx.bindings.delete(namespace, name)
-    return woken
+    return NOTHING

@@ -198,8 +198,8 @@ async def _problems(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> lis
 
 
 async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> Result:
-    """Write the status if it changed; the Result wakes the clusters a rollout admits
-    and this CRS again when its soak ends."""
+    """Write the status if it changed; the Result wakes this CRS again when its soak
+    ends (the clusters a rollout admits are woken as it is planned)."""
     matching = ctx.caches.matching_clusters(crs)
     problems: list[Problem] = []
     rolled = None
@@ -224,8 +224,7 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     try:
         written = await ctx.crss.put_status(crs, status)
     except CRSError as exc:
-        # The plan is kept already: the clusters it admits are woken with the retry,
-        # not lost with it.
+        # The plan is kept already, and the clusters it admits were woken with it.
         _log_failure("status write failed", crs, exc)
         return then | RETRY
     _log_status(crs, status)

@@ -2,9 +2,12 @@
 ``reconcile.Result``, plus the keys it woke): come back to this key after a while,
 retry it with backoff, and look at other keys (``wake``).
 
-Reconcilers and the process's memory never call into the runtime: a rollout plan
-that admits clusters, or a note waiting to be told, is a ``Wake`` in the Result, and
-the runtime turns it into queue operations. Results fold with ``|``.
+Reconcilers and the process's memory never call into the runtime: a note waiting to
+be told is a ``Wake`` in the Result, and the runtime turns it into queue operations.
+What the memory decides once and never again (a budget place freed, a rollout plan
+admitting clusters) is not: a pass that fails or times out after it returns no
+Result, and its retry finds nothing new to wake. The budget and the plans hand those
+clusters to a callback the runtime injects, as they change. Results fold with ``|``.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from crs_controller.core.state.status import Outcome, outcome_of
 from crs_controller.engine.io import fleet_metrics
 from crs_controller.engine.io.sources import Source
 from crs_controller.engine.reconcile.context import ClusterContext, CRSContext
-from crs_controller.engine.reconcile.result import Result, Wake, cluster_key
+from crs_controller.engine.reconcile.result import Result
 
 Hashes = Mapping[tuple[str, str], str]  # (kind, name) -> a source's hash now
 Key = tuple[str, str]  # kind, name of a source
@@ -174,25 +174,22 @@ def plan_rollout(
     ctx: CRSContext, crs: CRS, rolled: RolledOut, matching: list[Cluster]
 ) -> tuple[Plan, Result]:
     """Plan what ``crs`` rolls out over the ``matching`` clusters, from their bindings
-    and outcomes; the plan is kept for the cluster reconciles. The Result wakes the
-    clusters it newly admits, and this CRS when time alone changes the plan (a
-    soak's end, a change window opening or closing). A rollback's clusters on the
-    revision rolled back from go first."""
+    and outcomes; the plan is kept for the cluster reconciles, and the clusters it
+    newly admits are woken as it is (memory/plans), whatever the rest of the pass
+    does. The Result wakes this CRS when time alone changes the plan (a soak's end, a
+    change window opening or closing). A rollback's clusters on the revision rolled
+    back from go first."""
     target, back = rolled.target, rolled.undo.rolled_back_from
     made, states = try_plan(ctx, crs, target, matching, rolled.hashes, back)
     if back is not None:
         made = rolling_back(made, back, target, failure_of(ctx, crs, back))
-    before = ctx.rollouts.plan(crs.namespace, crs.name)
-    admitted = ctx.rollouts.set(crs.namespace, crs.name, target, made)
-    if before is None or before[0] != target or before[1].waiting_for != made.waiting_for:
-        # What the rollout waits for changed (a window, an approval): the clusters it
-        # holds back look again, so their outcomes say why.
-        admitted |= {s.name for s in states if s.revision not in (None, target)}
+    # Those it holds back look again too when what it waits for changed.
+    behind = {s.name for s in states if s.revision not in (None, target)}
+    ctx.rollouts.set(crs.namespace, crs.name, target, made, behind)
     on = Counter(state.revision or fleet_metrics.NOT_INSTALLED for state in states)
     known = _known(ctx, crs)
     fleet_metrics.show_rollout(crs.namespace, crs.name, on, made.phase, (target, back), known)
-    wake = (Wake(cluster_key(crs.namespace, name)) for name in admitted)
-    return made, Result.after(made.wake_after) | Result.waking(*wake)
+    return made, Result.after(made.wake_after)
 
 
 def _known(ctx: CRSContext, crs: CRS) -> set[str | None]:

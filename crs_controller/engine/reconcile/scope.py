@@ -6,8 +6,9 @@ plane runs, the binding's entries as recorded before the pass and as the pass wr
 them, the sources the pass loaded, and the cluster's place in the fleet-wide update
 budget. The gate, the pairs, validation and pruning take the scope and read it; only
 its methods change it: ``settle`` writes a pair's entry, the budget is asked and
-given back here and nowhere else in a pass, ``prune`` deletes what left, ``record``
-writes the binding once.
+given back here and nowhere else in a pass (a place given back wakes the clusters it
+lets go at once, through the budget: not in the Result, which a pass that fails later
+never returns), ``prune`` deletes what left, ``record`` writes the binding once.
 
 Every function of the cluster's pass takes the scope first, then the CRS (or the
 pair's own pass, which holds it), then what it works on.
@@ -61,7 +62,6 @@ from crs_controller.engine.reconcile.result import (
     RETRY,
     Result,
     Wake,
-    cluster_key,
     crs_key,
 )
 from crs_controller.engine.reconcile.rollout import RolledOut, rolled_out
@@ -221,7 +221,8 @@ class ClusterScope:
         told = with_outcome(carried(done.entry, previous), previous, done.outcome, ctx.clock.wall())
         self._now[crs.name] = told
         self._settled.add(crs.name)
-        then = done.then | self._budget_after(crs.name, done.outcome)
+        then = done.then
+        self._budget_after(crs.name, done.outcome)
         changed = ctx.outcomes.record(crs.namespace, crs.name, self.cluster.name, done.outcome)
         if changed and _news(previous, told, done.outcome):
             then |= self._warn(crs, done.outcome)
@@ -249,18 +250,18 @@ class ClusterScope:
         held = [n for n in order if _reason(self._now.get(n)) == BUDGET_WAIT]
         return held if held and self.ctx.budget.may_go(self.key) else []
 
-    def _budget_after(self, crs_name: str, outcome: Outcome) -> Result:
+    def _budget_after(self, crs_name: str, outcome: Outcome) -> None:
         """A pair that no longer takes a new revision (done, or held for another
         reason) gives its place back, or leaves the line. Applied and not Ready yet,
         it still updates; failed, it keeps its place for its retry (as a Deployment's
         failing Pod counts against maxUnavailable): given back, a retry on the revision
         it already has would update beside the clusters that took the place."""
         still = outcome.state == "Failed" or (outcome.state == "Applied" and not outcome.ready)
-        if outcome.reason == BUDGET_WAIT or still:
-            return _woken(self.ctx, ())
-        return _woken(self.ctx, self.ctx.budget.release(self.key, crs_name))
+        if outcome.reason != BUDGET_WAIT and not still:
+            self.ctx.budget.release(self.key, crs_name)
+        _count(self.ctx)
 
-    def forget_left(self) -> Result:
+    def forget_left(self) -> None:
         """Pairs whose CRS no longer selects this cluster leave the CRS's status and
         memory. A place taken mid-update goes back to the budget unless this pass ran
         the pair: its CRS left, or is left alone (paused, or a spec the model refuses)
@@ -269,10 +270,9 @@ class ClusterScope:
         for crs_name in set(self._before) - set(self._now):
             ctx.outcomes.drop_pair(namespace, crs_name, name)
             ctx.drift.forget_pair((namespace, crs_name, name))
-        result = NOTHING
         for crs_name in ctx.budget.pairs(self.key) - self._settled:
-            result |= _woken(ctx, ctx.budget.release(self.key, crs_name))
-        return result
+            ctx.budget.release(self.key, crs_name)
+        _count(ctx)
 
     async def prune(self, crss: list[CRS]) -> Result:
         """deletionPolicy Delete: remove what left the desired set. Every CRS that
@@ -387,17 +387,17 @@ class ClusterScope:
         return NOTHING if written else RETRY
 
 
-def forget_budget(ctx: ClusterContext, key: tuple[str, str]) -> Result:
+def forget_budget(ctx: ClusterContext, key: tuple[str, str]) -> None:
     """A cluster gone, paused, or now another replica's: its budget place goes back
-    and its pairs leave the line; the Result wakes the clusters that may go now."""
-    return _woken(ctx, ctx.budget.forget_cluster(key))
+    and its pairs leave the line (the budget wakes the clusters that may go now)."""
+    ctx.budget.forget_cluster(key)
+    _count(ctx)
 
 
-def _woken(ctx: ClusterContext, woken: tuple[tuple[str, str], ...]) -> Result:
-    """Wake the clusters a budget release lets go. The gauge is set on every pair, not
-    only on a release: the gate may have granted a place just now."""
+def _count(ctx: ClusterContext) -> None:
+    """The gauge of clusters updating, set on every pair, not only on a release: the
+    gate may have granted a place just now."""
     metrics.UPDATING_CLUSTERS.set(ctx.budget.updating)
-    return Result.waking(*(Wake(cluster_key(*key)) for key in woken))
 
 
 def _reason(entry: CRSBinding | None) -> str | None:

@@ -49,6 +49,7 @@ from crs_controller.engine.io.snapshots import Snapshots
 from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.io.stores import BindingStore, ClusterStore, CRSStore
 from crs_controller.engine.io.waiting import LoopClock, WaitingClock
+from crs_controller.engine.memory.budget import Budget
 from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
@@ -162,6 +163,9 @@ class Controller:
         the process's memory (outcomes, rollout plans, notes)."""
         mgmt, clock = self.mgmt, self.clock
         sources = Sources(mgmt, configmaps, secrets)
+        # A budget place freed and a plan admitting clusters queue those clusters as
+        # they happen: a pass that fails afterwards returns no Result to carry them.
+        wake = self._look_again
         shared = Shared(
             caches=self.index,
             sources=sources,
@@ -169,7 +173,7 @@ class Controller:
             events=EventRecorder(mgmt, self._tell if self._notify else None),
             announcements=Announcements(clock),
             outcomes=Outcomes(),
-            rollouts=Rollouts(),
+            rollouts=Rollouts(wake=wake),
             clock=clock,
         )
         cluster_ctx = ClusterContext.over(
@@ -178,6 +182,7 @@ class Controller:
             workloads=self.workloads,
             bindings=BindingStore(mgmt, self.bindings),
             clusters=ClusterStore(mgmt, self.clusters),
+            budget=Budget(self.settings.max_updating_clusters, clock, wake=wake),
             control_planes=self.control_planes,
             owns=self.owns,
         )
@@ -519,9 +524,7 @@ class Controller:
         limit = self.settings.max_updating_clusters
         if limit is None or members < 1:
             return
-        woken = self.cluster_ctx.budget.set_limit(max(1, limit // members))
-        for namespace, name in woken:
-            self.queue.add(cluster_key(namespace, name))
+        self.cluster_ctx.budget.set_limit(max(1, limit // members))  # wakes who may go
 
     def lead(self) -> None:
         """This replica now holds the leader Lease: write every CRS's status."""
@@ -544,9 +547,7 @@ class Controller:
     async def _let_go(self, namespace: str, name: str) -> None:
         """Forget what this replica kept for a Cluster another replica now owns."""
         self._served.discard((namespace, name))
-        woken = await forget_cluster(self.cluster_ctx, namespace, name)
-        for wake in woken.wake:  # its budget place lets these clusters go
-            self.queue.add(wake.key)
+        await forget_cluster(self.cluster_ctx, namespace, name)  # its place wakes who may go
 
     def nudge(self, cluster: Mapping[str, Any]) -> None:
         """Reconcile this Cluster soon (Cluster API says it is being deleted: the watch
