@@ -12,6 +12,7 @@ import yaml
 from structlog.testing import capture_logs
 
 from crs_controller.core.errors import APIError
+from crs_controller.core.state.bindings import entries_by_crs
 from crs_controller.engine.reconcile.workload.uninstall import uninstall
 
 from .builders import NS, crs, reconcile, world_with
@@ -53,7 +54,7 @@ async def test_a_refused_hook_object_from_a_secret_is_not_quoted() -> None:
     assert binding is not None and binding.model is not None
     assert cluster is not None and target is not None
     with capture_logs() as logs:
-        done = await uninstall(world.ctx, client, cluster, binding.model, [target])
+        done = await uninstall(world.ctx, client, cluster, entries_by_crs(binding.model), [target])
     assert "apps" in done.remaining  # held: nothing deleted
     events = [o for (_, kind, _, _), o in world.mgmt.objects.items() if kind == "Event"]
     told = [e["message"] for e in events if e.get("reason") == "UninstallFailed"]

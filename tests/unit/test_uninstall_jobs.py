@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from crs_controller.core.api.models import API_VERSION
+from crs_controller.core.state.bindings import entries_by_crs
 from crs_controller.engine.io.parsed_crss import ParsedCRSs
 from crs_controller.engine.reconcile.hook import hook_status
 from crs_controller.engine.reconcile.workload.uninstall import Cleanup, uninstall
@@ -85,7 +86,7 @@ async def clean_up(world: World, name: str) -> Cleanup:
     assert binding is not None and binding.model is not None
     assert cluster is not None and target is not None
     client = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
-    return await uninstall(world.ctx, client, cluster, binding.model, [target])
+    return await uninstall(world.ctx, client, cluster, entries_by_crs(binding.model), [target])
 
 
 def told(world: World) -> list[str]:

@@ -25,6 +25,7 @@ from crs_controller.core.api.models import (
     ObjectMeta,
     ObjectRef,
     ResourceBinding,
+    ResourceKind,
     ResourceRef,
     to_api,
 )
@@ -43,6 +44,39 @@ def entries_by_crs(binding: ClusterResourceSetBinding | None) -> dict[str, CRSBi
     if binding is None:
         return {}
     return {b.cluster_resource_set_name: b for b in binding.spec.bindings}
+
+
+def with_unrecorded(
+    entries: Mapping[str, CRSBinding],
+    unrecorded: Mapping[str, Mapping[tuple[ResourceKind, str], Mapping[ObjectKey, ObjectRef]]],
+) -> dict[str, CRSBinding]:
+    """``entries`` with the objects applied but not recorded (by CRS, then by the
+    resource they came from) in the inventory of their resource, with the records of
+    their last apply; a resource or CRS no entry had yet gets one that was never
+    applied. A resource whose objects this changes is recorded as not applied, as a
+    failed one is (its inventory is not the one its hash made any more), keeping its
+    hash (the revision it is on): its next pass applies it again, sends what differs
+    and records the inventory its sources make."""
+    merged = dict(entries)
+    for name, resources in unrecorded.items():
+        entry = merged.get(name) or CRSBinding(cluster_resource_set_name=name)
+        found = {(r.kind, r.name): r for r in entry.resources}
+        for (kind, resource), objects in resources.items():
+            record = found.get((kind, resource)) or ResourceBinding(kind=kind, name=resource)
+            found[(kind, resource)] = _with_objects(record, objects)
+        merged[name] = entry.model_copy(update={"resources": list(found.values())})
+    return merged
+
+
+def _with_objects(record: ResourceBinding, noted: Mapping[ObjectKey, ObjectRef]) -> ResourceBinding:
+    """``record`` with the ``noted`` objects in its inventory, their records newer."""
+    recorded = {o.key: o for o in record.objects}
+    if all(o.key in recorded and recorded[o.key].hash == o.hash for o in noted.values()):
+        objects = [noted.get(o.key, o) for o in record.objects]
+        return record.model_copy(update={"objects": objects})
+    added = [o for key, o in noted.items() if key not in recorded]
+    objects = [*(noted.get(o.key, o) for o in record.objects), *added]
+    return record.model_copy(update={"objects": objects, "applied": False})
 
 
 def recorded(entry: CRSBinding | None, ref: ResourceRef) -> ResourceBinding | None:

@@ -8,12 +8,13 @@ unreachable cluster that only ever delays itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import structlog
 
 from crs_controller.clients.workload import kubeconfig_secret_name
-from crs_controller.core.api.models import ClusterResourceSetBinding
+from crs_controller.core.api.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.errors import Unreachable
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.bindings import entries_by_crs, of_another_cluster
@@ -48,7 +49,7 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     if cluster.deleting:
         return await _clean_up(ctx, cluster, binding)
     crss = _active(ctx, cluster)
-    if not crss and not entries_by_crs(binding):
+    if not crss and not entries_by_crs(binding) and not ctx.unrecorded.holds((namespace, name)):
         # Nothing to apply, prune or record: its kubeconfig is not read and no client
         # is built for a cluster no CRS selects (and it updates nothing).
         forget_budget(ctx, (namespace, name))
@@ -85,6 +86,7 @@ async def _binding(
         where = f"{namespace}/{name}"
         log.info("binding of an earlier Cluster of this name dropped", cluster=where)
         ctx.still_ours(namespace, name)
+        ctx.unrecorded.drop_cluster((namespace, name))
         version = cached.meta.resource_version
         await ctx.bindings.delete(namespace, name, resource_version=version)
         return None
@@ -170,25 +172,27 @@ async def _clean_up(
 ) -> Result:
     """A Cluster being deleted: uninstall what CRSs asked to clean up, and let go of
     the CRSs being deleted that have nothing (more) to do here; the binding itself
-    goes once the Cluster is gone."""
-    if binding is None:
+    goes once the Cluster is gone. What earlier passes applied and did not record
+    is cleaned up with the entries (``memory.unrecorded``)."""
+    scope = ClusterScope(ctx, cluster, binding)
+    entries = scope.entries()
+    if not entries:
         return Result()
-    crss = uninstall_targets(ctx.caches, cluster, binding, ctx.clock.wall())
-    released = _released(ctx, cluster, binding, crss)
+    crss = uninstall_targets(ctx.caches, cluster, entries, ctx.clock.wall())
+    released = _released(ctx, cluster, entries, crss)
     if not crss and not released:
         return Result()
-    scope = ClusterScope(ctx, cluster, binding)
-    cleanup = Cleanup(remaining=entries_by_crs(binding))
+    cleanup = Cleanup(remaining=entries)
     if crss:
         await scope.connect()
         ctx.still_ours(cluster.namespace, cluster.name)
-        cleanup = await uninstall(ctx, scope.client, cluster, binding, crss)
+        cleanup = await uninstall(ctx, scope.client, cluster, entries, crss)
     remaining = {n: e for n, e in cleanup.remaining.items() if n not in released}
     return cleanup.then | await scope.record(remaining)
 
 
 def _released(
-    ctx: ClusterContext, cluster: Cluster, binding: ClusterResourceSetBinding, held: list[CRS]
+    ctx: ClusterContext, cluster: Cluster, entries: Mapping[str, CRSBinding], held: list[CRS]
 ) -> set[str]:
     """The CRSs being deleted whose entries a Cluster being deleted lets go at once, so
     their finalizers need not wait for it to be gone (however long that takes): no
@@ -196,7 +200,7 @@ def _released(
     without ``uninstall.ensure`` (or past its timeout) what they applied goes with the
     workload cluster. A CRS left alone (paused, refused) keeps its entry, as anywhere."""
     holding = {crs.name for crs in held}
-    found = (ctx.caches.crs(cluster.namespace, name) for name in entries_by_crs(binding))
+    found = (ctx.caches.crs(cluster.namespace, name) for name in entries)
     return {
         crs.name
         for crs in found
@@ -209,6 +213,7 @@ async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> None
     drift timers, its budget place (the budget wakes the clusters it lets go) and its
     client (a Cluster gone, or now another replica's)."""
     ctx.outcomes.drop_cluster(namespace, name)
+    ctx.unrecorded.drop_cluster((namespace, name))
     ctx.sources.forget(namespace, "Secret", kubeconfig_secret_name(name))
     ctx.drift.forget_cluster(namespace, name)
     forget_budget(ctx, (namespace, name))

@@ -23,6 +23,7 @@ from crs_controller.engine.memory.drift import DriftSchedule
 from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
+from crs_controller.engine.memory.unrecorded import Unrecorded
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ class Settings:
 @dataclass(frozen=True, kw_only=True)
 class Shared:
     """What both reconcilers use: the caches, the sources, the events, and the
-    process's memory (outcomes, rollout plans, notes)."""
+    process's memory (outcomes, rollout plans, notes, what is applied but not
+    recorded yet)."""
 
     caches: Caches
     sources: Sources
@@ -53,6 +55,8 @@ class Shared:
     outcomes: Outcomes
     rollouts: Rollouts
     clock: Clock = field(default_factory=MonotonicClock)
+    # What passes applied that no binding write recorded yet, per Cluster.
+    unrecorded: Unrecorded = field(default_factory=Unrecorded)
 
     def _parts(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(Shared)}

@@ -168,9 +168,12 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
     # What the clusters' cleanups deleted (or kept) is told as for any pass; the
     # finalizer stays until it is, since the CRS's memory goes with it.
     told = await _tell(ctx, crs)
-    if ctx.caches.holders(crs.namespace, crs.name):
+    if ctx.caches.holders(crs.namespace, crs.name) or ctx.unrecorded.holds_crs(
+        crs.namespace, crs.name
+    ):
         # The deletion's watch event brought those clusters' reconciles (see
-        # Controller._on_crs); check back until their bindings let go.
+        # Controller._on_crs); check back until their bindings let go, and until
+        # what their passes applied and did not record is recorded or deleted.
         return Result.after(DELETION_POLL) | told
     if told != NOTHING:
         return told

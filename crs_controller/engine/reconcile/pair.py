@@ -490,7 +490,9 @@ async def _send(
     scope: ClusterScope, run: _PairRun, turn: _Turn, manifest: Manifest, send: Sequence[int]
 ) -> tuple[ApplyResult, Unreachable | None]:
     """Apply the objects at ``send``: what was applied, and the Unreachable that
-    stopped it midway (the objects applied before it are in the result)."""
+    stopped it midway (the objects applied before it are in the result). Whatever
+    went out is noted as applied but not recorded, however the apply ends (even
+    cancelled): the binding write that records it settles the note."""
     applied = ApplyResult()
     inventory = _created(turn.previous, run.observer)
     claimed = _unseen(_claimed(scope.before(run.crs.name), turn.ref), run.observer)
@@ -511,6 +513,9 @@ async def _send(
         )
     except Unreachable as exc:
         return applied, exc
+    finally:
+        sent = [*applied.applied.values(), *filter(None, [applied.sending])]
+        scope.note_applied(run.crs.name, turn.ref, sent)
     return applied, None
 
 

@@ -40,6 +40,7 @@ from crs_controller.core.state.bindings import (
     entries_by_crs,
     owner_reference,
     with_outcome,
+    with_unrecorded,
 )
 from crs_controller.core.state.deletion_guard import (
     DELETION_SKIPPED,
@@ -97,10 +98,15 @@ class ClusterScope:
         self.binding = binding
         self.client: KubeAPI | None = None
         self.version = ctx.control_planes.of(cluster)
-        self._before = entries_by_crs(binding)
+        recorded = entries_by_crs(binding)
         # Paused CRSs are left alone: their entries stay exactly as they are.
         keep = {c.name for c in ctx.caches.crss_in(cluster.namespace) if c.left_alone}
-        self._now = {n: e for n, e in self._before.items() if n in keep}
+        self._now = {n: e for n, e in recorded.items() if n in keep}
+        # What earlier passes applied and could not record counts as recorded before
+        # this one (``memory.unrecorded``): kept, recorded, pruned like the rest.
+        noted = ctx.unrecorded.of(self.key, self.uid)
+        self._taken = {n: objects for n, objects in noted.items() if n not in keep}
+        self._before = with_unrecorded(recorded, self._taken)
         self._settled: set[str] = set()  # the CRSs whose pass ran here
         self._sources: dict[tuple[str, str], Source] = {}
         self._rolled: dict[str, RolledOut | None] = {}
@@ -108,6 +114,20 @@ class ClusterScope:
     @property
     def key(self) -> tuple[str, str]:
         return (self.cluster.namespace, self.cluster.name)
+
+    @property
+    def uid(self) -> str:
+        return self.cluster.meta.uid or ""
+
+    def entries(self) -> dict[str, CRSBinding]:
+        """Every entry as recorded before this pass, with what earlier passes applied
+        and did not record."""
+        return dict(self._before)
+
+    def note_applied(self, crs_name: str, ref: ResourceRef, sent: Iterable[ObjectRef]) -> None:
+        """``sent`` went out from ``crs_name``'s resource ``ref``: applied until a binding
+        write records it (``memory.unrecorded``)."""
+        self.ctx.unrecorded.note(self.key, self.uid, crs_name, (ref.kind, ref.name), sent)
 
     @property
     def workload(self) -> KubeAPI:
@@ -384,7 +404,10 @@ class ClusterScope:
         written = await write_binding(
             ctx.bindings, namespace, name, self.binding, kept, owners, cluster
         )
-        return NOTHING if written else RETRY
+        if not written:
+            return RETRY
+        ctx.unrecorded.recorded(self.key, self._taken, kept)
+        return NOTHING
 
 
 def forget_budget(ctx: ClusterContext, key: tuple[str, str]) -> None:

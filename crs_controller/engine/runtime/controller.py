@@ -506,12 +506,16 @@ class Controller:
 
         A pass may stop anywhere. Each write is one request, whole or not made; what
         a stopped pass leaves is what a replica killed mid-pass leaves: objects
-        applied but not yet recorded in the binding (the new owner reads the binding
-        whole, applies them again, server-side apply with the same field manager
-        changes nothing, and records them), or objects deleted but still recorded (a
-        deletion finds them gone and drops them). The binding is never written from
-        a partial view: ``ClusterContext.still_ours`` is asked right before it is,
-        and before anything is deleted."""
+        deleted but still recorded (a deletion finds them gone and drops them), and
+        objects applied but not yet recorded in the binding. This replica forgets
+        the Cluster, and with it its note of those (``memory.unrecorded``, which a
+        pass stopped at --reconcile-timeout keeps for the next): the new owner
+        reads the binding whole and records the ones its sources still ask for as
+        it applies them again (no change), but one they no longer ask for stays on
+        the workload cluster unrecorded, neither pruned nor deleted with its CRS.
+        The binding is never written from a partial view:
+        ``ClusterContext.still_ours`` is asked right before it is, and before
+        anything is deleted."""
         for (namespace, name), task in self._passes.items():
             if not task.done() and not self.owns(namespace, name):
                 log.info("stopping a pass: cluster no longer ours", key=f"{namespace}/{name}")

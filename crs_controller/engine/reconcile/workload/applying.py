@@ -32,6 +32,10 @@ class ApplyResult:
     applied: dict[int, ObjectRef] = field(default_factory=dict)
     skipped: list[ObjectRef] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # The object whose apply request went out and has no answer yet: it may or may
+    # not be on the cluster now (the call was cancelled, or the cluster stopped
+    # answering).
+    sending: ObjectRef | None = None
 
     @property
     def ok(self) -> bool:
@@ -110,12 +114,14 @@ class _ApplyOne:
         """Apply the object at ``position`` and record in ``result`` how it went: the
         object as applied, or None when it was skipped or failed."""
         try:
-            ref, live = await _apply_one(self, obj)
+            ref, live = await _apply_one(self, obj, result)
         except Unreachable:
             raise  # the cluster is gone for now: the rest would only time out too
         except CRSError as exc:
+            result.sending = None  # refused: not applied
             result.errors.append(_describe(object_ref(obj), exc, self.confidential))
             return None
+        result.sending = None
         if live is None:
             result.skipped.append(ref)
             return None
@@ -150,7 +156,7 @@ def _record(
 
 
 async def _apply_one(
-    one: _ApplyOne, obj: dict[str, Any]
+    one: _ApplyOne, obj: dict[str, Any], result: ApplyResult
 ) -> tuple[ObjectRef, dict[str, Any] | None]:
     """Apply ``obj`` where discovery says its kind lives. On a 404, discovery is asked
     once more: the server may serve the apiVersion no more, or the kind under another
@@ -159,18 +165,21 @@ async def _apply_one(
     client = one.client
     info = await client.resource_info(obj["apiVersion"], obj["kind"])
     try:
-        return await _apply_as(one, info, obj)
+        return await _apply_as(one, info, obj, result)
     except NotFound:
         client.forget_discovery(info.api_version)
         fresh = await client.resource_info(info.api_version, info.kind)  # NotFound: not served
         if fresh == info:
             raise
-    return await _apply_as(one, fresh, obj)
+    return await _apply_as(one, fresh, obj, result)
 
 
 async def _apply_as(
-    one: _ApplyOne, info: ResourceInfo, obj: dict[str, Any]
+    one: _ApplyOne, info: ResourceInfo, obj: dict[str, Any], result: ApplyResult
 ) -> tuple[ObjectRef, dict[str, Any] | None]:
+    """Apply ``obj`` as ``info`` serves it (``result.sending`` names it while its
+    request is out); ApplyOnce reads it first and leaves one that exists alone (the
+    live one when it adopts it, else None)."""
     client, field_manager = one.client, one.field_manager
     body = apply_body(obj)
     meta = body["metadata"]
@@ -184,11 +193,13 @@ async def _apply_as(
         existing = await client.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
         if existing is not None:
             return ref, existing if one.adopts(ref.key, existing) else None
+        result.sending = ref
         return ref, await client.apply(body, field_manager=field_manager)  # created whole
     left_out = await _left_out(one, ref)
     if left_out:
         # Stamped again: a path under metadata.labels must not take our label with it.
         body = apply_body(leave_out(body, left_out))
+    result.sending = ref
     live = await client.apply(body, field_manager=field_manager)
     return ref, live
 

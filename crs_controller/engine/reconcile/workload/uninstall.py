@@ -12,14 +12,14 @@ hook reports on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from crs_controller.clients.api import KubeAPI
-from crs_controller.core.api.models import ClusterResourceSetBinding, CRSBinding
+from crs_controller.core.api.models import CRSBinding
 from crs_controller.core.errors import CRSError, ResourceError, Unreachable
 from crs_controller.core.spec.objects import CRS, Cluster
-from crs_controller.core.state.bindings import entries_by_crs
 from crs_controller.core.state.deletion_guard import (
     DELETION_SKIPPED,
     allowances,
@@ -47,10 +47,11 @@ class Cleanup:
 
 
 def targets(
-    caches: Caches, cluster: Cluster, binding: ClusterResourceSetBinding | None, now: datetime
+    caches: Caches, cluster: Cluster, entries: Mapping[str, CRSBinding], now: datetime
 ) -> list[CRS]:
-    """The recorded CRSs that want cleanup and are still within their deadline."""
-    found = (caches.crs(cluster.namespace, name) for name in entries_by_crs(binding))
+    """The CRSs with an entry (by CRS name) that want cleanup and are still within
+    their deadline."""
+    found = (caches.crs(cluster.namespace, name) for name in entries)
     held = {crs.name: crs for crs in found if crs is not None and holds_deletion(crs, cluster, now)}
     # Dependents are cleaned up before what they depend on.
     graph = caches.dependencies(cluster.namespace)
@@ -71,11 +72,11 @@ async def uninstall(
     ctx: ClusterContext,
     client: KubeAPI | None,
     cluster: Cluster,
-    binding: ClusterResourceSetBinding,
+    entries: Mapping[str, CRSBinding],
     crss: list[CRS],
 ) -> Cleanup:
-    """Clean up for ``crss`` (from ``targets``) on the cluster behind ``client``."""
-    entries = entries_by_crs(binding)
+    """Clean up for ``crss`` (from ``targets``) on the cluster behind ``client``,
+    whose binding has ``entries`` (by CRS name)."""
     cleanup = Cleanup(remaining=dict(entries))
     for crs in crss:
         name = crs.name

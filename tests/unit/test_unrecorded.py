@@ -1,0 +1,255 @@
+"""What a pass applied and could not record (cancelled at --reconcile-timeout, its
+Cluster handed over, a shutdown) is remembered in memory until a binding write
+records it: the next pass prunes it, and a deletion removes it, like any recorded
+object (``engine.memory.unrecorded``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from crs_controller.core.api.models import API_VERSION, CRSBinding, ObjectRef, ResourceBinding
+from crs_controller.core.state.bindings import with_unrecorded
+from crs_controller.engine.memory.unrecorded import Unrecorded
+from crs_controller.engine.reconcile import pair as pair_mod
+from crs_controller.engine.reconcile.crs import reconcile_crs
+
+from .builders import NS, crs, payload, reconcile, world_with
+from .memory_kube import CLUSTER_API, World
+from .test_cluster_deletion import SOON, deleting, finalized
+from .test_rollout_failures import edit
+
+C1 = (NS, "c1")
+EXTRA = ("v1", "ConfigMap", "default", "extra")
+
+
+def configmaps(world: World) -> list[str]:
+    workload: Any = world.ctx.workloads.clients["c1"]
+    return sorted(key[3] for key in workload.objects if key[1] == "ConfigMap")
+
+
+def listed(world: World) -> list[str]:
+    binding = world.ctx.caches.binding(NS, "c1")
+    if binding is None:
+        return []
+    return sorted(
+        o.name for e in binding.valid.spec.bindings for r in e.resources for o in r.objects
+    )
+
+
+async def cancelled(world: World, blocked: Callable[[asyncio.Event], Any]) -> None:
+    """A cluster pass that stops where ``blocked`` (given the Event it sets once
+    reached) waits forever: cancelled there, as --reconcile-timeout would."""
+    reached = asyncio.Event()
+    undo = blocked(reached)
+    task = asyncio.ensure_future(reconcile(world))
+    await reached.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    undo()
+
+
+def hang_after_resources(monkeypatch: pytest.MonkeyPatch) -> Callable[[asyncio.Event], Any]:
+    """Block a pair's pass once its resources had their turn (a slow health read,
+    validation, a later CRS, pruning: whatever comes before the binding write)."""
+
+    def blocked(reached: asyncio.Event) -> Callable[[], None]:
+        real = pair_mod._finish
+
+        async def hang(*_: Any, **__: Any) -> Any:
+            reached.set()
+            await asyncio.Event().wait()
+
+        monkeypatch.setattr(pair_mod, "_finish", hang)
+        return lambda: monkeypatch.setattr(pair_mod, "_finish", real)
+
+    return blocked
+
+
+async def extra_applied_then_cancelled(monkeypatch: pytest.MonkeyPatch, **spec: Any) -> World:
+    """Revision 1 (addon) recorded; revision 2 adds ``extra``, whose pass applies it
+    and is cancelled before it records anything."""
+    world = await world_with(crs("a", "src", deletionPolicy="Delete", **spec))
+    await reconcile(world)
+    await reconcile_crs(world.crs_context(), NS, "a")
+    await edit(world, "src", payload("addon"), payload("extra"))
+    await cancelled(world, hang_after_resources(monkeypatch))
+    assert configmaps(world) == ["addon", "extra"]
+    assert listed(world) == ["addon"]  # not recorded
+    return world
+
+
+async def test_an_object_a_cancelled_pass_applied_is_pruned_once_its_source_drops_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = await extra_applied_then_cancelled(monkeypatch)
+    await edit(world, "src", payload("addon"))  # back to revision 1's content
+    await reconcile(world)
+    assert configmaps(world) == ["addon"]
+    assert listed(world) == ["addon"]
+    assert len(world.ctx.unrecorded) == 0
+
+
+async def test_an_object_a_cancelled_pass_applied_is_recorded_by_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = await extra_applied_then_cancelled(monkeypatch)
+    workload: Any = world.ctx.workloads.clients["c1"]
+    workload.requests.clear()
+    await reconcile(world)
+    assert listed(world) == ["addon", "extra"]
+    assert workload.writes() == []  # applied already: nothing sent again
+    assert len(world.ctx.unrecorded) == 0
+
+
+async def test_an_object_a_cancelled_pass_applied_goes_with_its_crs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = await extra_applied_then_cancelled(monkeypatch)
+    await edit(world, "src", payload("addon"))
+    await deleting(world, "ClusterResourceSet", API_VERSION, "a", SOON)
+    assert await finalized(world)
+    assert configmaps(world) == []
+    assert len(world.ctx.unrecorded) == 0
+
+
+async def test_an_object_a_cancelled_pass_applied_is_uninstalled_with_its_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = await extra_applied_then_cancelled(monkeypatch, uninstall={"ensure": True})
+    await edit(world, "src", payload("addon"))
+    await deleting(world, "Cluster", CLUSTER_API, "c1", SOON)
+    await reconcile(world)
+    assert configmaps(world) == []
+    assert world.ctx.caches.binding(NS, "c1") is None or listed(world) == []
+
+
+async def test_the_crs_finalizer_waits_for_what_a_first_pass_could_not_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = await world_with(crs("a", "src", deletionPolicy="Delete"))
+    await reconcile_crs(world.crs_context(), NS, "a")
+    await cancelled(world, hang_after_resources(monkeypatch))
+    assert world.ctx.caches.binding(NS, "c1") is None  # nothing recorded
+    await deleting(world, "ClusterResourceSet", API_VERSION, "a", SOON)
+    then = await reconcile_crs(world.crs_context(), NS, "a")
+    live = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert live is not None and "finalizers" in live["metadata"], then
+    assert await finalized(world)
+    assert configmaps(world) == []
+
+
+def hang_once_applied(world: World, name: str) -> Callable[[asyncio.Event], Any]:
+    """The apply of ConfigMap ``name`` reaches the cluster, and its answer never
+    comes back."""
+    workload: Any = world.ctx.workloads.clients["c1"]
+
+    def blocked(reached: asyncio.Event) -> Callable[[], None]:
+        real: Callable[..., Awaitable[Any]] = workload.apply
+
+        async def apply(obj: Any, **kwargs: Any) -> Any:
+            answer = await real(obj, **kwargs)
+            if obj["metadata"]["name"] == name:
+                reached.set()
+                await asyncio.Event().wait()
+            return answer
+
+        workload.apply = apply
+        return lambda: setattr(workload, "apply", real)
+
+    return blocked
+
+
+async def test_an_object_whose_apply_got_no_answer_is_pruned_too() -> None:
+    world = await world_with(crs("a", "src", deletionPolicy="Delete"))
+    await reconcile(world)
+    await edit(world, "src", payload("addon"), payload("extra"))
+    await cancelled(world, hang_once_applied(world, "extra"))
+    assert configmaps(world) == ["addon", "extra"]
+    await edit(world, "src", payload("addon"))
+    await reconcile(world)
+    assert configmaps(world) == ["addon"]
+    assert len(world.ctx.unrecorded) == 0
+
+
+async def test_an_apply_cancelled_before_its_request_notes_nothing() -> None:
+    world = await world_with(crs("a", "src", deletionPolicy="Delete"))
+    workload: Any = world.ctx.workloads.clients["c1"]
+    real = workload.resource_info
+
+    def blocked(reached: asyncio.Event) -> Callable[[], None]:
+        async def resource_info(*args: Any) -> Any:
+            reached.set()
+            await asyncio.Event().wait()
+
+        workload.resource_info = resource_info
+        return lambda: setattr(workload, "resource_info", real)
+
+    await cancelled(world, blocked)
+    assert len(world.ctx.unrecorded) == 0
+
+
+def ref(name: str, digest: str | None = None) -> ObjectRef:
+    return ObjectRef("v1", "ConfigMap", "default", name, hash=digest)
+
+
+def resource(*objects: ObjectRef) -> ResourceBinding:
+    return ResourceBinding(kind="ConfigMap", name="src", hash="rev1", applied=True, objects=objects)
+
+
+def test_an_object_the_record_lacks_makes_its_resource_apply_again() -> None:
+    entry = CRSBinding(cluster_resource_set_name="a", resources=[resource(ref("addon", "h1"))])
+    merged = with_unrecorded({"a": entry}, {"a": {("ConfigMap", "src"): {EXTRA: ref("extra")}}})
+    (record,) = merged["a"].resources
+    assert [o.name for o in record.objects] == ["addon", "extra"]
+    assert (record.hash, record.applied) == ("rev1", False)  # applied again, on rev1 still
+
+
+def test_newer_records_of_listed_objects_keep_it_applied_unless_the_content_changed() -> None:
+    entry = CRSBinding(cluster_resource_set_name="a", resources=[resource(ref("addon", "h1"))])
+    key = ref("addon").key
+    same = with_unrecorded({"a": entry}, {"a": {("ConfigMap", "src"): {key: ref("addon", "h1")}}})
+    assert same["a"].resources[0].applied
+    new = with_unrecorded({"a": entry}, {"a": {("ConfigMap", "src"): {key: ref("addon", "h2")}}})
+    assert not new["a"].resources[0].applied
+    assert new["a"].resources[0].objects[0].hash == "h2"
+
+
+def test_a_crs_no_entry_had_gets_one_never_applied() -> None:
+    merged = with_unrecorded({}, {"b": {("Secret", "s"): {EXTRA: ref("extra")}}})
+    (record,) = merged["b"].resources
+    assert (record.kind, record.name, record.applied) == ("Secret", "s", False)
+
+
+def test_a_write_settles_what_it_took_and_what_it_lists_and_keeps_the_rest() -> None:
+    notes = Unrecorded()
+    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("old")])
+    taken = notes.of(C1, "u1")
+    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("listed"), ref("lost")])
+    written = CRSBinding(cluster_resource_set_name="a", resources=[resource(ref("listed"))])
+    notes.recorded(C1, taken, {"a": written})
+    left = notes.of(C1, "u1")["a"][("ConfigMap", "src")]
+    assert [o.name for o in left.values()] == ["lost"]
+    assert notes.holds_crs(NS, "a") and not notes.holds_crs("other", "a")
+
+
+def test_another_cluster_of_the_name_has_no_notes_and_a_forgotten_one_none() -> None:
+    notes = Unrecorded()
+    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("x")])
+    assert notes.of(C1, "u2") == {}
+    notes.note(C1, "u2", "a", ("ConfigMap", "src"), [ref("y")])
+    assert [o.name for o in notes.of(C1, "u2")["a"][("ConfigMap", "src")].values()] == ["y"]
+    notes.drop_cluster(C1)
+    assert len(notes) == 0 and not notes.holds(C1)
+
+
+def test_a_resource_notes_at_most_a_manifests_objects_the_oldest_going_first() -> None:
+    notes = Unrecorded(most=2)
+    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("x"), ref("y")])
+    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("x"), ref("z")])
+    kept = notes.of(C1, "u1")["a"][("ConfigMap", "src")]
+    assert sorted(o.name for o in kept.values()) == ["x", "z"]
