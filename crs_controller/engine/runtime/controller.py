@@ -509,7 +509,7 @@ class Controller:
         deleted but still recorded (a deletion finds them gone and drops them), and
         objects applied but not yet recorded in the binding. This replica forgets
         the Cluster, and with it its note of those (``memory.unrecorded``, which a
-        pass stopped at --reconcile-timeout keeps for the next): the new owner
+        pass stopped at the reconcile timeout keeps for the next): the new owner
         reads the binding whole and records the ones its sources still ask for as
         it applies them again (no change), but one they no longer ask for stays on
         the workload cluster unrecorded, neither pruned nor deleted with its CRS.

@@ -121,7 +121,6 @@ class _ApplyOne:
             result.sending = None  # refused: not applied
             result.errors.append(_describe(object_ref(obj), exc, self.confidential))
             return None
-        result.sending = None
         if live is None:
             result.skipped.append(ref)
             return None
@@ -129,6 +128,7 @@ class _ApplyOne:
         ignored = self.ignores.paths_for(ref)
         recorded = _record(ref, live, content_hash, self.field_manager, ignored)
         result.applied[position] = recorded
+        result.sending = None
         return recorded
 
 
