@@ -145,12 +145,9 @@ class Index:
 
     def entry(self, namespace: str, cluster: str, crs: str) -> CRSBinding | None:
         """The CRS's entry in the cluster's binding (None when the model refuses the
-        binding: nothing it says can be trusted)."""
+        binding: nothing it says can be trusted), looked up, not searched for."""
         binding = self._bindings.get(namespace, cluster)
-        if binding is None or binding.model is None:
-            return None
-        found = (e for e in binding.model.spec.bindings if e.cluster_resource_set_name == crs)
-        return next(found, None)
+        return None if binding is None else binding.entry_of.get(crs)
 
     def referencing(self, namespace: str, kind: str, name: str) -> list[CRS]:
         return self._crss_named(namespace, sorted(self._refs.get((namespace, kind, name), ())))

@@ -1,6 +1,7 @@
 """The indexes behind the reconcilers' caches (``engine.index``): which bindings hold
 a CRS and which CRSs reference a source stay right when this controller cached its
-own write (``Informer.put``) before the watch brought the same version."""
+own write (``Informer.put``) before the watch brought the same version; a CRS's entry
+in a binding is looked up, not searched for, and is the first when named twice."""
 
 from __future__ import annotations
 
@@ -209,3 +210,44 @@ async def test_a_relist_parses_each_page_before_asking_for_the_next() -> None:
     assert await informer._relist() == "9"
     assert seen == [(None, "cm-1", 2), (None, "cm-2", 3), ("gone", None, 3)]
     assert informer.get(NS, "gone") is None and informer.get(NS, "cm-2") is not None
+
+
+# --- a CRS's entry in a binding, looked up ---------------------------------------------
+
+
+class Counted(list[Any]):
+    """A binding's entry list counting the entries walked."""
+
+    visits = 0
+
+    def __iter__(self) -> Any:
+        for item in super().__iter__():
+            Counted.visits += 1
+            yield item
+
+
+def test_an_entry_lookup_walks_no_entry_list() -> None:
+    index, _, bindings = make_index()
+    names = [f"set-{n}" for n in range(1000)]
+    cached = bindings.put(binding(1, *names))
+    spec = cached.valid.spec
+    spec.bindings = Counted(spec.bindings)
+    Counted.visits = 0
+    # A CRS pass looks its entry up once per cluster: not a walk of the entries each.
+    found = [index.entry(NS, "c1", name) for name in names]
+    assert [e.cluster_resource_set_name for e in found if e is not None] == names
+    assert Counted.visits <= len(names)  # the map built once, for the version cached
+    index.entry(NS, "c1", "set-999")
+    assert Counted.visits <= len(names)
+
+
+def test_a_crs_named_twice_in_a_binding_reads_its_first_entry() -> None:
+    index, _, bindings = make_index()
+    raw = binding(1, "a", "b", "a")
+    raw["spec"]["bindings"][0]["outcome"] = {"reason": "Applied"}
+    raw["spec"]["bindings"][2]["outcome"] = {"reason": "ApplyFailed"}
+    index.update_binding(None, bindings.put(raw))
+    entry = index.entry(NS, "c1", "a")
+    assert entry is not None and entry.outcome is not None
+    assert entry.outcome.reason == "Applied"
+    assert index.entry(NS, "c1", "missing") is None

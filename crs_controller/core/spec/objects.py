@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
@@ -398,6 +399,16 @@ class Binding:
 
     def entries(self) -> dict[str, CRSBinding]:
         return {b.cluster_resource_set_name: b for b in self.valid.spec.bindings}
+
+    @cached_property
+    def entry_of(self) -> Mapping[str, CRSBinding]:
+        """Each CRS's entry, as a CRS's status and rollout read it: the first one when
+        a binding (tenant-writable) names a CRS twice; none when the model refuses it.
+        Built once per cached version, not per lookup."""
+        found: dict[str, CRSBinding] = {}
+        for entry in self.model.spec.bindings if self.model is not None else ():
+            found.setdefault(entry.cluster_resource_set_name, entry)
+        return found
 
 
 def parse_binding_object(raw: Mapping[str, Any]) -> Binding:
