@@ -1,13 +1,14 @@
 """The caches as the reconcilers see them: read-only queries over the informers, and
 the indexes that answer them without scanning (which CRS references which
 ConfigMap/Secret, which bindings name a CRS). Rebuilt from the watches alone; only
-the runtime's watch handlers update the indexes.
+the runtime's watch handlers update the indexes (and a hand-over, reshaping what is
+kept of a binding).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TypeVar
 
 from crs_controller.core.api.models import CRSBinding, SourceKey
@@ -16,6 +17,7 @@ from crs_controller.core.values.dependencies import Dependencies
 from crs_controller.engine.io.informer import Informer
 
 K = TypeVar("K")
+Reshape = Callable[[Binding], Binding]
 
 
 def referenced_sources(crs: CRS) -> set[SourceKey]:
@@ -57,7 +59,7 @@ class Index:
         self._refs: dict[SourceKey, set[str]] = defaultdict(set)
         self._holders: dict[tuple[str, str], set[str]] = defaultdict(set)  # (ns, CRS) -> clusters
         self._indexed_refs: dict[tuple[str, str], set[SourceKey]] = {}
-        self._indexed_holds: dict[tuple[str, str], frozenset[str]] = {}
+        self._indexed_bindings: dict[tuple[str, str], Binding] = {}  # as last indexed
         self._population: dict[str, int] = {}  # namespace -> its CRSs and Clusters
         # namespace -> CRS -> its dependsOn; the graph built from it, until it changes.
         self._depends: dict[str, dict[str, tuple[str, ...]]] = defaultdict(dict)
@@ -90,17 +92,33 @@ class Index:
         elif old is not None:
             self._leave(self._cluster_names, old.namespace, old.name)
 
-    def update_binding(self, old: Binding | None, new: Binding | None) -> None:
+    def update_binding(self, old: Binding | None, new: Binding | None) -> set[str]:
+        """Index ``new`` (None: the binding is gone) and return the CRSs whose entry
+        changed since the version indexed last: added, removed or changed; every CRS
+        it named once it is gone. Against that version, not ``old``: after a write
+        cached at once, ``old`` is the new version already."""
         binding = new or old
         assert binding is not None
         namespace, name = binding.meta.namespace or "", binding.meta.name
-        for crs in self._indexed_holds.pop((namespace, name), frozenset()):
+        before = self._indexed_bindings.pop((namespace, name), None)
+        held = {} if before is None else before.entry_of
+        for crs in held:
             _discard(self._holders, (namespace, crs), name)
         if new is None:
-            return
-        self._indexed_holds[(namespace, name)] = new.crs_names
-        for crs in new.crs_names:
+            return set(held).union(old.entry_of if old is not None else ())
+        self._indexed_bindings[(namespace, name)] = new
+        for crs in new.entry_of:
             self._holders[(namespace, crs)].add(name)
+        return _changed(held, new.entry_of)
+
+    def reshape_binding(self, before: Binding, after: Binding, change: Reshape) -> None:
+        """The cache now keeps ``after``, ``change`` of ``before`` at the same version
+        (``Informer.reshape``): what was indexed of the binding is changed alike, and
+        is the same value when it was (the whole binding is not held here either)."""
+        key = (before.meta.namespace or "", before.meta.name)
+        indexed = self._indexed_bindings.get(key)
+        if indexed is not None:
+            self._indexed_bindings[key] = after if indexed is before else change(indexed)
 
     def _note_dependencies(self, namespace: str, name: str, new: tuple[str, ...] | None) -> None:
         """Keep a CRS's dependsOn; the namespace's graph is built again only when one
@@ -187,6 +205,16 @@ class Index:
     def _crss_named(self, namespace: str, names: Iterable[str]) -> list[CRS]:
         found = (self.crs(namespace, n) for n in names)
         return [c for c in found if c is not None]
+
+
+def _changed(before: Mapping[str, CRSBinding], after: Mapping[str, CRSBinding]) -> set[str]:
+    """The CRSs whose entry differs (cheap between summaries: their equal parts are
+    one value, compared by identity first)."""
+    return {
+        crs
+        for crs in before.keys() | after.keys()
+        if not (before.get(crs) is after.get(crs) or before.get(crs) == after.get(crs))
+    }
 
 
 def _discard(index: dict[K, set[str]], key: K, value: str) -> None:

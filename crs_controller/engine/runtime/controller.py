@@ -292,15 +292,17 @@ class Controller:
                 self.queue.add_after(key, self._status_settle(namespace, crs.name))
 
     def _on_binding(self, old: Binding | None, new: Binding | None) -> None:
-        self.index.update_binding(old, new)
+        # Only the CRSs whose entry changed (every one, once the binding is gone): the
+        # others' status and rollout read the same of it. An edit of one CRS among
+        # many selecting a fleet is then one CRS's status passes, not every one's.
+        changed = self.index.update_binding(old, new)
         binding = new or old
         assert binding is not None
         namespace = binding.meta.namespace or ""
         if not _echo(old, new):
             # Not the version this process just wrote (and reconciled): look again.
             self.queue.add(cluster_key(namespace, binding.meta.name))
-        names = (old.crs_names if old else frozenset()) | (new.crs_names if new else frozenset())
-        for crs in sorted(names):
+        for crs in sorted(changed):
             # The CRS's status is read from the bindings: gather a burst of them
             # (a first apply, an edit reaching every cluster) into one status write.
             self.queue.add_after(crs_key(namespace, crs), self._status_settle(namespace, crs))
@@ -486,7 +488,7 @@ class Controller:
                 owned.add((namespace, name))
             else:
                 self.clusters.reshape(namespace, name, cluster_summary)
-                self.bindings.reshape(namespace, name, summary_of)
+                self._summarize_binding(namespace, name)
             if was != now:
                 self.queue.add(cluster_key(namespace, name))
                 gained, lost = gained + now, lost + was
@@ -498,6 +500,15 @@ class Controller:
             metrics.SHARD_HANDOVERS.labels(direction="out").inc(lost)
         log.info("shard rebalanced", members=len(after), gained=gained, lost=lost)
         self._share_budget(len(after))
+
+    def _summarize_binding(self, namespace: str, name: str) -> None:
+        """Keep only the summary of a binding another replica now writes, in the cache
+        and as the index last saw it."""
+        held = self.bindings.get(namespace, name)
+        self.bindings.reshape(namespace, name, summary_of)
+        now = self.bindings.get(namespace, name)
+        if held is not None and now is not None:
+            self.index.reshape_binding(held, now, summary_of)
 
     def _stop_passes(self) -> None:
         """Cancel the passes in flight on Clusters this replica no longer owns: a
