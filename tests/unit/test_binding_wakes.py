@@ -1,9 +1,9 @@
 """What a binding's watch event queues: a status pass for each CRS whose entry it
 added, removed or changed, not for every CRS it names (those read the same of it);
 every CRS it named once it is gone. The echo of this controller's own write, cached
-at once, still wakes the CRSs the write changed. A binding handed over to another
-replica is held whole nowhere, the index included. Nothing here runs a server or
-sleeps."""
+at once, still wakes the CRSs the write changed, also when the Cluster was handed
+over to another replica in between; a binding handed over is held whole nowhere, the
+index included. Nothing here runs a server or sleeps."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from crs_controller.engine.runtime.controller import Controller
 from .builders import NS
 from .fake_clock import FakeClock
 from .test_event_keys import drain, fleet
-from .test_shard_caches import NAMES, member, share, start
+from .test_shard_caches import NAMES, binding, member, share, start
 
 Obj = dict[str, Any]
 CRSS = 50
@@ -116,3 +116,17 @@ async def test_a_binding_handed_over_is_held_whole_nowhere() -> None:
     gc.collect()
     alive = {name for name, ref in refs.items() if ref() is not None}
     assert alive == share(["replica-a", "replica-b"], "replica-a")
+
+
+async def test_the_echo_of_a_write_before_a_hand_over_still_wakes_its_crs() -> None:
+    clock = FakeClock()
+    controller, shard = member("replica-a", clock)
+    other = min(set(NAMES) - share(["replica-a", "replica-b"], "replica-a"))
+    raw = binding(other, version=6)
+    raw["spec"]["bindings"][0]["outcome"] = {"reason": "ApplyFailed"}
+    controller.bindings.put(raw)  # its own write, cached at once
+    start(shard, "replica-b")  # the Cluster is another member's now: summaries kept
+    held = controller.bindings.get(NS, other)
+    assert held is not None and not held.whole
+    controller._on_binding(held, held)  # the watch's event for version 6
+    assert woken(controller, clock) == {crs_key(NS, "a")}
