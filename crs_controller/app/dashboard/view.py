@@ -24,7 +24,7 @@ from crs_controller.app.commands.status import (
     waiting,
 )
 from crs_controller.core.api.models import MESSAGE_LIMIT, to_api
-from crs_controller.core.rollout.plan import step_of
+from crs_controller.core.rollout.policy import step_of
 from crs_controller.core.spec.objects import CRS, Cluster, parse_binding_object
 from crs_controller.core.text import safe_all
 

@@ -7,6 +7,12 @@ calls except what the caller passes back in (``halted``: the revision whose
 rollout last halted, remembered by the caller or found from the clusters' states by
 ``halted_revision``).
 
+The plan is made in two parts. ``planned`` reads the rollout's progress (phase,
+step, soak, message, what it waits for) from counts alone: a ``Share``
+(``core.rollout.shares``) of every cluster, or the shares of disjoint sets of them
+combined. ``admit`` then names, from the clusters a caller holds, the ones that may
+take the target now and the ones to validate. ``plan`` is both over every cluster.
+
 Where the SPEC is silent, decided here:
 
 - A cluster with both ``done`` and ``failed`` set counts as failed: its last attempt
@@ -72,40 +78,62 @@ Where the SPEC is silent, decided here:
 - A step with ``validation`` is done once each of its clusters is done and
   ``validated``; until then the plan names the clusters to validate (``validate``).
   Its soak counts from the caller's ``since``, which is the validation's end.
+- Under a plan made from shares, the gate's ``budget`` is the whole fleet's
+  (``maxConcurrent`` less the clusters updating in every share): ``admit`` lets a
+  caller's own clusters through up to the number of admissions it is given, never
+  more than that budget, so callers holding parts of a fleet split it between them.
+  First installs and validations are not budgeted: each names its own.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
-import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Literal
 
 import xxhash
 
-from crs_controller.core.api.models import Rollout as RolloutSpec
-from crs_controller.core.api.models import WaitingFor, to_api
-from crs_controller.core.api.selectors import selector_matches, validate_selector
-from crs_controller.core.durations import parse_duration
-from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.rollout.windows import Window, verdict
+from crs_controller.core.api.models import WaitingFor
+from crs_controller.core.rollout.policy import (
+    Policy,
+    Step,
+    compile_windows,
+    count,
+    policy_of,
+    step_of,
+)
+from crs_controller.core.rollout.shares import (
+    NAMES_SHOWN,
+    ClusterState,
+    Group,
+    Share,
+    by_name,
+    is_done,
+    share_of,
+    utc,
+)
+from crs_controller.core.rollout.windows import verdict
 
+# The planner's inputs (core.rollout.policy, core.rollout.shares) are named here too.
 __all__ = [
     "APPROVE_ANNOTATION",
     "ClusterState",
+    "Gate",
     "Phase",
     "Plan",
     "Policy",
     "Step",
+    "admit",
     "compile_windows",
     "count",
+    "halted_of",
     "halted_revision",
     "later",
     "plan",
+    "planned",
     "policy_of",
     "revision",
     "step_of",
@@ -117,55 +145,7 @@ APPROVE_ANNOTATION = "addons.crs.dev/approve"
 # RolledBack: never planned here; a rollback's plan once Complete (engine's rollout).
 Phase = Literal["Progressing", "Paused", "Halted", "Complete", "AwaitingApproval", "RolledBack"]
 
-NAMES_SHOWN = 5
-_PERCENT = re.compile(r"(\d+)%", re.ASCII)  # as Kubernetes reads maxUnavailable
 _PREFIX = "xxh3:"
-
-
-@dataclass(frozen=True)
-class Step:
-    """One wave: the clusters its selector matches first, then a soak once they are done."""
-
-    selector: Mapping[str, Any] | None
-    pause_after: float = 0.0
-    manual: bool = False  # approval: Manual
-    validation: bool = False  # its clusters are validated before it is done
-
-    def __post_init__(self) -> None:
-        # Refused here rather than at plan time, so a bad spec is reported even
-        # while no cluster matches.
-        validate_selector(self.selector)
-        if not math.isfinite(self.pause_after) or self.pause_after < 0:
-            raise ValueError(f"pause_after must be a non-negative number, not {self.pause_after}")
-
-
-@dataclass(frozen=True)
-class Policy:
-    """``spec.rollout``; the default lets every cluster take a new revision at once."""
-
-    max_concurrent: int | str = "100%"
-    steps: tuple[Step, ...] = ()
-    max_failures: int | str = 0
-    paused: bool = False
-    windows: tuple[Window, ...] = ()
-
-    def __post_init__(self) -> None:
-        count(self.max_concurrent, 0, round_up=True)
-        count(self.max_failures, 0, round_up=False)
-
-
-@dataclass(frozen=True)
-class ClusterState:
-    """What one matching cluster is on, as its binding and outcome tell."""
-
-    name: str
-    labels: Mapping[str, str]
-    revision: str | None
-    done: bool
-    failed: bool  # its last pass failed taking ``revision``
-    since: datetime | None
-    held: bool = False  # the cluster holds updates (annotation)
-    validated: bool = False  # its step's validation succeeded on the target
 
 
 @dataclass(frozen=True)
@@ -185,6 +165,21 @@ class Plan:
     validate: frozenset[str] = frozenset()  # clusters whose validation is to run now
 
 
+@dataclass(frozen=True)
+class Gate:
+    """Which clusters a plan made from shares lets take ``target`` now: those of
+    ``group`` (a step, 1-based; 0: those on the ``halted`` revision; None: none) that
+    need it, at most ``budget`` over the whole fleet; and which it validates: the done
+    clusters of step ``validating`` (None: none). First installs always go."""
+
+    target: str
+    steps: tuple[Step, ...]
+    halted: str | None = None
+    group: int | None = None
+    budget: int = 0
+    validating: int | None = None
+
+
 def halted_revision(
     target: str, clusters: Sequence[tuple[str | None, bool]], policy: Policy
 ) -> str | None:
@@ -196,29 +191,23 @@ def halted_revision(
 
     What a new leader, or this process after a restart, finds from the bindings
     alone, so that a revert still goes to that revision's clusters first."""
-    failed = Counter(on for on, bad in clusters if bad and on not in (None, target))
-    allowed = count(policy.max_failures, len(clusters), round_up=False)
-    over = [on for on, n in failed.items() if on is not None and n > allowed]
+    failed = Counter(on for on, bad in clusters if bad and on is not None and on != target)
+    return _most_failed(failed, len(clusters), policy)
+
+
+def halted_of(share: Share, policy: Policy) -> str | None:
+    """``halted_revision`` of the clusters of ``share`` (of them all, or of shares of
+    them all combined), from the revisions it keeps."""
+    failed = {other.revision: other.failed for other in share.others}
+    return _most_failed(failed, share.fleet, policy)
+
+
+def _most_failed(failed: Mapping[str, int], fleet: int, policy: Policy) -> str | None:
+    """The revision the most clusters failed taking, then the first by name, if more
+    failed it than ``maxFailures`` of ``fleet`` allows."""
+    allowed = count(policy.max_failures, fleet, round_up=False)
+    over = [on for on, n in failed.items() if n > allowed]
     return min(over, key=lambda on: (-failed[on], on)) if over else None
-
-
-def count(value: int | str, total: int, *, round_up: bool) -> int:
-    """An int, or "N%" of ``total``: rounded up (at least 1 of a non-empty fleet) for
-    ``maxConcurrent`` so a small fleet still moves, down for ``maxFailures`` so a
-    percentage never tolerates more than it says."""
-    if isinstance(value, bool) or not isinstance(value, int | str) or total < 0:
-        raise ValueError(f"invalid count {value!r} of {total}")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"invalid count {value}: must not be negative")
-        return value
-    match = _PERCENT.fullmatch(value)
-    if match is None or int(match.group(1)) > 100:
-        raise ValueError(f"invalid count {value!r}: expected an integer or a percentage 0%-100%")
-    share = total * int(match.group(1))
-    if round_up:
-        return max(-(-share // 100), 1 if total else 0)
-    return share // 100
 
 
 def revision(resources: Sequence[tuple[str, str, str]]) -> str:
@@ -258,40 +247,81 @@ def plan(
     """Which clusters may apply ``target`` now; ``halted`` is a revision whose rollout
     halted earlier, whose clusters take a newer one first; ``approved`` the step an
     approval names for ``target``."""
-    fleet = _by_name(clusters)
-    first_installs = frozenset(c.name for c in fleet if c.revision is None)
-    active = tuple(c for c in fleet if not c.held)
-    groups = _groups(active, policy.steps)
-    now = _utc(now)
-    position = _position(groups, policy.steps, target, now)
-    updated = sum(_is_done(c, target) for c in fleet)
-    base = Plan(first_installs, "Progressing", position.step, updated, "", None)
-    base = replace(base, held=len(fleet) - len(active))
-    if all(_is_done(c, target) for c in active) and not position.validating:
-        return replace(base, phase="Complete", step=len(groups), message="complete")
-    failed = [c.name for c in fleet if c.revision == target and c.failed]
-    allowed = count(policy.max_failures, len(fleet), round_up=False)
-    if len(failed) > allowed:
-        message = _halted_message(failed, allowed) + ("; paused" if policy.paused else "")
-        return replace(base, phase="Halted", message=message)
+    made, gate = planned(share_of(target, clusters, policy, halted), policy, now, approved)
+    return admit(made, gate, clusters)
+
+
+def planned(
+    share: Share, policy: Policy, now: datetime, approved: int | None = None
+) -> tuple[Plan, Gate]:
+    """The plan the clusters of ``share`` make, naming none of them yet (``admit``
+    does), and the gate they pass through."""
+    if share.steps != len(policy.steps):
+        raise ValueError(f"a share of {share.steps} steps planned with {len(policy.steps)}")
+    now = utc(now)
+    position = _position(share, policy.steps, now)
+    gate = Gate(share.target, policy.steps, share.halted)
+    base = Plan(frozenset(), "Progressing", position.step, share.updated, "", None)
+    base = replace(base, held=share.held)
+    active = share.fleet - share.held
+    if sum(g.done for g in share.groups) == active and not position.validating:
+        return replace(base, phase="Complete", step=len(share.groups), message="complete"), gate
+    allowed = count(policy.max_failures, share.fleet, round_up=False)
+    if share.failed > allowed:
+        message = _halted_message(share, allowed) + ("; paused" if policy.paused else "")
+        return replace(base, phase="Halted", message=message), gate
     if policy.paused:
-        return replace(base, phase="Paused", message="paused")
+        return replace(base, phase="Paused", message="paused"), gate
     if position.validating:
-        return _validating(base, groups[position.step - 1], target, len(groups))
+        made = _validating(base, share.groups[position.step - 1], len(share.groups))
+        return made, replace(gate, validating=position.step)
     window = verdict(policy.windows, now)
     if not window.open:
-        return _outside(base, window.changes_at, now)
-    made = _progress(base, target, active, groups, policy, now, halted, approved, position)
-    return _until_closing(made, window.changes_at, now)
+        return _outside(base, window.changes_at, now), gate
+    made, gate = _progress(base, gate, share, policy, now, approved, position)
+    return _until_closing(made, window.changes_at, now), gate
 
 
-def _validating(base: Plan, step: tuple[ClusterState, ...], target: str, steps: int) -> Plan:
-    """The step's clusters are done: validate those not validated yet."""
-    todo = frozenset(c.name for c in step if _is_done(c, target) and not c.validated)
-    message = (
-        f"step {base.step}/{steps}: validating on {len(todo)} of {len(step)} {_clusters(len(step))}"
+def admit(
+    made: Plan, gate: Gate, own: Sequence[ClusterState], admissions: int | None = None
+) -> Plan:
+    """``made`` with the clusters of ``own`` it lets through: every first install, and
+    at most ``admissions`` (at most the gate's budget, which is the default) of the
+    gate's group that need the target, those not on it yet then retries of those that
+    failed it, each in name order; and those of the validating step to validate."""
+    fleet = by_name(own)
+    first = frozenset(c.name for c in fleet if c.revision is None)
+    active = [c for c in fleet if not c.held]
+    limit = gate.budget if admissions is None else min(admissions, gate.budget)
+    wanting = itertools.islice(_wanting(gate, active), max(0, limit))
+    validate = frozenset(
+        c.name
+        for c in active
+        if is_done(c, gate.target)
+        and not c.validated
+        and gate.validating is not None
+        and step_of(gate.steps, c.labels) == gate.validating
     )
-    return replace(base, message=message, waiting_for="Validation", validate=todo)
+    return replace(made, admit=made.admit | first | {c.name for c in wanting}, validate=validate)
+
+
+def _wanting(gate: Gate, active: Sequence[ClusterState]) -> Iterator[ClusterState]:
+    """The clusters of the gate's group that need the target, in the order admitted."""
+    if gate.group is None:
+        return iter(())
+    if gate.group == 0:
+        return (c for c in active if c.revision == gate.halted)
+    fresh = (c for c in active if c.revision is not None and c.revision != gate.target)
+    retries = (c for c in active if c.revision == gate.target and c.failed)
+    chained = itertools.chain(fresh, retries)
+    return (c for c in chained if step_of(gate.steps, c.labels) == gate.group)
+
+
+def _validating(base: Plan, step: Group, steps: int) -> Plan:
+    """The step's clusters are done: validate those not validated yet."""
+    todo, of = step.unvalidated, step.clusters
+    message = f"step {base.step}/{steps}: validating on {todo} of {of} {_clusters(of)}"
+    return replace(base, message=message, waiting_for="Validation")
 
 
 def _outside(base: Plan, opens: datetime | None, now: datetime) -> Plan:
@@ -319,128 +349,69 @@ def _until_closing(made: Plan, closes: datetime | None, now: datetime) -> Plan:
 
 def _progress(
     base: Plan,
-    target: str,
-    fleet: tuple[ClusterState, ...],
-    groups: tuple[tuple[ClusterState, ...], ...],
+    gate: Gate,
+    share: Share,
     policy: Policy,
     now: datetime,
-    halted: str | None,
     approved: int | None,
     position: _Position,
-) -> Plan:
+) -> tuple[Plan, Gate]:
     """Who may update now, and what the status says."""
-    prior = tuple(c for c in fleet if halted not in (None, target) and c.revision == halted)
+    prior = next((o.clusters for o in share.others if o.revision == share.halted), 0)
     if not prior and position.soak_until is not None:
         until = position.soak_until
         message = f"soaking after step {position.step} until {_when(until, now)}"
         wake = (until - now).total_seconds()
-        return replace(base, message=message, wake_after=wake, soaking=True)
-    limit = max(1, count(policy.max_concurrent, len(fleet), round_up=True))
-    budget = limit - sum(_is_updating(c, target) for c in fleet)
-    where = f"step {position.step}/{len(groups)}"
+        return replace(base, message=message, wake_after=wake, soaking=True), gate
+    limit = max(1, count(policy.max_concurrent, share.fleet - share.held, round_up=True))
+    budget = max(0, limit - sum(g.updating for g in share.groups))
+    where = f"step {position.step}/{len(share.groups)}"
     if prior:
-        admitted = _admit(prior, target, budget)
-        message = f"first the {len(prior)} {_clusters(len(prior))} on halted revision {halted}"
-        return replace(base, admit=base.admit | admitted, message=f"{where}: {message}")
-    step = groups[position.step - 1]
-    if _asks_approval(policy, position.step, step, target) and approved != position.step:
+        message = f"first the {prior} {_clusters(prior)} on halted revision {share.halted}"
+        return replace(base, message=f"{where}: {message}"), replace(gate, group=0, budget=budget)
+    step = share.groups[position.step - 1]
+    if _asks_approval(policy, position.step, step) and approved != position.step:
         message = f"{where} awaits approval"
-        return replace(base, phase="AwaitingApproval", message=message, waiting_for="Approval")
-    admitted = _admit(step, target, budget)
-    return replace(
-        base, admit=base.admit | admitted, message=f"{where}: {_step_message(step, target)}"
-    )
+        made = replace(base, phase="AwaitingApproval", message=message, waiting_for="Approval")
+        return made, gate
+    made = replace(base, message=f"{where}: {_step_message(step)}")
+    return made, replace(gate, group=position.step, budget=budget)
 
 
-def _asks_approval(
-    policy: Policy, number: int, step: tuple[ClusterState, ...], target: str
-) -> bool:
+def _asks_approval(policy: Policy, number: int, step: Group) -> bool:
     """A manual step that has not started: none of its clusters is on the target,
     and one of them needs it."""
     if number > len(policy.steps) or not policy.steps[number - 1].manual:
         return False
-    started = any(c.revision == target for c in step)
-    return not started and any(c.revision not in (None, target) for c in step)
+    started = step.done + step.failed + step.updating > 0
+    return not started and step.fresh > 0
 
 
-def _admit(group: tuple[ClusterState, ...], target: str, budget: int) -> frozenset[str]:
-    """The first ``budget`` clusters of ``group`` that need the target: those not on it
-    yet, then retries of those that failed it, each in name order."""
-    fresh = [c for c in group if c.revision is not None and c.revision != target]
-    retries = [c for c in group if c.revision == target and c.failed]
-    return frozenset(c.name for c in (fresh + retries)[: max(0, budget)])
-
-
-def _position(
-    groups: tuple[tuple[ClusterState, ...], ...],
-    steps: tuple[Step, ...],
-    target: str,
-    now: datetime,
-) -> _Position:
+def _position(share: Share, steps: tuple[Step, ...], now: datetime) -> _Position:
     """The first step that is not done, or whose validation or soak is not."""
-    for index, group in enumerate(groups):
-        if not all(_is_done(c, target) for c in group):
+    for index, group in enumerate(share.groups):
+        if group.done < group.clusters:
             return _Position(index + 1)
         step = steps[index] if index < len(steps) else None
-        if step is not None and step.validation and not all(c.validated for c in group):
+        if step is not None and step.validation and group.validated < group.clusters:
             return _Position(index + 1, validating=True)
         pause = step.pause_after if step is not None else 0.0
-        times = [_utc(c.since) for c in group if c.since is not None]
-        if pause and times:  # a step without clusters (or times) is done at once
-            until = later(max(times), pause)
+        if pause and group.since is not None:  # a step without clusters (or times) is done at once
+            until = later(group.since, pause)
             if until > now:
                 return _Position(index + 1, until)
-    return _Position(len(groups))
+    return _Position(len(share.groups))
 
 
-def _groups(
-    fleet: tuple[ClusterState, ...], steps: tuple[Step, ...]
-) -> tuple[tuple[ClusterState, ...], ...]:
-    """The clusters of each step, in name order; the last group is the implicit step
-    of those matching no selector."""
-    members: list[list[ClusterState]] = [[] for _ in range(len(steps) + 1)]
-    for cluster in fleet:
-        members[step_of(steps, cluster.labels) - 1].append(cluster)
-    return tuple(tuple(group) for group in members)
+def _step_message(step: Group) -> str:
+    message = f"{step.done} of {step.clusters} {_clusters(step.clusters)} updated"
+    return message + (f", {step.failed} failed" if step.failed else "")
 
 
-def step_of(steps: Sequence[Step], labels: Mapping[str, str]) -> int:
-    """The step (1-based) of a cluster with ``labels``: the first whose selector
-    matches them, else the implicit last step, ``len(steps) + 1``."""
-    return next(
-        (i + 1 for i, step in enumerate(steps) if selector_matches(step.selector, labels)),
-        len(steps) + 1,
-    )
-
-
-def _by_name(clusters: Sequence[ClusterState]) -> tuple[ClusterState, ...]:
-    """The clusters in name order, so the plan does not depend on the input's order."""
-    fleet = tuple(sorted(clusters, key=lambda c: c.name))
-    for before, after in itertools.pairwise(fleet):
-        if before.name == after.name:
-            raise ValueError(f"cluster {before.name} appears twice")
-    return fleet
-
-
-def _is_done(cluster: ClusterState, target: str) -> bool:
-    return cluster.revision == target and cluster.done and not cluster.failed
-
-
-def _is_updating(cluster: ClusterState, target: str) -> bool:
-    return cluster.revision == target and not cluster.done and not cluster.failed
-
-
-def _step_message(step: tuple[ClusterState, ...], target: str) -> str:
-    done = sum(_is_done(c, target) for c in step)
-    failed = sum(c.revision == target and c.failed for c in step)
-    message = f"{done} of {len(step)} {_clusters(len(step))} updated"
-    return message + (f", {failed} failed" if failed else "")
-
-
-def _halted_message(failed: list[str], allowed: int) -> str:
-    shown = ", ".join(failed[:NAMES_SHOWN])
-    more = f" and {len(failed) - NAMES_SHOWN} more" if len(failed) > NAMES_SHOWN else ""
-    counted = f"{len(failed)} {_clusters(len(failed))} failed (maximum {allowed})"
+def _halted_message(share: Share, allowed: int) -> str:
+    shown = ", ".join(share.failed_names)
+    more = f" and {share.failed - NAMES_SHOWN} more" if share.failed > NAMES_SHOWN else ""
+    counted = f"{share.failed} {_clusters(share.failed)} failed (maximum {allowed})"
     return f"halted: {counted}: {shown}{more}"
 
 
@@ -461,36 +432,3 @@ def later(moment: datetime, seconds: float) -> datetime:
         return moment + timedelta(seconds=seconds)
     except OverflowError:
         return datetime.max.replace(tzinfo=moment.tzinfo)
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def compile_windows(spec: RolloutSpec) -> tuple[Window, ...]:
-    """``spec.rollout.windows``, checked once; InvalidSpec names the field."""
-    windows = []
-    for index, window in enumerate(spec.windows or ()):
-        where = f"spec.rollout.windows[{index}]"
-        try:
-            duration = parse_duration(window.duration)
-            windows.append(Window(window.kind, window.schedule, duration, window.time_zone))
-        except (ValueError, InvalidSpec) as exc:
-            raise InvalidSpec(f"{where}: {exc}") from None
-    return tuple(windows)
-
-
-def policy_of(spec: RolloutSpec, pauses: Sequence[float], windows: Sequence[Window] = ()) -> Policy:
-    """The planner's policy for ``spec.rollout``: ``pauses`` are its steps'
-    pauseAfter in seconds and ``windows`` its change windows (both parsed once with
-    the CRS), selectors in API form."""
-    steps = tuple(
-        Step(
-            to_api(s.cluster_selector),
-            pause,
-            manual=s.approval == "Manual",
-            validation=s.validation is not None,
-        )
-        for s, pause in zip(spec.steps, pauses, strict=True)
-    )
-    return Policy(spec.max_concurrent, steps, spec.max_failures, spec.paused, tuple(windows))

@@ -41,7 +41,8 @@ from crs_controller.core.api.selectors import matches_validated, validate_select
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.health.cel_rules import CompiledRule, compile_rules
 from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION, Undo, decide, parse_request
-from crs_controller.core.rollout.plan import APPROVE_ANNOTATION, Policy, compile_windows, policy_of
+from crs_controller.core.rollout.plan import APPROVE_ANNOTATION
+from crs_controller.core.rollout.policy import Policy, compile_windows, policy_of
 from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL, size_of
 from crs_controller.core.spec.ignore import NO_IGNORES, Ignores, compile_ignores
 from crs_controller.core.spec.modes import ApplyOnce, Reconcile, Strategy, compile_strategy

@@ -12,15 +12,9 @@ from dataclasses import dataclass, field, replace
 from crs_controller.core.api.models import CRSBinding, RolloutStatus
 from crs_controller.core.render import source_hash
 from crs_controller.core.rollout.history import Undo, failure_in, failure_note
-from crs_controller.core.rollout.plan import (
-    ClusterState,
-    Plan,
-    Policy,
-    halted_revision,
-    later,
-    plan,
-    revision,
-)
+from crs_controller.core.rollout.plan import Plan, halted_revision, later, plan, revision
+from crs_controller.core.rollout.policy import Policy
+from crs_controller.core.rollout.shares import ClusterState
 from crs_controller.core.rollout.snapshots import SnapshotRefused
 from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.status import Outcome, outcome_of
