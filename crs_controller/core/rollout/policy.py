@@ -13,7 +13,7 @@ from typing import Any
 
 from crs_controller.core.api.models import Rollout as RolloutSpec
 from crs_controller.core.api.models import to_api
-from crs_controller.core.api.selectors import selector_matches, validate_selector
+from crs_controller.core.api.selectors import matches_validated, validate_selector
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.rollout.windows import Window
@@ -76,9 +76,11 @@ def count(value: int | str, total: int, *, round_up: bool) -> int:
 
 def step_of(steps: Sequence[Step], labels: Mapping[str, str]) -> int:
     """The step (1-based) of a cluster with ``labels``: the first whose selector
-    matches them, else the implicit last step, ``len(steps) + 1``."""
+    matches them, else the implicit last step, ``len(steps) + 1``. Each step's
+    selector was validated when the step was made, so it is not validated again for
+    every cluster of the fleet."""
     return next(
-        (i + 1 for i, step in enumerate(steps) if selector_matches(step.selector, labels)),
+        (i + 1 for i, step in enumerate(steps) if matches_validated(step.selector, labels)),
         len(steps) + 1,
     )
 
