@@ -283,6 +283,10 @@ def test_shares_of_different_rollouts_are_not_combined() -> None:
         combine([])
     with pytest.raises(ValueError, match="planned with"):
         planned(share, Policy(), T0)
+    with pytest.raises(ValueError, match="groups"):
+        Share.from_api({**share.to_api(), "groups": []})
+    with pytest.raises(ValueError):
+        Share.from_api({**share.to_api(), "fleet": "many"})
 
 
 def test_a_part_admits_at_most_its_admissions_and_always_its_first_installs() -> None:
