@@ -1,6 +1,7 @@
 """What a watch event queues, and what it costs the event loop. A ConfigMap or Secret
-change queues the keys of the CRSs naming it, whatever the fleet; each CRS's
-clusters are woken when its key is taken, one CRS at a time. A Cluster change that
+change queues a look at the sources of each CRS naming it, whatever the fleet; each
+CRS's clusters are woken when its look is taken, one CRS at a time (and only when
+the content moved: tests/unit/test_source_wake). A Cluster change that
 leaves which CRSs select it as it was (its status, an annotation, another label)
 queues their status passes after the same settle as a binding write; one that
 changes the selection (created, deleted, a label selected or let go, its deletion
@@ -16,7 +17,7 @@ import pytest
 
 from crs_controller.core.spec.objects import CRS, Cluster, SourceMeta
 from crs_controller.engine.reconcile.context import Settings
-from crs_controller.engine.reconcile.result import cluster_key, crs_key
+from crs_controller.engine.reconcile.result import cluster_key, crs_key, sources_key
 from crs_controller.engine.runtime.controller import Controller, status_settle
 
 from .builders import NS, cluster, crs
@@ -76,30 +77,32 @@ async def test_a_source_change_costs_its_handler_no_cluster_walk(
     assert calls[0] <= crss + prod + dev
     queued = controller.queue.ready_keys()
     assert len(queued) == crss
-    assert set(queued) == {crs_key(NS, f"set-{n}") for n in range(crss)}
-    # Each CRS key taken wakes its clusters: the prod ones, none of the dev ones.
+    assert set(queued) == {sources_key(NS, f"set-{n}") for n in range(crss)}
+    # Each look taken wakes its CRS's clusters (first seen by this process): the prod
+    # ones, none of the dev ones.
     woken: set[Hashable] = set()
     while len(controller.queue):
         key = controller.queue.get_nowait()
-        if key[0] == "crs":  # type: ignore[index]
+        if key[0] == "sources":  # type: ignore[index]
             calls[0] = 0
-            controller._wake_sourced(*key[1:])  # type: ignore[index]
+            await controller._process(key)
             assert calls[0] <= prod + dev  # one CRS's clusters, once
-        else:
+        elif key[0] == "cluster":  # type: ignore[index]
             woken.add(key)
         controller.queue.done(key)
     assert woken == {cluster_key(NS, f"c-{n}") for n in range(prod)}
 
 
-async def test_a_source_change_wakes_the_clusters_when_the_crs_pass_runs() -> None:
+async def test_a_source_first_seen_wakes_the_clusters_when_its_look_runs() -> None:
     controller, _ = await fleet(1, 2, 1)
     controller._on_source("ConfigMap")(None, SourceMeta("src", NS, "uid-1"))
     key = controller.queue.get_nowait()
-    assert key == crs_key(NS, "set-0")
+    assert key == sources_key(NS, "set-0")
     await controller._process(key)
     controller.queue.done(key)
-    assert set(drain(controller)) == {cluster_key(NS, "c-0"), cluster_key(NS, "c-1")}
-    # Taken again without a source change, the CRS wakes nobody.
+    every = {cluster_key(NS, "c-0"), cluster_key(NS, "c-1")}
+    assert set(drain(controller)) == every | {crs_key(NS, "set-0")}
+    # Looked at again with the source as it was, the CRS wakes nobody.
     await controller._process(key)
     assert drain(controller) == []
 

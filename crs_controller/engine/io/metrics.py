@@ -64,7 +64,9 @@ NOTIFICATIONS_DROPPED = Counter(
 # (pkg/internal/controller/metrics and pkg/metrics/workqueue.go), so the dashboards and
 # alerts written for controller-runtime controllers read this one too. Its two
 # controllers share one queue and its workers; each key counts under its own.
+# A look at a CRS's sources (``sources``) is the CRS controller's work.
 CONTROLLER_OF_KIND = {"crs": "clusterresourceset", "cluster": "cluster"}
+QUEUE_OF_KIND = {**CONTROLLER_OF_KIND, "sources": "clusterresourceset"}
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
 _RECONCILE_TIME_BUCKETS = (
     *(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5),

@@ -16,14 +16,21 @@ parsed again. Each content's verdict, valid or the refusal (InvalidManifest,
 WrongSecretType, a short message), is kept apart, by count: no amount of large
 sources pushes one out, so a hostile source is not parsed again on every retry, and
 the CRS status, which needs only the verdict, never parses an evicted source again.
+
+Each load notes what it found (the content's hash, or why the source cannot be
+used). One that finds something else than the load before it takes a new change
+number and says so (``on_change``): a source's number moves with every change a
+pass could have acted on, A to B and back to A included, and never for a new
+version whose content is the same (labels, annotations).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -52,6 +59,9 @@ MAX_SOURCE_CHARACTERS = 1536 * 1024
 CONTENT_BUDGET_BYTES = 32 * 1024 * 1024
 PARSED_BUDGET_BYTES = 64 * 1024 * 1024
 VERDICTS_KEPT = 8192  # each None or a message of at most ~1 KiB
+# What each source's last load found, for this many sources (least recently loaded
+# out first). One forgotten and loaded again takes a new number: counted as changed.
+SEEN_KEPT = 16384
 # Parsed objects in memory, measured (tracemalloc) per node and per source byte:
 # Calico's 710 KB holds 1.5 MiB, 1 MiB of "[{},{},…]" 24 MiB (69 B a node), 1 MiB of
 # small ConfigMaps 9.2 MiB (77 B a node). Aliases are shared, not copied, so a
@@ -141,8 +151,12 @@ class Sources:
         client: KubeAPI,
         configmaps: Informer[SourceMeta],
         secrets: Informer[SourceMeta],
+        on_change: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self._client = client
+        self._on_change = on_change
+        self._seen: OrderedDict[ContentKey, tuple[str, int]] = OrderedDict()
+        self._changes = itertools.count(1)
         self._informers = {"ConfigMap": configmaps, "Secret": secrets}
         self._contents: ByteBudgetLRU[ContentKey, Obj] = ByteBudgetLRU(CONTENT_BUDGET_BYTES)
         self._hashes: dict[ContentKey, tuple[int, str]] = {}
@@ -196,6 +210,40 @@ class Sources:
         return fetched
 
     async def load(self, namespace: str, ref: ResourceRef) -> Source:
+        source = await self._load(namespace, ref)
+        self._note((namespace, ref.kind, ref.name), source)
+        return source
+
+    async def change(self, namespace: str, ref: ResourceRef) -> int:
+        """Load the source now and give its change number: the same number as long as
+        every load of it found the same (see ``_note``). The caller is the one that
+        compares: a change this load finds is not told."""
+        key = (namespace, ref.kind, ref.name)
+        self._note(key, await self._load(namespace, ref), tell=False)
+        return self._seen[key][1]
+
+    def noted(self, namespace: str, ref: ResourceRef) -> int | None:
+        """The source's change number as its last load left it, loading nothing
+        (None: not loaded, or forgotten since)."""
+        held = self._seen.get((namespace, ref.kind, ref.name))
+        return None if held is None else held[1]
+
+    def _note(self, key: ContentKey, source: Source, *, tell: bool = True) -> None:
+        """Keep what a load found; something else than the load before it (or a
+        source not noted yet) takes a new change number, and is told."""
+        found = source.hash if source.error is None else f"!{source.error.reason}: {source.error}"
+        held = self._seen.get(key)
+        if held is not None and held[0] == found:
+            self._seen.move_to_end(key)
+            return
+        self._seen[key] = (found, next(self._changes))
+        self._seen.move_to_end(key)
+        if len(self._seen) > SEEN_KEPT:
+            self._seen.popitem(last=False)
+        if tell and self._on_change is not None:
+            self._on_change(*key)
+
+    async def _load(self, namespace: str, ref: ResourceRef) -> Source:
         raw = await self.content(namespace, ref.kind, ref.name)
         if raw is None:
             error = ResourceNotFound(f"{ref.kind} {namespace}/{ref.name} not found")

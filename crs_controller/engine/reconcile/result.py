@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-Key = tuple[str, str, str]  # ("cluster" | "crs", namespace, name)
+Key = tuple[str, str, str]  # ("cluster" | "crs" | "sources", namespace, name)
 
 
 def cluster_key(namespace: str, name: str) -> Key:
@@ -23,6 +23,11 @@ def cluster_key(namespace: str, name: str) -> Key:
 
 def crs_key(namespace: str, name: str) -> Key:
     return ("crs", namespace, name)
+
+
+def sources_key(namespace: str, name: str) -> Key:
+    """A look at whether the content of a CRS's sources moved (``Controller``)."""
+    return ("sources", namespace, name)
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,13 @@ from crs_controller.engine.memory.plans import Rollouts
 from crs_controller.engine.reconcile.cluster import forget_cluster, reconcile_cluster
 from crs_controller.engine.reconcile.context import ClusterContext, CRSContext, Settings, Shared
 from crs_controller.engine.reconcile.crs import reconcile_crs
-from crs_controller.engine.reconcile.result import Result, cluster_key, crs_key
+from crs_controller.engine.reconcile.result import Result, cluster_key, crs_key, sources_key
+from crs_controller.engine.reconcile.source_changes import (
+    Seen,
+    last_seen,
+    moved,
+    sources_seen,
+)
 from crs_controller.engine.runtime.membership import ShardMembership
 from crs_controller.engine.runtime.queue import WorkQueue
 from crs_controller.engine.runtime.queue_metrics import QueueMetrics
@@ -151,7 +157,7 @@ class Controller:
         self._served: set[tuple[str, str]] = set()  # clusters this replica has reconciled
         self._passes: dict[tuple[str, str], asyncio.Task[Result]] = {}  # clusters' in flight
         self._crs_pass_seconds: dict[tuple[str, str], float] = {}  # each CRS's last pass
-        self._sourced: set[tuple[str, str]] = set()  # CRSs a source of which changed
+        self._woken: dict[tuple[str, str], Seen] = {}  # sources as clusters last woken for
 
     def _look_again(self, namespace: str, name: str) -> None:
         self.queue.add(cluster_key(namespace, name))
@@ -162,7 +168,7 @@ class Controller:
         """What the two reconcilers share: the caches, the sources, the events, and
         the process's memory (outcomes, rollout plans, notes)."""
         mgmt, clock = self.mgmt, self.clock
-        sources = Sources(mgmt, configmaps, secrets)
+        sources = Sources(mgmt, configmaps, secrets, on_change=self._source_moved)
         # A budget place freed and a plan admitting clusters queue those clusters as
         # they happen: a pass that fails afterwards returns no Result to carry them.
         wake = self._look_again
@@ -256,17 +262,30 @@ class Controller:
         self.queue.add(crs_key(namespace, crs.name))
         if new is None:
             self._crs_pass_seconds.pop((namespace, crs.name), None)
-            self._sourced.discard((namespace, crs.name))
+            self._woken.pop((namespace, crs.name), None)
         if _status_only(old, new):
             return
         for cluster in self.index.clusters_in(namespace):
             if (old and old.selects(cluster)) or (new and new.selects(cluster)):
                 self.queue.add(cluster_key(namespace, cluster.name))
+        if new is not None:
+            self._woken_now(new)
         if new is not None and new.deleting:
             # Its finalizer waits for every binding to let go, including those of
             # clusters it no longer selects (entries kept by an unfinished deletion).
             for cluster_name in self.index.holders(namespace, new.name):
                 self.queue.add(cluster_key(namespace, cluster_name))
+
+    def _woken_now(self, crs: CRS) -> None:
+        """Every cluster ``crs`` selects was just woken: for its sources as their last
+        loads found them, so that the next look at them compares with those (a
+        source never loaded: the next look wakes them as a first one does)."""
+        at = (crs.namespace, crs.name)
+        seen = last_seen(self.crs_ctx, crs)
+        if seen is None:
+            self._woken.pop(at, None)
+        else:
+            self._woken[at] = seen
 
     def _on_cluster(self, old: Cluster | None, new: Cluster | None) -> None:
         self.index.update_cluster(old, new)
@@ -315,16 +334,19 @@ class Controller:
             self.crs_ctx.snapshots.seen(kind, old, new)
             meta = new or old
             assert meta is not None
-            namespace = meta.namespace
             # The watch holds metadata only: whether the content moved is known once
-            # it is fetched (one GET per version, engine/io/sources), so any version
-            # wakes. The CRSs' keys only: each wakes its clusters when taken
-            # (``_wake_sourced``), one CRS at a time, not all in this handler.
-            for crs in self.index.referencing(namespace, kind, meta.name):
-                self._sourced.add((namespace, crs.name))
-                self.queue.add(crs_key(namespace, crs.name))
+            # it is fetched (one GET per version, engine/io/sources). Each CRS naming
+            # it looks when its key is taken (``_look_at_sources``), one CRS at a
+            # time, not all in this handler.
+            self._source_moved(meta.namespace, kind, meta.name)
 
         return handler
+
+    def _source_moved(self, namespace: str, kind: str, name: str) -> None:
+        """A source has a new version, or a pass found its content changed: each CRS
+        naming it looks at its sources."""
+        for crs in self.index.referencing(namespace, kind, name):
+            self.queue.add(sources_key(namespace, crs.name))
 
     def _on_secret(self, old: SourceMeta | None, new: SourceMeta | None) -> None:
         meta = new or old
@@ -366,10 +388,15 @@ class Controller:
 
     async def _process(self, key: Hashable) -> None:
         kind, namespace, name = cast(tuple[str, str, str], key)
-        if kind == "cluster" and not await self._ours(namespace, name):
-            return
-        if kind == "crs":
-            self._wake_sourced(namespace, name)
+        if kind == "sources":
+            await self._look_at_sources(namespace, name)
+        elif kind == "crs" or await self._ours(namespace, name):
+            await self._pass(key)
+
+    async def _pass(self, key: Hashable) -> None:
+        """One reconcile of a CRS or of a Cluster this replica owns, and what its
+        outcome asks of the queue."""
+        kind, namespace, name = cast(tuple[str, str, str], key)
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.settings.reconcile_timeout):
@@ -405,15 +432,54 @@ class Controller:
         log.debug("reconciled", kind=kind, key=f"{namespace}/{name}", retry=result.retry)
         self._follow(key, result)
 
-    def _wake_sourced(self, namespace: str, name: str) -> None:
-        """A source of this CRS changed: its matching clusters look again (each
-        replica wakes them all; a cluster's key goes no further on the others)."""
-        if (namespace, name) not in self._sourced:
-            return
-        self._sourced.discard((namespace, name))
+    async def _look_at_sources(self, namespace: str, name: str) -> None:
+        """A source of this CRS has a new version: when the content of its sources
+        moved since its clusters were last woken (or this process has not woken them
+        yet), they look again and its status pass comes now; otherwise only the
+        status pass, spaced as after a binding write, so a source whose labels or
+        annotations are written in a loop costs no cluster a pass. Each replica looks
+        for itself and wakes every matching cluster (a cluster's key goes no further
+        on the others)."""
         crs = self.index.crs(namespace, name)
-        for cluster in self.index.matching_clusters(crs) if crs is not None else ():
+        if crs is None:
+            return
+        key = crs_key(namespace, name)
+        # With no Cluster matching there is nothing to wake, and the status pass reads
+        # no source. A Cluster that starts matching meanwhile is queued by its event.
+        matching = self.index.matching_clusters(crs)
+        if not matching or not await self._sources_moved(crs):
+            self.queue.add_after(key, self._status_settle(namespace, name))
+            return
+        for cluster in matching:
             self.queue.add(cluster_key(namespace, cluster.name))
+        self.queue.add(key)
+
+    async def _sources_moved(self, crs: CRS) -> bool:
+        """Did the content of the CRS's sources move since its clusters were last
+        woken for them? When it did, they are taken as woken for it now."""
+        at = (crs.namespace, crs.name)
+        seen = await self._sources_seen(crs)
+        if seen is None:
+            return True  # cannot tell: as on any new version
+        if not moved(self._woken.get(at), seen):
+            return False
+        if self.index.crs(*at) is not None:  # not deleted meanwhile
+            self._woken[at] = seen
+        return True
+
+    async def _sources_seen(self, crs: CRS) -> Seen | None:
+        """The change numbers of the CRS's sources, loaded now; None when they could
+        not be read: the clusters then look, as on any new version, and their passes
+        say why."""
+        where = f"{crs.namespace}/{crs.name}"
+        try:
+            async with asyncio.timeout(self.settings.reconcile_timeout):
+                return await sources_seen(self.crs_ctx, crs)
+        except (CRSError, TimeoutError) as exc:
+            log.info("sources not read", crs=where, error=str(exc))
+        except Exception:
+            log.exception("sources not read", crs=where)
+        return None
 
     async def _reconcile(self, kind: str, namespace: str, name: str) -> Result:
         """One pass; a Cluster's runs as a task of its own, which ``_stop_passes``

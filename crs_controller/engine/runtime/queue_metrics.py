@@ -20,7 +20,7 @@ __all__ = ["QueueMetrics", "controller_of_key"]
 def controller_of_key(key: Hashable) -> str | None:
     """The controller a key ``(kind, namespace, name)`` belongs to."""
     if isinstance(key, tuple) and len(key) == 3 and isinstance(key[0], str):
-        return metrics.CONTROLLER_OF_KIND.get(key[0])
+        return metrics.QUEUE_OF_KIND.get(key[0])
     return None
 
 
