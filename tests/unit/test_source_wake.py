@@ -190,3 +190,19 @@ async def test_a_source_named_by_two_crss_wakes_each_ones_clusters() -> None:
     taken = await take(controller)
     assert set(taken) >= PROD
     assert {STATUS, crs_key(NS, "other")} <= set(taken)
+
+
+async def test_a_sources_change_number_moves_with_its_content_only() -> None:
+    controller, _ = await fleet()
+    sources, ref = controller.crs_ctx.sources, ResourceRef(kind="ConfigMap", name="src")
+    first = await sources.change(NS, ref)
+    await edit(controller, annotate(1))
+    assert await sources.change(NS, ref) == first  # a new version, the same content
+    await edit(controller, keep_version(content("2")))
+    second = await sources.change(NS, ref)
+    await edit(controller, keep_version(content("1")))
+    back = await sources.change(NS, ref)
+    assert len({first, second, back}) == 3  # back to the first content: a change too
+    await controller.mgmt.delete("v1", "ConfigMap", "src", NS)
+    configmaps(controller).remove(NS, "src")
+    assert await sources.change(NS, ref) != back  # unreadable now
