@@ -29,8 +29,9 @@ import structlog
 from hypercorn.typing import ASGIReceiveCallable, HTTPScope
 from semver import Version
 
-from crs_controller.app import serving
+from crs_controller.app import serving, tls
 from crs_controller.app.serving import KEEP_ALIVE_TIMEOUT, READ_TIMEOUT, Answer, Headers, Served
+from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.core.versions.ranges import parse_version
 
 log = structlog.get_logger(__name__)
@@ -221,19 +222,19 @@ async def serve(
     read_timeout: int = READ_TIMEOUT,
     handshake_timeout: float = SSL_HANDSHAKE_TIMEOUT,
     body_timeout: float = BODY_TIMEOUT,
+    clock: Clock | None = None,
 ) -> Served:
     """Serve discovery and the hooks over TLS 1.2+ with ``<cert_dir>/tls.crt``,
     ``tls.key``: BeforeClusterDelete from ``status``, the upgrade hooks from ``gate``
     (not served, nor listed by discovery, without one). ``hooks`` names the hooks to
     serve (None: all): Cluster API refuses a discovery answer naming a hook its release
-    does not know, BeforeWorkersUpgrade before chained upgrades."""
+    does not know, BeforeWorkersUpgrade before chained upgrades. A renewed pair is
+    served without a restart (``app.tls``)."""
     conf = serving.config(keep_alive, read_timeout)
     conf.certfile = str(Path(cert_dir) / "tls.crt")
     conf.keyfile = str(Path(cert_dir) / "tls.key")
     conf.ssl_handshake_timeout = handshake_timeout
-    # Build it once now (hypercorn builds its own, TLS 1.2 at least): a missing or bad
-    # certificate fails ``serve`` rather than the server task after it returned.
-    conf.create_ssl_context()
+    conf.ssl_context = _reloading(conf, clock or MonotonicClock()).context
     _quiet_tls_disconnects(asyncio.get_running_loop())
     served = {h: a for h, a in asks(status, gate).items() if hooks is None or h.name in hooks}
 
@@ -242,6 +243,19 @@ async def serve(
         return code, json.dumps(body).encode(), "application/json", extra
 
     return await serving.launch(serving.http_app(handler), conf, host, port, "runtime-extension")
+
+
+def _reloading(conf: serving.ServerConfig, clock: Clock) -> tls.ReloadingCertificate:
+    """Contexts as hypercorn builds them (TLS 1.2 at least), the first one now: a
+    missing or bad certificate fails ``serve`` rather than the server after it began."""
+
+    def make() -> ssl.SSLContext:
+        context = conf.new_ssl_context()
+        assert context is not None  # certfile and keyfile are set
+        return context
+
+    assert conf.certfile is not None and conf.keyfile is not None
+    return tls.ReloadingCertificate(Path(conf.certfile), Path(conf.keyfile), make, clock)
 
 
 def _quiet_tls_disconnects(loop: asyncio.AbstractEventLoop) -> None:

@@ -71,11 +71,28 @@ class Served:
         await asyncio.gather(self._task, return_exceptions=True)
 
 
+class ServerConfig(Config):
+    """hypercorn's configuration, which may carry the TLS context to serve with:
+    hypercorn builds its own once, when it starts, from ``certfile`` and ``keyfile``;
+    one given here can change what it serves while it runs (``app.tls``)."""
+
+    ssl_context: ssl.SSLContext | None = None
+
+    def create_ssl_context(self) -> ssl.SSLContext | None:
+        if self.ssl_context is not None:
+            return self.ssl_context
+        return self.new_ssl_context()
+
+    def new_ssl_context(self) -> ssl.SSLContext | None:
+        """A context built as hypercorn builds it, from the files as they are now."""
+        return super().create_ssl_context()
+
+
 def config(
     keep_alive: float = KEEP_ALIVE_TIMEOUT, read_timeout: int | None = READ_TIMEOUT
-) -> Config:
+) -> ServerConfig:
     """The hypercorn configuration both servers start from."""
-    conf = Config()
+    conf = ServerConfig()
     conf.keep_alive_timeout = keep_alive
     conf.read_timeout = read_timeout
     conf.h11_max_incomplete_size = MAX_HEAD
