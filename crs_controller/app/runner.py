@@ -60,7 +60,7 @@ def _split(addr: str) -> tuple[str, int] | None:
     if not addr or addr == "0":
         return None
     host, _, port = addr.rpartition(":")
-    return host or "0.0.0.0", int(port)
+    return host, int(port)  # no host: every address, both stacks (serving._listen)
 
 
 def main(options: RunOptions) -> int:

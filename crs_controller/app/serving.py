@@ -7,6 +7,7 @@ taken from defaults meant for a public web server behind a proxy.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import ssl
@@ -129,7 +130,21 @@ async def launch(app: App, conf: Config, host: str, port: int, name: str) -> Ser
 
 
 def _listen(host: str, port: int) -> socket.socket:
+    """An empty host listens on every address of both stacks, as Go's ``:8080`` does
+    (the kubelet probes the pod's IPv6 address on an IPv6 cluster), or on IPv4 alone
+    where the host has no IPv6. Any other host is bound as given: ``[::]`` is IPv6 only,
+    ``0.0.0.0`` IPv4 only."""
     host = host.strip("[]")
+    if not host and socket.has_dualstack_ipv6():
+        try:
+            return socket.create_server(
+                ("::", port), family=socket.AF_INET6, backlog=BACKLOG, dualstack_ipv6=True
+            )
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise
+            # IPv6 present but unusable (no address on a host with IPv6 turned off).
+    host = host or "0.0.0.0"
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     return socket.create_server((host, port), family=family, backlog=BACKLOG)
 
