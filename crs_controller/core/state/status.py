@@ -1,14 +1,17 @@
 """Pure status decisions: per-cluster outcomes folded into a CRS's status.
 
+The status is made from a tally of the matching clusters' outcomes (``tally``):
+``status_of`` from a tally, which may be the tallies of parts of the clusters
+combined, and ``summarize`` from the outcomes themselves, as one tally of them all.
 Which reason is told first is ``reasons.rank``'s order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, TypeVar
+from typing import Literal
 
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import (
@@ -29,6 +32,7 @@ from crs_controller.core.state.reasons import (
     State,
     rank,
 )
+from crs_controller.core.state.tally import NAMES_SHOWN, Held, Sample, Tally, tally_of
 from crs_controller.core.text import safe
 
 __all__ = [
@@ -51,6 +55,7 @@ __all__ = [
     "paused",
     "rank",
     "recorded_reason",
+    "status_of",
     "summarize",
 ]
 
@@ -64,8 +69,6 @@ PAUSED_MESSAGE = (
     "for this ClusterResourceSet until it is removed"
 )
 
-_T = TypeVar("_T")
-
 # ResourcesApplied's reason while clusters are held back, by the rollout's phase.
 ROLLOUT_REASONS = {
     "Paused": "RolloutPaused",
@@ -73,11 +76,6 @@ ROLLOUT_REASONS = {
     "AwaitingApproval": "AwaitingApproval",
     "RolledBack": "RolledBack",
 }
-
-
-def _first(pairs: Sequence[tuple[str, _T]], reason: Callable[[_T], str]) -> tuple[str, _T]:
-    """The pair whose reason ranks first; of those, the first given (cluster order)."""
-    return min(pairs, key=lambda pair: rank(reason(pair[1])))
 
 
 def recorded_reason(outcome: Outcome) -> tuple[str, bool | None]:
@@ -138,69 +136,77 @@ def summarize(
     rollout: tuple[str, str] | None = None,
 ) -> ClusterResourceSetStatus:
     """The status for the matching clusters' outcomes (cluster name, outcome), and
-    the rollout's (phase, message) when the CRS has one.
+    the rollout's (phase, message) when the CRS has one: ``status_of`` their tally.
+    Among clusters alike, the message names the first by name, whatever their order.
+    """
+    return status_of(
+        tally_of(outcomes),
+        generation=generation,
+        resource_problems=resource_problems,
+        previous=previous,
+        now=now,
+        rollout=rollout,
+    )
+
+
+def status_of(
+    tally: Tally,
+    *,
+    generation: int,
+    resource_problems: Sequence[Problem],
+    previous: ClusterResourceSetStatus,
+    now: datetime,
+    rollout: tuple[str, str] | None = None,
+) -> ClusterResourceSetStatus:
+    """The status for the matching clusters' tally, and the rollout's (phase, message)
+    when the CRS has one.
 
     observedGeneration moves only once every matching cluster has been reconciled
     against this generation, so it never claims more than was done.
     """
-    tally = _Tally.of(outcomes)
-    current = all(o is not None and o.generation == generation for _, o in outcomes)
-    reason, message = _applied_reason(outcomes, resource_problems, tally, rollout)
+    reason, message = _applied_reason(tally, resource_problems, rollout)
     ok = reason in ("Applied", "NoMatchingClusters")
     status: Literal["True", "False"] = "True" if ok else "False"
-    ready_status, ready_reason, ready_message = _readiness(outcomes, rollout, ok)
+    ready_status, ready_reason, ready_message = _readiness(tally, rollout, ok)
     if ready_status is None:
         ready_status, ready_reason, ready_message = status, reason, message
     conditions = [
         _condition(previous, RESOURCES_APPLIED, status, reason, message, generation, now),
         _condition(previous, READY, ready_status, ready_reason, ready_message, generation, now),
     ]
+    current = tally.current(generation)
     return ClusterResourceSetStatus(
         observed_generation=generation if current else previous.observed_generation,
         conditions=conditions,
-        matching_clusters=len(outcomes),
+        matching_clusters=tally.clusters,
         # Held back by a rollout, a cluster keeps what it had applied (any revision).
-        applied_clusters=len(tally.applied) + len(tally.held),
-        failed_clusters=len(tally.failed),
+        applied_clusters=tally.applied + tally.held,
+        failed_clusters=tally.failed,
     )
-
-
-@dataclass(frozen=True)
-class _Tally:
-    """The matching clusters by the state of their outcome."""
-
-    failed: list[tuple[str, Outcome]]
-    applied: list[str]
-    held: list[tuple[str, Outcome]]
-    waiting: list[tuple[str, Outcome]]
-    pending: int  # no outcome yet, or Pending
-
-    @classmethod
-    def of(cls, outcomes: Sequence[tuple[str, Outcome | None]]) -> _Tally:
-        failed = [(c, o) for c, o in outcomes if o is not None and o.state == "Failed"]
-        applied = [c for c, o in outcomes if o is not None and o.state == "Applied"]
-        held = [(c, o) for c, o in outcomes if o is not None and o.state == "Progressing"]
-        waiting = [(c, o) for c, o in outcomes if o is not None and o.state == "Waiting"]
-        pending = len(outcomes) - len(failed) - len(applied) - len(held) - len(waiting)
-        return cls(failed, applied, held, waiting, pending)
 
 
 def _applied_reason(
-    outcomes: Sequence[tuple[str, Outcome | None]],
-    resource_problems: Sequence[Problem],
-    tally: _Tally,
-    rollout: tuple[str, str] | None,
+    tally: Tally, resource_problems: Sequence[Problem], rollout: tuple[str, str] | None
 ) -> tuple[str, str]:
     """ResourcesApplied's reason and message: the first that applies, where clusters
     held back or waiting say why rather than "WaitingForClusters" or "Applied"."""
-    reason, message = _reason(
-        outcomes, resource_problems, tally.failed, tally.applied, tally.pending
-    )
+    reason, message = _reason(tally, resource_problems)
     if reason not in ("WaitingForClusters", "Applied"):
         return reason, message
-    told = [_held_reason(tally.held, rollout)] if tally.held else []
-    told += [_waiting_reason(tally.waiting)] if tally.waiting else []
+    told: list[tuple[str, str]] = []
+    if tally.first_held is not None:
+        told.append(_held_reason(tally, tally.first_held, rollout))
+    if tally.first_waiting is not None:
+        # DependencyNotReady, WaitingForVersion or NoResourceForVersion: the reason
+        # that ranks first, said with the first cluster that has it.
+        told.append((tally.first_waiting.reason, _said(tally.first_waiting, tally.waiting)))
     return _earliest(told, (reason, message))
+
+
+def _said(first: Sample, clusters: int) -> str:
+    """A message naming the first of ``clusters`` clusters and counting the others."""
+    more = f" (and {clusters - 1} more clusters)" if clusters > 1 else ""
+    return f"cluster {first.cluster}: {first.message}{more}"
 
 
 def _earliest(told: Sequence[tuple[str, str]], otherwise: tuple[str, str]) -> tuple[str, str]:
@@ -208,74 +214,54 @@ def _earliest(told: Sequence[tuple[str, str]], otherwise: tuple[str, str]) -> tu
     return min(told, key=lambda said: rank(said[0])) if told else otherwise
 
 
-def _waiting_reason(waiting: Sequence[tuple[str, Outcome]]) -> tuple[str, str]:
-    # DependencyNotReady, WaitingForVersion or NoResourceForVersion: the reason that
-    # ranks first, said with the first cluster that has it.
-    cluster, outcome = _first(waiting, lambda o: o.reason)
-    more = f" (and {len(waiting) - 1} more clusters)" if len(waiting) > 1 else ""
-    return outcome.reason, f"cluster {cluster}: {outcome.message}{more}"
-
-
-def _held_reason(
-    held: Sequence[tuple[str, Outcome]], rollout: tuple[str, str] | None
-) -> tuple[str, str]:
+def _held_reason(tally: Tally, first: Held, rollout: tuple[str, str] | None) -> tuple[str, str]:
     """Clusters held back from the revision: the rollout's phase says why (paused,
-    halted, awaiting approval), else the held clusters' own reason that ranks first,
-    naming the clusters held for it."""
+    halted, awaiting approval), else the held clusters' own reason that ranks first
+    (``first``), naming the clusters held for it."""
     phase, message = rollout or ("Progressing", "")
     reason = ROLLOUT_REASONS.get(phase)
+    count, names = tally.held, tally.held_names
     if reason is None:
-        reason = _first(held, lambda o: o.reason)[1].reason
-        held = [(c, o) for c, o in held if o.reason == reason]
-    names = [c for c, _ in held]
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        reason, count, names = first.reason, first.clusters, first.names
+    more = f" and {count - NAMES_SHOWN} more" if count > NAMES_SHOWN else ""
+    shown = ", ".join(names) + more
     if reason == "UpdateHeld" or (rollout is not None and rollout[0] == "Complete"):
-        return reason, f"{len(names)} clusters hold updates ({shown})"
+        return reason, f"{count} clusters hold updates ({shown})"
     if reason == "UpgradeInProgress":
-        return reason, f"{len(names)} clusters wait for Cluster API's upgrade to end ({shown})"
-    return reason, f"{len(names)} clusters wait for the rollout ({shown}): {message}"
+        return reason, f"{count} clusters wait for Cluster API's upgrade to end ({shown})"
+    return reason, f"{count} clusters wait for the rollout ({shown}): {message}"
 
 
 def _readiness(
-    outcomes: Sequence[tuple[str, Outcome | None]], rollout: tuple[str, str] | None, ok: bool
+    tally: Tally, rollout: tuple[str, str] | None, ok: bool
 ) -> tuple[Literal["True", "False"] | None, str, str]:
     """Ready's own verdict when everything is applied: False while objects are not
     Ready yet or a rollout is not Complete; (None, ...) to follow ResourcesApplied."""
     if not ok:
         return None, "", ""
-    waiting = [(c, o) for c, o in outcomes if o is not None and o.state == "Applied"]
-    waiting = [(c, o) for c, o in waiting if not o.ready]
-    if waiting:
-        cluster, outcome = waiting[0]
-        more = f" (and {len(waiting) - 1} more clusters)" if len(waiting) > 1 else ""
-        return "False", "Progressing", f"cluster {cluster}: {outcome.message}{more}"
+    first = tally.first_unready
+    if first is not None:
+        return "False", "Progressing", _said(first, tally.unready)
     if rollout is not None and rollout[0] != "Complete":
         return "False", ROLLOUT_REASONS.get(rollout[0], "Progressing"), rollout[1]
     return None, "", ""
 
 
-def _reason(
-    outcomes: Sequence[tuple[str, Outcome | None]],
-    resource_problems: Sequence[Problem],
-    failed: Sequence[tuple[str, Outcome]],
-    applied: Sequence[str],
-    pending: int,
-) -> tuple[str, str]:
+def _reason(tally: Tally, resource_problems: Sequence[Problem]) -> tuple[str, str]:
     """The first reason that applies, and its message."""
+    first = tally.first_failed
     if resource_problems:
         reason = min((p.reason for p in resource_problems), key=rank)
         message = "; ".join(p.message for p in resource_problems)
-    elif failed:
-        cluster, outcome = _first(failed, lambda o: o.reason)
-        reason = outcome.reason
-        more = f" (and {len(failed) - 1} more clusters)" if len(failed) > 1 else ""
-        message = f"cluster {cluster}: {outcome.message}{more}"
-    elif pending:
-        reason, message = "WaitingForClusters", f"{pending} matching clusters not applied yet"
-    elif not outcomes:
+    elif first is not None:
+        reason = first.reason
+        message = _said(first, tally.failed)
+    elif tally.pending:
+        reason, message = "WaitingForClusters", f"{tally.pending} matching clusters not applied yet"
+    elif not tally.clusters:
         reason, message = "NoMatchingClusters", "no Cluster matches the selector"
     else:
-        reason, message = "Applied", f"applied to {len(applied)} clusters"
+        reason, message = "Applied", f"applied to {tally.applied} clusters"
     return reason, message
 
 
