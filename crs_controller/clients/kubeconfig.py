@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import yaml
 
@@ -56,6 +56,11 @@ _USER_REFUSED = (
 )
 _CLUSTER_REFUSED = ("certificate-authority", "insecure-skip-tls-verify")
 _PROXY_SCHEMES = ("http", "https")
+# A host an HTTP client can send is ASCII: an internationalized name is refused, not
+# encoded here (docs/decisions.md, "Applying").
+_IDNA_HINT = "(an internationalized host name as its xn-- form)"
+# Left as they are in a server's path: what a path may hold, and escapes already made.
+_PATH_SAFE = "/%!$&'()*+,;=:@"
 
 IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -422,6 +427,12 @@ def _server(cluster: Mapping[str, Any], where: str) -> str:
         raise UnsupportedKubeconfig(f"{where}.server must be an https:// URL")
     if parts.username or parts.password:
         raise UnsupportedKubeconfig(f"{where}.server must not hold credentials")
+    if not parts.netloc.isascii():
+        raise UnsupportedKubeconfig(f"{where}.server must name its host in ASCII {_IDNA_HINT}")
+    # A path is sent percent-encoded (as kubectl sends it): each request appends to it.
+    path = quote(parts.path, safe=_PATH_SAFE)
+    if path != parts.path:
+        server = parts._replace(path=path).geturl()
     return server.rstrip("/")
 
 
@@ -434,6 +445,8 @@ def _proxy(proxy: str, where: str) -> str:
         scheme = ""
     if scheme not in _PROXY_SCHEMES:
         raise UnsupportedKubeconfig(f"{where}.proxy-url must be an http:// or https:// URL")
+    if not proxy.isascii():
+        raise UnsupportedKubeconfig(f"{where}.proxy-url must be ASCII {_IDNA_HINT}")
     return proxy
 
 

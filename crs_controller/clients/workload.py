@@ -208,30 +208,43 @@ class WorkloadClients:
     async def _build(
         self, namespace: str, cluster: str, secret: Mapping[str, Any]
     ) -> KubeClient | _Refusal:
+        """The cluster's client, or why there is none: every failure is the cluster's
+        refusal, kept until the Secret changes, never an error escaping a reconcile."""
         name = f"cluster {namespace}/{cluster}"
         try:
-            raw = kubeconfig_value(secret, cluster)
-            if len(raw) <= PARSE_INLINE_BYTES:
-                config = self._decode(secret, cluster)
-            else:
-                config = await asyncio.to_thread(self._decode, secret, cluster)
+            return await self._client(name, namespace, cluster, secret)
         except Unreachable as exc:
             return _Refusal(exc)
+        except Exception as exc:  # noqa: BLE001 - a kubeconfig no client can be built from
+            # Only the type: the error's text may quote the kubeconfig.
+            return _Refusal(
+                UnsupportedKubeconfig(
+                    f"{name}: kubeconfig Secret: no client can be built from it"
+                    f" ({type(exc).__name__})"
+                )
+            )
+
+    async def _client(
+        self, name: str, namespace: str, cluster: str, secret: Mapping[str, Any]
+    ) -> KubeClient:
+        raw = kubeconfig_value(secret, cluster)
+        if len(raw) <= PARSE_INLINE_BYTES:
+            config = self._decode(secret, cluster)
+        else:
+            config = await asyncio.to_thread(self._decode, secret, cluster)
         try:
             endpoint = workload_endpoint(config, allow_proxy=self._allow_proxy)
         except Unreachable as exc:
             # The message names a field of the kubeconfig; say whose kubeconfig it is.
-            return _Refusal(type(exc)(f"{name}: kubeconfig Secret: {exc}"))
-        try:  # the TLS context: a CA or key that is not PEM is refused here
-            return KubeClient(
-                endpoint,
-                name=name,
-                timeout=self._timeout,
-                user_agent=self._user_agent,
-                transport=self._connect or lane_pool(namespace),  # the tenant's lookups
-            )
-        except Unreachable as exc:
-            return _Refusal(exc)
+            raise type(exc)(f"{name}: kubeconfig Secret: {exc}") from None
+        # The TLS context: a CA or key that is not PEM is refused here.
+        return KubeClient(
+            endpoint,
+            name=name,
+            timeout=self._timeout,
+            user_agent=self._user_agent,
+            transport=self._connect or lane_pool(namespace),  # the tenant's lookups
+        )
 
     async def forget(self, namespace: str, cluster: str) -> None:
         self._warm.pop((namespace, cluster), None)

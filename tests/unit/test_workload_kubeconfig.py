@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 from collections.abc import Callable
 from typing import Any
 
+import httpcore
 import pytest
 import yaml
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from crs_controller.clients.kubeconfig import Endpoint
 from crs_controller.clients.workload import (
     MAX_KUBECONFIG_BYTES,
     WorkloadClients,
@@ -327,4 +330,101 @@ async def test_a_valid_kubeconfig_gives_one_client_until_its_content_changes(siz
         is not first
     )
     assert decode.calls == 2
+    await clients.close()
+
+
+def with_cluster(**cluster: str) -> dict[str, Any]:
+    """A Secret holding KUBECONFIG with its cluster's fields replaced by ``cluster``."""
+    config = {**KUBECONFIG, "clusters": [{"name": CLUSTER, "cluster": cluster}]}
+    return secret({"value": b64(yaml.safe_dump(config))})
+
+
+class Recorded:
+    """A transport answering every request from memory, keeping what it was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []  # (Host header, target)
+
+    def connect(self, endpoint: Endpoint, context: ssl.SSLContext) -> Recorded:
+        return self
+
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        headers = {k.decode().lower(): v.decode() for k, v in request.headers}
+        target = request.url.target.decode()
+        self.sent.append((headers["host"], target))
+        body: dict[str, Any] = {"kind": "Namespace", "metadata": {"name": "x"}}
+        if target.endswith("/api/v1"):
+            body = {"resources": [{"name": "namespaces", "kind": "Namespace", "namespaced": False}]}
+        headers_out = [(b"Content-Type", b"application/json")]
+        return httpcore.Response(200, headers=headers_out, content=json.dumps(body).encode())
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "server", ["https://ü.example", "https://Ü.example:6443/p", "https://xn--tda.ü.example"]
+)
+async def test_a_server_host_that_is_not_ascii_is_refused_naming_the_field(server: str) -> None:
+    decode = CountingDecode()
+    clients = WorkloadClients(decode=decode, connect=Recorded().connect)
+    for _ in range(2):
+        with pytest.raises(UnsupportedKubeconfig) as caught:
+            await clients.get("ns", CLUSTER, with_cluster(server=server))
+        assert "clusters[0].cluster.server" in str(caught.value)
+        assert "ü" not in str(caught.value).lower()
+    assert decode.calls == 1
+    await clients.close()
+
+
+@pytest.mark.parametrize(
+    ("server", "prefix"),
+    [
+        ("https://a.example/ü", "/%C3%BC"),
+        ("https://a.example/gw%2Fx/é è", "/gw%2Fx/%C3%A9%20%C3%A8"),
+        ("https://a.example/plain/", "/plain"),
+    ],
+)
+async def test_a_server_path_is_sent_percent_encoded(server: str, prefix: str) -> None:
+    net = Recorded()
+    clients = WorkloadClients(connect=net.connect)
+    client = await clients.get("ns", CLUSTER, with_cluster(server=server))
+    assert await client.get("v1", "Namespace", "x") is not None
+    assert net.sent == [
+        ("a.example", f"{prefix}/api/v1"),
+        ("a.example", f"{prefix}/api/v1/namespaces/x"),
+    ]
+    await clients.close()
+
+
+@pytest.mark.parametrize("proxy", ["http://ü.example", "http://p.example:3128/ü", "http://p/?q=ü"])
+async def test_a_proxy_url_that_is_not_ascii_is_refused_once(proxy: str) -> None:
+    decode = CountingDecode()
+    clients = WorkloadClients(decode=decode, allow_proxy=True)  # the network's own pool
+    obj = with_cluster(server="https://a.example", **{"proxy-url": proxy})
+    for _ in range(2):
+        with pytest.raises(UnsupportedKubeconfig) as caught:
+            await clients.get("ns", CLUSTER, obj)
+        assert "clusters[0].cluster.proxy-url" in str(caught.value)
+        assert "ü" not in str(caught.value).lower()
+    assert decode.calls == 1
+    await clients.close()
+
+
+async def test_any_failure_to_build_a_client_is_the_clusters_refusal_kept_until_it_changes() -> (
+    None
+):
+    def broken(endpoint: Endpoint, context: ssl.SSLContext) -> Recorded:
+        raise TypeError(f"cannot use {endpoint.server}")
+
+    decode = CountingDecode()
+    clients = WorkloadClients(decode=decode, connect=broken)
+    obj = with_cluster(server="https://secret-host.example")
+    for _ in range(2):
+        with pytest.raises(UnsupportedKubeconfig) as caught:
+            await clients.get("ns", CLUSTER, obj)
+        assert str(caught.value) == (
+            f"cluster ns/{CLUSTER}: kubeconfig Secret: no client can be built from it (TypeError)"
+        )
+    assert decode.calls == 1
     await clients.close()
