@@ -215,7 +215,7 @@ class WorkloadClients:
             return await self._client(name, namespace, cluster, secret)
         except Unreachable as exc:
             return _Refusal(exc)
-        except Exception as exc:  # noqa: BLE001 - a kubeconfig no client can be built from
+        except Exception as exc:  # a kubeconfig no client can be built from
             # Only the type: the error's text may quote the kubeconfig.
             return _Refusal(
                 UnsupportedKubeconfig(

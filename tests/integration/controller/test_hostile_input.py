@@ -1,13 +1,13 @@
 """Hostile and careless input on real servers, one test per finding of the security
 review: a workload kubeconfig that asks to run a command, read or delete local files,
-fall back to the controller's own identity, or use a proxy is refused
-(``UnsupportedKubeconfig``, naming the field, never its value); a YAML alias bomb is
-``InvalidManifest`` while another namespace's CRS converges (the controller's memory
-meanwhile is a figure of hack/bench/parsing.py); a server that is not a Kubernetes
-API fails only its cluster and the CRS status is still written; server messages
-about objects from a resource-set Secret never quote them; a lost ApplyOnce
-inventory is re-adopted so Delete still deletes; and a standby replica never answers
-BeforeClusterDelete with 0 while cleanup is pending."""
+fall back to the controller's own identity, use a proxy or name a server whose host is
+not ASCII is refused (``UnsupportedKubeconfig``, naming the field, never its value); a
+YAML alias bomb is ``InvalidManifest`` while another namespace's CRS converges (the
+controller's memory meanwhile is a figure of hack/bench/parsing.py); a server that is
+not a Kubernetes API fails only its cluster and the CRS status is still written;
+server messages about objects from a resource-set Secret never quote them; a lost
+ApplyOnce inventory is re-adopted so Delete still deletes; and a standby replica never
+answers BeforeClusterDelete with 0 while cleanup is pending."""
 
 from __future__ import annotations
 
@@ -99,6 +99,11 @@ def refusals(tmp: Path, marker: Path) -> list[tuple[str, Obj, str]]:
             "proxy",
             kubeconfig({**SERVER, "proxy-url": proxy}, {"token": "t"}),
             "clusters[0].cluster.proxy-url",
+        ),
+        (
+            "unicode-host",
+            kubeconfig({**SERVER, "server": f"https://{VALUE_MARKER}-ü.example"}, {"token": "t"}),
+            "clusters[0].cluster.server",
         ),
     ]
 
