@@ -7,22 +7,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from crs_controller.core.api.models import API_VERSION, CRSBinding, ObjectRef, ResourceBinding
 from crs_controller.core.state.bindings import with_unrecorded
-from crs_controller.engine.memory.unrecorded import Unrecorded
+from crs_controller.engine.memory.outcomes import Outcomes
+from crs_controller.engine.memory.plans import Rollouts
+from crs_controller.engine.memory.unrecorded import Terms, Unrecorded
 from crs_controller.engine.reconcile import pair as pair_mod
+from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.crs import reconcile_crs
 
-from .builders import NS, crs, payload, reconcile, world_with
+from .builders import NS, cluster, crs, payload, reconcile, world_with
 from .memory_kube import CLUSTER_API, World
 from .test_cluster_deletion import SOON, deleting, finalized
 from .test_rollout_failures import edit
 
 C1 = (NS, "c1")
+TERMS = Terms("Delete", {})
 EXTRA = ("v1", "ConfigMap", "default", "extra")
 
 
@@ -143,6 +148,79 @@ async def test_the_crs_finalizer_waits_for_what_a_first_pass_could_not_record(
     assert configmaps(world) == []
 
 
+async def test_notes_of_an_earlier_cluster_of_the_name_hold_no_crs_and_go_at_its_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cluster c1 noted objects, was deleted and created again (another uid, which
+    ``a`` does not select) before its next pass: the two events made one."""
+    world = await world_with(crs("a", "src", deletionPolicy="Delete"))
+    await reconcile_crs(world.crs_context(), NS, "a")
+    await cancelled(world, hang_after_resources(monkeypatch))
+    assert world.ctx.caches.binding(NS, "c1") is None and len(world.ctx.unrecorded) > 0
+    old = await world.mgmt.get(CLUSTER_API, "Cluster", "c1", NS)
+    await world.mgmt.delete(CLUSTER_API, "Cluster", "c1", NS)
+    again = cluster("c1")
+    again["metadata"]["labels"] = {"env": "dev"}
+    created = await world.add(again)
+    assert old is not None and created["metadata"]["uid"] != old["metadata"]["uid"]
+    uid_of = {"c1": created["metadata"]["uid"]}.get
+    assert not world.ctx.unrecorded.holds_crs(NS, "a", uid_of)  # absent at once
+    await reconcile(world)
+    assert len(world.ctx.unrecorded) == 0  # and dropped by the Cluster's pass
+    await deleting(world, "ClusterResourceSet", API_VERSION, "a", SOON)
+    assert await finalized(world)
+
+
+async def leader_lets_go(world: World) -> None:
+    """The leader of a shard set, another replica (nothing noted), finalizes ``a``,
+    being deleted; the API server then deletes it, and this replica's cache sees it
+    go."""
+    await deleting(world, "ClusterResourceSet", API_VERSION, "a", SOON)
+    memory = replace(
+        world.shared, outcomes=Outcomes(), rollouts=Rollouts(), unrecorded=Unrecorded()
+    )
+    leader = CRSContext.over(memory, crss=world.crs_context().crss, leading=lambda: True)
+    await reconcile_crs(leader, NS, "a")
+    live = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert live is not None and not live["metadata"].get("finalizers")
+    await world.mgmt.delete(API_VERSION, "ClusterResourceSet", "a", NS)
+    world.index.update_crs(world.crss.get(NS, "a"), None)
+    world.crss.remove(NS, "a")
+
+
+@pytest.mark.parametrize(("policy", "left"), [("Delete", []), ("Orphan", ["addon"])])
+async def test_what_a_member_noted_for_a_crs_the_leader_let_go_goes_by_its_policy(
+    monkeypatch: pytest.MonkeyPatch, policy: str, left: list[str]
+) -> None:
+    """In a shard set the leader removes the finalizer from the bindings alone: the
+    owner of c1, finding ``a`` gone, deletes (or forgets) what it noted for it."""
+    world = await world_with(crs("a", "src", deletionPolicy=policy))
+    await reconcile_crs(world.crs_context(), NS, "a")
+    await cancelled(world, hang_after_resources(monkeypatch))
+    assert configmaps(world) == ["addon"] and world.ctx.caches.binding(NS, "c1") is None
+    await leader_lets_go(world)
+    await reconcile(world)  # c1's owner: its next pass
+    assert configmaps(world) == left
+    assert len(world.ctx.unrecorded) == 0 and listed(world) == []
+
+
+async def test_what_a_crs_gone_left_noted_stays_noted_while_it_cannot_be_deleted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = await world_with(crs("a", "src", deletionPolicy="Delete"))
+    await reconcile_crs(world.crs_context(), NS, "a")
+    await cancelled(world, hang_after_resources(monkeypatch))
+    await leader_lets_go(world)
+    workload: Any = world.ctx.workloads.clients["c1"]
+    workload.down = True  # the workload cluster stops answering
+    await reconcile(world)
+    workload.down = False
+    assert configmaps(world) == ["addon"] and listed(world) == []  # no entry for "a"
+    assert len(world.ctx.unrecorded) == 1
+    await reconcile(world)
+    assert configmaps(world) == [] and len(world.ctx.unrecorded) == 0
+
+
 def hang_once_applied(world: World, name: str) -> Callable[[asyncio.Event], Any]:
     """The apply of ConfigMap ``name`` reaches the cluster, and its answer never
     comes back."""
@@ -227,29 +305,31 @@ def test_a_crs_no_entry_had_gets_one_never_applied() -> None:
 
 def test_a_write_settles_what_it_took_and_what_it_lists_and_keeps_the_rest() -> None:
     notes = Unrecorded()
-    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("old")])
+    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("old")], TERMS)
     taken = notes.of(C1, "u1")
-    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("listed"), ref("lost")])
+    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("listed"), ref("lost")], TERMS)
     written = CRSBinding(cluster_resource_set_name="a", resources=[resource(ref("listed"))])
-    notes.recorded(C1, taken, {"a": written})
+    notes.recorded(C1, "u1", taken, {"a": written})
     left = notes.of(C1, "u1")["a"][("ConfigMap", "src")]
     assert [o.name for o in left.values()] == ["lost"]
-    assert notes.holds_crs(NS, "a") and not notes.holds_crs("other", "a")
+    assert notes.holds_crs(NS, "a", {"c1": "u1"}.get) and not notes.holds_crs(
+        "other", "a", {"c1": "u1"}.get
+    )
 
 
 def test_another_cluster_of_the_name_has_no_notes_and_a_forgotten_one_none() -> None:
     notes = Unrecorded()
-    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("x")])
+    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("x")], TERMS)
     assert notes.of(C1, "u2") == {}
-    notes.note(C1, "u2", "a", ("ConfigMap", "src"), [ref("y")])
+    notes.note(C1, "u2", "a", ("ConfigMap", "src"), [ref("y")], TERMS)
     assert [o.name for o in notes.of(C1, "u2")["a"][("ConfigMap", "src")].values()] == ["y"]
     notes.drop_cluster(C1)
-    assert len(notes) == 0 and not notes.holds(C1)
+    assert len(notes) == 0 and not notes.holds(C1, "u2")
 
 
 def test_a_resource_notes_at_most_a_manifests_objects_the_oldest_going_first() -> None:
     notes = Unrecorded(most=2)
-    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("x"), ref("y")])
-    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("x"), ref("z")])
+    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("x"), ref("y")], TERMS)
+    notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("x"), ref("z")], TERMS)
     kept = notes.of(C1, "u1")["a"][("ConfigMap", "src")]
     assert sorted(o.name for o in kept.values()) == ["x", "z"]

@@ -14,8 +14,15 @@ cluster: an object whose apply had no answer yet may or may not exist, and pruni
 tolerates one that does not, and deletes one only if our field manager applied it.
 The notes of a Cluster go when a binding write records them, or when the Cluster is
 forgotten (gone, or handed to another replica: what they name stays on that
-cluster, unrecorded, as after a crash). A Cluster deleted and created again under
-its name (another uid) starts with none.
+cluster, unrecorded, as after a crash). Notes are of one Cluster uid: those of an
+earlier Cluster of the name count as absent everywhere (a pass, a CRS's finalizer)
+and go when a pass sees the Cluster with another uid. A Cluster deleted and created
+again under its name starts with none.
+
+Each CRS's notes keep the terms its deletion needs (``Terms``: its deletionPolicy
+and what its resources allow to delete, as when it last applied here): in a shard
+set the leader removes a CRS's finalizer from the bindings alone, so the owner of a
+Cluster may find a CRS gone whose objects it noted, and deletes them by those terms.
 
 Bounded: a resource notes at most ``MAX_DOCUMENTS`` objects (the most one manifest
 holds); past that the oldest note goes, logged.
@@ -23,12 +30,20 @@ holds); past that the oldest note goes, logged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import structlog
 
-from crs_controller.core.api.models import CRSBinding, ObjectKey, ObjectRef, ResourceKind
+from crs_controller.core.api.models import (
+    CRSBinding,
+    DeletionPolicy,
+    ObjectKey,
+    ObjectRef,
+    ResourceKind,
+)
 from crs_controller.core.manifests.limits import MAX_DOCUMENTS
+from crs_controller.core.state.deletion_guard import Allowances
 
 log = structlog.get_logger(__name__)
 
@@ -37,12 +52,22 @@ ResourceKey = tuple[ResourceKind, str]  # (kind, name) of the ConfigMap/Secret a
 Notes = dict[str, dict[ResourceKey, dict[ObjectKey, ObjectRef]]]
 
 
+@dataclass(frozen=True)
+class Terms:
+    """What deleting a CRS's objects needs once the CRS is gone: its deletionPolicy and
+    the protected kinds each of its resources allows to delete."""
+
+    policy: DeletionPolicy
+    allowed: Allowances
+
+
 class _Cluster:
     """The notes of one Cluster, for the Cluster of one uid."""
 
     def __init__(self, uid: str) -> None:
         self.uid = uid
         self.notes: Notes = {}
+        self.terms: dict[str, Terms] = {}  # by CRS: as it was at its last note
 
 
 class Unrecorded:
@@ -57,12 +82,15 @@ class Unrecorded:
         crs: str,
         resource: ResourceKey,
         applied: Iterable[ObjectRef],
+        terms: Terms,
     ) -> None:
         """``applied`` went out to ``cluster`` (of ``uid``) from ``crs``'s ``resource``:
-        each object with its records (an object noted again keeps the newer ones)."""
+        each object with its records (an object noted again keeps the newer ones), and
+        the CRS with the ``terms`` of its deletion as they are now."""
         held = self._clusters.get(cluster)
         if held is None or held.uid != uid:
             held = self._clusters[cluster] = _Cluster(uid)
+        held.terms[crs] = terms
         objects = held.notes.setdefault(crs, {}).setdefault(resource, {})
         for ref in applied:
             objects.pop(ref.key, None)  # the newest note last: the first to go is the oldest
@@ -86,22 +114,48 @@ class Unrecorded:
             for crs in wanted
         }
 
-    def holds(self, cluster: tuple[str, str]) -> bool:
-        return cluster in self._clusters
+    def terms(self, cluster: tuple[str, str], uid: str) -> dict[str, Terms]:
+        """The terms of each CRS the Cluster (of ``uid``) holds notes of."""
+        held = self._clusters.get(cluster)
+        if held is None or held.uid != uid:
+            return {}
+        return {crs: held.terms[crs] for crs in held.notes}
 
-    def holds_crs(self, namespace: str, crs: str) -> bool:
-        """Does some Cluster of ``namespace`` hold notes of ``crs``? (Few do: a note
-        lasts until the next binding write.)"""
-        return any(crs in held.notes for (ns, _), held in self._clusters.items() if ns == namespace)
+    def holds(self, cluster: tuple[str, str], uid: str) -> bool:
+        """Does the Cluster of ``uid`` hold notes?"""
+        held = self._clusters.get(cluster)
+        return held is not None and held.uid == uid
+
+    def holds_crs(self, namespace: str, crs: str, uid_of: Callable[[str], str | None]) -> bool:
+        """Does some Cluster of ``namespace`` hold notes of ``crs``? ``uid_of``: the uid
+        each Cluster has now (None: none is known); an earlier Cluster's notes do not
+        count. (Few hold any: a note lasts until the next binding write.)"""
+        return any(
+            crs in held.notes and uid_of(name) == held.uid
+            for (ns, name), held in self._clusters.items()
+            if ns == namespace
+        )
+
+    def keep_only(self, cluster: tuple[str, str], uid: str) -> None:
+        """The Cluster has ``uid`` now: the notes of an earlier Cluster of its name go
+        (what they name went with that cluster, or stays there, unrecorded)."""
+        held = self._clusters.get(cluster)
+        if held is not None and held.uid != uid:
+            log.info("notes of an earlier Cluster of this name dropped", cluster="/".join(cluster))
+            del self._clusters[cluster]
 
     def recorded(
-        self, cluster: tuple[str, str], taken: Notes, written: Mapping[str, CRSBinding]
+        self,
+        cluster: tuple[str, str],
+        uid: str,
+        taken: Notes,
+        written: Mapping[str, CRSBinding],
     ) -> None:
-        """A binding write went through: the notes a pass took into its entries
-        (``taken``) are settled, and so is each object the entry of its CRS lists as
-        ``written``. Notes made since and written by no entry stay."""
+        """A binding write for the Cluster of ``uid`` went through: the notes a pass
+        took into its entries (``taken``) are settled, and so is each object the entry
+        of its CRS lists as ``written``. Notes made since and written by no entry stay."""
         held = self._clusters.get(cluster)
-        if held is None:
+        if held is None or held.uid != uid:
             return
         for crs in list(held.notes):
             entry = written.get(crs)
@@ -114,6 +168,7 @@ class Unrecorded:
                     del held.notes[crs][resource]
             if not held.notes[crs]:
                 del held.notes[crs]
+                del held.terms[crs]
         if not held.notes:
             del self._clusters[cluster]
 

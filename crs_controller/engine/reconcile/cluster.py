@@ -46,10 +46,14 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     binding = await _binding(ctx, cluster, namespace, name)
     if cluster is None:
         return await _forget_cluster(ctx, namespace, name, binding)
+    # Notes of an earlier Cluster of this name (deleted and created again between
+    # two passes) go: they are not this Cluster's.
+    ctx.unrecorded.keep_only((namespace, name), cluster.meta.uid or "")
     if cluster.deleting:
         return await _clean_up(ctx, cluster, binding)
     crss = _active(ctx, cluster)
-    if not crss and not entries_by_crs(binding) and not ctx.unrecorded.holds((namespace, name)):
+    noted = ctx.unrecorded.holds((namespace, name), cluster.meta.uid or "")
+    if not crss and not entries_by_crs(binding) and not noted:
         # Nothing to apply, prune or record: its kubeconfig is not read and no client
         # is built for a cluster no CRS selects (and it updates nothing).
         forget_budget(ctx, (namespace, name))

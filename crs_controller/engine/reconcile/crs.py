@@ -10,6 +10,7 @@ so (``Paused`` True, ``Ready`` Unknown); a spec the model refuses is told once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Literal
 
 import structlog
@@ -169,7 +170,7 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
     # finalizer stays until it is, since the CRS's memory goes with it.
     told = await _tell(ctx, crs)
     if ctx.caches.holders(crs.namespace, crs.name) or ctx.unrecorded.holds_crs(
-        crs.namespace, crs.name
+        crs.namespace, crs.name, _uid_of(ctx, crs.namespace)
     ):
         # The deletion's watch event brought those clusters' reconciles (see
         # Controller._on_crs); check back until their bindings let go, and until
@@ -186,6 +187,16 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
     await ctx.crss.set_finalizers(crs, [f for f in crs.meta.finalizers if f != FINALIZER])
     ctx.outcomes.drop_crs(crs.namespace, crs.name)
     return Result()
+
+
+def _uid_of(ctx: CRSContext, namespace: str) -> Callable[[str], str | None]:
+    """The uid each Cluster of ``namespace`` has now (None: not in the cache)."""
+
+    def uid(name: str) -> str | None:
+        cluster = ctx.caches.cluster(namespace, name)
+        return None if cluster is None else cluster.meta.uid or ""
+
+    return uid
 
 
 async def _problems(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) -> list[Problem]:

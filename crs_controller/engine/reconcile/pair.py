@@ -515,7 +515,7 @@ async def _send(
         return applied, exc
     finally:
         sent = [*applied.applied.values(), *filter(None, [applied.sending])]
-        scope.note_applied(run.crs.name, turn.ref, sent)
+        scope.note_applied(run.crs, turn.ref, sent)
     return applied, None
 
 

@@ -44,6 +44,7 @@ from crs_controller.core.state.bindings import (
 )
 from crs_controller.core.state.deletion_guard import (
     DELETION_SKIPPED,
+    Allowances,
     Kept,
     allowances,
     carried,
@@ -56,6 +57,7 @@ from crs_controller.core.versions.ranges import version_match
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.sources import Source
 from crs_controller.engine.memory.notes import OBJECT_CONFLICT, RESOURCES_SHOWN, Note
+from crs_controller.engine.memory.unrecorded import Terms
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.recording import write_binding
 from crs_controller.engine.reconcile.result import (
@@ -116,6 +118,10 @@ class ClusterScope:
         return (self.cluster.namespace, self.cluster.name)
 
     @property
+    def where(self) -> str:
+        return "/".join(self.key)
+
+    @property
     def uid(self) -> str:
         return self.cluster.meta.uid or ""
 
@@ -124,10 +130,14 @@ class ClusterScope:
         and did not record."""
         return dict(self._before)
 
-    def note_applied(self, crs_name: str, ref: ResourceRef, sent: Iterable[ObjectRef]) -> None:
-        """``sent`` went out from ``crs_name``'s resource ``ref``: applied until a binding
-        write records it (``memory.unrecorded``)."""
-        self.ctx.unrecorded.note(self.key, self.uid, crs_name, (ref.kind, ref.name), sent)
+    def note_applied(self, crs: CRS, ref: ResourceRef, sent: Iterable[ObjectRef]) -> None:
+        """``sent`` went out from ``crs``'s resource ``ref``: applied until a binding
+        write records it (``memory.unrecorded``), with what deleting it needs should
+        the CRS be gone by the next pass."""
+        spec = crs.valid.spec
+        terms = Terms(spec.deletion_policy, allowances(spec.resources))
+        resource = (ref.kind, ref.name)
+        self.ctx.unrecorded.note(self.key, self.uid, crs.name, resource, sent, terms)
 
     @property
     def workload(self) -> KubeAPI:
@@ -296,27 +306,57 @@ class ClusterScope:
 
     async def prune(self, crss: list[CRS]) -> Result:
         """deletionPolicy Delete: remove what left the desired set. Every CRS that
-        still exists has a say, including those being deleted or no longer matching."""
+        still exists has a say, including those being deleted or no longer matching;
+        one gone has a say on what this replica applied for it and did not record, by
+        the terms it had then (``memory.unrecorded``)."""
         ctx, namespace = self.ctx, self.cluster.namespace
         present = ctx.caches.crss_in(namespace)
         deciding = [c for c in present if not c.left_alone]
         policies = {c.name: c.valid.spec.deletion_policy for c in deciding}
-        if not any(policies.get(n) == "Delete" for n in self._before):
+        allowed: dict[str, Allowances] = {
+            c.name: allowances(c.valid.spec.resources) for c in deciding
+        }
+        before = dict(self._before)
+        gone = self._gone({c.name for c in present})
+        for name, terms in gone.items():
+            # Its entry is what was noted alone: a recorded one the CRS left behind
+            # is dropped, as any entry of a CRS gone entirely.
+            before[name] = with_unrecorded({}, {name: self._taken[name]})[name]
+            policies[name], allowed[name] = terms.policy, terms.allowed
+        if not any(policies.get(n) == "Delete" for n in before):
             return NOTHING
         ctx.still_ours(*self.key)
         pruned = await prune(
             self.client,
-            self._before,
+            before,
             self._now,
             policies,
             await self._wanted(crss),
-            removal_order(self._before, ctx.caches.dependencies(namespace)),
-            allowed={c.name: allowances(c.valid.spec.resources) for c in deciding},
+            removal_order(before, ctx.caches.dependencies(namespace)),
+            allowed=allowed,
             field_manager=ctx.settings.field_manager,
         )
-        self._now = pruned.entries
+        self._now = self._without_gone(pruned.entries, gone)
         then = await self._tell_pruned(pruned)
         return then | (RETRY if pruned.errors else NOTHING)
+
+    def _gone(self, present: Collection[str]) -> dict[str, Terms]:
+        """The CRSs no longer in the cache whose noted objects this pass took, with the
+        terms of their deletion."""
+        terms = self.ctx.unrecorded.terms(self.key, self.uid)
+        return {n: terms[n] for n in self._taken if n not in present and n in terms}
+
+    def _without_gone(
+        self, entries: dict[str, CRSBinding], gone: Mapping[str, Terms]
+    ) -> dict[str, CRSBinding]:
+        """No entry is written for a CRS that is gone: what of its noted objects could
+        not be deleted now (an error, the cluster out of reach) stays noted, and the
+        next pass deletes it."""
+        for name in gone:
+            if entries.pop(name, None) is not None:
+                del self._taken[name]
+                log.info("objects of a deleted CRS left to delete", crs=name, cluster=self.where)
+        return entries
 
     async def _wanted(self, crss: list[CRS]) -> set[ObjectKey]:
         """What the matching CRSs' sources ask for now on this cluster's version
@@ -406,7 +446,7 @@ class ClusterScope:
         )
         if not written:
             return RETRY
-        ctx.unrecorded.recorded(self.key, self._taken, kept)
+        ctx.unrecorded.recorded(self.key, self.uid, self._taken, kept)
         return NOTHING
 
 
