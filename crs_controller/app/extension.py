@@ -11,7 +11,8 @@ request names needs; BeforeClusterUpgrade while such a CRS has no resource for i
 hypercorn serves it (limits in ``app.health``, which shares the set-up); this module
 adds what is particular to the hooks: TLS, the body limit and the body deadline, which
 hook a path is and which version its request asks about. The answers themselves come
-from the callables ``serve`` is given. Request bodies carry cluster objects: they are
+from the callables ``serve`` is given, at most ``ANSWERS_AT_ONCE`` at a time (a request
+past them is answered "retry" at once). Request bodies carry cluster objects: they are
 never logged.
 """
 
@@ -33,6 +34,7 @@ from crs_controller.app import serving, tls
 from crs_controller.app.serving import KEEP_ALIVE_TIMEOUT, READ_TIMEOUT, Answer, Headers, Served
 from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.core.versions.ranges import parse_version
+from crs_controller.engine.io import metrics
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +63,15 @@ STATUS_TIMEOUT = 7.0
 # The answer when the add-on state could not be read: never 0, which would let the
 # deletion go ahead before the clean-up.
 RETRY_ON_ERROR_SECONDS = 5
+# Hook answers read at once, across the hooks. Each reads the API through the management
+# client the watches, the reconciles and the leader Lease use (an upgrade hook's answer
+# lists the CRSs of the Cluster's namespace), and anyone on the pod network may open
+# connections: past this many, a request is answered "retry" at once, unread. An answer
+# takes a few reads (tens of ms), and Cluster API asks again after retryAfterSeconds,
+# so 8 at once serve hundreds of Clusters deleting or upgrading together.
+ANSWERS_AT_ONCE = 8
+RETRY_WHEN_BUSY_SECONDS = 5  # > 0: a busy answer never lets a deletion or upgrade go
+BUSY = "crs-controller: busy answering other hook requests; retrying"
 
 # BeforeClusterDelete: (retryAfterSeconds, message) for the Cluster object.
 # Every answer closes its connection. Cluster API asks again after ``retryAfterSeconds``
@@ -187,9 +198,9 @@ async def _status(
         return RETRY_ON_ERROR_SECONDS, "could not read the cluster's add-on state; retrying"
 
 
-def asks(status: Status, gate: Gate | None) -> dict[Hook, Ask]:
+def asks(status: Status, gate: Gate | None, at_once: int = ANSWERS_AT_ONCE) -> dict[Hook, Ask]:
     """What each hook served is answered from: BeforeClusterDelete always, the upgrade
-    hooks with a ``gate``."""
+    hooks with a ``gate``; at most ``at_once`` answers read at a time among them."""
 
     async def deleting(cluster: dict[str, Any], version: Version | None) -> tuple[int, str]:
         return await status(cluster)
@@ -197,7 +208,39 @@ def asks(status: Status, gate: Gate | None) -> dict[Hook, Ask]:
     served: dict[Hook, Ask] = {BEFORE_CLUSTER_DELETE: deleting}
     if gate is not None:
         served.update({hook: _upgrading(gate, hook) for hook in UPGRADE_HOOKS})
-    return served
+    slots = _Slots(at_once)
+    return {hook: slots.limit(hook, ask) for hook, ask in served.items()}
+
+
+class _Slots:
+    """The hook answers being read, at most ``size`` at once: a request past them is
+    answered "retry" at once (every hook's retry is > 0, so it holds what it asks about),
+    counted, and logged once per spell of turning requests away."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.taken = 0
+        self.turning_away = False
+
+    def limit(self, hook: Hook, ask: Ask) -> Ask:
+        async def within(cluster: dict[str, Any], version: Version | None) -> tuple[int, str]:
+            if self.taken >= self.size:
+                self._turn_away(hook)
+                return RETRY_WHEN_BUSY_SECONDS, BUSY
+            self.taken += 1
+            self.turning_away = False
+            try:
+                return await ask(cluster, version)
+            finally:
+                self.taken -= 1
+
+        return within
+
+    def _turn_away(self, hook: Hook) -> None:
+        metrics.HOOK_REQUESTS_TURNED_AWAY.labels(hook=hook.name).inc()
+        if not self.turning_away:
+            self.turning_away = True
+            log.warning("hook answers at their limit; answering retry", at_once=self.size)
 
 
 def _upgrading(gate: Gate, hook: Hook) -> Ask:

@@ -5,7 +5,8 @@ version an upgrade request asks about), and the real TLS server on loopback —
 discovery (GET or POST), the hooks driven with Cluster API's request JSON, 404 for
 other paths, 405 for other methods, 400 for a body that is not JSON, nested too deep
 to parse or badly framed, 413 for one over ``MAX_BODY``, and no answer at all over
-plain HTTP.
+plain HTTP; at most ``ANSWERS_AT_ONCE`` answers read at once, the requests past them
+answered "retry" at once.
 
 Connection limits (timeouts, header size, idle connections) are in test_http_limits."""
 
@@ -21,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 import structlog.testing
+from prometheus_client import REGISTRY
 
 from crs_controller.app import extension
 from crs_controller.app.extension import (
@@ -698,3 +700,113 @@ async def test_a_request_as_large_as_an_object_the_api_server_stores_is_read(
     code, reply = await handle(body, declared=declared)
     assert code == 200
     assert reply["message"] == "expected a BeforeClusterDeleteRequest"
+
+
+# -- at most ANSWERS_AT_ONCE answers read at once ------------------------------------
+
+
+@dataclass
+class Holding:
+    """A ``status`` and a ``gate`` that hold every caller until ``release``, and count
+    the callers held at once."""
+
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    now: int = 0
+    peak: int = 0
+
+    async def status(self, cluster: dict[str, Any]) -> tuple[int, str]:
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        try:
+            await self.release.wait()
+            return 30, "held"
+        finally:
+            self.now -= 1
+
+    async def gate(self, cluster: dict[str, Any], version: Any, before: bool) -> tuple[int, str]:
+        return await self.status(cluster)
+
+
+def turned_away() -> float:
+    """Requests counted in crs_hook_requests_turned_away_total, every hook."""
+    return sum(
+        REGISTRY.get_sample_value("crs_hook_requests_turned_away_total", {"hook": h.name}) or 0
+        for h in extension.HOOKS
+    )
+
+
+async def first_done(tasks: list[asyncio.Future[httpx.Response]], n: int) -> list[Any]:
+    """The first ``n`` of ``tasks`` to finish (within 10 s)."""
+    done = []
+    for next_one in asyncio.as_completed(tasks, timeout=10):
+        done.append(await next_one)
+        if len(done) == n:
+            break
+    return done
+
+
+@pytest.fixture
+async def holding(tmp_path: Path) -> AsyncIterator[tuple[Served, Holding]]:
+    """A server whose every answer is held until ``Holding.release``."""
+    ca = CertificateAuthority.generate("extension-ca")
+    pair = ca.issue_serving(("127.0.0.1",))
+    (tmp_path / "tls.crt").write_bytes(pair.cert_pem)
+    (tmp_path / "tls.key").write_bytes(pair.key_pem)
+    held = Holding()
+    server = await extension.serve("127.0.0.1", 0, str(tmp_path), held.status, held.gate)
+    url = f"https://127.0.0.1:{server.port}"
+    verify = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    try:
+        yield Served(url, url.replace("https", "http"), verify, Recorder()), held
+    finally:
+        held.release.set()
+        await asyncio.wait_for(server.close(), 5)
+
+
+async def test_requests_past_the_answers_read_at_once_are_answered_retry_at_once(
+    holding: tuple[Served, Holding],
+) -> None:
+    """Four more requests than ANSWERS_AT_ONCE, to BeforeClusterDelete and an upgrade
+    hook alike, while every answer read is held: no more than ANSWERS_AT_ONCE reach
+    the status, and the others are answered "retry" (never 0: that would let the
+    deletion or upgrade go) before any held answer is released."""
+    served, held = holding
+    requests = [(HOOK_PATH, hook_request())] * 6
+    requests += [(AFTER_CONTROL_PLANE_UPGRADE.path, after_control_plane_upgrade())] * 6
+    extra, before = len(requests) - extension.ANSWERS_AT_ONCE, turned_away()
+    async with httpx.AsyncClient(verify=served.verify, timeout=10) as client:
+        with structlog.testing.capture_logs() as logs:
+            posts = [
+                asyncio.ensure_future(client.post(served.url + path, json=body))
+                for path, body in requests
+            ]
+            early = await first_done(posts, extra)
+            assert held.now == extension.ANSWERS_AT_ONCE  # none released yet
+            held.release.set()
+            answers = [response.json() for response in await asyncio.gather(*posts)]
+    assert held.peak == extension.ANSWERS_AT_ONCE
+    for response in early:
+        assert response.status_code == 200
+        assert response.json()["retryAfterSeconds"] == extension.RETRY_WHEN_BUSY_SECONDS > 0
+        assert response.json()["message"] == extension.BUSY
+    assert len([a for a in answers if a["message"] == "held"]) == extension.ANSWERS_AT_ONCE
+    assert turned_away() - before == extra
+    warned = [entry["event"] for entry in logs if entry["log_level"] == "warning"]
+    assert warned == ["hook answers at their limit; answering retry"]
+
+
+async def test_an_answer_cut_off_by_its_timeout_frees_its_place() -> None:
+    """One answer at a time: an answer that did not come in time (cancelled) leaves
+    its place to the next request, which is read, not turned away."""
+    calls = []
+
+    async def never(cluster: dict[str, Any]) -> tuple[int, str]:
+        calls.append(cluster)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    ask = asks(never, None, at_once=1)[BEFORE_CLUSTER_DELETE]
+    for _ in range(2):
+        response = await answer(hook_request(), BEFORE_CLUSTER_DELETE, ask, timeout=0)
+        assert response["retryAfterSeconds"] == RETRY_ON_ERROR_SECONDS
+    assert calls == [CLUSTER, CLUSTER]

@@ -53,6 +53,12 @@ ROLLBACKS = Counter(
 SNAPSHOTS_WRITTEN = Counter(
     "crs_snapshots_written_total", "Revision snapshots written (once per revision)"
 )
+HOOK_REQUESTS_TURNED_AWAY = Counter(
+    "crs_hook_requests_turned_away_total",
+    "Runtime Extension hook requests answered retry at once, unread, because as many "
+    "answers as are read at once were being read",
+    ["hook"],
+)
 NOTIFICATIONS_DROPPED = Counter(
     "crs_notifications_dropped_total",
     "Notifications dropped unsent: a receiver's queue was full and the oldest went",
