@@ -164,6 +164,7 @@ async def _hook_answer(
         cluster,
         controller.clock.wall(),
         parsed=parsed,
+        watched=controller.settings.namespace,
     )
     if retry_after:
         controller.nudge(cluster)
@@ -185,6 +186,7 @@ async def _gate_answer(
         version,
         parsed=parsed,
         before=before,
+        watched=controller.settings.namespace,
     )
     if retry_after:
         controller.nudge(cluster)

@@ -53,6 +53,7 @@ log = structlog.get_logger(__name__)
 HOOK_RETRY_SECONDS = 5
 NOTHING_TO_DO = "crs-controller: nothing (more) to clean up"
 NO_CLUSTER = "crs-controller: the request names no Cluster"
+NOT_WATCHED = "crs-controller: nothing to do in a namespace it does not watch"
 # A binding is tenant-writable and its entries unbounded: past this many CRSs recorded
 # with something applied, the namespace's CRSs are read page by page instead of one
 # GET each, so an answer costs a bounded number of reads whatever the binding says.
@@ -68,13 +69,16 @@ async def hook_status(
     now: datetime,
     *,
     parsed: ParsedCRSs,
+    watched: str | None = None,
 ) -> tuple[int, str]:
     """(retryAfterSeconds, message) for ``cluster`` as Cluster API sent it: positive
     while cleanup is still to be done. A failed read raises (the extension then asks
-    for a retry)."""
+    for a retry). ``watched``: the one namespace the controller watches (--namespace)."""
     namespace, name = _named(cluster)
     if not namespace or not name:
         return HOOK_RETRY_SECONDS, NO_CLUSTER
+    if not _in_scope(namespace, watched, "BeforeClusterDelete"):
+        return 0, NOT_WATCHED
     live = await mgmt.get(cluster_api_version, "Cluster", name, namespace)
     raw = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace)
     if live is None or raw is None:
@@ -177,12 +181,14 @@ async def upgrade_status(
     *,
     parsed: ParsedCRSs,
     before: bool = False,
+    watched: str | None = None,
 ) -> tuple[int, str]:
     """(retryAfterSeconds, message) for taking ``cluster`` on to ``version``: positive
     while a gating CRS has not applied (or, with healthCheck.wait, made Ready) what the
     version needs; ``before`` (BeforeClusterUpgrade): while a gating CRS has no
-    resource for it. A failed read raises (the extension then asks for a retry)."""
-    read = await _gating(mgmt, parsed, cluster_api_version, cluster)
+    resource for it. A failed read raises (the extension then asks for a retry).
+    ``watched``: the one namespace the controller watches (--namespace)."""
+    read = await _gating(mgmt, parsed, cluster_api_version, cluster, watched)
     if isinstance(read, tuple):
         return read
     target, crss = read.cluster, read.crss
@@ -216,13 +222,20 @@ class _Gating:
 
 
 async def _gating(
-    mgmt: KubeAPI, parsed: ParsedCRSs, cluster_api_version: str, cluster: Mapping[str, Any]
+    mgmt: KubeAPI,
+    parsed: ParsedCRSs,
+    cluster_api_version: str,
+    cluster: Mapping[str, Any],
+    watched: str | None,
 ) -> _Gating | tuple[int, str]:
     """The live Cluster and the CRSs of its namespace that may gate it, or the answer
-    when the request names no Cluster (retry) or one that is gone (0)."""
+    when the request names no Cluster (retry), one outside ``watched`` or one that is
+    gone (0)."""
     namespace, name = _named(cluster)
     if not namespace or not name:
         return HOOK_RETRY_SECONDS, NO_CLUSTER
+    if not _in_scope(namespace, watched, "upgrade hook"):
+        return 0, NOT_WATCHED
     live = await mgmt.get(cluster_api_version, "Cluster", name, namespace)
     if live is None:
         return 0, "crs-controller: no such Cluster"
@@ -254,6 +267,19 @@ def _asks_cleanup(raw: Mapping[str, Any]) -> bool:
     spec = raw.get("spec")
     uninstall = spec.get("uninstall") if isinstance(spec, Mapping) else None
     return isinstance(uninstall, Mapping) and uninstall.get("ensure") not in (None, False)
+
+
+def _in_scope(namespace: str, watched: str | None, hook: str) -> bool:
+    """Is ``namespace`` one the controller watches? Cluster API calls the hooks for
+    every namespace, and a controller run with --namespace may read no other (a read
+    there is refused, which would hold the Cluster for ever): outside it this
+    controller applied nothing, and holds nothing."""
+    if not watched or namespace == watched:
+        return True
+    log.debug(
+        f"{hook}: a Cluster outside the watched namespace; nothing to do", namespace=namespace
+    )
+    return False
 
 
 def _named(obj: Mapping[str, Any]) -> tuple[str, str]:
