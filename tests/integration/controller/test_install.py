@@ -9,8 +9,9 @@ resource included, without one refused request, and the replica is told apart by
 pod name: the leader Lease's holder and the User-Agent on both servers. The
 namespaced variant (config/namespaced, Roles only) runs a controller started as its
 Deployment says (--namespace $(POD_NAMESPACE)) through a full reconcile without a
-refused request and without one request outside its namespace, and its own policy
-refuses other binding writers there. hack/release.py renders config/default and
+refused request and without one request outside its namespace (its extension
+answers a hook for a Cluster of another namespace "nothing to do"), and its own
+policy refuses other binding writers there. hack/release.py renders config/default and
 config/extension (its kustomize var included) exactly as kustomize does."""
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from .support import (
     audit_caught_up,
     configmap_obj,
     crs_obj,
+    hook,
     manifests,
     source_configmap,
     source_secret,
@@ -255,8 +257,14 @@ def test_the_namespaced_variant_reconciles_inside_its_namespace_only(
     env = {"POD_NAMESPACE": namespace, "POD_NAME": f"{prefix}crs-controller-0"}
     since = time.time()
     try:
-        with ControllerProcess(control_plane.management, *args, user=user, env=env):
+        with ControllerProcess(
+            control_plane.management, *args, user=user, env=env, extension=True
+        ) as process:
             _reconcile_fully(mgmt, control_plane, workload_clients[0], namespace)
+            # Cluster API calls the hooks for every namespace (config/extension has no
+            # namespaceSelector): a Cluster of another is nothing to do, and unread.
+            other = hook(process, {"metadata": {"name": "elsewhere", "namespace": "default"}})
+            assert other["retryAfterSeconds"] == 0, other
         audit_caught_up([control_plane.management])
         events = requests_of(control_plane.management, user, since)
         assert events and refused(events) == []
