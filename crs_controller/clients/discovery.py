@@ -1,6 +1,11 @@
 """Where a kind lives on a server: its plural and scope, discovered once per
 group-version and cached, and the REST path of a kind or of one object, every segment
 checked so a name from a manifest can only ever name an object of that kind.
+
+What is kept is bounded whatever the server sends: a group-version listing more than
+MAX_RESOURCES kinds is refused (AnswerTooLarge), and a client keeps at most
+MAX_KEPT_RESOURCES kinds over all its group-versions, the least recently used
+group-versions dropped first (discovered again when next asked for).
 """
 
 from __future__ import annotations
@@ -10,12 +15,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from crs_controller.clients.api import Obj, ResourceInfo
-from crs_controller.core.errors import InvalidObjectName, NotFound, Unreachable
+from crs_controller.core.errors import AnswerTooLarge, InvalidObjectName, NotFound, Unreachable
 
 # RFC 3986 path characters without '%' (no escapes: Kubernetes refuses '%' in names)
 # and without '/'; names of built-in kinds are narrower still (DNS subdomains, RBAC's
 # ':'), which the server checks. 253 is the longest name Kubernetes accepts.
 _SEGMENT = re.compile(r"[A-Za-z0-9._~:@!$&'()*+,;=-]{1,253}")
+
+# Kinds (subresources aside) one group-version may list. No real one comes near: the
+# core group's v1 serves about 40, the largest CRD groups a few hundred.
+MAX_RESOURCES = 1_000
+# Kinds one client keeps, all group-versions together (a few hundred bytes each).
+MAX_KEPT_RESOURCES = 2_000
 
 
 class Discovery:
@@ -30,7 +41,9 @@ class Discovery:
 
     async def resource_info(self, api_version: str, kind: str) -> ResourceInfo:
         """Plural and scope of a kind; rediscovers once on a miss (a CRD may be new)."""
-        known = self._known.get(api_version)
+        known = self._known.pop(api_version, None)
+        if known is not None:
+            self._known[api_version] = known  # the most recently used, last
         if known is None or kind not in known:
             known = await self._discover(api_version)
         if kind not in known:
@@ -56,19 +69,25 @@ class Discovery:
             # text 404: a kind whose CRD is not installed, that object's failure only.
             self._unserved.add(api_version)
             listing = {"resources": []}
-        resources = listing.get("resources")
-        if not isinstance(resources, list):
-            raise Unreachable(f"{self._name}: GET {base}: not an API resource list")
-        found = {}
-        for entry in resources:
-            info = _resource_info(api_version, entry)
-            if info is not None:
-                found[info.kind] = info
-        self._known[api_version] = found
+        found = _resources(f"{self._name}: GET {base}", api_version, listing)
+        self._keep(api_version, found)
         return found
+
+    def _keep(self, api_version: str, found: dict[str, ResourceInfo]) -> None:
+        """Keep ``found``, dropping the least recently used group-versions past
+        MAX_KEPT_RESOURCES kinds in all (a group-version counts one more than its
+        kinds, so one serving none is not kept for free)."""
+        self._known.pop(api_version, None)
+        kept = sum(len(kinds) + 1 for kinds in self._known.values()) + len(found) + 1
+        while kept > MAX_KEPT_RESOURCES and self._known:
+            oldest = next(iter(self._known))
+            kept -= len(self._known.pop(oldest)) + 1
+            self._unserved.discard(oldest)
+        self._known[api_version] = found
 
     def forget(self, api_version: str) -> None:
         self._known.pop(api_version, None)
+        self._unserved.discard(api_version)
 
     async def preferred_version(self, group: str) -> str | None:
         """The server's preferred version of an API group, e.g. ``cluster.x-k8s.io/v1beta2``."""
@@ -139,12 +158,32 @@ def _group_versions(entries: Any) -> list[str]:
     return [version for version in found if isinstance(version, str)]
 
 
+def _resources(where: str, api_version: str, listing: Obj) -> dict[str, ResourceInfo]:
+    """The kinds of a group-version's discovery answer; AnswerTooLarge past
+    MAX_RESOURCES, Unreachable when it is not an API resource list."""
+    resources = listing.get("resources")
+    if not isinstance(resources, list):
+        raise Unreachable(f"{where}: not an API resource list")
+    found = {}
+    for entry in resources:
+        info = _resource_info(api_version, entry)
+        if info is not None:
+            found[info.kind] = info
+            if len(found) > MAX_RESOURCES:
+                message = f"{where}: more than {MAX_RESOURCES} resources in one group-version"
+                raise AnswerTooLarge(message, limit="resources")
+    return found
+
+
 def _resource_info(api_version: str, entry: Any) -> ResourceInfo | None:
-    """One discovery entry; subresources and malformed entries are skipped."""
+    """One discovery entry; subresources and malformed entries are skipped (a kind
+    or plural longer than 253 characters too: no real kind is)."""
     if not isinstance(entry, dict):
         return None
     kind, plural, namespaced = entry.get("kind"), entry.get("name"), entry.get("namespaced")
     if not (isinstance(kind, str) and isinstance(plural, str) and _SEGMENT.fullmatch(plural)):
+        return None
+    if not 0 < len(kind) <= 253:
         return None
     if plural in (".", ".."):
         return None

@@ -172,7 +172,10 @@ class _PairRun:
         ctx = scope.ctx
         pair = (scope.cluster.namespace, crs.name, scope.cluster.name)
         wait = ctx.drift.wait(pair, ctx.clock.now(), crs.strategy.drift.interval)
-        observer = Observer(scope.workload, ctx.settings.field_manager, crs.ignores)
+        # What the CRS recorded on the cluster: all a drift LIST of this pass keeps.
+        entry = scope.before(crs.name)
+        inventory = [o for r in entry.resources for o in r.objects] if entry else []
+        observer = Observer(scope.workload, ctx.settings.field_manager, crs.ignores, inventory)
         # While Cluster API upgrades the cluster, a new revision of an installed
         # resource waits (unless this CRS gates the upgrade): first installs still go.
         upgrading = scope.version.upgrading and not crs.valid.spec.gate_upgrades

@@ -8,40 +8,66 @@ so a look reads the objects the CRS applied and nothing else of their namespaces
 Health is looked at only while there is something to wait for: a pass that applied
 nothing to a cluster already Ready reads nothing.
 
+What a pass keeps of its LISTs is bounded by its inventory, not by what the server
+lists: only the entries for the objects the CRS recorded on the cluster (and those asked
+about), their owned fields at most MAX_KEPT_VALUES JSON values in all; past that the
+pass ends as AnswerTooLarge naming the LIST.
+
 Answers are read defensively: a field of the wrong type in what the server sent ends
 the read as Unreachable naming the field, never its value."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.api.models import HealthCheck, ObjectRef, ResourceBinding
-from crs_controller.core.errors import APIError, NotFound, Unreachable
+from crs_controller.core.errors import AnswerTooLarge, APIError, NotFound, Unreachable
 from crs_controller.core.health.cel_rules import CompiledRule, rule_for
 from crs_controller.core.health.readiness import Health, describe, first_not_ready
+from crs_controller.core.manifests.limits import json_size
 from crs_controller.core.spec.ignore import NO_IGNORES, Ignores
 from crs_controller.core.state.drift_decisions import Live, owned_fields, resource_drift
 from crs_controller.core.state.status import Outcome
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 
 ListKey = tuple[str, str, str | None]  # apiVersion, kind, namespace (None: all)
+Place = tuple[str, str]  # namespace ("" when cluster-scoped), name
 HEALTH_POLL_SECONDS = 2.0
+# JSON values of owned fields (fieldsV1: a key and an object per field applied, no
+# values) one pass keeps from its LISTs, about 8 MiB decoded: a resource value's fields
+# are a fraction of its nodes (Calico's whole manifest is 16,470).
+MAX_KEPT_VALUES = 100_000
 
 
 class Observer:
     """What one pass has read from one workload cluster: drift LISTs are kept for the
-    pass, health GETs are not."""
+    pass (the entries of ``inventory``'s objects and of those asked about), health
+    GETs are not."""
 
-    def __init__(self, client: KubeAPI, field_manager: str, ignores: Ignores = NO_IGNORES) -> None:
+    def __init__(
+        self,
+        client: KubeAPI,
+        field_manager: str,
+        ignores: Ignores = NO_IGNORES,
+        inventory: Iterable[ObjectRef] = (),
+    ) -> None:
         self._client = client
         self._manager = field_manager
         self._ignores = ignores  # the CRS's fields left to others, which drift passes over
-        self._lists: dict[ListKey, dict[tuple[str, str], Live]] = {}
+        # Per LIST, each wanted object it covers: its live state, None when missing.
+        self._lists: dict[ListKey, dict[Place, Live | None]] = {}
+        self._wanted: dict[tuple[str, str], set[Place]] = defaultdict(set)
+        self._kept = 0  # JSON values of the owned fields kept
+        self._want(inventory)
+
+    def _want(self, refs: Iterable[ObjectRef]) -> None:
+        for ref in refs:
+            self._wanted[(ref.api_version, ref.kind)].add((ref.namespace, ref.name))
 
     async def objects(self, refs: Sequence[ObjectRef]) -> list[Obj | Refused | None]:
         """Each object as it is now, whole (None: missing; Refused: the server would
@@ -75,9 +101,14 @@ class Observer:
 
     async def observe(self, objects: Sequence[ObjectRef]) -> list[Live | None]:
         """Each object's live state (None: missing), from one LIST per kind."""
-        found: dict[tuple[str, str], dict[tuple[str, str], Live]] = {}
+        self._want(objects)
+        places: dict[tuple[str, str], set[Place]] = defaultdict(set)
+        for ref in objects:
+            places[(ref.api_version, ref.kind)].add((ref.namespace, ref.name))
+        found: dict[tuple[str, str], dict[Place, Live | None]] = {}
         for (api_version, kind), namespace in _kinds(objects).items():
-            found[(api_version, kind)] = await self._listed(api_version, kind, namespace)
+            asked = places[(api_version, kind)]
+            found[(api_version, kind)] = await self._listed(api_version, kind, namespace, asked)
         return [found[(r.api_version, r.kind)].get((r.namespace, r.name)) for r in objects]
 
     def seen_missing(self, objects: Sequence[ObjectRef]) -> set[ObjectRef]:
@@ -91,35 +122,58 @@ class Observer:
         return {ref for ref in objects if self._seen(ref) is True}
 
     def _seen(self, ref: ObjectRef) -> bool | None:
-        """Did this pass's LIST of the object's kind find it (None: not listed)?"""
+        """Did this pass's LIST of the object's kind find it (None: not listed, or
+        listed before it was wanted)?"""
+        place = (ref.namespace, ref.name)
         for key in (
             (ref.api_version, ref.kind, ref.namespace or None),
             (ref.api_version, ref.kind, None),
         ):
             listed = self._lists.get(key)
-            if listed is not None:
-                return (ref.namespace, ref.name) in listed
+            if listed is not None and place in listed:
+                return listed[place] is not None
         return None
 
     async def _listed(
-        self, api_version: str, kind: str, namespace: str | None
-    ) -> dict[tuple[str, str], Live]:
+        self, api_version: str, kind: str, namespace: str | None, asked: set[Place]
+    ) -> dict[Place, Live | None]:
+        """The wanted objects of a kind (in ``namespace``, None: all), from this pass's
+        LIST of it when that covered ``asked``, else from a new one."""
         for key in ((api_version, kind, namespace), (api_version, kind, None)):
-            if key in self._lists:
-                return self._lists[key]
+            kept = self._lists.get(key)
+            if kept is not None and asked <= kept.keys():
+                return kept
         try:
             items, _ = await self._client.list(api_version, kind, namespace, metadata_only=True)
         except NotFound:  # the kind itself is gone, e.g. its CRD was deleted
             items = []
         where = f"{self._client.name}: LIST {kind}"
-        listed = {}
+        wanted = self._wanted[(api_version, kind)]
+        listed: dict[Place, Live | None] = {
+            place: None for place in wanted if namespace is None or place[0] == namespace
+        }
         for item in items:
             meta = _metadata(item, where)
-            listed[_place(meta, where)] = Live(
-                _generation(meta, where), owned_fields(item, self._manager)
-            )
+            place, generation = _place(meta, where), _generation(meta, where)
+            if place in listed:
+                listed[place] = Live(generation, self._owned(item, where))
         self._lists[(api_version, kind, namespace)] = listed
         return listed
+
+    def _owned(self, item: Obj, where: str) -> Any:
+        """The fields our manager owns on a listed object, counted against
+        MAX_KEPT_VALUES."""
+        owned = owned_fields(item, self._manager)
+        room = MAX_KEPT_VALUES - self._kept
+        nodes, _ = json_size(owned, max_nodes=room, max_depth=room)
+        self._kept += nodes
+        if self._kept > MAX_KEPT_VALUES:
+            raise AnswerTooLarge(
+                f"{where}: the fields owned by the objects a drift check keeps in one pass"
+                f" are more than {MAX_KEPT_VALUES} JSON values",
+                limit="values",
+            )
+        return owned
 
 
 @dataclass(frozen=True)

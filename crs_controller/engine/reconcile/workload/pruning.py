@@ -47,6 +47,10 @@ from crs_controller.engine.reconcile.context import Settings
 
 log = structlog.get_logger(__name__)
 
+# Other versions of a kind's group looked through when its own does not serve it: real
+# groups serve a few (v1alpha1 to v1), a server claiming hundreds is not asked of each.
+MAX_OTHER_VERSIONS = 8
+
 
 @dataclass
 class Pruned:
@@ -237,16 +241,16 @@ class ServedVersions:
 
 async def _serving(client: KubeAPI, api_version: str, kind: str) -> ResourceInfo | None:
     """The kind as served under ``api_version`` if the server serves it there, else
-    under the first version of its group (the preferred one first) that does, else
-    None."""
+    under the first version of its group (the preferred one first, at most
+    MAX_OTHER_VERSIONS of them) that does, else None."""
     try:
         return await client.resource_info(api_version, kind)
     except NotFound:
         pass
     group = api_version.rpartition("/")[0]
-    for version in await client.served_versions(group):
-        if version == api_version:
-            continue  # just found not to serve the kind
+    served = await client.served_versions(group)
+    others = [version for version in served if version != api_version]  # just refused it
+    for version in others[:MAX_OTHER_VERSIONS]:
         try:
             return await client.resource_info(version, kind)
         except NotFound:
