@@ -208,21 +208,14 @@ class WorkloadClients:
     async def _build(
         self, namespace: str, cluster: str, secret: Mapping[str, Any]
     ) -> KubeClient | _Refusal:
-        """The cluster's client, or why there is none: every failure is the cluster's
-        refusal, kept until the Secret changes, never an error escaping a reconcile."""
-        name = f"cluster {namespace}/{cluster}"
+        """The cluster's client, or why there is none. What the kubeconfig is refused
+        for (not a kubeconfig, a field refused, a CA or key that is not PEM) is kept
+        until the Secret changes; any other error escapes uncached, so the next pass
+        builds the client again (a thread that could not start, memory)."""
         try:
-            return await self._client(name, namespace, cluster, secret)
+            return await self._client(f"cluster {namespace}/{cluster}", namespace, cluster, secret)
         except Unreachable as exc:
             return _Refusal(exc)
-        except Exception as exc:  # a kubeconfig no client can be built from
-            # Only the type: the error's text may quote the kubeconfig.
-            return _Refusal(
-                UnsupportedKubeconfig(
-                    f"{name}: kubeconfig Secret: no client can be built from it"
-                    f" ({type(exc).__name__})"
-                )
-            )
 
     async def _client(
         self, name: str, namespace: str, cluster: str, secret: Mapping[str, Any]

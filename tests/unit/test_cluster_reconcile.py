@@ -171,6 +171,21 @@ async def test_an_unexpected_error_in_a_pass_is_that_pairs_outcome() -> None:
     assert result.retry
 
 
+async def test_an_unexpected_error_building_a_client_is_the_clusters_outcome() -> None:
+    world = await world_with(crs("a", "src"))
+
+    async def broken(namespace: str, cluster: str, secret: Obj) -> Any:
+        raise RuntimeError("can't start new thread")
+
+    world.ctx.workloads.get = broken  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        result = await reconcile(world)
+    message = "unexpected RuntimeError; see the controller log"
+    assert outcome(world, "a") == ("ClusterUnreachable", message)
+    assert result.retry
+    assert [e["event"] for e in logs if e.get("exc_info")] == ["workload client not built"]
+
+
 async def test_a_paused_cluster_is_left_alone() -> None:
     world = await world_with(crs("a", "src"), paused=True)
     workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]

@@ -411,20 +411,44 @@ async def test_a_proxy_url_that_is_not_ascii_is_refused_once(proxy: str) -> None
     await clients.close()
 
 
-async def test_any_failure_to_build_a_client_is_the_clusters_refusal_kept_until_it_changes() -> (
-    None
-):
+class FailingOnce(CountingDecode):
+    """decode_kubeconfig whose first call fails as a passing condition would."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def __call__(self, obj: Any, cluster: str) -> dict[str, Any]:
+        if self.calls == 0:
+            self.calls += 1
+            raise self.error
+        return super().__call__(obj, cluster)
+
+
+@pytest.mark.parametrize("error", [RuntimeError("can't start new thread"), MemoryError()])
+async def test_a_passing_failure_to_decode_is_not_kept_for_the_next_pass(
+    error: Exception,
+) -> None:
+    decode = FailingOnce(error)
+    clients = WorkloadClients(decode=decode, connect=Recorded().connect)
+    obj = with_cluster(server="https://a.example")
+    with pytest.raises(type(error)):
+        await clients.get("ns", CLUSTER, obj)
+    client = await clients.get("ns", CLUSTER, obj)
+    assert await clients.get("ns", CLUSTER, obj) is client
+    assert decode.calls == 2
+    await clients.close()
+
+
+async def test_an_error_building_the_client_escapes_and_is_not_kept() -> None:
     def broken(endpoint: Endpoint, context: ssl.SSLContext) -> Recorded:
-        raise TypeError(f"cannot use {endpoint.server}")
+        raise TypeError("not a transport")
 
     decode = CountingDecode()
     clients = WorkloadClients(decode=decode, connect=broken)
-    obj = with_cluster(server="https://secret-host.example")
+    obj = with_cluster(server="https://a.example")
     for _ in range(2):
-        with pytest.raises(UnsupportedKubeconfig) as caught:
+        with pytest.raises(TypeError):
             await clients.get("ns", CLUSTER, obj)
-        assert str(caught.value) == (
-            f"cluster ns/{CLUSTER}: kubeconfig Secret: no client can be built from it (TypeError)"
-        )
-    assert decode.calls == 1
+    assert decode.calls == 2
     await clients.close()

@@ -221,6 +221,11 @@ class ClusterScope:
             self.client = await ctx.workloads.get(namespace, name, secret)
         except Unreachable as exc:
             return Outcome("Failed", exc.reason, str(exc), 0)
+        except Exception as exc:  # this cluster's failure, retried with backoff
+            # Logged whole, named by its type alone: its text may quote the kubeconfig.
+            log.exception("workload client not built", cluster=f"{namespace}/{name}")
+            message = f"unexpected {type(exc).__name__}; see the controller log"
+            return Outcome("Failed", Unreachable.reason, message, 0)
         return None
 
     async def rolled(self, crs: CRS) -> RolledOut | None:
