@@ -71,20 +71,23 @@ class Index:
     # handler's ``old``: a write this controller cached at once (``Informer.put``)
     # makes the watch's ``old`` the new version already.
 
-    def update_crs(self, old: CRS | None, new: CRS | None) -> None:
+    def update_crs(self, old: CRS | None, new: CRS | None) -> set[SourceKey]:
+        """Index the CRS as it is now; gives the sources no CRS names any more."""
         crs = new or old
         assert crs is not None
         key = (crs.namespace, crs.name)
-        for source in self._indexed_refs.pop(key, set()):
+        before = self._indexed_refs.pop(key, set())
+        for source in before:
             _discard(self._refs, source, crs.name)
         self._note_dependencies(crs.namespace, crs.name, None if new is None else depends_on(new))
         if new is None:
             self._leave(self._names, crs.namespace, crs.name)
-            return
+            return {source for source in before if source not in self._refs}
         self._indexed_refs[key] = refs = referenced_sources(new)
         for source in refs:
             self._refs[source].add(new.name)
         self._join(self._names, new.namespace, new.name)
+        return {source for source in before if source not in self._refs}
 
     def update_cluster(self, old: Cluster | None, new: Cluster | None) -> None:
         if new is not None:
@@ -166,6 +169,10 @@ class Index:
         binding: nothing it says can be trusted), looked up, not searched for."""
         binding = self._bindings.get(namespace, cluster)
         return None if binding is None else binding.entry_of.get(crs)
+
+    def named(self, namespace: str, kind: str, name: str) -> bool:
+        """Does any CRS name this source?"""
+        return (namespace, kind, name) in self._refs
 
     def referencing(self, namespace: str, kind: str, name: str) -> list[CRS]:
         return self._crss_named(namespace, sorted(self._refs.get((namespace, kind, name), ())))

@@ -59,9 +59,6 @@ MAX_SOURCE_CHARACTERS = 1536 * 1024
 CONTENT_BUDGET_BYTES = 32 * 1024 * 1024
 PARSED_BUDGET_BYTES = 64 * 1024 * 1024
 VERDICTS_KEPT = 8192  # each None or a message of at most ~1 KiB
-# What each source's last load found, for this many sources (least recently loaded
-# out first). One forgotten and loaded again takes a new number: counted as changed.
-SEEN_KEPT = 16384
 # Parsed objects in memory, measured (tracemalloc) per node and per source byte:
 # Calico's 710 KB holds 1.5 MiB, 1 MiB of "[{},{},…]" 24 MiB (69 B a node), 1 MiB of
 # small ConfigMaps 9.2 MiB (77 B a node). Aliases are shared, not copied, so a
@@ -152,10 +149,16 @@ class Sources:
         configmaps: Informer[SourceMeta],
         secrets: Informer[SourceMeta],
         on_change: Callable[[str, str, str], None] | None = None,
+        named: Callable[[str, str, str], bool] | None = None,
     ) -> None:
         self._client = client
         self._on_change = on_change
-        self._seen: OrderedDict[ContentKey, tuple[str, int]] = OrderedDict()
+        # What each source's last load found, with its change number: kept for the
+        # sources ``named`` says a CRS names (every one loaded without it), and
+        # dropped by ``unnamed`` once none does, so the record is as large as the
+        # CRSs' references and nothing a CRS names is ever forgotten meanwhile.
+        self._named = named
+        self._seen: dict[ContentKey, tuple[str, int]] = {}
         self._changes = itertools.count(1)
         self._informers = {"ConfigMap": configmaps, "Secret": secrets}
         self._contents: ByteBudgetLRU[ContentKey, Obj] = ByteBudgetLRU(CONTENT_BUDGET_BYTES)
@@ -219,29 +222,34 @@ class Sources:
         every load of it found the same (see ``_note``). The caller is the one that
         compares: a change this load finds is not told."""
         key = (namespace, ref.kind, ref.name)
-        self._note(key, await self._load(namespace, ref), tell=False)
-        return self._seen[key][1]
+        return self._note(key, await self._load(namespace, ref), tell=False)
 
     def noted(self, namespace: str, ref: ResourceRef) -> int | None:
         """The source's change number as its last load left it, loading nothing
-        (None: not loaded, or forgotten since)."""
+        (None: not loaded since a CRS named it)."""
         held = self._seen.get((namespace, ref.kind, ref.name))
         return None if held is None else held[1]
 
-    def _note(self, key: ContentKey, source: Source, *, tell: bool = True) -> None:
-        """Keep what a load found; something else than the load before it (or a
-        source not noted yet) takes a new change number, and is told."""
+    def unnamed(self, namespace: str, kind: str, name: str) -> None:
+        """No CRS names this source any more: what its loads found is not kept."""
+        self._seen.pop((namespace, kind, name), None)
+
+    def _note(self, key: ContentKey, source: Source, *, tell: bool = True) -> int:
+        """Keep what a load found, and give its change number: something else than
+        the load before it (or a source not noted yet) takes a new number, and is
+        told. A source no CRS names is not kept (a pass of a CRS deleted or edited
+        meanwhile): its number is new each time, and nobody is told."""
         found = source.hash if source.error is None else f"!{source.error.reason}: {source.error}"
         held = self._seen.get(key)
         if held is not None and held[0] == found:
-            self._seen.move_to_end(key)
-            return
-        self._seen[key] = (found, next(self._changes))
-        self._seen.move_to_end(key)
-        if len(self._seen) > SEEN_KEPT:
-            self._seen.popitem(last=False)
+            return held[1]
+        number = next(self._changes)
+        if self._named is not None and not self._named(*key):
+            return number
+        self._seen[key] = (found, number)
         if tell and self._on_change is not None:
             self._on_change(*key)
+        return number
 
     async def _load(self, namespace: str, ref: ResourceRef) -> Source:
         raw = await self.content(namespace, ref.kind, ref.name)

@@ -168,7 +168,9 @@ class Controller:
         """What the two reconcilers share: the caches, the sources, the events, and
         the process's memory (outcomes, rollout plans, notes)."""
         mgmt, clock = self.mgmt, self.clock
-        sources = Sources(mgmt, configmaps, secrets, on_change=self._source_moved)
+        sources = Sources(
+            mgmt, configmaps, secrets, on_change=self._source_moved, named=self.index.named
+        )
         # A budget place freed and a plan admitting clusters queue those clusters as
         # they happen: a pass that fails afterwards returns no Result to carry them.
         wake = self._look_again
@@ -255,7 +257,8 @@ class Controller:
     # -- event -> keys ------------------------------------------------------------
 
     def _on_crs(self, old: CRS | None, new: CRS | None) -> None:
-        self.index.update_crs(old, new)
+        for source in self.index.update_crs(old, new):
+            self.crs_ctx.sources.unnamed(*source)
         crs = new or old
         assert crs is not None
         namespace = crs.namespace
