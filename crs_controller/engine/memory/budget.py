@@ -125,15 +125,28 @@ class Budget:
             if not holding:
                 del self._held[cluster]
                 changed = True
+        left = self._leave_line(cluster, crs)
+        return self._next() if changed or left else ()
+
+    def step_aside(self, cluster: ClusterKey, crs: str) -> tuple[ClusterKey, ...]:
+        """A waiting pair whose pass failed before it could ask again (its cluster could
+        not be contacted, say) leaves the line, so it never holds back those behind it
+        while a place is free; its retry asks again, behind them. A pair the cluster
+        holds its place for keeps it. Wakes (and returns) the clusters to look at now,
+        as ``release`` does."""
+        return self._next() if self._leave_line(cluster, crs) else ()
+
+    def _leave_line(self, cluster: ClusterKey, crs: str) -> bool:
+        """The pair no longer waits: did it?"""
         asks = self._asks.get(cluster)
-        if asks is not None and crs in asks:
-            del asks[crs]
-            if asks:
-                self._enqueue(cluster)
-            else:
-                self._dequeue(cluster)
-            changed = True
-        return self._next() if changed else ()
+        if asks is None or crs not in asks:
+            return False
+        del asks[crs]
+        if asks:
+            self._enqueue(cluster)
+        else:
+            self._dequeue(cluster)
+        return True
 
     def forget_cluster(self, cluster: ClusterKey) -> tuple[ClusterKey, ...]:
         """Every pair of a cluster is gone (the cluster was deleted, or handed to

@@ -166,7 +166,12 @@ class Gate:
         on = on_revision(crs, entry, now)
         if on is None or on == target:
             # A first install, or a cluster on the revision: retries, drift and
-            # health checks go on there, and its step's validation.
+            # health checks go on there, and its step's validation. One whose failed
+            # pass was taking it, and has not all of it, is still updating: it holds
+            # (or asks again for) its budget place.
+            partly = on is not None and entry_revision(crs, entry, now) != target
+            if partly and limit is not None and not scope.ask_budget(crs.name, self._step(crs)):
+                return Held(BudgetExhausted(limit), crs.generation)
             validate = ctx.rollouts.validating(crs.namespace, crs.name, cluster.name, target)
             return Go(rollout_target, validate)
         why = self._update_held(crs, target, limit)
@@ -178,16 +183,20 @@ class Gate:
         ctx, cluster, ns = scope.ctx, scope.cluster, crs.namespace
         if cluster.holds_updates:
             return UpdateHeld()
-        step = 1
-        if crs.policy is not None:
-            if not ctx.rollouts.admitted(ns, crs.name, cluster.name, target):
-                planned = ctx.rollouts.planned(ns, crs.name, target)
-                return RolloutStep(ctx.rollouts.waiting_for(ns, crs.name, target), planned)
-            made = ctx.rollouts.plan(ns, crs.name)
-            step = made[1].step if made is not None else 1
-        if limit is not None and not scope.ask_budget(crs.name, step):
+        if crs.policy is not None and not ctx.rollouts.admitted(ns, crs.name, cluster.name, target):
+            planned = ctx.rollouts.planned(ns, crs.name, target)
+            return RolloutStep(ctx.rollouts.waiting_for(ns, crs.name, target), planned)
+        if limit is not None and not scope.ask_budget(crs.name, self._step(crs)):
             return BudgetExhausted(limit)
         return None
+
+    def _step(self, crs: CRS) -> int:
+        """The rollout step the cluster's update of ``crs`` is at (1 without a plan):
+        the budget's line is ordered by it."""
+        if crs.policy is None:
+            return 1
+        made = self._scope.ctx.rollouts.plan(crs.namespace, crs.name)
+        return made[1].step if made is not None else 1
 
 
 def _questions(scope: ClusterScope) -> tuple[Question, Question, Question]:

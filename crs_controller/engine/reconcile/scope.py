@@ -290,10 +290,16 @@ class ClusterScope:
         reason) gives its place back, or leaves the line. Applied and not Ready yet,
         it still updates; failed, it keeps its place for its retry (as a Deployment's
         failing Pod counts against maxUnavailable): given back, a retry on the revision
-        it already has would update beside the clusters that took the place."""
-        still = outcome.state == "Failed" or (outcome.state == "Applied" and not outcome.ready)
+        it already has would update beside the clusters that took the place. A failed
+        pair that only waited steps aside: at the head of the line, a pass that keeps
+        failing before it can ask (a broken kubeconfig) would hold every cluster behind
+        it, of any namespace, with a place free."""
+        failed = outcome.state == "Failed"
+        still = failed or (outcome.state == "Applied" and not outcome.ready)
         if outcome.reason != BUDGET_WAIT and not still:
             self.ctx.budget.release(self.key, crs_name)
+        elif failed:
+            self.ctx.budget.step_aside(self.key, crs_name)
         _count(self.ctx)
 
     def forget_left(self) -> None:
