@@ -38,7 +38,8 @@ class Budget:
 
     The line is ordered by rollout step, then first ask. A waiter keeps its first ask
     while it waits, so nobody of its own step gets ahead of it, and it moves up only as
-    those ahead are granted or withdraw. Rollout-step order is the contract, though: a
+    those ahead are granted or withdraw (a waiter whose pass fails steps aside, and asks
+    again behind the others). Rollout-step order is the contract, though: a
     newcomer at an earlier step goes ahead of an older waiter at a later step, so a
     fleet that keeps starting new rollouts can hold later steps back for as long as it
     does.
