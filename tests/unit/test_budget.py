@@ -112,6 +112,19 @@ def test_a_waiter_keeps_its_first_ask_when_its_step_changes() -> None:
     assert budget.release(c("holder"), "cni") == (c("a"),)
 
 
+def test_a_waiter_moved_back_in_line_wakes_those_now_ahead_of_it() -> None:
+    woken: list[ClusterKey] = []
+    budget = Budget(1, FakeClock(), wake=lambda ns, name: woken.append((ns, name)))
+    budget.ask(c("holder"), "cni", step=1)
+    budget.ask(c("a"), "cni", step=1)
+    budget.ask(c("b"), "cni", step=2)
+    assert budget.release(c("holder"), "cni") == (c("a"),)
+    # Asking again at a later step (its rollout's plan known now), it waits behind b.
+    assert not budget.ask(c("a"), "cni", step=3)
+    assert woken[-1] == c("b") and budget.may_go(c("b"))
+    assert budget.ask(c("b"), "cni", step=2)
+
+
 def test_a_cluster_waits_at_the_place_of_its_most_urgent_crs() -> None:
     clock = FakeClock()
     budget = Budget(1, clock)

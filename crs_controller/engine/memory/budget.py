@@ -102,9 +102,13 @@ class Budget:
                 asks[crs] = (step, self._clock.now(), next(self._arrivals))
             else:
                 asks[crs] = (step, before[1], before[2])
+            was = self._entries.get(cluster)
             self._enqueue(cluster)
-            ahead = bisect.bisect_left(self._line, self._entries[cluster])
-            if ahead >= self._limit - len(self._held):
+            entry = self._entries[cluster]
+            if bisect.bisect_left(self._line, entry) >= self._limit - len(self._held):
+                if was is not None and was != entry:
+                    # Moved back in line (a later step): those now ahead of it may go.
+                    self._next()
                 return False
         # Its other waiting pairs go too once they ask again: the cluster holds a place.
         self._dequeue(cluster)
@@ -136,6 +140,15 @@ class Budget:
         holds its place for keeps it. Wakes (and returns) the clusters to look at now,
         as ``release`` does."""
         return self._next() if self._leave_line(cluster, crs) else ()
+
+    def step_aside_cluster(self, cluster: ClusterKey) -> tuple[ClusterKey, ...]:
+        """Every waiting pair of a cluster steps aside, as ``step_aside`` does: its pass
+        ended (timed out, crashed, cancelled) before those pairs recorded an outcome.
+        A place the cluster holds stays held."""
+        if cluster not in self._asks:
+            return ()
+        self._dequeue(cluster)
+        return self._next()
 
     def _leave_line(self, cluster: ClusterKey, crs: str) -> bool:
         """The pair no longer waits: did it?"""
