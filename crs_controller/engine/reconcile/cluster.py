@@ -24,7 +24,12 @@ from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.pair import reconcile_pair, unexpected
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
 from crs_controller.engine.reconcile.rollout import taking
-from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass, forget_budget
+from crs_controller.engine.reconcile.scope import (
+    ClusterScope,
+    CRSPass,
+    forget_budget,
+    step_aside,
+)
 from crs_controller.engine.reconcile.workload.uninstall import Cleanup, uninstall
 from crs_controller.engine.reconcile.workload.uninstall import targets as uninstall_targets
 
@@ -50,6 +55,9 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
     # two passes) go: they are not this Cluster's.
     ctx.unrecorded.keep_only((namespace, name), cluster.meta.uid or "")
     if cluster.deleting:
+        # Being deleted, it takes no revision: its place goes back and it leaves the
+        # line, however long its finalizers keep it.
+        forget_budget(ctx, (namespace, name))
         return await _clean_up(ctx, cluster, binding)
     crss = _active(ctx, cluster)
     noted = ctx.unrecorded.holds((namespace, name), cluster.meta.uid or "")
@@ -59,6 +67,16 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
         forget_budget(ctx, (namespace, name))
         return NOTHING
     scope = ClusterScope(ctx, cluster, binding)
+    try:
+        return await _reconcile_live(scope, crss)
+    except BaseException:
+        # Timed out, crashed or cancelled: its waiting pairs step aside (a place it
+        # holds stays), so a pass that never records them holds nobody back.
+        step_aside(ctx, (namespace, name))
+        raise
+
+
+async def _reconcile_live(scope: ClusterScope, crss: list[CRS]) -> Result:
     blocked = await scope.connect()
     if blocked is not None:
         result = await _record_blocked(scope, crss, blocked)

@@ -468,6 +468,14 @@ def forget_budget(ctx: ClusterContext, key: tuple[str, str]) -> None:
     _count(ctx)
 
 
+def step_aside(ctx: ClusterContext, key: tuple[str, str]) -> None:
+    """A cluster pass ended without an outcome (timed out, crashed): its waiting pairs
+    leave the line and ask again on the retry, behind the others; a place it holds
+    stays (the budget wakes the clusters that may go now)."""
+    ctx.budget.step_aside_cluster(key)
+    _count(ctx)
+
+
 def _count(ctx: ClusterContext) -> None:
     """The gauge of clusters updating, set on every pair, not only on a release: the
     gate may have granted a place just now."""
