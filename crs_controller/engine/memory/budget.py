@@ -9,7 +9,8 @@ first. ``release`` and ``forget_cluster`` answer which waiting clusters may go n
 for the reconcile to put in its Result: nobody here sees the queue.
 
 Process state, kept in memory on purpose: a restart starts with every place free, and
-the pairs still updating ask again on their first reconcile, in the order they come.
+the pairs part-way through a revision ask again on their first reconcile, in the order
+they come (one with all of it, not Ready yet, is not counted again).
 Times are the seconds of the injected clock, so tests drive the line without waiting.
 """
 
