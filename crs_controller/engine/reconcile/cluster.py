@@ -37,6 +37,16 @@ log = structlog.get_logger(__name__)
 
 
 async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> Result:
+    try:
+        return await _reconcile(ctx, namespace, name)
+    except BaseException:
+        # Timed out, crashed or cancelled: its waiting pairs step aside (a place it
+        # holds stays), so a pass that never records them holds nobody back.
+        step_aside(ctx, (namespace, name))
+        raise
+
+
+async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
     cluster = ctx.caches.cluster(namespace, name)
     if cluster is not None and not cluster.whole:
         # Another replica's Cluster until now: read whole, as its values are.
@@ -67,16 +77,6 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
         forget_budget(ctx, (namespace, name))
         return NOTHING
     scope = ClusterScope(ctx, cluster, binding)
-    try:
-        return await _reconcile_live(scope, crss)
-    except BaseException:
-        # Timed out, crashed or cancelled: its waiting pairs step aside (a place it
-        # holds stays), so a pass that never records them holds nobody back.
-        step_aside(ctx, (namespace, name))
-        raise
-
-
-async def _reconcile_live(scope: ClusterScope, crss: list[CRS]) -> Result:
     blocked = await scope.connect()
     if blocked is not None:
         result = await _record_blocked(scope, crss, blocked)
