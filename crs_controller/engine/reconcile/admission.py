@@ -168,8 +168,11 @@ class Gate:
             # A first install, or a cluster on the revision: retries, drift and
             # health checks go on there, and its step's validation. One whose failed
             # pass was taking it, and has not all of it, is still updating: it holds
-            # (or asks again for) its budget place.
+            # (or asks again for) its budget place; one that holds updates takes no
+            # more of it, and stays where it is until the hold is lifted.
             partly = on is not None and entry_revision(crs, entry, now) != target
+            if partly and cluster.holds_updates:
+                return Held(UpdateHeld(), crs.generation)
             if partly and limit is not None and not scope.ask_budget(crs.name, self._step(crs)):
                 return Held(BudgetExhausted(limit), crs.generation)
             validate = ctx.rollouts.validating(crs.namespace, crs.name, cluster.name, target)

@@ -143,13 +143,15 @@ async def _record_blocked(scope: ClusterScope, crss: list[CRS], blocked: Outcome
 
 async def _kept_from(scope: ClusterScope, crs: CRS) -> str:
     """The revision a cluster that cannot be contacted fails to take: the one its
-    rollout admitted it to, or the one it is on while that rollout goes on."""
+    rollout admitted it to, or the one it is on while that rollout goes on. A cluster
+    that holds updates is admitted to none."""
     rolled = await scope.rolled(crs)
     if rolled is None:
         return ""
     ctx, cluster = scope.ctx, scope.cluster
-    admitted = crs.policy is None or ctx.rollouts.admitted(
-        cluster.namespace, crs.name, cluster.name, rolled.target
+    admitted = not cluster.holds_updates and (
+        crs.policy is None
+        or ctx.rollouts.admitted(cluster.namespace, crs.name, cluster.name, rolled.target)
     )
     return taking(ctx, crs, scope.before(crs.name), rolled, admitted=admitted)
 
