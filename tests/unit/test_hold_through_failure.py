@@ -1,14 +1,19 @@
 """A Cluster that holds updates (``addons.crs.dev/hold-updates``) takes no new revision,
 whatever its passes met before: a pass that cannot contact it records no revision it
 was taking, and a cluster whose failed pass was taking one when the hold was set stays
-where it is until the hold is lifted."""
+where it is until the hold is lifted. The same holds for its rollout: a retry part-way
+through a revision goes only while the plan admits the cluster (its step, a change
+window, an approval)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION
 from crs_controller.core.errors import Unreachable
+from crs_controller.core.rollout.plan import Plan
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 
 from .memory_kube import CLUSTER_API, World
@@ -68,3 +73,17 @@ async def test_a_cluster_held_part_way_through_a_revision_stays_until_released()
     await set_hold(world, False)
     await reconcile_cluster(world.ctx, NS, "c1")
     assert await addon_value(world) == "2"
+
+
+@pytest.mark.parametrize("waiting_for", ["Window", "Approval", "Step"])
+async def test_a_retry_part_way_through_a_revision_waits_for_the_plan(waiting_for: str) -> None:
+    world = await edited_world()
+    await fail_one_pass(world)  # admitted, it was taking the new revision
+    outcome = world.ctx.outcomes.get(NS, "a", "c1")
+    assert outcome is not None and outcome.revision != ""
+    closed = Plan(frozenset(), "Progressing", 1, 0, "waiting", None, waiting_for=waiting_for)
+    world.ctx.rollouts.set(NS, "a", outcome.revision, closed)
+    await reconcile_cluster(world.ctx, NS, "c1")
+    found = world.ctx.outcomes.get(NS, "a", "c1")
+    assert found is not None and found.state == "Progressing", found  # it looked
+    assert await addon_value(world) == "1"

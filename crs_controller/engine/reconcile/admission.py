@@ -167,14 +167,12 @@ class Gate:
         if on is None or on == target:
             # A first install, or a cluster on the revision: retries, drift and
             # health checks go on there, and its step's validation. One whose failed
-            # pass was taking it, and has not all of it, is still updating: it holds
-            # (or asks again for) its budget place; one that holds updates takes no
-            # more of it, and stays where it is until the hold is lifted.
+            # pass was taking it, and has not all of it, is still updating: its retry
+            # passes the same gates as an update (the hold, its rollout's admission:
+            # steps, change windows, approvals; and its budget place).
             partly = on is not None and entry_revision(crs, entry, now) != target
-            if partly and cluster.holds_updates:
-                return Held(UpdateHeld(), crs.generation)
-            if partly and limit is not None and not scope.ask_budget(crs.name, self._step(crs)):
-                return Held(BudgetExhausted(limit), crs.generation)
+            if partly and (why := self._update_held(crs, target, limit)) is not None:
+                return Held(why, crs.generation)
             validate = ctx.rollouts.validating(crs.namespace, crs.name, cluster.name, target)
             return Go(rollout_target, validate)
         why = self._update_held(crs, target, limit)
