@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from crs_controller.core.api.models import API_VERSION
+from crs_controller.core.errors import InvalidObjectName
 from crs_controller.core.health import cel_rules
 from crs_controller.core.spec import objects
 from crs_controller.core.versions.ranges import parse_version
@@ -302,3 +303,26 @@ async def test_up_to_the_limit_each_recorded_crs_is_read_with_a_get() -> None:
     assert answer == (HOOK_RETRY_SECONDS, "crs-controller: removing add-ons of crs-03")
     assert [r for r in mgmt.requests if r[0] == "list"] == []
     assert len(mgmt.requests) == 2 + GETS_AT_MOST
+
+
+async def test_a_recorded_name_no_crs_can_have_holds_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A binding (tenants can write one) naming a CRS ``a/b``: the API client refuses
+    to build a path from it, no CRS has that name, so it holds nothing and the others
+    are still read."""
+    mgmt: Any = await api_with(
+        cluster_raw(deleted="2026-01-01T11:59:00Z"),
+        crs_raw("x", uninstall={"ensure": True, "timeout": "1h"}),
+        binding_raw("a/b", "x"),
+    )
+    read = mgmt.get
+
+    async def strict(api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+        if "/" in name:
+            raise InvalidObjectName("a name must be one path segment")
+        return await read(api_version, kind, name, namespace)
+
+    monkeypatch.setattr(mgmt, "get", strict)
+    answer = await hook_status(mgmt, CLUSTER_API, cluster_raw(), NOW, parsed=ParsedCRSs())
+    assert answer == (HOOK_RETRY_SECONDS, "crs-controller: removing add-ons of x")

@@ -35,6 +35,7 @@ from crs_controller.core.api.models import (
     CLUSTER_RESOURCE_SET_KIND,
     ClusterResourceSetBinding,
 )
+from crs_controller.core.errors import InvalidObjectName
 from crs_controller.core.spec.objects import (
     CRS,
     Cluster,
@@ -123,7 +124,10 @@ async def _recorded_crss(
     the API: a GET each, or past GETS_AT_MOST names, the namespace's CRSs page by page."""
     if len(names) <= GETS_AT_MOST:
         for name in names:
-            found = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, name, namespace)
+            try:
+                found = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, name, namespace)
+            except InvalidObjectName:
+                continue  # a binding (tenants write them) naming what no CRS can be named
             if found is not None:
                 yield name, found
         return

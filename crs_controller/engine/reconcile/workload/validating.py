@@ -394,7 +394,7 @@ class _Run:
         absent = [ref for ref in refs if ref in before and before[ref] is None]
         now = await self._uids(absent)
         made = [uid for uid in now.values() if uid is not None]
-        jobs = {uid for ref, uid in [*before.items(), *now.items()] if _isjob_ref(ref)}
+        jobs = {uid for ref, uid in [*before.items(), *now.items()] if _is_job_ref(ref)}
         # What no object carries any more is forgotten (the record stays bounded),
         # once every object could be read.
         mine = [uid for uid in before.values() if uid in self.created]
@@ -560,7 +560,7 @@ def _verdict(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def _isjob_ref(ref: ObjectRef) -> bool:
+def _is_job_ref(ref: ObjectRef) -> bool:
     return is_job({"apiVersion": ref.api_version, "kind": ref.kind})
 
 
