@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TypeVar
 
-from crs_controller.core.api.models import CRSBinding, SourceKey
+from crs_controller.core.api.models import CRSBinding, ResourceRef, SourceKey
 from crs_controller.core.spec.objects import CRS, Binding, Cluster, depends_on
 from crs_controller.core.values.dependencies import Dependencies
 from crs_controller.engine.io.informer import Informer
@@ -20,14 +20,18 @@ K = TypeVar("K")
 Reshape = Callable[[Binding], Binding]
 
 
-def referenced_sources(crs: CRS) -> set[SourceKey]:
-    """Every ConfigMap/Secret a CRS reads, hook resources included (none known for a
-    CRS the model refuses: it reads nothing)."""
+def read_by(crs: CRS) -> list[ResourceRef]:
+    """Every source a CRS reads: its resources and its beforeDelete hook's (none for
+    a CRS the model refuses: it reads nothing)."""
     if crs.model is None:
-        return set()
+        return []
     spec = crs.model.spec
-    refs = [*spec.resources, *spec.uninstall.before_delete]
-    return {(crs.namespace, r.kind, r.name) for r in refs}
+    return [*spec.resources, *spec.uninstall.before_delete]
+
+
+def referenced_sources(crs: CRS) -> set[SourceKey]:
+    """Every ConfigMap/Secret a CRS reads (``read_by``), as index keys."""
+    return {(crs.namespace, r.kind, r.name) for r in read_by(crs)}
 
 
 class Caches(Protocol):

@@ -222,7 +222,8 @@ class ClusterScope:
         except Unreachable as exc:
             return Outcome("Failed", exc.reason, str(exc), 0)
         except Exception as exc:  # this cluster's failure, retried with backoff
-            # Logged whole, named by its type alone: its text may quote the kubeconfig.
+            # The outcome (tenants read it) names the type alone; the log keeps the
+            # traceback for the operator, as every unexpected failure's does.
             log.exception("workload client not built", cluster=f"{namespace}/{name}")
             message = f"unexpected {type(exc).__name__}; see the controller log"
             return Outcome("Failed", Unreachable.reason, message, 0)

@@ -17,20 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from crs_controller.core.api.models import ResourceRef
 from crs_controller.core.spec.objects import CRS
+from crs_controller.engine.index import read_by
 from crs_controller.engine.reconcile.context import CRSContext
 
 Seen = Mapping[tuple[str, str], int]  # (kind, name) -> the source's change number
-
-
-def read_by(crs: CRS) -> list[ResourceRef]:
-    """Every source a CRS reads: its resources and its beforeDelete hook's (none for
-    a CRS the model refuses)."""
-    if crs.model is None:
-        return []
-    spec = crs.model.spec
-    return [*spec.resources, *spec.uninstall.before_delete]
 
 
 async def sources_seen(ctx: CRSContext, crs: CRS) -> Seen:
