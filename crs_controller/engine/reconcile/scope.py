@@ -325,18 +325,19 @@ class ClusterScope:
         present = ctx.caches.crss_in(namespace)
         deciding = [c for c in present if not c.left_alone]
         policies = {c.name: c.valid.spec.deletion_policy for c in deciding}
-        allowed: dict[str, Allowances] = {
-            c.name: allowances(c.valid.spec.resources) for c in deciding
-        }
         before = dict(self._before)
         gone = self._gone({c.name for c in present})
         for name, terms in gone.items():
             # Its entry is what was noted alone: a recorded one the CRS left behind
             # is dropped, as any entry of a CRS gone entirely.
             before[name] = with_unrecorded({}, {name: self._taken[name]})[name]
-            policies[name], allowed[name] = terms.policy, terms.allowed
+            policies[name] = terms.policy
         if not any(policies.get(n) == "Delete" for n in before):
             return NOTHING
+        allowed: dict[str, Allowances] = {
+            c.name: allowances(c.valid.spec.resources) for c in deciding
+        }
+        allowed |= {name: terms.allowed for name, terms in gone.items()}
         ctx.still_ours(*self.key)
         pruned = await prune(
             self.client,
