@@ -201,7 +201,7 @@ def test_a_refused_binding_is_held_with_its_problem() -> None:
         },
     }
     refused = parse_binding_object(raw)
-    assert refused.model is None and refused.crs_names == frozenset()
+    assert refused.model is None and not refused.entry_of
     assert refused.problem is not None and "spec.bindings.0.resources" in str(refused.problem)
     assert MARKER not in str(refused.problem)
     with pytest.raises(InvalidSpec):
@@ -262,5 +262,5 @@ def test_a_binding_names_the_crss_it_has_entries_for() -> None:
         },
     }
     parsed = parse_binding_object(raw)
-    assert parsed.crs_names == frozenset({"a", "b"})
+    assert set(parsed.entry_of) == {"a", "b"}
     assert set(parsed.entries()) == {"a", "b"}

@@ -391,13 +391,6 @@ class Binding:
             raise self.problem or InvalidSpec("invalid binding")
         return self.model
 
-    @property
-    def crs_names(self) -> frozenset[str]:
-        """The CRSs it has an entry for (none known when the model refuses it)."""
-        if self.model is None:
-            return frozenset()
-        return frozenset(b.cluster_resource_set_name for b in self.model.spec.bindings)
-
     def entries(self) -> dict[str, CRSBinding]:
         return {b.cluster_resource_set_name: b for b in self.valid.spec.bindings}
 
