@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from crs_controller.app.commands.diff import Change, held_notes
-from crs_controller.app.commands.holds import Holds, holds
+from crs_controller.app.commands.holds import Holds, drift_left, holds
 from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION
 from crs_controller.core.api.models import CRSBinding, ResourceBinding
 from crs_controller.core.spec.objects import parse_cluster, parse_crs
@@ -176,3 +176,27 @@ def test_the_lines_count_the_held_changes_per_reason() -> None:
         "the controller holds 1 of these 3 changes: up c",
     ]
     assert held_notes([Change("a", "-x")]) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "recorded", "left"),
+    [
+        pytest.param({}, NEW, True, id="applied-this-content-no-drift-correction"),
+        pytest.param({}, OLD, False, id="new-content-is-applied"),
+        pytest.param({}, None, False, id="never-applied"),
+        pytest.param({"driftDetection": "Content"}, NEW, False, id="drift-corrected"),
+        pytest.param({"driftDetection": "Generation"}, NEW, False, id="generation-drift"),
+        pytest.param({"reapplyInterval": "1h"}, NEW, False, id="reapplied-on-an-interval"),
+    ],
+)
+def test_drift_is_left_unless_the_crs_corrects_it(
+    spec: dict[str, Any], recorded: str | None, left: bool
+) -> None:
+    """`diff` does not count as a change what the controller would leave as it is:
+    objects differing from the content it applied there, when nothing reapplies it."""
+    the_crs = parse_crs(crs("x", "src", mode="Reconcile", **spec))
+    entry = _entry(recorded)
+    why = drift_left(the_crs, entry.resources[0] if entry else None, NEW)
+    assert (why is not None) == left
+    if why is not None:
+        assert "driftDetection: None" in why and "ConfigMap/src" in why

@@ -19,9 +19,12 @@ What the controller would not do is not a change, and stderr says why: a cluster
 the CRS does not select gets nothing (with deletionPolicy: Delete, what the CRS
 applied there before is listed as removed); under mode ApplyOnce an object already
 on the cluster is never changed, and a resource already applied is never applied
-again. A change the controller holds for now is shown, and stderr says what holds
-it: a paused Cluster or CRS, a Cluster that holds updates, a paused rollout, Cluster
-API upgrading the cluster (-o json|yaml: each change's "held").
+again; an object changed or deleted on the cluster since the controller applied the
+content it has now (drift) is left so unless the CRS corrects drift
+(spec.driftDetection) or reapplies on an interval (spec.reapplyInterval). A change
+the controller holds for now is shown, and stderr says what holds it: a paused
+Cluster or CRS, a Cluster that holds updates, a paused rollout, Cluster API
+upgrading the cluster (-o json|yaml: each change's "held").
 
 A ClusterResourceSet with a field this version's schema does not declare is refused,
 naming it as the API server does (unknown field "spec.healthCheck.wiat").
@@ -55,7 +58,7 @@ from crs_controller.app.commands.common import (
     management,
     say,
 )
-from crs_controller.app.commands.holds import NO_HOLDS, Holds, holds, left_alone
+from crs_controller.app.commands.holds import NO_HOLDS, Holds, drift_left, holds, left_alone
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.workload import WorkloadClients, kubeconfig_secret_name
 from crs_controller.core.api.clusters import CLUSTER_GROUP
@@ -362,12 +365,13 @@ async def _resource(
     done = once and recorded is not None and recorded.applied
     created = frozenset(o.key for o in recorded.objects) if recorded else frozenset()
     held = holds.of(resource.kind, resource.name, recorded, resource.hash)
+    drifted = None if held else drift_left(target.crs, recorded, resource.hash)
     for obj in resource.objects:
         ref, live, chunk = await _one(client, obj, manager, target.crs.ignores, created)
         if not chunk:
             continue
-        if done or (once and live is not None):
-            why = (
+        if done or (once and live is not None) or drifted:
+            why = drifted or (
                 f"ApplyOnce applied {resource.kind} {resource.name} here already and "
                 "never applies it again"
                 if done

@@ -51,6 +51,23 @@ class Holds:
 NO_HOLDS = Holds()
 
 
+def drift_left(crs: CRS, recorded: ResourceBinding | None, digest: str) -> str | None:
+    """Why the controller would leave a resource's objects as they are though they
+    differ from it (None: it would apply them): the cluster has this very content
+    (``digest``) applied, and the CRS neither corrects drift nor reapplies on an
+    interval, so only a change of its sources applies them again."""
+    if recorded is None or not recorded.applied or recorded.hash != digest:
+        return None
+    spec = crs.valid.spec
+    if spec.drift_detection != "None" or spec.reapply_interval is not None:
+        return None
+    return (
+        f"{crs.namespace}/{crs.name} applied this content of {recorded.kind}/{recorded.name} "
+        "here already and reapplies it only when its sources change (driftDetection: None, "
+        "no reapplyInterval)"
+    )
+
+
 def left_alone(crs: CRS, cluster: Cluster) -> str | None:
     """Why the controller would not touch the cluster for the CRS at all."""
     if cluster.paused:

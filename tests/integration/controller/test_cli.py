@@ -176,6 +176,16 @@ def test_diff_shows_what_the_controller_would_change_and_exits_1(
     )
     assert main(args) == 0
     assert capsys.readouterr().out == ""
+
+    # Changed on the cluster since (drift): without driftDetection nor reapplyInterval
+    # the controller leaves it so until the sources change, and diff says so.
+    tampered = {"data": {"v": "by hand"}}
+    workload_clients[1].patch_merge("v1", "ConfigMap", name, tampered, namespace="default")
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"v1.ConfigMap.default.{name} differs from its manifest, not applied" in err
+    assert "reapplies it only when its sources change (driftDetection: None" in err
     assert main([*args[:3], "absent", *args[4:]]) == 2
 
 
