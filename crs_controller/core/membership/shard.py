@@ -25,7 +25,15 @@ from dataclasses import dataclass
 
 import xxhash
 
-__all__ = ["LEASE_PREFIX", "Members", "lease_name", "moved", "owner", "weight"]
+__all__ = [
+    "LEASE_PREFIX",
+    "Members",
+    "lease_name",
+    "members_stamp",
+    "moved",
+    "owner",
+    "weight",
+]
 
 LEASE_PREFIX = "crs-controller-shard-"
 _MAX_NAME = 253  # a DNS-1123 subdomain
@@ -50,6 +58,13 @@ def owner(members: Iterable[str], key: str) -> str | None:
     """The member with the highest weight for ``key``; ties go to the larger name so
     that every replica picks the same one; None when there are no members."""
     return max(members, key=lambda member: (weight(member, key), member), default=None)
+
+
+def members_stamp(members: Iterable[str]) -> str:
+    """A digest of a member set (XXH3-64 hex of the sorted identities, one a line):
+    what a member's contribution was computed under, so that one computed for another
+    set (a member joined or left since) is told apart (``core.state.contribution``)."""
+    return str(xxhash.xxh3_64_hexdigest("\n".join(sorted(set(members))).encode()))
 
 
 def moved(

@@ -135,8 +135,10 @@ __all__ = [
     "plan",
     "planned",
     "policy_of",
+    "portion",
     "revision",
     "step_of",
+    "wanting",
 ]
 
 # On a CRS: "<revision>/<step>" approves that manual step of that revision.
@@ -303,6 +305,37 @@ def admit(
         and step_of(gate.steps, c.labels) == gate.validating
     )
     return replace(made, admit=made.admit | first | {c.name for c in wanting}, validate=validate)
+
+
+def wanting(share: Share, gate: Gate) -> int:
+    """How many of the clusters of ``share`` the gate wants (``admit`` lets them
+    through up to its admissions): those on the halted revision for group 0; else
+    the fresh ones and the retries of its group; none without a group."""
+    if gate.group is None:
+        return 0
+    if gate.group == 0:
+        return next((o.clusters for o in share.others if o.revision == gate.halted), 0)
+    group = share.groups[gate.group - 1]
+    return group.fresh + group.failed
+
+
+def portion(budget: int, candidates: Mapping[str, int], me: str) -> int:
+    """``me``'s part of a gate's ``budget`` (admissions over the whole fleet) among
+    members holding ``candidates`` clusters the gate wants each: the budget, up to
+    all the candidates, split in proportion to them by largest remainder, ties to the
+    first identity. No member gets more than its candidates, the parts add up to
+    min(budget, candidates in all), and every member computes the same split."""
+    if any(n < 0 for n in candidates.values()):
+        raise ValueError("a member's candidates are not negative")
+    total = sum(candidates.values())
+    given = min(max(0, budget), total)
+    if me not in candidates or given == 0:
+        return 0
+    floors = {m: given * n // total for m, n in candidates.items()}
+    left = given - sum(floors.values())
+    # Each left-over admission goes to a member with a remainder: never past its candidates.
+    order = sorted(candidates, key=lambda m: (-(given * candidates[m] % total), m))
+    return floors[me] + (me in order[:left])
 
 
 def _wanting(gate: Gate, active: Sequence[ClusterState]) -> Iterator[ClusterState]:

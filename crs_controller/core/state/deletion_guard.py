@@ -145,3 +145,11 @@ def skipped_status(entries: Iterable[tuple[str, CRSBinding | None]]) -> list[Ski
         for kept in entry.deletions_skipped or ()
     ]
     return found[:SKIPPED_KEPT]
+
+
+def skipped_together(parts: Iterable[Iterable[SkippedDeletion]]) -> list[SkippedDeletion]:
+    """What the status names from the ``skipped_status`` of disjoint sets of clusters:
+    by cluster (each cluster's in its own order), the first SKIPPED_KEPT, as
+    ``skipped_status`` of them all would name them."""
+    found = sorted((kept for part in parts for kept in part), key=lambda kept: kept.cluster)
+    return found[:SKIPPED_KEPT]
