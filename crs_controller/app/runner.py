@@ -22,6 +22,7 @@ from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.core.notifications.delivery import Receiver
 from crs_controller.core.text import safe
 from crs_controller.engine.io import metrics
+from crs_controller.engine.io.contributions import ContributionStore
 from crs_controller.engine.io.parsed_crss import ParsedCRSs
 from crs_controller.engine.io.waiting import LoopClock
 from crs_controller.engine.io.webhooks import WebhookPoster
@@ -29,6 +30,7 @@ from crs_controller.engine.reconcile.context import Settings
 from crs_controller.engine.reconcile.hook import hook_status, upgrade_status
 from crs_controller.engine.runtime.controller import Controller, cluster_api_version
 from crs_controller.engine.runtime.membership import (
+    STALE_AFTER,
     LeaderElector,
     Leases,
     ShardMembership,
@@ -257,7 +259,8 @@ async def _run_sharded(
         clock=controller.clock,
         on_change=controller.reshard,
     )
-    controller.join(membership)
+    contributions = _contributions(options, mgmt, controller, namespace, identity)
+    controller.join(membership, contributions)
     elector = _elector(options, mgmt, controller, namespace, identity)
     try:
         async with asyncio.TaskGroup() as group:
@@ -266,6 +269,26 @@ async def _run_sharded(
             await elector.acquire()
             controller.lead()
             supervised(group, elector.keep(), "leader-lease")
+            supervised(group, controller.sweep_contributions(), "contribution-sweep")
     finally:
         await asyncio.shield(membership.release())
         await asyncio.shield(elector.release())
+        await asyncio.shield(contributions.drop_own())
+
+
+def _contributions(
+    options: RunOptions, mgmt: KubeClient, controller: Controller, namespace: str, identity: str
+) -> ContributionStore[dict[str, Any]]:
+    """The members' contributions, beside their Leases. Kept as the JSON objects they
+    are until the CRS pass publishes and combines its own type through them."""
+    return ContributionStore(
+        mgmt,
+        namespace,
+        identity,
+        parse=dict,
+        dump=dict,
+        on_change=controller.contribution_moved,
+        clock=controller.clock,
+        lease_seconds=options.lease_seconds,
+        stale_after=STALE_AFTER,
+    )

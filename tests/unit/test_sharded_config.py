@@ -1,7 +1,8 @@
 """config/sharded, the shard-set overlay: its JSON patches still hit what they mean
 to (the manager's --leader-elect argument becomes --shard, three replicas), it keeps
 a PodDisruptionBudget, and the Lease Role in config/rbac grants what a member needs,
-on Leases only, in the controller's namespace."""
+on Leases and its contributions' ConfigMaps only, in the controller's namespace; the
+namespaced install's one Role grants the same."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import yaml
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
+CONTRIBUTION_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -43,8 +45,17 @@ def test_the_overlay_brings_a_budget_and_the_base_the_lease_rights() -> None:
     assert (pdb["kind"], pdb["spec"]["maxUnavailable"]) == ("PodDisruptionBudget", 1)
     role, binding = documents(CONFIG / "rbac" / "leader_election_role.yaml")
     assert (role["kind"], role["metadata"]["namespace"]) == ("Role", "crs-system")
-    (rule,) = role["rules"]
-    assert (rule["apiGroups"], rule["resources"]) == (["coordination.k8s.io"], ["leases"])
+    leases, configmaps = role["rules"]
+    assert (leases["apiGroups"], leases["resources"]) == (["coordination.k8s.io"], ["leases"])
     # A member watches the others' Leases, applies its own, deletes departed ones.
-    assert {"list", "watch", "patch", "delete"} <= set(rule["verbs"])
+    assert {"list", "watch", "patch", "delete"} <= set(leases["verbs"])
+    # Its contributions: written by it, watched by all, deleted by it or the leader.
+    assert (configmaps["apiGroups"], configmaps["resources"]) == ([""], ["configmaps"])
+    assert set(CONTRIBUTION_VERBS) <= set(configmaps["verbs"])
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
+
+
+def test_the_namespaced_role_lets_a_member_write_its_contributions() -> None:
+    role, _ = documents(CONFIG / "namespaced" / "role.yaml")
+    verbs = {v for r in role["rules"] if "configmaps" in r["resources"] for v in r["verbs"]}
+    assert set(CONTRIBUTION_VERBS) <= verbs

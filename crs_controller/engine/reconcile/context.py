@@ -13,6 +13,7 @@ from crs_controller.clients.workload import WARM_CLIENTS
 from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.core.errors import NotOurs
 from crs_controller.engine.index import Caches
+from crs_controller.engine.io.contributions import Contributions
 from crs_controller.engine.io.control_planes import ControlPlaneVersions, NoControlPlanes
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.snapshots import Snapshots
@@ -124,6 +125,9 @@ class CRSContext(Shared):
 
     crss: CRSStore
     leading: Callable[[], bool] = lambda: True
+    # In a shard set: each member's contribution to each CRS (engine.io.contributions);
+    # None alone. The pass does not publish or combine them yet.
+    contributions: Contributions[Any] | None = None
 
     @classmethod
     def over(cls, shared: Shared, *, crss: CRSStore, leading: Callable[[], bool]) -> CRSContext:

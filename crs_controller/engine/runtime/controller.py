@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Hashable, Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 import structlog
@@ -42,6 +43,7 @@ from crs_controller.core.spec.objects import (
 )
 from crs_controller.engine.index import Index
 from crs_controller.engine.io import metrics
+from crs_controller.engine.io.contributions import ContributionStore
 from crs_controller.engine.io.control_planes import ControlPlanes
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.informer import Informer, WatchSpec
@@ -117,6 +119,8 @@ class Controller:
     # ownership is decided (``reshard``, a Cluster's arrival or going), so a scrape of
     # crs_shard_owned_clusters only counts them.
     _owned: set[tuple[str, str]]
+    # In a shard set (from ``join``): the members' contributions to each CRS.
+    contributions: ContributionStore[Any] | None = None
 
     def __init__(
         self,
@@ -527,10 +531,18 @@ class Controller:
 
     # -- sharding -----------------------------------------------------------------
 
-    def join(self, shard: ShardMembership) -> None:
+    def join(
+        self, shard: ShardMembership, contributions: ContributionStore[Any] | None = None
+    ) -> None:
         """Act as one member of a shard set: only the Clusters ``shard`` gives this
-        replica; CRS status and finalizers only once ``lead`` is called."""
+        replica; CRS status and finalizers only once ``lead`` is called. The members'
+        ``contributions`` are watched with the other kinds and reach the CRS pass
+        (``CRSContext.contributions``)."""
         self.shard = shard
+        if contributions is not None:
+            self.contributions = contributions
+            self.informers.append(contributions.informer)
+            self.crs_ctx = replace(self.crs_ctx, contributions=contributions)
         self.leading = False
         metrics.LEADER.set(0)
         metrics.SHARD_MEMBERS.set_function(lambda: len(shard.members))
@@ -609,6 +621,24 @@ class Controller:
         if limit is None or members < 1:
             return
         self.cluster_ctx.budget.set_limit(max(1, limit // members))  # wakes who may go
+
+    def contribution_moved(self, namespace: str, name: str) -> None:
+        """A member's contribution to this CRS changed: its pass, spaced as after a
+        binding write, so a burst of them (every member after an edit) is one pass."""
+        self.queue.add_after(crs_key(namespace, name), self._status_settle(namespace, name))
+
+    async def sweep_contributions(self) -> None:
+        """(The leader, until cancelled.) Delete the contributions of members long
+        gone and of CRSs deleted, every lease duration, once the caches are synced."""
+        store, shard = self.contributions, self.shard
+        if store is None or shard is None:
+            return
+        await self.ready.wait()
+        await store.keep_swept(lambda: shard.members, self._crs_uids)
+
+    def _crs_uids(self) -> frozenset[str]:
+        crss = (self.index.crs(*key) for key in self.index.crs_keys())
+        return frozenset(crs.meta.uid for crs in crss if crs is not None and crs.meta.uid)
 
     def lead(self) -> None:
         """This replica now holds the leader Lease: write every CRS's status."""
