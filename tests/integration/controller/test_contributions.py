@@ -1,5 +1,7 @@
 """The shard set's contributions (engine/io/contributions) on the real API server, each
-member with exactly the controller's RBAC from config/rbac: a contribution one member
+member with exactly the controller's RBAC from config/rbac and under the shipped policy
+on its ConfigMap writes (config/admission/controller_writes.yaml), which refuses the
+same object in any other namespace: a contribution one member
 publishes is watched back by another; publishing it again unchanged makes no request;
 a member's clean release deletes its own contributions and no other's; the leader's
 sweep deletes a gone member's once it was counted out for four lease durations (the
@@ -11,21 +13,55 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
+import yaml
+
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
-from crs_controller.engine.io.contributions import ContributionStore, object_name
+from crs_controller.engine.io.contributions import (
+    ContributionStore,
+    contribution_body,
+    object_name,
+)
 from crs_controller.engine.io.waiting import LoopClock
-from crs_controller.testbed import ControlPlane, TestbedClient
+from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import SA_GROUPS, SA_USER, SYSTEM_NAMESPACE, install_rbac
 
 from .support import TIMEOUT
 
 LEASE = 1.0
 UID = str(uuid.uuid4())
+POLICY = Path(__file__).resolve().parents[3] / "config" / "admission" / "controller_writes.yaml"
+
+
+def dry_create(client: TestbedClient, obj: dict[str, Any]) -> httpx.Response:
+    path = client.path("v1", "ConfigMap", namespace=obj["metadata"]["namespace"])
+    return client.http.post(path, params={"dryRun": "All"}, json=obj)
+
+
+@pytest.fixture
+def sa(control_plane: ControlPlane, mgmt: TestbedClient) -> Iterator[TestbedClient]:
+    """The controller's identity, under its RBAC and the shipped write policy (for
+    this test only: installed, and removed after, each step waited for)."""
+    install_rbac(mgmt)
+    documents = [d for d in yaml.safe_load_all(POLICY.read_text()) if d]
+    plain = {"apiVersion": "v1", "kind": "ConfigMap"}
+    plain["metadata"] = {"name": "policy-probe", "namespace": SYSTEM_NAMESPACE}
+    with TestbedClient(control_plane.management.kubeconfig(SA_USER, SA_GROUPS)) as client:
+        for document in documents:
+            mgmt.apply(document)
+        try:
+            wait_for(lambda: dry_create(client, plain).status_code == 403, TIMEOUT)
+            yield client
+        finally:
+            for document in reversed(documents):
+                mgmt.delete(document["apiVersion"], document["kind"], document["metadata"]["name"])
+            wait_for(lambda: dry_create(client, plain).status_code == 201, TIMEOUT)
 
 
 class Counted(KubeClient):
@@ -106,9 +142,12 @@ def stored(mgmt: TestbedClient) -> set[str]:
 
 
 async def test_contributions_are_watched_written_once_released_and_swept(
-    control_plane: ControlPlane, mgmt: TestbedClient, tmp_path: Path
+    control_plane: ControlPlane, mgmt: TestbedClient, sa: TestbedClient, tmp_path: Path
 ) -> None:
-    install_rbac(mgmt)
+    # The policy lets the controller write contributions in its namespace only.
+    elsewhere = contribution_body("default", "replica-x", "fleet", "crs-1", UID, "{}")
+    refused = dry_create(sa, elsewhere)
+    assert refused.status_code == 403 and "shard contributions" in refused.text
     kubeconfig = control_plane.management.write_kubeconfig(
         tmp_path / "kubeconfig", user=SA_USER, groups=SA_GROUPS
     )
