@@ -30,7 +30,13 @@ from crs_controller.engine.io.contributions import (
 )
 from crs_controller.engine.io.waiting import LoopClock
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
-from crs_controller.testbed.controller import SA_GROUPS, SA_USER, SYSTEM_NAMESPACE, install_rbac
+from crs_controller.testbed.controller import (
+    SA_GROUPS,
+    SA_USER,
+    SYSTEM_NAMESPACE,
+    ControllerProcess,
+    install_rbac,
+)
 
 from .support import TIMEOUT
 
@@ -183,3 +189,18 @@ async def test_contributions_are_watched_written_once_released_and_swept(
         assert stored(mgmt) == a.names()
         await a.store.drop_own()
         assert stored(mgmt) == set()
+
+
+def test_a_shard_sets_leader_sweeps_the_contributions_of_a_deleted_crs(
+    control_plane: ControlPlane, mgmt: TestbedClient, sa: TestbedClient, namespace: str
+) -> None:
+    # A contribution to a CRS no replica knows (deleted), left by a member gone.
+    gone = contribution_body(SYSTEM_NAMESPACE, "gone", "fleet", "crs-1", str(uuid.uuid4()), "{}")
+    mgmt.create(gone)
+    name = gone["metadata"]["name"]
+    args = ("--shard", "--lease-duration", "3s", "--namespace", namespace)
+    with ControllerProcess(control_plane.management, *args, env={"POD_NAME": "sweeper"}) as run:
+        wait_for(lambda: "became leader" in run.log_text(), TIMEOUT, message="leading")
+        wait_for(lambda: mgmt.get("v1", "ConfigMap", name, SYSTEM_NAMESPACE) is None, TIMEOUT)
+        assert "removed a stale contribution" in run.log_text()
+        assert run.stop() == 0
