@@ -265,3 +265,16 @@ async def test_the_sweep_deletes_a_deleted_crs_contributions_after_a_lease_durat
     await leader.sweep(live, known, 1000.0 + LEASE)
     assert set(stored(kube)) == {object_name(ME, UID), object_name(OTHER, UID)}
     assert leader.published(GONE_UID) == {}
+
+
+async def test_a_release_the_server_refuses_stops_at_the_first_failure() -> None:
+    kube = MemoryKube("management cluster")
+    mine = store(kube)
+    await mine.publish("fleet", "crs-1", UID, {"n": 1})
+    await mine.publish("fleet", "crs-2", GONE_UID, {"n": 1})
+    kube.down = True
+    before = len(kube.requests)
+    with capture_logs() as logs:
+        await mine.drop_own()
+    assert len(kube.requests) == before + 1  # one refused: the sweep takes the rest
+    assert [entry["event"] for entry in logs] == ["contribution not removed"]

@@ -291,10 +291,13 @@ class ContributionStore(Generic[T]):
 
     async def drop_own(self) -> None:
         """Delete this member's contributions (a clean release): the others need not
-        wait for the leader's sweep."""
+        wait for the leader's sweep. The first failure ends it (the server is out of
+        reach, or the rights are missing): the sweep takes the rest."""
         dropped = 0
         for held in [h for h in self._held() if h.member == self._identity]:
-            dropped += await self._delete(held)
+            if not await self._delete(held):
+                break
+            dropped += 1
         if dropped:
             log.info("removed this member's contributions", identity=self._identity, count=dropped)
 
