@@ -20,6 +20,7 @@ from crs_controller.app.serving import Served
 from crs_controller.clients.kube import MANAGEMENT_LIMITS, USER_AGENT, KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
 from crs_controller.core.notifications.delivery import Receiver
+from crs_controller.core.state.contribution import Contribution
 from crs_controller.core.text import safe
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.contributions import ContributionStore
@@ -278,15 +279,14 @@ async def _run_sharded(
 
 def _contributions(
     options: RunOptions, mgmt: KubeClient, controller: Controller, namespace: str, identity: str
-) -> ContributionStore[dict[str, Any]]:
-    """The members' contributions, beside their Leases. Kept as the JSON objects they
-    are until the CRS pass publishes and combines its own type through them."""
+) -> ContributionStore[Contribution]:
+    """The members' contributions to each CRS, beside their Leases."""
     return ContributionStore(
         mgmt,
         namespace,
         identity,
-        parse=dict,
-        dump=dict,
+        parse=Contribution.from_api,
+        dump=Contribution.to_api,
         on_change=controller.contribution_moved,
         clock=controller.clock,
         lease_seconds=options.lease_seconds,

@@ -12,6 +12,7 @@ from crs_controller.clients.api import WorkloadAPIs
 from crs_controller.clients.workload import WARM_CLIENTS
 from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.core.errors import NotOurs
+from crs_controller.core.state.contribution import Contribution
 from crs_controller.engine.index import Caches
 from crs_controller.engine.io.contributions import Contributions
 from crs_controller.engine.io.control_planes import ControlPlaneVersions, NoControlPlanes
@@ -127,7 +128,7 @@ class CRSContext(Shared):
     leading: Callable[[], bool] = lambda: True
     # In a shard set: each member's contribution to each CRS (engine.io.contributions);
     # None alone. The pass does not publish or combine them yet.
-    contributions: Contributions[Any] | None = None
+    contributions: Contributions[Contribution] | None = None
 
     @classmethod
     def over(cls, shared: Shared, *, crss: CRSStore, leading: Callable[[], bool]) -> CRSContext:

@@ -41,6 +41,7 @@ from crs_controller.core.spec.objects import (
     parse_source_meta,
     summary_of,
 )
+from crs_controller.core.state.contribution import Contribution
 from crs_controller.engine.index import Index
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.contributions import ContributionStore
@@ -120,7 +121,7 @@ class Controller:
     # crs_shard_owned_clusters only counts them.
     _owned: set[tuple[str, str]]
     # In a shard set (from ``join``): the members' contributions to each CRS.
-    contributions: ContributionStore[Any] | None = None
+    contributions: ContributionStore[Contribution] | None = None
 
     def __init__(
         self,
@@ -532,7 +533,7 @@ class Controller:
     # -- sharding -----------------------------------------------------------------
 
     def join(
-        self, shard: ShardMembership, contributions: ContributionStore[Any] | None = None
+        self, shard: ShardMembership, contributions: ContributionStore[Contribution] | None = None
     ) -> None:
         """Act as one member of a shard set: only the Clusters ``shard`` gives this
         replica; CRS status and finalizers only once ``lead`` is called. The members'

@@ -23,6 +23,9 @@ import yaml
 
 from crs_controller.clients.kube import KubeClient
 from crs_controller.clients.kubeconfig import management_endpoint
+from crs_controller.core.membership.shard import members_stamp
+from crs_controller.core.state.contribution import Contribution
+from crs_controller.core.state.tally import Tally
 from crs_controller.engine.io.contributions import (
     ContributionStore,
     contribution_body,
@@ -195,7 +198,9 @@ def test_a_shard_sets_leader_sweeps_the_contributions_of_a_deleted_crs(
     control_plane: ControlPlane, mgmt: TestbedClient, sa: TestbedClient, namespace: str
 ) -> None:
     # A contribution to a CRS no replica knows (deleted), left by a member gone.
-    gone = contribution_body(SYSTEM_NAMESPACE, "gone", "fleet", "crs-1", str(uuid.uuid4()), "{}")
+    uid = str(uuid.uuid4())
+    text = Contribution("gone", members_stamp(frozenset({"gone"})), uid, 1, Tally()).to_json()
+    gone = contribution_body(SYSTEM_NAMESPACE, "gone", "fleet", "crs-1", uid, text)
     mgmt.create(gone)
     name = gone["metadata"]["name"]
     args = ("--shard", "--lease-duration", "3s", "--namespace", namespace)
