@@ -1,11 +1,14 @@
 """Sharding Clusters across controller replicas: who owns which key, and who is live.
 
 Each replica ("shard member") holds a coordination.k8s.io Lease and watches the
-others'. A Cluster, keyed ``namespace/name``, belongs to the live member with the
-highest rendezvous (highest-random-weight) hash for that key. Rendezvous hashing is
-used rather than ``hash(key) % len(members)`` because a member joining or leaving
-moves only the keys it gains or had: every other key keeps its owner, so a rollout
-of the Deployment does not reshuffle (and re-reconcile) every Cluster at once.
+others'. A Cluster, keyed ``namespace/name``, falls in one of ``BUCKETS`` buckets
+(XXH3 of the key, modulo), and a bucket belongs to the live member with the highest
+rendezvous (highest-random-weight) hash for it. Rendezvous hashing is used rather
+than ``bucket % len(members)`` because a member joining or leaving moves only the
+buckets it gains or had: every other bucket keeps its owner, so a rollout of the
+Deployment does not reshuffle (and re-reconcile) every Cluster at once. Buckets,
+rather than the keys themselves, are what the members share so that a member's
+share can be named in a label selector (its bindings carry their bucket as a label).
 
 Liveness is judged from local observation, as client-go's leader election does: a
 Lease's expiry clock restarts when *we* see its renew marker change, measured on our
@@ -22,18 +25,27 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import xxhash
 
 __all__ = [
+    "BUCKETS",
     "LEASE_PREFIX",
     "Members",
+    "bucket_of",
+    "buckets_of",
     "lease_name",
     "members_stamp",
     "moved",
     "owner",
     "weight",
 ]
+
+# Enough that a member's share of them is even (a quarter of 1,024 each for four
+# members is 256 +- 14), few enough that a share named in a label selector
+# (``in (...)``, at most 5 characters a bucket) stays a few KiB.
+BUCKETS = 1024
 
 LEASE_PREFIX = "crs-controller-shard-"
 _MAX_NAME = 253  # a DNS-1123 subdomain
@@ -54,10 +66,39 @@ def weight(member: str, key: str) -> int:
     return int(xxhash.xxh3_64_intdigest(f"{member}\x00{key}".encode()))
 
 
+def bucket_of(namespace: str, name: str) -> int:
+    """The bucket of the Cluster ``namespace/name``: XXH3-64 of the key modulo
+    ``BUCKETS``, the same in every process and version."""
+    return _bucket(f"{namespace}/{name}")
+
+
+def _bucket(key: str) -> int:
+    return int(xxhash.xxh3_64_intdigest(key.encode())) % BUCKETS
+
+
 def owner(members: Iterable[str], key: str) -> str | None:
-    """The member with the highest weight for ``key``; ties go to the larger name so
+    """The owner of the Cluster ``key`` (``namespace/name``): the owner of its bucket,
+    the member with the highest weight for the bucket; ties go to the larger name so
     that every replica picks the same one; None when there are no members."""
-    return max(members, key=lambda member: (weight(member, key), member), default=None)
+    owners = _owners(frozenset(members))
+    return owners[_bucket(key)] if owners else None
+
+
+def buckets_of(members: Iterable[str], me: str) -> list[int]:
+    """The buckets ``me`` owns among ``members``, ascending (none unless a member)."""
+    return [bucket for bucket, chosen in enumerate(_owners(frozenset(members))) if chosen == me]
+
+
+@lru_cache(maxsize=16)
+def _owners(members: frozenset[str]) -> tuple[str, ...]:
+    """The owner of every bucket, worked out once per member set (a set changes only
+    when a member joins or leaves); empty when there are no members."""
+    if not members:
+        return ()
+    return tuple(
+        max(members, key=lambda member: (weight(member, str(bucket)), member))
+        for bucket in range(BUCKETS)
+    )
 
 
 def members_stamp(members: Iterable[str]) -> str:

@@ -17,13 +17,13 @@ nodes neither lets a standby take a Lease renewed a moment ago nor delays a take
 **Shard membership** (``ShardMembership``): each member applies its own Lease
 (labelled ``addons.crs.dev/shard-member``) every third of the lease duration and
 watches the others'. Who is live is judged by ``core.membership.shard.Members`` from when
-renewals were *seen*; which member owns a Cluster is rendezvous hashing of
-``namespace/name`` over the live members (``core.membership.shard.owner``), so a member joining
-or leaving moves only its own Clusters. This replica counts itself live only while
-its last renewal is younger than two thirds of the lease duration: the others wait
-for the full duration before they take its Clusters, so a replica cut off from the
-API server stops acting before anyone else starts. A Lease deleted under it also
-stops it at once, until it is renewed.
+renewals were *seen*; a Cluster belongs to the owner of its bucket (of 1,024, from
+``namespace/name``), a bucket to the live member rendezvous hashing picks
+(``core.membership.shard.owner``), so a member joining or leaving moves only its own
+Clusters. This replica counts itself live only while its last renewal is younger than
+two thirds of the lease duration: the others wait for the full duration before they
+take its Clusters, so a replica cut off from the API server stops acting before
+anyone else starts. A Lease deleted under it also stops it at once, until it is renewed.
 
 The others are counted out only on what the watch has been shown to bring. A watch
 can die without a word (a connection dropped by a NAT or a load balancer): no event

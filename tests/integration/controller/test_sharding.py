@@ -57,7 +57,7 @@ from .support import (
     wait_condition,
 )
 
-NAMESPACE = "shard-fleet"  # fixed: the split over replica-a/b/c is then known (18/19/23)
+NAMESPACE = "shard-fleet"  # fixed: the split over replica-a/b/c is then known (24/21/15)
 CLUSTERS = [f"c{i:02d}" for i in range(60)]
 LEASE_SECONDS = 6
 REPLICAS = ["replica-a", "replica-b", "replica-c", "replica-d"]
