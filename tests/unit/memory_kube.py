@@ -276,7 +276,7 @@ class MemoryKube:
         expected = meta.pop("resourceVersion", None)
         if expected is not None and expected != current["metadata"]["resourceVersion"]:
             raise Conflict(f"{self.name}: modified", status=409)
-        current["metadata"].update(copy.deepcopy(meta))
+        _merge(current["metadata"], meta)
         return copy.deepcopy(self._stamp(current))
 
     async def delete(
@@ -410,6 +410,17 @@ class World:
             if (namespace, name) not in seen:  # the store may have dropped it already
                 self.index.update_binding(self.bindings.remove(namespace, name) or last, None)
         self._bindings_seen = seen
+
+
+def _merge(into: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """A JSON merge patch (RFC 7386): maps merge, null removes, the rest replaces."""
+    for key, value in patch.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
 
 
 def _values(obj: Obj) -> int:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from crs_controller.core.api.models import (
     API_VERSION,
+    SHARD_BUCKET_LABEL,
     ClusterResourceSetBinding,
     CRSBinding,
     ObjectMeta,
@@ -24,6 +25,7 @@ from crs_controller.core.api.models import (
     ResourceRef,
     to_api,
 )
+from crs_controller.core.membership.shard import bucket_of
 from crs_controller.core.state.bindings import (
     binding_changed,
     desired_binding,
@@ -350,7 +352,11 @@ def test_new_binding_is_named_after_the_cluster() -> None:
     api = to_api(binding)
     assert api["apiVersion"] == "addons.crs.dev/v1alpha1"
     assert api["kind"] == "ClusterResourceSetBinding"
-    assert api["metadata"] == {"name": "workload-1", "namespace": "team-a"}
+    assert api["metadata"] == {
+        "name": "workload-1",
+        "namespace": "team-a",
+        "labels": {SHARD_BUCKET_LABEL: str(bucket_of("team-a", "workload-1"))},
+    }
     assert api["spec"] == {"clusterName": "workload-1", "bindings": []}
 
 
@@ -398,7 +404,7 @@ def test_existing_binding_keeps_its_metadata_and_foreign_owners() -> None:
     # resourceVersion is kept: the PUT must carry what was read.
     assert meta["resourceVersion"] == "42"
     assert meta["uid"] == "binding-uid"
-    assert meta["labels"] == {"team": "a"}
+    assert meta["labels"] == {"team": "a", SHARD_BUCKET_LABEL: "124"}  # "124" is its bucket
     assert [o["name"] for o in meta["ownerReferences"]] == ["keeper", "cilium", "csi"]
     assert meta["ownerReferences"][0] == FOREIGN
     assert [b.cluster_resource_set_name for b in desired.spec.bindings] == ["cilium", "csi"]

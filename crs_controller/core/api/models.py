@@ -34,6 +34,9 @@ FINALIZER = f"{GROUP}/finalizer"
 # name is another cluster). Kept beside the owner reference, which the garbage
 # collector removes once that Cluster is gone.
 CLUSTER_UID_ANNOTATION = f"{GROUP}/cluster-uid"
+# On a binding: the shard bucket of its Cluster (core.membership.shard.bucket_of), so
+# a shard member can watch only its own share's bindings with a label selector.
+SHARD_BUCKET_LABEL = f"{GROUP}/shard-bucket"
 
 CLUSTER_RESOURCE_SET_KIND = "ClusterResourceSet"
 CLUSTER_RESOURCE_SET_PLURAL = "clusterresourcesets"

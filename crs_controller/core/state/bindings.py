@@ -17,6 +17,7 @@ from crs_controller.core.api.models import (
     CLUSTER_RESOURCE_SET_KIND,
     CLUSTER_UID_ANNOTATION,
     MESSAGE_LIMIT,
+    SHARD_BUCKET_LABEL,
     BindingOutcome,
     ClusterResourceSetBinding,
     ClusterResourceSetBindingSpec,
@@ -30,6 +31,7 @@ from crs_controller.core.api.models import (
     to_api,
 )
 from crs_controller.core.manifests.documents import object_ref
+from crs_controller.core.membership.shard import bucket_of
 from crs_controller.core.spec.modes import Scope
 from crs_controller.core.state.drift_decisions import generation_sum
 from crs_controller.core.state.status import Outcome, recorded_reason
@@ -277,10 +279,11 @@ def desired_binding(
 ) -> ClusterResourceSetBinding:
     """The binding to write: entries sorted by CRS name, one owner reference per CRS
     and one to the Cluster (``cluster_owner``, its uid recorded in an annotation too),
-    other owners (not ours) left as they were."""
+    the shard bucket label, other owners (not ours) and labels left as they were."""
     meta = (
         current.metadata.model_copy() if current else ObjectMeta(name=cluster, namespace=namespace)
     )
+    meta.labels = {**meta.labels, SHARD_BUCKET_LABEL: bucket_label(namespace, cluster)}
     foreign = [o for o in meta.owner_references if o.get("kind") != CLUSTER_RESOURCE_SET_KIND]
     if cluster_owner is not None:
         foreign = [o for o in foreign if not _names_cluster(o)] + [dict(cluster_owner)]
@@ -291,6 +294,19 @@ def desired_binding(
         cluster_name=cluster, bindings=[entries[name] for name in sorted(entries)]
     )
     return ClusterResourceSetBinding(metadata=meta, spec=spec)
+
+
+def bucket_label(namespace: str, cluster: str) -> str:
+    """The value of the shard bucket label on the binding of ``namespace/cluster``."""
+    return str(bucket_of(namespace, cluster))
+
+
+def mislabelled(binding: ClusterResourceSetBinding) -> bool:
+    """Does the binding lack its shard bucket label, or carry another value (bindings
+    are writable by whoever may write them: a value is never trusted, only compared)?"""
+    meta = binding.metadata
+    expected = bucket_label(meta.namespace or "", meta.name)
+    return meta.labels.get(SHARD_BUCKET_LABEL) != expected
 
 
 def merged_entries(

@@ -13,6 +13,7 @@ from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     CLUSTER_RESOURCE_SET_KIND,
+    SHARD_BUCKET_LABEL,
     ClusterResourceSetStatus,
     to_api,
 )
@@ -43,6 +44,17 @@ class BindingStore:
     async def write(self, body: Mapping[str, Any], *, create: bool) -> Binding:
         """Create, or replace with the resourceVersion in ``body`` (Conflict on a race)."""
         written = await (self._mgmt.create(body) if create else self._mgmt.replace(body))
+        return self._cache.put(written)
+
+    async def label_bucket(
+        self, namespace: str, name: str, bucket: str, *, resource_version: str | None
+    ) -> Binding:
+        """Set only the shard bucket label (a merge patch at ``resource_version``:
+        Conflict on a race), for a binding that has nothing else to write."""
+        meta = {"labels": {SHARD_BUCKET_LABEL: bucket}, "resourceVersion": resource_version}
+        written = await self._mgmt.merge_patch(
+            API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace, {"metadata": meta}
+        )
         return self._cache.put(written)
 
     async def delete(

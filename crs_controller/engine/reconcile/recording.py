@@ -13,10 +13,12 @@ from crs_controller.core.api.models import ClusterResourceSetBinding, CRSBinding
 from crs_controller.core.errors import Conflict
 from crs_controller.core.state.bindings import (
     binding_changed,
+    bucket_label,
     crs_owners,
     desired_binding,
     entries_by_crs,
     merged_entries,
+    mislabelled,
 )
 from crs_controller.engine.io.stores import BindingStore
 
@@ -96,7 +98,14 @@ async def _put(store: BindingStore, ours: Ours, fresh: ClusterResourceSetBinding
     if binding_changed(fresh, desired):
         if log.is_enabled_for(logging.DEBUG):  # worked out only when it is logged
             log.debug("binding written", cluster=where, changed=_what(fresh, desired))
-        await store.write(to_api(desired), create=fresh is None)
+        await store.write(to_api(desired), create=fresh is None)  # labelled as it goes
+    elif fresh is not None and mislabelled(fresh):
+        # Nothing else to write: the label alone, once (a label already right is
+        # never written, so a restart with everything applied writes nothing).
+        log.info("binding's shard bucket label set", cluster=where)
+        bucket = bucket_label(ours.namespace, ours.cluster)
+        version = fresh.metadata.resource_version
+        await store.label_bucket(ours.namespace, ours.cluster, bucket, resource_version=version)
     return True
 
 

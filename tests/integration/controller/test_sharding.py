@@ -5,7 +5,9 @@ which replica applied to which cluster.
 
 Covered (the tests share one fleet; each first brings it to the replicas and the
 content it starts from, so it also runs alone): every cluster is applied by exactly
-one replica and the status counts all 60; a replica killed with SIGKILL loses its
+one replica and the status counts all 60; every binding carries its Cluster's shard
+bucket label, and one a tenant left without it, or with another value, is put right
+by its owner; a replica killed with SIGKILL loses its
 clusters to the others once its Lease expires, and an edit made right after reaches
 all 60; a fourth replica takes only the clusters that now hash to it; restarting
 every replica at once with everything converged writes nothing to any workload
@@ -28,8 +30,9 @@ from typing import Any
 
 import pytest
 
+from crs_controller.core.api.models import SHARD_BUCKET_LABEL
 from crs_controller.core.manifests.hashing import resource_hash
-from crs_controller.core.membership.shard import owner
+from crs_controller.core.membership.shard import bucket_of, owner
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import (
     SYSTEM_NAMESPACE,
@@ -252,6 +255,31 @@ def test_every_cluster_is_applied_by_exactly_one_replica(fleet: Fleet, mgmt: Tes
     assert sorted(applied) == CLUSTERS
     for cluster, replicas in applied.items():
         assert replicas == [str(owner(FIRST, f"{NAMESPACE}/{cluster}"))], cluster
+
+
+def bucket_labels(mgmt: TestbedClient) -> dict[str, str | None]:
+    bindings = mgmt.list(CRS_API, "ClusterResourceSetBinding", NAMESPACE)
+    return {
+        b["metadata"]["name"]: (b["metadata"].get("labels") or {}).get(SHARD_BUCKET_LABEL)
+        for b in bindings
+    }
+
+
+def test_every_binding_carries_its_bucket_and_its_owner_puts_a_wrong_one_right(
+    fleet: Fleet, mgmt: TestbedClient
+) -> None:
+    fleet.running(FIRST)
+    fleet.converged()
+    right = {cluster: str(bucket_of(NAMESPACE, cluster)) for cluster in CLUSTERS}
+    assert bucket_labels(mgmt) == right
+    wrong = {CLUSTERS[0]: None, CLUSTERS[1]: "not-a-number", CLUSTERS[2]: "1023"}
+    if right[CLUSTERS[2]] == "1023":
+        wrong[CLUSTERS[2]] = "0"
+    for cluster, value in wrong.items():
+        patch = {"metadata": {"labels": {SHARD_BUCKET_LABEL: value}}}
+        kind = "ClusterResourceSetBinding"
+        mgmt.patch_merge(CRS_API, kind, cluster, patch, namespace=NAMESPACE)
+    wait_for(lambda: bucket_labels(mgmt) == right, TIMEOUT, message="the labels put right")
 
 
 def test_a_killed_replica_loses_its_clusters_once_its_lease_expires(
