@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
 
 from crs_controller.clients.api import WorkloadAPIs
 from crs_controller.clients.workload import WARM_CLIENTS
 from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.core.errors import NotOurs
-from crs_controller.core.state.contribution import Contribution
+from crs_controller.core.spec.objects import CRS
+from crs_controller.core.state.contribution import Combined, Contribution, Waiting, combined
 from crs_controller.engine.index import Caches
 from crs_controller.engine.io.contributions import Contributions
 from crs_controller.engine.io.control_planes import ControlPlaneVersions, NoControlPlanes
@@ -118,17 +119,54 @@ class ClusterContext(Shared):
         )
 
 
+class Combining(Protocol):
+    """Where a CRS pass's contribution (``core.state.contribution``) meets those of
+    the other members: which Clusters this process contributes for (``owns``), as
+    whom (``me``) and under which member set (``members``), and the contributions
+    of them all combined (``combined``), or the members it waits for."""
+
+    @property
+    def me(self) -> str: ...
+
+    def members(self) -> frozenset[str]: ...
+
+    def owns(self, namespace: str, name: str) -> bool: ...
+
+    async def combined(self, crs: CRS, mine: Contribution) -> Combined | Waiting: ...
+
+
+@dataclass(frozen=True)
+class Alone:
+    """A process that contributes alone: for every Cluster, its own contribution
+    combined with none other (nothing is published)."""
+
+    me: str = ""
+
+    def members(self) -> frozenset[str]:
+        return frozenset({self.me})
+
+    def owns(self, namespace: str, name: str) -> bool:
+        return True
+
+    async def combined(self, crs: CRS, mine: Contribution) -> Combined | Waiting:
+        return combined({self.me: mine}, self.members(), mine.crs_uid, crs.generation, mine.target)
+
+
 @dataclass(frozen=True, kw_only=True)
 class CRSContext(Shared):
     """The CRS reconcile: its finalizer and its status, from the bindings. In a shard
     set only the leader writes them (``leading``); every replica still plans the
-    rollouts its clusters follow and tells what its own passes did."""
+    rollouts its clusters follow and tells what its own passes did. Status and plan
+    are made from the members' contributions, combined (``combining``)."""
 
     crss: CRSStore
     leading: Callable[[], bool] = lambda: True
     # In a shard set: each member's contribution to each CRS (engine.io.contributions);
-    # None alone. The pass does not publish or combine them yet.
+    # None alone. The pass does not publish them yet.
     contributions: Contributions[Contribution] | None = None
+    # How the pass's contribution is combined with the other members' into the status
+    # and plan it makes; alone (every replica for now), its own is the whole.
+    combining: Combining = field(default_factory=Alone)
 
     @classmethod
     def over(cls, shared: Shared, *, crss: CRSStore, leading: Callable[[], bool]) -> CRSContext:

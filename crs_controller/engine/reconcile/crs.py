@@ -22,8 +22,11 @@ from crs_controller.core.api.models import (
     to_api,
 )
 from crs_controller.core.errors import APIError, CRSError, failure_level
+from crs_controller.core.membership.shard import members_stamp
 from crs_controller.core.rollout.plan import Plan
+from crs_controller.core.rollout.shares import ClusterState, Share
 from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.contribution import Combined, Contribution, Waiting
 from crs_controller.core.state.deletion_guard import skipped_status
 from crs_controller.core.state.status import (
     READY,
@@ -33,8 +36,9 @@ from crs_controller.core.state.status import (
     not_paused,
     outcome_of,
     paused,
-    summarize,
+    status_of,
 )
+from crs_controller.core.state.tally import tally_of
 from crs_controller.engine.io import fleet_metrics, metrics
 from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, cluster_key
@@ -46,18 +50,19 @@ from crs_controller.engine.reconcile.revisions import (
     sweep,
 )
 from crs_controller.engine.reconcile.rollout import (
-    Hashes,
     RolledOut,
     concerned,
     on_revision,
     plan_rollout,
     rolled_out,
     rollout_status,
+    share_for,
 )
 
 log = structlog.get_logger(__name__)
 
 DELETION_POLL = 2.0
+CONTRIBUTIONS_POLL = 1.0  # waiting for members' contributions: looked at again after
 
 
 def _log_failure(event: str, crs: CRS, error: CRSError) -> None:
@@ -108,8 +113,9 @@ def _clusters_of(ctx: CRSContext, crs: CRS) -> Result:
 
 async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     """A replica that does not write the status: it plans the rollout its own
-    clusters follow (the same plan the leader makes, from the same bindings) and
-    tells what its own passes did. Planning none, it shows none (``clear_rollout``)."""
+    clusters follow (the same plan the leader makes, from the same contributions)
+    and tells what its own passes did. Planning none, it shows none
+    (``clear_rollout``)."""
     then = NOTHING
     model = crs.model
     rolling = model is not None and model.spec.rollout is not None
@@ -119,8 +125,47 @@ async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     if rolled is None:
         fleet_metrics.clear_rollout(crs.namespace, crs.name)
     else:
-        then = plan_rollout(ctx, crs, rolled, matching)[1]
+        whole, states = await _combined(ctx, crs, _own(ctx, crs, matching), rolled)
+        if isinstance(whole, Waiting):
+            then = _waiting(crs, whole)
+        else:
+            then = plan_rollout(ctx, crs, rolled, whole, states)[1]
     return then | await _tell(ctx, crs)
+
+
+def _own(ctx: CRSContext, crs: CRS, matching: list[Cluster]) -> list[Cluster]:
+    """The matching clusters this process contributes for."""
+    return [c for c in matching if ctx.combining.owns(crs.namespace, c.name)]
+
+
+async def _combined(
+    ctx: CRSContext, crs: CRS, own: list[Cluster], rolled: RolledOut | None
+) -> tuple[Combined | Waiting, list[ClusterState]]:
+    """This process's contribution (its ``own`` clusters' tally, kept objects and,
+    with a rollout ``rolled`` out, share) combined with the other members', and the
+    states of its clusters in that rollout."""
+    entries = [(c.name, ctx.caches.entry(crs.namespace, c.name, crs.name)) for c in own]
+    share: Share | None = None
+    states: list[ClusterState] = []
+    if rolled is not None:
+        share, states = share_for(ctx, crs, rolled, own)
+    seam = ctx.combining
+    mine = Contribution(
+        seam.me,
+        members_stamp(seam.members()),
+        crs.meta.uid or "",
+        crs.generation,
+        tally_of((name, outcome_of(entry)) for name, entry in entries),
+        share,
+        tuple(skipped_status(entries)),
+    )
+    return await seam.combined(crs, mine), states
+
+
+def _waiting(crs: CRS, waiting: Waiting) -> Result:
+    """Not every member's contribution is in: nothing is planned or written yet."""
+    log.info("status waits", crs=f"{crs.namespace}/{crs.name}", waiting=str(waiting))
+    return Result.after(CONTRIBUTIONS_POLL)
 
 
 async def _tell(ctx: CRSContext, crs: CRS) -> Result:
@@ -224,48 +269,64 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     if matching:
         problems = await _problems(ctx, crs, model)
         rolled = await rolled_out(ctx, crs)
-    made, then = None, NOTHING
     # The plan before this one, as this process made it (None after a restart).
     previous = ctx.rollouts.plan(crs.namespace, crs.name)
+    planner, planning = crs, None
     if rolled is not None:
-        rolled, made, then = await _roll(ctx, crs, rolled, matching, previous)
-    status = _status(ctx, crs, matching, problems, made, rolled)
+        planner, rolled = await _ready(ctx, crs, rolled, matching)
+        planning = rolled if _plans(planner, rolled) else None
+    own = _own(ctx, crs, matching)
+    whole, states = await _combined(ctx, planner, own, planning)
+    if isinstance(whole, Waiting):
+        return _waiting(crs, whole)
+    made, then = None, NOTHING
+    if planning is not None:
+        made, then = plan_rollout(ctx, planner, planning, whole, states)
+        await _tell_rollout(ctx, planner, (planning.target, made), previous, states)
+    status = _status(ctx, crs, whole, problems, made, rolled)
     status.history = history(ctx, crs, rolled, made, status)
-    _show_fleet(ctx, crs, matching, rolled, planned=made is not None)
+    _show_fleet(ctx, crs, own, rolled, planned=made is not None)
+    return then | await _put_status(ctx, crs, status, rolled, matching)
+
+
+async def _put_status(
+    ctx: CRSContext,
+    crs: CRS,
+    status: ClusterResourceSetStatus,
+    rolled: RolledOut | None,
+    matching: list[Cluster],
+) -> Result:
+    """Write ``status`` if it changed, then what follows a write."""
     if to_api(status) == to_api(crs.status):
         await sweep(ctx, crs, rolled, status, confirmed=False)
-        return then
+        return NOTHING
     try:
         written = await ctx.crss.put_status(crs, status)
     except CRSError as exc:
         # The plan is kept already, and the clusters it admits were woken with it.
         _log_failure("status write failed", crs, exc)
-        return then | RETRY
+        return RETRY
     _log_status(crs, status)
-    then |= await _after_write(ctx, crs, rolled, matching)
+    then = await _after_write(ctx, crs, rolled, matching)
     await sweep(ctx, crs, rolled, written.status, confirmed=True)
     return then
 
 
-async def _roll(
-    ctx: CRSContext,
-    crs: CRS,
-    rolled: RolledOut,
-    matching: list[Cluster],
-    previous: tuple[str, Plan] | None,
-) -> tuple[RolledOut, Plan | None, Result]:
-    """What is rolled out (a rollback by itself decided, a stale request dropped, the
-    sources' snapshot written) and its plan, told. A rollback (or one refused) has a
-    rollout status of its own even without spec.rollout: every cluster at once."""
+async def _ready(
+    ctx: CRSContext, crs: CRS, rolled: RolledOut, matching: list[Cluster]
+) -> tuple[CRS, RolledOut]:
+    """What is rolled out: a rollback by itself decided, a stale request dropped (the
+    CRS as that left it), the sources' snapshot written."""
     crs = await drop_stale_request(ctx, crs, rolled)
     rolled = await by_itself(ctx, crs, rolled, matching)
     await snapshot(ctx, crs, rolled)
-    if crs.policy is None and not rolled.undo.rolled_back_from and not rolled.refused:
-        return rolled, None, NOTHING
-    made, then = plan_rollout(ctx, crs, rolled, matching)
-    planned = (rolled.target, made)
-    await _tell_rollout(ctx, crs, planned, previous, matching, rolled.hashes)
-    return rolled, made, then
+    return crs, rolled
+
+
+def _plans(crs: CRS, rolled: RolledOut) -> bool:
+    """Whether ``rolled`` has a plan: under spec.rollout; a rollback (or one refused)
+    has a rollout status of its own even without it: every cluster at once."""
+    return crs.policy is not None or bool(rolled.undo.rolled_back_from) or bool(rolled.refused)
 
 
 async def _after_write(
@@ -289,17 +350,18 @@ async def _after_write(
 
 
 def _show_fleet(
-    ctx: CRSContext, crs: CRS, matching: list[Cluster], rolled: RolledOut | None, planned: bool
+    ctx: CRSContext, crs: CRS, own: list[Cluster], rolled: RolledOut | None, planned: bool
 ) -> None:
-    """The fleet gauges: each matching cluster's state as ``status`` and the fleet page
-    tell it (on the revision or not, as they count it). Without a rollout ``planned``
-    (the status has none), the rollout gauges show none either."""
+    """The fleet gauges: each matching cluster this process contributes for, its state
+    as ``status`` and the fleet page tell it (on the revision or not, as they count
+    it). Without a rollout ``planned`` (the status has none), the rollout gauges show
+    none either."""
     if not planned:
         fleet_metrics.clear_rollout(crs.namespace, crs.name)
     now = None if rolled is None else rolled.hashes
     target = None if rolled is None else rolled.target
     states = []
-    for cluster in matching:
+    for cluster in own:
         entry = ctx.caches.entry(crs.namespace, cluster.name, crs.name)
         revision = None if target is None else on_revision(crs, entry, now)
         states.append((entry, None if revision is None else revision == target))
@@ -322,20 +384,19 @@ def _log_status(crs: CRS, status: ClusterResourceSetStatus) -> None:
 def _status(
     ctx: CRSContext,
     crs: CRS,
-    matching: list[Cluster],
+    whole: Combined,
     problems: list[Problem],
     made: Plan | None,
     rolled: RolledOut | None,
 ) -> ClusterResourceSetStatus:
-    """From the bindings, not from what this process did: any replica computes the
-    same status, also right after a restart. A cluster with no outcome recorded yet
-    counts as not applied, and holds observedGeneration back."""
-    entries = [(c.name, ctx.caches.entry(crs.namespace, c.name, crs.name)) for c in matching]
-    outcomes = [(name, outcome_of(entry)) for name, entry in entries]
+    """From the bindings (as the members' contributions count them), not from what
+    this process did: any replica computes the same status, also right after a
+    restart. A cluster with no outcome recorded yet counts as not applied, and holds
+    observedGeneration back."""
     when = ctx.clock.wall()
-    status = summarize(
+    status = status_of(
+        whole.tally,
         generation=crs.generation,
-        outcomes=sorted(outcomes, key=lambda pair: pair[0]),
         resource_problems=problems,
         previous=crs.status,
         now=when,
@@ -346,7 +407,7 @@ def _status(
     if status.rollout is not None and rolled is not None and rolled.refused is not None:
         status.rollout.message += f"; rollback refused: {rolled.refused}"
     status.revision = None if rolled is None else rolled.target
-    status.deletions_skipped = skipped_status(entries) or None
+    status.deletions_skipped = list(whole.skipped) or None
     return not_paused(status, crs.status, crs.generation, when)
 
 
@@ -355,14 +416,14 @@ async def _tell_rollout(
     crs: CRS,
     planned: tuple[str, Plan],
     previous: tuple[str, Plan] | None,
-    matching: list[Cluster],
-    hashes: Hashes | None,
+    states: list[ClusterState],
 ) -> None:
     """Events a person can follow: started, step done, soaking, a new phase (awaiting
-    approval, paused, halted, complete). Told from the plan before ``made`` as this
-    process made it, never from the status it wrote: right after a restart (or on a
-    new leader) there is none, and nothing is told until the next change, which the
-    status shows meanwhile. Each names the clusters it is about (``concerned``)."""
+        approval, paused, halted, complete). Told from the plan before ``made`` as this
+        process made it, never from the status it wrote: right after a restart (or on a
+        new leader) there is none, and nothing is told until the next change, which the
+        status shows meanwhile. Each names the clusters it is about (``concerned``) of those
+    this process contributes for (``states``)."""
     if previous is None:
         return
     (target, made), (revision, before) = planned, previous
@@ -379,7 +440,7 @@ async def _tell_rollout(
         told.append(("RolloutStepDone", f"step {before.step} done; {made.message}"))
     elif made.soaking and not (before.soaking and before.step == made.step):
         told.append(("RolloutSoaking", made.message))
-    about = concerned(ctx, crs, target, matching, made.phase, hashes) if told else []
+    about = concerned(states, target, made.phase) if told else []
     # A rollback by itself: the plan's message names the failure it answers.
     for reason, said in told:
         kind: Literal["Normal", "Warning"] = "Warning" if reason == "RolloutHalted" else "Normal"

@@ -46,7 +46,7 @@ async def by_itself(
     spec = crs.valid.spec.rollout
     if spec is None or spec.on_failure != "Rollback":
         return rolled
-    made, _ = try_plan(ctx, crs, rolled.target, matching, rolled.hashes)
+    made = try_plan(ctx, crs, rolled.target, matching, rolled.hashes)
     to = rollback_on_failure(rolled.undo, made.phase, spec.on_failure, crs.status.history or [])
     if to is None:
         return rolled

@@ -12,11 +12,20 @@ from dataclasses import dataclass, field, replace
 from crs_controller.core.api.models import CRSBinding, RolloutStatus
 from crs_controller.core.render import source_hash
 from crs_controller.core.rollout.history import Undo, failure_in, failure_note
-from crs_controller.core.rollout.plan import Plan, halted_revision, later, plan, revision
+from crs_controller.core.rollout.plan import (
+    Plan,
+    admit,
+    halted_revision,
+    later,
+    plan,
+    planned,
+    revision,
+)
 from crs_controller.core.rollout.policy import Policy
-from crs_controller.core.rollout.shares import ClusterState
+from crs_controller.core.rollout.shares import ClusterState, Share, share_of
 from crs_controller.core.rollout.snapshots import SnapshotRefused
 from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.state.contribution import Combined
 from crs_controller.core.state.status import Outcome, outcome_of
 from crs_controller.engine.io import fleet_metrics
 from crs_controller.engine.io.sources import Source
@@ -165,22 +174,29 @@ _OVER = ("Complete", "RolledBack")
 
 
 def plan_rollout(
-    ctx: CRSContext, crs: CRS, rolled: RolledOut, matching: list[Cluster]
+    ctx: CRSContext, crs: CRS, rolled: RolledOut, whole: Combined, own: list[ClusterState]
 ) -> tuple[Plan, Result]:
-    """Plan what ``crs`` rolls out over the ``matching`` clusters, from their bindings
-    and outcomes; the plan is kept for the cluster reconciles, and the clusters it
-    newly admits are woken as it is (memory/plans), whatever the rest of the pass
-    does. The Result wakes this CRS when time alone changes the plan (a soak's end, a
-    change window opening or closing). A rollback's clusters on the revision rolled
-    back from go first."""
+    """Plan what ``crs`` rolls out from the share of every matching cluster
+    (``whole``, the members' contributions combined), letting through the clusters of
+    ``own`` (this process's, as ``share_for`` counted them) within its part of the
+    budget; the plan is kept for the cluster reconciles, and the clusters it newly
+    admits are woken as it is (memory/plans), whatever the rest of the pass does. The
+    Result wakes this CRS when time alone changes the plan (a soak's end, a change
+    window opening or closing). A rollback's clusters on the revision rolled back
+    from go first."""
     target, back = rolled.target, rolled.undo.rolled_back_from
-    made, states = try_plan(ctx, crs, target, matching, rolled.hashes, back)
+    if whole.share is None:
+        raise ValueError("a rollout is planned from a share")
+    made, gate = planned(
+        whole.share, crs.policy or Policy(), ctx.clock.wall(), crs.approved(target)
+    )
+    made = admit(made, gate, own, whole.admissions(gate, ctx.combining.me))
     if back is not None:
         made = rolling_back(made, back, target, failure_of(ctx, crs, back))
     # Those it holds back look again too when what it waits for changed.
-    behind = {s.name for s in states if s.revision not in (None, target)}
+    behind = {s.name for s in own if s.revision not in (None, target)}
     ctx.rollouts.set(crs.namespace, crs.name, target, made, behind)
-    on = Counter(state.revision or fleet_metrics.NOT_INSTALLED for state in states)
+    on = Counter(state.revision or fleet_metrics.NOT_INSTALLED for state in own)
     known = _known(ctx, crs)
     fleet_metrics.show_rollout(crs.namespace, crs.name, on, made.phase, (target, back), known)
     return made, Result.after(made.wake_after)
@@ -194,25 +210,50 @@ def _known(ctx: CRSContext, crs: CRS) -> set[str | None]:
     return kept | {ctx.rollouts.halted(crs.namespace, crs.name)}
 
 
-def concerned(
-    ctx: CRSContext,
-    crs: CRS,
-    target: str,
-    matching: list[Cluster],
-    phase: str,
-    hashes: Hashes | None,
-) -> list[str]:
-    """The clusters an Event about the rollout's ``phase`` is about: those failed on
-    ``target`` when it halted, those on it when complete, else those not on it yet."""
-    states = [
-        _state(crs, ctx.caches.entry(crs.namespace, c.name, crs.name), c, target, hashes)
-        for c in matching
-    ]
+def concerned(states: list[ClusterState], target: str, phase: str) -> list[str]:
+    """The clusters an Event about the rollout's ``phase`` is about, of ``states``:
+    those failed on ``target`` when it halted, those on it when complete, else those
+    not on it yet."""
     if phase == "Halted":
         return [s.name for s in states if s.failed and s.revision == target]
     if phase in ("Complete", "RolledBack"):
         return [s.name for s in states if s.revision == target]
     return [s.name for s in states if s.revision != target]
+
+
+def _states_of(
+    ctx: CRSContext, crs: CRS, target: str, clusters: list[Cluster], hashes: Hashes | None
+) -> list[ClusterState]:
+    """What each of ``clusters`` is on in the rollout of ``target``, from its binding."""
+    return [
+        _state(crs, ctx.caches.entry(crs.namespace, c.name, crs.name), c, target, hashes)
+        for c in clusters
+    ]
+
+
+def _halted_for(
+    ctx: CRSContext, crs: CRS, target: str, states: list[ClusterState], halted: str | None
+) -> str | None:
+    """The revision whose clusters take ``target`` first: ``halted`` if given, else the
+    one remembered since it halted, else (a restart, a new leader) the one the
+    clusters' ``states`` halt."""
+    failures = [(state.revision, state.failed) for state in states]
+    policy = crs.policy or Policy()
+    return (
+        halted
+        or ctx.rollouts.halted(crs.namespace, crs.name)
+        or halted_revision(target, failures, policy)
+    )
+
+
+def share_for(
+    ctx: CRSContext, crs: CRS, rolled: RolledOut, clusters: list[Cluster]
+) -> tuple[Share, list[ClusterState]]:
+    """The share of ``clusters`` in the rollout of what ``crs`` rolls out, and their
+    states. Without ``spec.rollout`` (a rollback), every cluster at once."""
+    states = _states_of(ctx, crs, rolled.target, clusters, rolled.hashes)
+    halted = _halted_for(ctx, crs, rolled.target, states, rolled.undo.rolled_back_from)
+    return share_of(rolled.target, states, crs.policy or Policy(), halted), states
 
 
 def try_plan(
@@ -221,26 +262,15 @@ def try_plan(
     target: str,
     matching: list[Cluster],
     hashes: Hashes | None = None,
-    halted: str | None = None,
-) -> tuple[Plan, list[ClusterState]]:
-    """The plan of ``target``, and the clusters' states it was made from, without
-    keeping it. Without ``spec.rollout`` (a rollback), every cluster at once."""
-    policy = crs.policy or Policy()
-    states = [
-        _state(crs, ctx.caches.entry(crs.namespace, c.name, crs.name), c, target, hashes)
-        for c in matching
-    ]
-    failures = [(state.revision, state.failed) for state in states]
-    # Remembered since it halted; else (a restart, a new leader) found from the bindings.
-    halted = (
-        halted
-        or ctx.rollouts.halted(crs.namespace, crs.name)
-        or halted_revision(target, failures, policy)
-    )
+) -> Plan:
+    """The plan of ``target`` over the ``matching`` clusters, without keeping it.
+    Without ``spec.rollout`` (a rollback), every cluster at once."""
+    states = _states_of(ctx, crs, target, matching, hashes)
+    halted = _halted_for(ctx, crs, target, states, None)
     now = ctx.clock.wall()
     approved = crs.approved(target)
-    made = plan(target, states, policy, now, None if halted == target else halted, approved)
-    return made, states
+    policy = crs.policy or Policy()
+    return plan(target, states, policy, now, None if halted == target else halted, approved)
 
 
 def failure_of(ctx: CRSContext, crs: CRS, back: str) -> str | None:
