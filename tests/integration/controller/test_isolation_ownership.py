@@ -27,7 +27,7 @@ from crs_controller.core.errors import Conflict
 from crs_controller.core.manifests.documents import APPLIED_BY, APPLIED_BY_LABEL
 from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL
 from crs_controller.testbed import ControlPlane, KubeError, Server, TestbedClient, wait_for
-from crs_controller.testbed.controller import SA_GROUPS, SA_USER, ControllerProcess
+from crs_controller.testbed.controller import SA_GROUPS, SA_USER, ControllerProcess, install_rbac
 
 from .support import (
     CLUSTER_API,
@@ -307,7 +307,10 @@ def binding_policy(mgmt: TestbedClient, tenant: TestbedClient) -> Iterator[None]
     """The shipped policy, for this test only: installed, and removed after. Policies
     take a moment to load and to go, so each step waits until a tenant's dry-run
     create shows it. (Other tests write forged bindings as admin, in system:masters,
-    which the policy leaves alone anyway.)"""
+    which the policy leaves alone anyway.) Its parameter is the controller's
+    ClusterRoleBinding (config/rbac), installed here too: without it every binding
+    write is refused for the missing parameter, not with the policy's message."""
+    install_rbac(mgmt)
     documents = [d for path in POLICIES for d in yaml.safe_load_all(path.read_text()) if d]
     probe = binding_obj("default", "policy-probe")
     for document in documents:
