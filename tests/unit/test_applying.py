@@ -11,22 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from crs_controller.clients.api import Obj, ResourceInfo
 from crs_controller.core.errors import APIError, NotFound
 from crs_controller.engine.reconcile.workload.applying import apply_objects
+from tests.addons import ADDONS, needs_addons
 
 from .memory_kube import MemoryKube
 
-ADDONS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "addons"
-needs_addons = pytest.mark.skipif(
-    not ADDONS.exists(), reason="the shared add-on data is not on this machine"
-)
 MANAGER = "crs-controller"
 GIZMO = {"apiVersion": "x.io/v1", "kind": "Gizmo", "metadata": {"name": "g", "namespace": "a"}}
 

@@ -7,7 +7,6 @@ import base64
 import copy
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,8 +26,7 @@ from crs_controller.core.manifests.documents import (
     parse_objects,
     resource_entries,
 )
-
-ADDONS = Path("/work/shared/data/addons")
+from tests.addons import ADDONS, needs_addons
 
 
 def b64(text: str | bytes) -> str:
@@ -468,12 +466,10 @@ def test_apply_body_keeps_only_manifest_fields() -> None:
 
 
 def _addon(name: str) -> str:
-    path = ADDONS / name
-    if not path.exists():
-        pytest.skip(f"shared add-on data not present: {path}")
-    return path.read_text()
+    return (ADDONS / name).read_text()
 
 
+@needs_addons
 def test_parse_calico() -> None:
     objects = parse_objects(configmap({"calico.yaml": _addon("calico.yaml")}))
     kinds = [o["kind"] for o in objects]
@@ -483,6 +479,7 @@ def test_parse_calico() -> None:
     assert all(json.dumps(apply_body(o)) for o in objects)
 
 
+@needs_addons
 def test_parse_kindnet() -> None:
     objects = parse_objects(configmap({"kindnet.yaml": _addon("kindnet.yaml")}))
     assert [o["kind"] for o in objects] == [

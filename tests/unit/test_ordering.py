@@ -3,7 +3,6 @@ reverse for deletion."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +11,9 @@ from hypothesis import strategies as st
 
 from crs_controller.core.manifests.documents import ObjectRef, object_ref, parse_objects
 from crs_controller.core.manifests.ordering import apply_order, delete_order, is_crd, is_namespace
+from tests.addons import ADDONS, needs_addons
 
-CALICO = Path("/work/shared/data/addons/calico.yaml")
+CALICO = ADDONS / "calico.yaml"
 
 
 def obj(api_version: str, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
@@ -102,9 +102,8 @@ def test_delete_order_is_the_reverse_of_apply_order(objects: list[dict[str, Any]
     assert ranks == sorted(ranks, reverse=True), "the rest, then CRDs, then Namespaces"
 
 
+@needs_addons
 def test_calico_crds_come_before_custom_resources() -> None:
-    if not CALICO.exists():
-        pytest.skip(f"shared add-on data not present: {CALICO}")
     # The custom resource sits in a key that sorts before calico.yaml, so parsing
     # alone would put it ahead of its CRD.
     pool = "apiVersion: crd.projectcalico.org/v1\nkind: IPPool\nmetadata: {name: default-pool}\n"

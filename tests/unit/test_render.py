@@ -16,10 +16,10 @@ from crs_controller.app.commands.common import dump_manifest, dump_manifests
 from crs_controller.core.manifests.documents import parse_objects
 from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.manifests.ordering import apply_order
+from tests.addons import ADDONS, needs_addons
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "config" / "samples"
-ADDONS = REPO.parent / "shared" / "data" / "addons"
 
 
 def render(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -64,7 +64,7 @@ def test_cluster_labels_pick_the_crss_that_select_them(
     assert len(yaml.safe_load(out)["clusterResourceSets"]) == rendered
 
 
-@pytest.mark.skipif(not ADDONS.exists(), reason="the shared add-on data is not on this machine")
+@needs_addons
 @pytest.mark.parametrize("addon", ["calico", "kindnet"])
 def test_the_shared_addons_render_from_stdin(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, addon: str

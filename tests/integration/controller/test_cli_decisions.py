@@ -23,6 +23,7 @@ from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANN
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.clusters import set_control_plane_version
 from crs_controller.testbed.controller import ControllerProcess
+from tests.addons import ADDONS, needs_addons
 
 from .support import (
     CLUSTER_API,
@@ -168,7 +169,6 @@ def test_diff_refuses_a_crs_with_a_field_this_version_does_not_know(
 
 # --- fields left to others ---------------------------------------------------------
 
-ADDONS = Path(__file__).resolve().parents[4] / "shared" / "data" / "addons"
 REPLICAS_RULE = {"target": {"group": "apps", "kind": "Deployment"}, "paths": ["/spec/replicas"]}
 
 
@@ -192,7 +192,7 @@ def scale(wl: TestbedClient, name: str, namespace: str, replicas: int) -> None:
     assert response.status_code == 200, response.text
 
 
-@pytest.mark.skipif(not ADDONS.is_dir(), reason=f"shared add-on data not found at {ADDONS}")
+@needs_addons
 def test_diff_leaves_out_ignored_paths_as_the_controller_does(
     controller: ControllerProcess,
     control_plane: ControlPlane,

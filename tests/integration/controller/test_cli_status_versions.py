@@ -15,6 +15,7 @@ import pytest
 from crs_controller.app.cli import main
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
+from tests.addons import ADDONS, needs_addons
 
 from .support import (
     CLUSTER_API,
@@ -26,7 +27,6 @@ from .support import (
     source_secret,
     until_no_conflict,
 )
-from .test_real_addons import ADDONS
 from .test_versions import V133, V134
 
 HOLD_UPDATES = "addons.crs.dev/hold-updates"
@@ -74,6 +74,7 @@ def current(capsys: pytest.CaptureFixture[str], namespace: str, kubeconfig: str)
     return table
 
 
+@needs_addons
 def test_status_counts_a_cluster_on_the_revision_as_the_controller_does(
     controller: ControllerProcess,
     control_plane: ControlPlane,

@@ -19,6 +19,7 @@ from crs_controller.app.cli import main
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.clusters import set_control_plane_version
 from crs_controller.testbed.controller import ControllerProcess
+from tests.addons import ADDONS, needs_addons
 
 from .support import (
     CLUSTER_API,
@@ -40,7 +41,6 @@ from .test_deletion import gone
 
 Obj = dict[str, Any]
 
-ADDONS = Path(__file__).resolve().parents[4] / "shared" / "data" / "addons"
 VELERO_CRD = ADDONS / "velero-backupstoragelocations-crd.yaml"
 CRD_API = "apiextensions.k8s.io/v1"
 CRD_KIND = "CustomResourceDefinition"
@@ -99,7 +99,7 @@ def _diff(kubeconfig: str, namespace: str, crs: str, cluster: str, *extra: str) 
     return ["diff", crs, "--cluster", cluster, "-n", namespace, "--kubeconfig", kubeconfig, *extra]
 
 
-@pytest.mark.skipif(not VELERO_CRD.is_file(), reason=f"Velero's CRD not found at {VELERO_CRD}")
+@needs_addons
 def test_a_removed_crd_is_kept_unless_allowed_and_diff_says_so_first(
     controller: ControllerProcess,
     control_plane: ControlPlane,

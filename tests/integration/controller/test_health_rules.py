@@ -8,13 +8,11 @@ keeps the time the wait began."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
+from tests.addons import ADDONS, needs_addons
 
 from .support import (
     CRS_API,
@@ -36,7 +34,6 @@ from .support import (
 
 Obj = dict[str, Any]
 
-ADDONS = Path(__file__).resolve().parents[4] / "shared" / "data" / "addons"
 VELERO_CRD = ADDONS / "velero-backupstoragelocations-crd.yaml"
 
 
@@ -152,7 +149,7 @@ def _ready_naming(mgmt: TestbedClient, namespace: str, crs: str, text: str) -> O
     return wait_for(check, TIMEOUT, message=f"{crs} Ready naming {text}")
 
 
-@pytest.mark.skipif(not VELERO_CRD.is_file(), reason=f"Velero's CRD not found at {VELERO_CRD}")
+@needs_addons
 def test_a_wait_names_what_blocks_now_and_keeps_when_it_began(
     controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:

@@ -4,14 +4,12 @@ Cluster API's own e2e tests deliver with a ClusterResourceSet."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 import yaml
 
 from crs_controller.core.manifests.documents import parse_objects
 from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.controller import ControllerProcess
+from tests.addons import ADDONS, needs_addons
 
 from .support import (
     TIMEOUT,
@@ -22,8 +20,6 @@ from .support import (
     wait_condition,
 )
 
-ADDONS = Path(__file__).resolve().parents[4] / "shared" / "data" / "addons"
-
 IPPOOL = {
     "apiVersion": "crd.projectcalico.org/v1",
     "kind": "IPPool",
@@ -32,7 +28,7 @@ IPPOOL = {
 }
 
 
-@pytest.mark.skipif(not ADDONS.is_dir(), reason=f"shared add-on data not found at {ADDONS}")
+@needs_addons
 def test_calico_and_kindnet_are_applied_crds_first(
     controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:

@@ -6,13 +6,10 @@ for the version exists the cluster takes it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from crs_controller.testbed import TestbedClient, wait_for
 from crs_controller.testbed.clusters import set_control_plane_version
 from crs_controller.testbed.controller import ControllerProcess
+from tests.addons import ADDONS, needs_addons
 
 from .support import (
     CRS_API,
@@ -25,7 +22,6 @@ from .support import (
     wait_condition,
 )
 
-ADDONS = Path(__file__).resolve().parents[4] / "shared" / "data" / "addons"
 V133 = ">=1.33.0, <1.34.0"
 V134 = ">=1.34.0, <1.35.0"
 CPI = ("apps/v1", "DaemonSet", "vsphere-cloud-controller-manager", "kube-system")
@@ -49,7 +45,7 @@ def _warnings(mgmt: TestbedClient, namespace: str, reason: str) -> list[dict]:
     return [e for e in events if e["reason"] == reason and e["type"] == "Warning"]
 
 
-@pytest.mark.skipif(not ADDONS.is_dir(), reason=f"shared add-on data not found at {ADDONS}")
+@needs_addons
 def test_an_upgrade_past_the_newest_build_keeps_the_cloud_provider_and_says_so(
     controller: ControllerProcess, mgmt: TestbedClient, workload_clients, workloads, namespace: str
 ) -> None:
