@@ -274,6 +274,7 @@ def test_a_contribution_reads_back_from_its_json(
     kept = data.draw(st.lists(st.integers(0, 3), min_size=len(fleet), max_size=len(fleet)))
     share = data.draw(st.sampled_from([None, share_of(TARGET, fleet, policy, halted)]))
     made = contribution("m-a", frozenset(MEMBERS), fleet, told, kept, share)
+    made = replace(made, holding=data.draw(st.none() | st.integers(0, 10**9 - 1)))
     text = made.to_json()
     assert Contribution.from_json(text) == made
     assert Contribution.from_api(json.loads(text)) == made == Contribution.from_api(made.to_api())
@@ -295,7 +296,7 @@ def test_the_bound_holds_for_the_largest_contribution(steps: int | None) -> None
         SkippedDeletion(cluster=face * 253, api_version=face * 316, kind=face * 63, name=face * 253)
         for _ in range(SKIPPED_KEPT)
     )
-    made = Contribution(face * 253, "f" * 16, "u" * 64, 2**63 - 1, tally, share, skipped)
+    made = Contribution(face * 253, "f" * 16, "u" * 64, 2**63 - 1, tally, share, skipped, most)
     assert len(made.to_json().encode()) <= max_json_bytes(steps) <= MAX_TEXT_BYTES
 
 
@@ -308,6 +309,9 @@ def test_the_bound_holds_for_the_largest_contribution(steps: int | None) -> None
         {"skipped": [{"cluster": "c"}]},
         {"skipped": [{"cluster": "c", "api_version": "v1", "kind": "K", "name": "n"}] * 21},
         {"member": None},
+        {"holding": -1},
+        {"holding": 10**9},
+        {"holding": "all"},
         {"padding": "x" * max_json_bytes(None)},  # over its bound, whatever it says
     ],
 )
@@ -335,3 +339,18 @@ def test_one_members_contribution_is_the_whole() -> None:
     assert (whole.tally, whole.share, whole.skipped) == (mine.tally, mine.share, mine.skipped)
     gate = Gate(TARGET, (), group=1, budget=5)
     assert whole.admissions(gate, "me") == 1 == wanting(share, gate)
+
+
+@given(st.lists(st.integers(0, 1000), min_size=1, max_size=4), st.data())
+def test_the_clusters_still_holding_a_deleted_crs_add_up_once_every_member_counted(
+    counts: list[int], data: st.DataObject
+) -> None:
+    members = frozenset(MEMBERS[: len(counts)])
+    parts = {m: simple(m, members, holding=n) for m, n in zip(sorted(members), counts, strict=True)}
+    whole = combined(parts, members, UID, GEN, None)
+    assert isinstance(whole, Combined) and whole.holding == sum(counts)
+    # A member that has not seen the deletion counts nothing: no sum is made.
+    unseen = data.draw(st.sampled_from(sorted(members)))
+    parts[unseen] = simple(unseen, members)
+    whole = combined(parts, members, UID, GEN, None)
+    assert isinstance(whole, Combined) and whole.holding is None

@@ -164,7 +164,7 @@ async def test_notes_of_an_earlier_cluster_of_the_name_hold_no_crs_and_go_at_its
     created = await world.add(again)
     assert old is not None and created["metadata"]["uid"] != old["metadata"]["uid"]
     uid_of = {"c1": created["metadata"]["uid"]}.get
-    assert not world.ctx.unrecorded.holds_crs(NS, "a", uid_of)  # absent at once
+    assert not world.ctx.unrecorded.holders(NS, "a", uid_of)  # absent at once
     await reconcile(world)
     assert len(world.ctx.unrecorded) == 0  # and dropped by the Cluster's pass
     await deleting(world, "ClusterResourceSet", API_VERSION, "a", SOON)
@@ -312,9 +312,8 @@ def test_a_write_settles_what_it_took_and_what_it_lists_and_keeps_the_rest() -> 
     notes.recorded(C1, "u1", taken, {"a": written})
     left = notes.of(C1, "u1")["a"][("ConfigMap", "src")]
     assert [o.name for o in left.values()] == ["lost"]
-    assert notes.holds_crs(NS, "a", {"c1": "u1"}.get) and not notes.holds_crs(
-        "other", "a", {"c1": "u1"}.get
-    )
+    assert notes.holders(NS, "a", {"c1": "u1"}.get) == ["c1"]
+    assert not notes.holders("other", "a", {"c1": "u1"}.get)
 
 
 def test_another_cluster_of_the_name_has_no_notes_and_a_forgotten_one_none() -> None:

@@ -3,8 +3,10 @@ status and rollout, as combinable counts and bounded samples; and the contributi
 of a member set combined into what the whole fleet says.
 
 A ``Contribution`` holds the tally of its clusters' outcomes (``tally``), their share
-of the rollout (``shares``; None when the CRS plans no rollout) and the first
-``SKIPPED_KEPT`` protected objects kept on them (as ``skipped_status`` names them).
+of the rollout (``shares``; None when the CRS plans no rollout), the first
+``SKIPPED_KEPT`` protected objects kept on them (as ``skipped_status`` names them)
+and, while the CRS is being deleted, how many of them still hold something of it
+(``holding``; the sum over the members is what its finalizer waits on).
 It is stamped with what it was computed under: the member set (``members_stamp``),
 the CRS's uid and generation. ``combined`` adds up the contributions of the live
 members, each computed under this very member set, CRS uid, generation and rollout;
@@ -13,7 +15,8 @@ members that are not live (a replica that left) are left out.
 
 Its JSON (``Contribution.to_json``: compact, non-ASCII characters as they are) is at
 most ``max_json_bytes(steps)`` bytes of UTF-8: ``ENVELOPE_BYTES`` for the stamps
-(a member identity of at most 253 characters, a uid of at most 64), the tally's
+(a member identity of at most 253 characters, a uid of at most 64) and the holding
+count (below ``MAX_COUNT``), the tally's
 44,032, the share's 4,608 plus 200 for each group (each step and the implicit last
 one; nothing without a share) and ``SKIPPED_BYTES`` for the kept objects (20, each
 with a cluster of at most 253 characters, an apiVersion of at most 316, a kind of at
@@ -57,6 +60,7 @@ SHARE_BYTES, GROUP_BYTES = 4_608, 200
 ENVELOPE_BYTES = 2_048
 SKIPPED_BYTES = SKIPPED_KEPT * (6 * (253 + 316 + 63 + 253) + 128)
 MAX_TEXT_BYTES = 256 * 1024
+MAX_COUNT = 10**9  # counts of Clusters stay below it (the bounds assume so)
 
 
 def max_json_bytes(steps: int | None) -> int:
@@ -79,10 +83,16 @@ class Contribution:
     tally: Tally
     share: Share | None = None
     skipped: tuple[SkippedDeletion, ...] = field(default=())
+    # The CRS being deleted: how many of the member's Clusters still hold something
+    # of it (an entry in their binding, or objects applied and not recorded yet);
+    # None while it is not being deleted (nothing counted).
+    holding: int | None = None
 
     def __post_init__(self) -> None:
         if len(self.skipped) > SKIPPED_KEPT:
             raise ValueError(f"a contribution names over {SKIPPED_KEPT} kept objects")
+        if self.holding is not None and not 0 <= self.holding < MAX_COUNT:
+            raise ValueError(f"a contribution's holding count is not in [0, {MAX_COUNT})")
 
     @property
     def target(self) -> str | None:
@@ -148,6 +158,13 @@ class Combined:
     share: Share | None
     skipped: tuple[SkippedDeletion, ...]
     parts: Mapping[str, Contribution]
+
+    @property
+    def holding(self) -> int | None:
+        """The CRS being deleted: the Clusters that still hold something of it, of
+        every member; None when a member counted none (it has not seen the deletion)."""
+        counts = [c.holding for c in self.parts.values()]
+        return None if any(n is None for n in counts) else sum(n or 0 for n in counts)
 
     def admissions(self, gate: Gate, me: str) -> int:
         """``me``'s part of the gate's budget (``portion``), by the clusters of each

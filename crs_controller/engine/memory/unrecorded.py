@@ -126,14 +126,14 @@ class Unrecorded:
         held = self._clusters.get(cluster)
         return held is not None and held.uid == uid
 
-    def holds_crs(self, namespace: str, crs: str, uid_of: Callable[[str], str | None]) -> bool:
-        """Does some Cluster of ``namespace`` hold notes of ``crs``? ``uid_of``: the uid
-        each Cluster has now (None: none is known); an earlier Cluster's notes do not
-        count. (Few hold any: a note lasts until the next binding write.)"""
-        return any(
-            crs in held.notes and uid_of(name) == held.uid
+    def holders(self, namespace: str, crs: str, uid_of: Callable[[str], str | None]) -> list[str]:
+        """The Clusters of ``namespace`` that hold notes of ``crs``, by name. ``uid_of``:
+        the uid each Cluster has now (None: none is known); an earlier Cluster's notes
+        do not count. (Few hold any: a note lasts until the next binding write.)"""
+        return sorted(
+            name
             for (ns, name), held in self._clusters.items()
-            if ns == namespace
+            if ns == namespace and crs in held.notes and uid_of(name) == held.uid
         )
 
     def keep_only(self, cluster: tuple[str, str], uid: str) -> None:

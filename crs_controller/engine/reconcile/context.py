@@ -152,6 +152,39 @@ class Alone:
         return combined({self.me: mine}, self.members(), mine.crs_uid, crs.generation, mine.target)
 
 
+@dataclass(frozen=True)
+class Sharded:
+    """A member of a shard set: it contributes for the Clusters it owns (``owner``)
+    under the member set it acts with (``live``; empty while it does not act), as
+    the identity of its contributions' ``store``, and combines every live member's
+    contribution there with its own, published first."""
+
+    store: Contributions[Contribution]
+    live: Callable[[], frozenset[str]]
+    owner: Callable[[str, str], bool]
+
+    @property
+    def me(self) -> str:
+        return self.store.identity
+
+    def members(self) -> frozenset[str]:
+        return self.live()
+
+    def owns(self, namespace: str, name: str) -> bool:
+        return self.owner(namespace, name)
+
+    async def combined(self, crs: CRS, mine: Contribution) -> Combined | Waiting:
+        """``mine`` published, then combined with the others' under the current
+        member set. Not acting (not a member of it), this member waits for itself:
+        it knows nothing of the others, and a combination of none counts nothing."""
+        members, uid = self.members(), crs.meta.uid or ""
+        if self.me not in members or not uid:
+            return Waiting(missing=(self.me,))
+        await self.store.publish(crs.namespace, crs.name, uid, mine)
+        held = {**self.store.published(uid), self.me: mine}
+        return combined(held, members, uid, crs.generation, mine.target)
+
+
 @dataclass(frozen=True, kw_only=True)
 class CRSContext(Shared):
     """The CRS reconcile: its finalizer and its status, from the bindings. In a shard
@@ -161,11 +194,9 @@ class CRSContext(Shared):
 
     crss: CRSStore
     leading: Callable[[], bool] = lambda: True
-    # In a shard set: each member's contribution to each CRS (engine.io.contributions);
-    # None alone. The pass does not publish them yet.
-    contributions: Contributions[Contribution] | None = None
     # How the pass's contribution is combined with the other members' into the status
-    # and plan it makes; alone (every replica for now), its own is the whole.
+    # and plan it makes: alone, its own is the whole; in a shard set (``Sharded``),
+    # through the members' published contributions.
     combining: Combining = field(default_factory=Alone)
 
     @classmethod

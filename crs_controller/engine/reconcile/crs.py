@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import structlog
@@ -38,7 +39,7 @@ from crs_controller.core.state.status import (
     paused,
     status_of,
 )
-from crs_controller.core.state.tally import tally_of
+from crs_controller.core.state.tally import Tally, tally_of
 from crs_controller.engine.io import fleet_metrics, metrics
 from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, cluster_key
@@ -52,11 +53,15 @@ from crs_controller.engine.reconcile.revisions import (
 from crs_controller.engine.reconcile.rollout import (
     RolledOut,
     concerned,
+    failure_of,
+    halting,
     on_revision,
     plan_rollout,
     rolled_out,
+    rolling_back,
     rollout_status,
     share_for,
+    whole_plan,
 )
 
 log = structlog.get_logger(__name__)
@@ -112,25 +117,36 @@ def _clusters_of(ctx: CRSContext, crs: CRS) -> Result:
 
 
 async def _follow(ctx: CRSContext, crs: CRS) -> Result:
-    """A replica that does not write the status: it plans the rollout its own
-    clusters follow (the same plan the leader makes, from the same contributions)
-    and tells what its own passes did. Planning none, it shows none
-    (``clear_rollout``)."""
+    """A replica that does not write the status: it contributes what its own
+    clusters say, as the leader does (to a deletion while the CRS is being deleted),
+    plans the rollout its own clusters follow (the same plan the leader makes, from
+    the same contributions) and tells what its own passes did. Planning none, it
+    shows none (``clear_rollout``). A paused CRS, or one whose spec is refused, gets
+    no contribution: the leader's status of it says only that, from no count."""
     then = NOTHING
-    model = crs.model
-    rolling = model is not None and model.spec.rollout is not None
-    rolling = rolling and not crs.deleting and not crs.paused
-    matching = ctx.caches.matching_clusters(crs) if rolling else []
-    rolled = await rolled_out(ctx, crs) if model is not None and matching else None
-    if rolled is None:
+    if crs.deleting:
+        whole = await _holding(ctx, crs)
+        then = _waiting(crs, whole) if isinstance(whole, Waiting) else NOTHING
+    elif not crs.paused and crs.model is not None:
+        then = await _contribute(ctx, crs)
+    if crs.deleting or crs.paused or crs.model is None:
         fleet_metrics.clear_rollout(crs.namespace, crs.name)
-    else:
-        whole, states = await _combined(ctx, crs, _own(ctx, crs, matching), rolled)
-        if isinstance(whole, Waiting):
-            then = _waiting(crs, whole)
-        else:
-            then = plan_rollout(ctx, crs, rolled, whole, states)[1]
     return then | await _tell(ctx, crs)
+
+
+async def _contribute(ctx: CRSContext, crs: CRS) -> Result:
+    """A follower's contribution to a CRS that is neither paused nor refused, made as
+    the leader makes its own (``_write_status``), and the plan it then follows."""
+    matching = ctx.caches.matching_clusters(crs)
+    rolled = await rolled_out(ctx, crs) if matching else None
+    planning = rolled if rolled is not None and _plans(crs, rolled) else None
+    whole, states = await _combined(ctx, crs, _own(ctx, crs, matching), planning)
+    if isinstance(whole, Waiting):
+        return _waiting(crs, whole)
+    if planning is None:
+        fleet_metrics.clear_rollout(crs.namespace, crs.name)
+        return NOTHING
+    return plan_rollout(ctx, crs, planning, whole, states)[1]
 
 
 def _own(ctx: CRSContext, crs: CRS, matching: list[Cluster]) -> list[Cluster]:
@@ -159,7 +175,10 @@ async def _combined(
         share,
         tuple(skipped_status(entries)),
     )
-    return await seam.combined(crs, mine), states
+    whole = await seam.combined(crs, mine)
+    if isinstance(whole, Combined) and rolled is not None:
+        whole = halting(ctx, crs, whole)
+    return whole, states
 
 
 def _waiting(crs: CRS, waiting: Waiting) -> Result:
@@ -214,12 +233,14 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
     # What the clusters' cleanups deleted (or kept) is told as for any pass; the
     # finalizer stays until it is, since the CRS's memory goes with it.
     told = await _tell(ctx, crs)
-    if ctx.caches.holders(crs.namespace, crs.name) or ctx.unrecorded.holds_crs(
-        crs.namespace, crs.name, _uid_of(ctx, crs.namespace)
-    ):
+    whole = await _holding(ctx, crs)
+    if isinstance(whole, Waiting):
+        return _waiting(crs, whole) | told
+    if whole.holding is None or whole.holding > 0:
         # The deletion's watch event brought those clusters' reconciles (see
         # Controller._on_crs); check back until their bindings let go, and until
-        # what their passes applied and did not record is recorded or deleted.
+        # what their passes applied and did not record is recorded or deleted, on
+        # every member (None: one has not counted since it saw the deletion).
         return Result.after(DELETION_POLL) | told
     if told != NOTHING:
         return told
@@ -232,6 +253,20 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
     await ctx.crss.set_finalizers(crs, [f for f in crs.meta.finalizers if f != FINALIZER])
     ctx.outcomes.drop_crs(crs.namespace, crs.name)
     return Result()
+
+
+async def _holding(ctx: CRSContext, crs: CRS) -> Combined | Waiting:
+    """How many of this member's clusters still hold something of ``crs``, which is
+    being deleted (an entry in their binding, or objects applied and not recorded
+    yet), contributed and combined with the other members' counts."""
+    seam = ctx.combining
+    uid_of = _uid_of(ctx, crs.namespace)
+    held = set(ctx.caches.holders(crs.namespace, crs.name))
+    held |= set(ctx.unrecorded.holders(crs.namespace, crs.name, uid_of))
+    count = sum(seam.owns(crs.namespace, name) for name in held)
+    stamp, uid = members_stamp(seam.members()), crs.meta.uid or ""
+    mine = Contribution(seam.me, stamp, uid, crs.generation, Tally(), holding=count)
+    return await seam.combined(crs, mine)
 
 
 def _uid_of(ctx: CRSContext, namespace: str) -> Callable[[str], str | None]:
@@ -271,22 +306,68 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
         rolled = await rolled_out(ctx, crs)
     # The plan before this one, as this process made it (None after a restart).
     previous = ctx.rollouts.plan(crs.namespace, crs.name)
-    planner, planning = crs, None
-    if rolled is not None:
-        planner, rolled = await _ready(ctx, crs, rolled, matching)
-        planning = rolled if _plans(planner, rolled) else None
+    planner = crs if rolled is None else await drop_stale_request(ctx, crs, rolled)
     own = _own(ctx, crs, matching)
-    whole, states = await _combined(ctx, planner, own, planning)
-    if isinstance(whole, Waiting):
-        return _waiting(crs, whole)
+    settled = await _settled(ctx, planner, own, rolled)
+    if isinstance(settled, Waiting):
+        return _waiting(crs, settled)
+    rolled, planning = settled.rolled, settled.planning
+    if rolled is not None:
+        await snapshot(ctx, planner, rolled)
     made, then = None, NOTHING
     if planning is not None:
-        made, then = plan_rollout(ctx, planner, planning, whole, states)
-        await _tell_rollout(ctx, planner, (planning.target, made), previous, states)
-    status = _status(ctx, crs, whole, problems, made, rolled)
+        made, then = _made(ctx, planner, planning, settled)
+        await _tell_rollout(ctx, planner, (planning.target, made), previous, settled.states)
+    status = _status(ctx, crs, settled.whole, problems, made, rolled)
     status.history = history(ctx, crs, rolled, made, status)
     _show_fleet(ctx, crs, own, rolled, planned=made is not None)
     return then | await _put_status(ctx, crs, status, rolled, matching)
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """What a leader's pass writes the status from: what is rolled out (a rollback by
+    itself decided), that again when it has a plan (``planning``), the members'
+    contributions combined and the states of this process's clusters. ``starting``:
+    a rollback by itself starts, and the members' shares of its target are not in
+    yet (they make them once the status says so)."""
+
+    rolled: RolledOut | None
+    planning: RolledOut | None
+    whole: Combined
+    states: list[ClusterState]
+    starting: bool = False
+
+
+async def _settled(
+    ctx: CRSContext, crs: CRS, own: list[Cluster], rolled: RolledOut | None
+) -> _Settled | Waiting:
+    """Combine the contributions; a halted rollout under ``onFailure: Rollback``
+    decides its rollback from the plan of them all (``by_itself``), and combines
+    them again for its target."""
+    planning = rolled if rolled is not None and _plans(crs, rolled) else None
+    whole, states = await _combined(ctx, crs, own, planning)
+    if isinstance(whole, Waiting) or planning is None:
+        return whole if isinstance(whole, Waiting) else _Settled(rolled, None, whole, states)
+    back = await by_itself(ctx, crs, planning, whole_plan(ctx, crs, whole)[0])
+    if back.target == planning.target:
+        return _Settled(back, back, whole, states)
+    again, states = await _combined(ctx, crs, own, back)
+    if isinstance(again, Waiting):
+        return _Settled(back, back, whole, states, starting=True)
+    return _Settled(back, back, again, states)
+
+
+def _made(ctx: CRSContext, crs: CRS, planning: RolledOut, settled: _Settled) -> tuple[Plan, Result]:
+    """The plan of ``planning`` from the contributions; a rollback by itself that
+    starts before the members' shares of its target are in says so, admits nobody
+    and looks again after a second."""
+    if not settled.starting:
+        return plan_rollout(ctx, crs, planning, settled.whole, settled.states)
+    back = planning.undo.rolled_back_from or ""
+    waiting = Plan(frozenset(), "Progressing", 1, 0, "waiting for the members' shares", None)
+    made = rolling_back(waiting, back, planning.target, failure_of(ctx, crs, back))
+    return made, Result.after(CONTRIBUTIONS_POLL)
 
 
 async def _put_status(
@@ -310,17 +391,6 @@ async def _put_status(
     then = await _after_write(ctx, crs, rolled, matching)
     await sweep(ctx, crs, rolled, written.status, confirmed=True)
     return then
-
-
-async def _ready(
-    ctx: CRSContext, crs: CRS, rolled: RolledOut, matching: list[Cluster]
-) -> tuple[CRS, RolledOut]:
-    """What is rolled out: a rollback by itself decided, a stale request dropped (the
-    CRS as that left it), the sources' snapshot written."""
-    crs = await drop_stale_request(ctx, crs, rolled)
-    rolled = await by_itself(ctx, crs, rolled, matching)
-    await snapshot(ctx, crs, rolled)
-    return crs, rolled
 
 
 def _plans(crs: CRS, rolled: RolledOut) -> bool:

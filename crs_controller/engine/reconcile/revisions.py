@@ -26,27 +26,26 @@ from crs_controller.core.rollout.history import (
 )
 from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.rollout.snapshots import MAX_HISTORY_BYTES, SnapshotTooLarge
-from crs_controller.core.spec.objects import CRS, Cluster
+from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.status import READY
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile.context import CRSContext
-from crs_controller.engine.reconcile.rollout import RolledOut, roll_to, try_plan
+from crs_controller.engine.reconcile.rollout import RolledOut, roll_to
 
 log = structlog.get_logger(__name__)
 
 
-async def by_itself(
-    ctx: CRSContext, crs: CRS, rolled: RolledOut, matching: list[Cluster]
-) -> RolledOut:
+async def by_itself(ctx: CRSContext, crs: CRS, rolled: RolledOut, made: Plan) -> RolledOut:
     """``rolled``, or the rollback its halted rollout starts under ``onFailure:
-    Rollback``: to the last revision whose rollout completed (its snapshot checked)."""
+    Rollback``: to the last revision whose rollout completed (its snapshot checked).
+    ``made``: the plan of ``rolled`` every matching cluster makes (the members'
+    shares combined), which says whether it halted."""
     if rolled.undo.rolled_back_from:
         return rolled
     ctx.rollouts.rolled_back(crs.namespace, crs.name, None)  # none in force
     spec = crs.valid.spec.rollout
     if spec is None or spec.on_failure != "Rollback":
         return rolled
-    made = try_plan(ctx, crs, rolled.target, matching, rolled.hashes)
     to = rollback_on_failure(rolled.undo, made.phase, spec.on_failure, crs.status.history or [])
     if to is None:
         return rolled

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field, replace
 
 from crs_controller.core.api.models import CRSBinding, RolloutStatus
 from crs_controller.core.render import source_hash
+from crs_controller.core.rollout import shares
 from crs_controller.core.rollout.history import Undo, failure_in, failure_note
 from crs_controller.core.rollout.plan import (
+    Gate,
     Plan,
     admit,
-    halted_revision,
+    halted_of,
     later,
-    plan,
     planned,
     revision,
 )
@@ -185,11 +186,7 @@ def plan_rollout(
     window opening or closing). A rollback's clusters on the revision rolled back
     from go first."""
     target, back = rolled.target, rolled.undo.rolled_back_from
-    if whole.share is None:
-        raise ValueError("a rollout is planned from a share")
-    made, gate = planned(
-        whole.share, crs.policy or Policy(), ctx.clock.wall(), crs.approved(target)
-    )
+    made, gate = whole_plan(ctx, crs, whole)
     made = admit(made, gate, own, whole.admissions(gate, ctx.combining.me))
     if back is not None:
         made = rolling_back(made, back, target, failure_of(ctx, crs, back))
@@ -200,6 +197,32 @@ def plan_rollout(
     known = _known(ctx, crs)
     fleet_metrics.show_rollout(crs.namespace, crs.name, on, made.phase, (target, back), known)
     return made, Result.after(made.wake_after)
+
+
+def whole_plan(ctx: CRSContext, crs: CRS, whole: Combined) -> tuple[Plan, Gate]:
+    """The plan every matching cluster makes (``whole``: the members' shares
+    combined, ``halting``), naming none of them yet, and its gate."""
+    if whole.share is None:
+        raise ValueError("a rollout is planned from a share")
+    policy, target = crs.policy or Policy(), whole.share.target
+    return planned(whole.share, policy, ctx.clock.wall(), crs.approved(target))
+
+
+def halting(ctx: CRSContext, crs: CRS, whole: Combined) -> Combined:
+    """``whole`` with the revision whose clusters take the target first: the one a
+    rollback in force returns from (each member's share has it already, from the
+    status), else the one this process saw halt last, else the one the clusters of
+    every member halt (``halted_of`` their shares combined). Never from a member's
+    own clusters alone: its shares would be unlike the others' for ever."""
+    share = whole.share
+    if share is None or share.halted is not None:
+        return whole
+    halted = ctx.rollouts.halted(crs.namespace, crs.name) or halted_of(
+        share, crs.policy or Policy()
+    )
+    if halted is None or halted == share.target:
+        return whole
+    return replace(whole, share=shares.combine([replace(share, halted=halted)]))
 
 
 def _known(ctx: CRSContext, crs: CRS) -> set[str | None]:
@@ -231,46 +254,16 @@ def _states_of(
     ]
 
 
-def _halted_for(
-    ctx: CRSContext, crs: CRS, target: str, states: list[ClusterState], halted: str | None
-) -> str | None:
-    """The revision whose clusters take ``target`` first: ``halted`` if given, else the
-    one remembered since it halted, else (a restart, a new leader) the one the
-    clusters' ``states`` halt."""
-    failures = [(state.revision, state.failed) for state in states]
-    policy = crs.policy or Policy()
-    return (
-        halted
-        or ctx.rollouts.halted(crs.namespace, crs.name)
-        or halted_revision(target, failures, policy)
-    )
-
-
 def share_for(
     ctx: CRSContext, crs: CRS, rolled: RolledOut, clusters: list[Cluster]
 ) -> tuple[Share, list[ClusterState]]:
     """The share of ``clusters`` in the rollout of what ``crs`` rolls out, and their
-    states. Without ``spec.rollout`` (a rollback), every cluster at once."""
+    states; its halted revision is the one a rollback in force returns from (the
+    others are found once the members' shares are combined: ``halting``). Without
+    ``spec.rollout`` (a rollback), every cluster at once."""
     states = _states_of(ctx, crs, rolled.target, clusters, rolled.hashes)
-    halted = _halted_for(ctx, crs, rolled.target, states, rolled.undo.rolled_back_from)
+    halted = rolled.undo.rolled_back_from
     return share_of(rolled.target, states, crs.policy or Policy(), halted), states
-
-
-def try_plan(
-    ctx: CRSContext,
-    crs: CRS,
-    target: str,
-    matching: list[Cluster],
-    hashes: Hashes | None = None,
-) -> Plan:
-    """The plan of ``target`` over the ``matching`` clusters, without keeping it.
-    Without ``spec.rollout`` (a rollback), every cluster at once."""
-    states = _states_of(ctx, crs, target, matching, hashes)
-    halted = _halted_for(ctx, crs, target, states, None)
-    now = ctx.clock.wall()
-    approved = crs.approved(target)
-    policy = crs.policy or Policy()
-    return plan(target, states, policy, now, None if halted == target else halted, approved)
 
 
 def failure_of(ctx: CRSContext, crs: CRS, back: str) -> str | None:

@@ -57,7 +57,13 @@ from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
 from crs_controller.engine.memory.plans import Rollouts
 from crs_controller.engine.reconcile.cluster import forget_cluster, reconcile_cluster
-from crs_controller.engine.reconcile.context import ClusterContext, CRSContext, Settings, Shared
+from crs_controller.engine.reconcile.context import (
+    ClusterContext,
+    CRSContext,
+    Settings,
+    Sharded,
+    Shared,
+)
 from crs_controller.engine.reconcile.crs import reconcile_crs
 from crs_controller.engine.reconcile.result import Result, cluster_key, crs_key, sources_key
 from crs_controller.engine.reconcile.source_changes import (
@@ -537,13 +543,14 @@ class Controller:
     ) -> None:
         """Act as one member of a shard set: only the Clusters ``shard`` gives this
         replica; CRS status and finalizers only once ``lead`` is called. The members'
-        ``contributions`` are watched with the other kinds and reach the CRS pass
-        (``CRSContext.contributions``)."""
+        ``contributions`` are watched with the other kinds, and the CRS pass publishes
+        and combines through them (``Sharded``)."""
         self.shard = shard
         if contributions is not None:
             self.contributions = contributions
             self.informers.append(contributions.informer)
-            self.crs_ctx = replace(self.crs_ctx, contributions=contributions)
+            combining = Sharded(contributions, lambda: shard.members, shard.owns)
+            self.crs_ctx = replace(self.crs_ctx, combining=combining)
         self.leading = False
         metrics.LEADER.set(0)
         metrics.SHARD_MEMBERS.set_function(lambda: len(shard.members))
@@ -556,7 +563,9 @@ class Controller:
     def reshard(self, before: frozenset[str], after: frozenset[str]) -> None:
         """The members changed: stop the passes in flight on Clusters that are not
         ours any more, reconcile the Clusters that are now ours, let go of those that
-        are not (their keys come through the queue)."""
+        are not (their keys come through the queue); and pass over every CRS, which
+        contributes under the new member set (what each member published under the
+        old one is no longer combined)."""
         if self.shard is None:
             return
         self._stop_passes()
@@ -582,6 +591,8 @@ class Controller:
             metrics.SHARD_HANDOVERS.labels(direction="out").inc(lost)
         log.info("shard rebalanced", members=len(after), gained=gained, lost=lost)
         self._share_budget(len(after))
+        for namespace, name in self.index.crs_keys():
+            self.queue.add(crs_key(namespace, name))
 
     def _summarize_binding(self, namespace: str, name: str) -> None:
         """Keep only the summary of a binding another replica now writes, in the cache

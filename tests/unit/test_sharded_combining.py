@@ -1,0 +1,142 @@
+"""A shard set's members publish and combine their contributions (``Sharded``): each
+publishes its own before it combines the live members' (its own from memory), a
+member that left is left out, one computed under another member set is waited for,
+and a member that does not act waits for itself and publishes nothing. Every member
+contributes to every CRS that is neither paused nor refused, rolling out or not, so
+the leader counts every cluster without another member's bindings; while a CRS is
+being deleted each counts its own clusters that still hold something of it, and the
+finalizer goes only once every member counted none."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from crs_controller.core.api.models import API_VERSION, FINALIZER
+from crs_controller.core.membership.shard import members_stamp
+from crs_controller.core.spec.objects import CRS
+from crs_controller.core.state.contribution import Combined, Contribution, Waiting
+from crs_controller.core.state.tally import Tally
+from crs_controller.engine.reconcile.context import Sharded
+from crs_controller.engine.reconcile.crs import CONTRIBUTIONS_POLL, DELETION_POLL, reconcile_crs
+
+from .builders import NS, cluster, crs, reconcile, world_with
+from .memory_kube import World
+from .test_cluster_deletion import SOON, deleting
+from .test_crs_contributions import Board, Member
+from .test_crs_status import status
+
+
+@dataclass
+class Store:
+    """The contributions a member sees, and what it publishes."""
+
+    identity: str
+    held: dict[str, dict[str, Contribution]] = field(default_factory=dict)
+    writes: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def published(self, crs_uid: str) -> dict[str, Contribution]:
+        return dict(self.held.get(crs_uid, {}))
+
+    async def publish(self, crs_namespace: str, crs_name: str, crs_uid: str, value: object) -> None:
+        assert isinstance(value, Contribution)
+        self.writes.append((crs_namespace, crs_name, crs_uid))
+        self.held.setdefault(crs_uid, {})[self.identity] = value
+
+
+def part(member: str, members: frozenset[str], applied: int, of: CRS) -> Contribution:
+    tally = Tally(applied=applied, oldest=1, newest=1) if applied else Tally()
+    return Contribution(member, members_stamp(members), of.meta.uid or "", of.generation, tally)
+
+
+async def a_crs() -> World:
+    return await world_with(crs("a", "src"))
+
+
+async def test_a_member_publishes_its_own_then_adds_up_the_live_members() -> None:
+    world = await a_crs()
+    the_crs = world.crs_context().caches.crs(NS, "a")
+    assert the_crs is not None
+    uid = the_crs.meta.uid or ""
+    live = frozenset({"m-a", "m-b"})
+    store = Store("m-a")
+    # m-b's is current; m-c left (its contribution, under the old set, is not used).
+    before = frozenset({"m-a", "m-b", "m-c"})
+    others = {"m-b": part("m-b", live, 2, the_crs), "m-c": part("m-c", before, 5, the_crs)}
+    store.held[uid] = others
+    seam = Sharded(store, lambda: live, lambda namespace, name: name == "c1")
+    whole = await seam.combined(the_crs, part("m-a", live, 1, the_crs))
+    assert store.writes == [(NS, "a", uid)]
+    assert isinstance(whole, Combined) and whole.tally.applied == 3
+    assert sorted(whole.parts) == ["m-a", "m-b"]
+    assert seam.me == "m-a" and seam.members() == live
+    assert seam.owns(NS, "c1") and not seam.owns(NS, "c2")
+    # m-c back: what m-b said under the set without it is waited for (m-c's own,
+    # made under this very set, is current again).
+    back = before
+    seam = Sharded(store, lambda: back, lambda namespace, name: True)
+    waited = await seam.combined(the_crs, part("m-a", back, 1, the_crs))
+    assert waited == Waiting(stale=("m-b",))
+
+
+async def test_a_member_that_does_not_act_waits_for_itself_and_publishes_nothing() -> None:
+    world = await a_crs()
+    the_crs = world.crs_context().caches.crs(NS, "a")
+    assert the_crs is not None
+    store = Store("m-a")
+    seam = Sharded(store, frozenset, lambda namespace, name: False)
+    mine = part("m-a", frozenset(), 0, the_crs)
+    assert await seam.combined(the_crs, mine) == Waiting(missing=("m-a",))
+    assert store.writes == []
+
+
+async def test_a_follower_contributes_without_a_rollout_and_the_leader_counts_every_cluster() -> (
+    None
+):
+    world = await a_crs()
+    await reconcile(world)  # c1 applied
+    await world.add(cluster("c2"))
+    board = Board(frozenset({"m-a", "m-b"}))
+    leader = replace(world.crs_context(), combining=Member("m-a", board, frozenset({"c2"})))
+    follower = replace(
+        world.crs_context(leading=False), combining=Member("m-b", board, frozenset({"c1"}))
+    )
+    await reconcile_crs(follower, NS, "a")
+    assert board.published["m-b"].tally.applied == 1 and board.published["m-b"].share is None
+    result = await reconcile_crs(leader, NS, "a")
+    assert result.requeue_after != CONTRIBUTIONS_POLL
+    written = status(world)
+    assert (written["matchingClusters"], written["appliedClusters"]) == (2, 1)
+
+
+async def test_the_finalizer_goes_once_every_member_counts_none_of_its_clusters_holding() -> None:
+    world = await a_crs()
+    await reconcile(world)  # c1's binding holds an entry of a
+    board = Board(frozenset({"m-a", "m-b"}))
+    leader = replace(world.crs_context(), combining=Member("m-a", board, frozenset()))
+    follower = replace(
+        world.crs_context(leading=False), combining=Member("m-b", board, frozenset({"c1"}))
+    )
+    await reconcile_crs(leader, NS, "a")  # its finalizer
+    await deleting(world, "ClusterResourceSet", API_VERSION, "a", SOON)
+
+    async def finalizer() -> bool:
+        live = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+        return live is not None and FINALIZER in live["metadata"].get("finalizers", [])
+
+    waited = await reconcile_crs(leader, NS, "a")  # m-b has not counted yet
+    assert waited.requeue_after == CONTRIBUTIONS_POLL and await finalizer()
+    assert board.published["m-a"].holding == 0
+    await reconcile_crs(follower, NS, "a")
+    assert board.published["m-b"].holding == 1
+    assert (await reconcile_crs(leader, NS, "a")).requeue_after == DELETION_POLL
+    await reconcile(world)  # c1 lets go of it
+    world.ctx.clock.advance(60)  # type: ignore[attr-defined]  # what it did is told
+    assert not world.ctx.caches.holders(NS, "a")
+    # Not until m-b, which owns c1, counted again.
+    assert (await reconcile_crs(leader, NS, "a")).requeue_after == DELETION_POLL
+    assert await finalizer()
+    assert (await reconcile_crs(leader, NS, "a")).requeue_after == DELETION_POLL
+    await reconcile_crs(follower, NS, "a")
+    assert board.published["m-b"].holding == 0
+    last = await reconcile_crs(leader, NS, "a")
+    assert not await finalizer(), last
