@@ -5,25 +5,39 @@ and a member that does not act waits for itself and publishes nothing. Every mem
 contributes to every CRS that is neither paused nor refused, rolling out or not, so
 the leader counts every cluster without another member's bindings; while a CRS is
 being deleted each counts its own clusters that still hold something of it, and the
-finalizer goes only once every member counted none."""
+finalizer goes only once every member counted none. A replica that joins a shard set
+with a store combines through it, and a new member set passes over every CRS."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
 from crs_controller.core.api.models import API_VERSION, FINALIZER
+from crs_controller.core.errors import APIError
 from crs_controller.core.membership.shard import members_stamp
 from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.contribution import Combined, Contribution, Waiting
 from crs_controller.core.state.tally import Tally
-from crs_controller.engine.reconcile.context import Sharded
+from crs_controller.engine.io.contributions import ContributionStore
+from crs_controller.engine.reconcile.cluster import reconcile_cluster
+from crs_controller.engine.reconcile.context import (
+    ClusterContext,
+    CRSContext,
+    Settings,
+    Sharded,
+)
 from crs_controller.engine.reconcile.crs import CONTRIBUTIONS_POLL, DELETION_POLL, reconcile_crs
+from crs_controller.engine.reconcile.result import crs_key
+from crs_controller.engine.runtime.controller import Controller
+from crs_controller.engine.runtime.membership import ShardMembership
 
-from .builders import NS, cluster, crs, reconcile, world_with
-from .memory_kube import World
+from .builders import NS, cluster, configmap_source, crs, payload, reconcile, world_with
+from .fake_clock import FakeClock
+from .memory_kube import CLUSTER_API, MemoryKube, World
 from .test_cluster_deletion import SOON, deleting
 from .test_crs_contributions import Board, Member
-from .test_crs_status import status
+from .test_crs_status import restarted, status
+from .test_shard_caches import LEASE, start
 
 
 @dataclass
@@ -140,3 +154,98 @@ async def test_the_finalizer_goes_once_every_member_counts_none_of_its_clusters_
     assert board.published["m-b"].holding == 0
     last = await reconcile_crs(leader, NS, "a")
     assert not await finalizer(), last
+
+
+def test_a_member_combines_through_the_store_and_a_new_member_set_passes_over_every_crs() -> None:
+    clock = FakeClock()
+    controller = Controller(MemoryKube("management"), Settings(), CLUSTER_API, clock=clock)
+    shard = ShardMembership(
+        controller.mgmt,
+        "crs-system",
+        "m-a",
+        lease_seconds=LEASE,
+        clock=clock,
+        on_change=controller.reshard,
+    )
+    store: ContributionStore[Contribution] = ContributionStore(
+        controller.mgmt,
+        "crs-system",
+        "m-a",
+        parse=Contribution.from_api,
+        dump=Contribution.to_api,
+        on_change=controller.contribution_moved,
+        clock=clock,
+        lease_seconds=LEASE,
+        stale_after=4,
+    )
+    controller.join(shard, store)
+    seam = controller.crs_ctx.combining
+    assert isinstance(seam, Sharded) and seam.me == "m-a" and seam.members() == frozenset()
+    crss = controller.informers[0]
+    for name in ("a", "b"):
+        controller.index.update_crs(None, crss.put(crs(name, "src")))
+    start(shard, "m-b")  # the member set changes: m-a and m-b
+    assert seam.members() == frozenset({"m-a", "m-b"})
+    assert {crs_key(NS, "a"), crs_key(NS, "b")} <= set(controller.queue.ready_keys())
+
+
+@dataclass
+class Pair:
+    """A leader owning no cluster and a follower owning c1, on one world."""
+
+    world: World
+    leader: CRSContext
+    follower: CRSContext
+    cluster_ctx: ClusterContext
+
+    async def crs_passes(self) -> None:
+        for ctx in (self.follower, self.leader, self.follower):  # as contributions wake them
+            await reconcile_crs(ctx, NS, "a")
+        for key, obj in list(self.world.mgmt.objects.items()):
+            if key[1] == "ConfigMap":
+                self.world.sync(obj)  # the snapshots written
+
+    async def cluster_pass(self) -> None:
+        await reconcile_cluster(self.cluster_ctx, NS, "c1")
+        self.world.sync_bindings()
+
+    async def a_round(self) -> None:
+        await self.crs_passes()
+        await self.cluster_pass()
+        await self.crs_passes()
+
+
+def pair(world: World) -> Pair:
+    board = Board(frozenset({"m-a", "m-b"}))
+    leader = replace(world.crs_context(), combining=Member("m-a", board, frozenset()))
+    follows, cluster_ctx = restarted(world)
+    follower = replace(
+        follows, leading=lambda: False, combining=Member("m-b", board, frozenset({"c1"}))
+    )
+    return Pair(world, leader, follower, cluster_ctx)
+
+
+async def test_a_rollback_by_itself_starts_on_the_leader_and_the_members_follow_it() -> None:
+    """c1 is the follower's: its failure halts the rollout; the leader decides the
+    rollback from the members' shares combined, writes it at once (the follower's
+    share of the revision rolled back to is not in yet: it makes it once it reads
+    the status), and the rollback then completes from the shares of both."""
+    world = await world_with(crs("a", "src", rollout={"maxConcurrent": 1, "onFailure": "Rollback"}))
+    two = pair(world)
+    await two.a_round()
+    assert status(world)["rollout"]["phase"] == "Complete"
+    source = world.mgmt.objects[("v1", "ConfigMap", NS, "src")]
+    await world.update({**source, "data": configmap_source("src", payload("addon", "2"))["data"]})
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    workload.fail_with = APIError("apply refused", status=422, body="{}")
+    await two.crs_passes()
+    await two.cluster_pass()  # the new revision fails on c1
+    await reconcile_crs(two.follower, NS, "a")
+    await reconcile_crs(two.leader, NS, "a")  # halted: back by itself
+    rolling = status(world)["rollout"]
+    assert rolling["rolledBackFrom"] and "waiting for the members' shares" in rolling["message"]
+    workload.fail_with = None
+    for _ in range(2):
+        await two.a_round()
+    done = status(world)["rollout"]
+    assert (done["phase"], done["rolledBackFrom"]) == ("RolledBack", rolling["rolledBackFrom"])

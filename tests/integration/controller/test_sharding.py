@@ -9,7 +9,10 @@ one replica and the status counts all 60; every binding carries its Cluster's sh
 bucket label, and one a tenant left without it, or with another value, is put right
 by its owner; a replica killed with SIGKILL loses its
 clusters to the others once its Lease expires, and an edit made right after reaches
-all 60; a fourth replica takes only the clusters that now hash to it; restarting
+all 60; the status is combined from one contribution per member, each for its own
+clusters, and after the kill from the survivors' alone; a fourth replica takes only
+the clusters that now hash to it; a deleted CRS keeps its finalizer until no
+member's binding holds it, and its contributions are swept; restarting
 every replica at once with everything converged writes nothing to any workload
 cluster; a replica whose Lease is deleted lets go of its share at once and rejoins
 with its next renewal; every replica's Runtime Extension gives the same
@@ -32,7 +35,14 @@ import pytest
 
 from crs_controller.core.api.models import SHARD_BUCKET_LABEL
 from crs_controller.core.manifests.hashing import resource_hash
-from crs_controller.core.membership.shard import bucket_of, owner
+from crs_controller.core.membership.shard import bucket_of, members_stamp, owner
+from crs_controller.core.state.contribution import Contribution
+from crs_controller.engine.io.contributions import (
+    CONTRIBUTION_LABEL,
+    CRS_ANNOTATION,
+    DATA_KEY,
+    MEMBER_ANNOTATION,
+)
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import (
     SYSTEM_NAMESPACE,
@@ -193,6 +203,33 @@ def fleet_status(mgmt: TestbedClient) -> dict[str, Any]:
     return status
 
 
+def contributions(mgmt: TestbedClient, crs: str = "fleet") -> dict[str, Contribution]:
+    """The members' contributions to the CRS ``crs`` of the fleet's namespace, by
+    member, as the ConfigMaps beside the Leases hold them."""
+    found = mgmt.list("v1", "ConfigMap", SYSTEM_NAMESPACE, label_selector=CONTRIBUTION_LABEL)
+    by_member: dict[str, Contribution] = {}
+    for item in found:
+        annotations = item["metadata"].get("annotations") or {}
+        if annotations.get(CRS_ANNOTATION) != f"{NAMESPACE}/{crs}":
+            continue
+        assert item["metadata"]["name"].startswith("crs-share-")
+        member = annotations[MEMBER_ANNOTATION]
+        assert member not in by_member, member  # one per (member, CRS)
+        by_member[member] = Contribution.from_json(item["data"][DATA_KEY])
+    return by_member
+
+
+def combined_from(mgmt: TestbedClient, members: list[str]) -> bool:
+    """Each of ``members`` contributes under their set, for its own clusters only,
+    and together they count all 60 applied."""
+    held = contributions(mgmt)
+    current = {m: c for m, c in held.items() if c.members == members_stamp(members)}
+    if sorted(current) != sorted(members):
+        return False
+    split = expected_split(members)
+    return all(current[m].tally.applied == len(split[m]) for m in members)
+
+
 def settled(fleet: Fleet, members: int) -> bool:
     """Every running replica sees ``members`` members."""
     return all(shard_metric(p, "crs_shard_members") == members for p in fleet.replicas.values())
@@ -247,6 +284,9 @@ def test_every_cluster_is_applied_by_exactly_one_replica(fleet: Fleet, mgmt: Tes
     wait_condition(mgmt, NAMESPACE, "fleet", "Ready", "True", "Applied")
     crs = mgmt.get(CRS_API, "ClusterResourceSet", "fleet", NAMESPACE)
     assert (crs["status"]["matchingClusters"], crs["status"]["appliedClusters"]) == (60, 60)
+    # Counted from the members' contributions: one each, each for its own clusters.
+    wait_for(lambda: combined_from(mgmt, FIRST), TIMEOUT, message="three contributions")
+    assert sorted(contributions(mgmt)) == FIRST
 
     split = expected_split(FIRST)
     assert all(10 <= len(split[r]) <= 30 for r in FIRST), split
@@ -305,6 +345,11 @@ def test_a_killed_replica_loses_its_clusters_once_its_lease_expires(
     # No binding entry lost, and the status counts all 60 again.
     wait_for(lambda: all(entry_hash(mgmt, c) for c in CLUSTERS), TIMEOUT)
     wait_condition(mgmt, NAMESPACE, "fleet", "Ready", "True", "Applied")
+    # The survivors contribute under their own set, which leaves replica-b's out
+    # (made under the set it was in, until the leader sweeps it).
+    wait_for(lambda: combined_from(mgmt, SURVIVORS), TIMEOUT, message="the survivors' shares")
+    killed = contributions(mgmt).get("replica-b")
+    assert killed is None or killed.members == members_stamp(FIRST)
     crs = mgmt.get(CRS_API, "ClusterResourceSet", "fleet", NAMESPACE)
     assert crs["status"]["appliedClusters"] == 60
 
@@ -361,6 +406,31 @@ def test_a_fourth_replica_takes_only_the_clusters_that_now_hash_to_it(
     status = fleet_status(mgmt)
     assert (status["matchingClusters"], status["appliedClusters"]) == (60, 60)
     assert status["failedClusters"] == 0
+
+
+def test_a_deleted_crs_keeps_its_finalizer_until_every_members_bindings_let_go(
+    fleet: Fleet, mgmt: TestbedClient
+) -> None:
+    fleet.running(GROWN)
+    fleet.converged()
+    if mgmt.get("v1", "ConfigMap", "gone", NAMESPACE) is None:
+        objects = {"a": manifests(configmap_obj(unique("gone")))}
+        mgmt.create(source_configmap(NAMESPACE, "gone", objects))
+    mgmt.create(crs_obj(NAMESPACE, "gone", [("ConfigMap", "gone")], {"fleet": "yes"}))
+    wait_condition(mgmt, NAMESPACE, "gone", "Ready", "True", "Applied")
+    status = mgmt.get(CRS_API, "ClusterResourceSet", "gone", NAMESPACE)["status"]
+    assert (status["matchingClusters"], status["appliedClusters"]) == (60, 60)
+    assert sorted(contributions(mgmt, "gone")) == GROWN
+    mgmt.delete(CRS_API, "ClusterResourceSet", "gone", NAMESPACE)
+    wait_for(
+        lambda: mgmt.get(CRS_API, "ClusterResourceSet", "gone", NAMESPACE) is None,
+        TIMEOUT,
+        message="the deleted CRS gone",
+    )
+    # Gone only once no member's binding held it any more.
+    assert all(binding_entry(mgmt, NAMESPACE, c, "gone") is None for c in CLUSTERS)
+    # And the leader sweeps the contributions of a CRS it no longer knows.
+    wait_for(lambda: not contributions(mgmt, "gone"), TIMEOUT, message="its shares swept")
 
 
 def test_restarting_every_replica_at_once_writes_nothing_to_workload_clusters(
