@@ -12,9 +12,10 @@ from dataclasses import dataclass, field, replace
 
 from structlog.testing import capture_logs
 
+from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.contribution import Combined, Contribution, Waiting, combined
-from crs_controller.engine.reconcile.context import Alone
+from crs_controller.engine.reconcile.context import Alone, ClusterContext, CRSContext
 from crs_controller.engine.reconcile.crs import CONTRIBUTIONS_POLL, reconcile_crs
 
 from .builders import (
@@ -27,9 +28,9 @@ from .builders import (
     reconcile,
     world_with,
 )
-from .memory_kube import MemoryKube
+from .memory_kube import MemoryKube, World
 from .test_crs_status import restarted, status
-from .test_rollout_failures import passes
+from .test_rollout_failures import edit, passes
 
 
 @dataclass
@@ -95,18 +96,25 @@ async def test_alone_a_process_contributes_for_every_cluster() -> None:
     assert (written["matchingClusters"], written["appliedClusters"]) == (2, 1)
 
 
-async def test_each_member_admits_its_part_of_max_concurrent() -> None:
-    """c1-c4 on a revision, then an edit under maxConcurrent 3: m-a holds three of the
-    clusters that need it, m-b one; of the three admissions m-a takes two, m-b one."""
-    world = await world_with(crs("a", "src", rollout={"maxConcurrent": 3}))
-    names = ("c1", "c2", "c3", "c4")
-    for name in names[1:]:
+async def four_clusters(max_concurrent: int) -> tuple[World, tuple[CRSContext, ClusterContext]]:
+    """c1-c4 on the first revision of CRS a (rolled out under ``max_concurrent``), and
+    the contexts of the one process that rolled it out."""
+    world = await world_with(crs("a", "src", rollout={"maxConcurrent": max_concurrent}))
+    for name in ("c2", "c3", "c4"):
         world.ctx.workloads.clients[name] = MemoryKube(name)  # type: ignore[attr-defined]
         await world.add(cluster(name))
         await world.add(kubeconfig_secret(name))
     alone = restarted(world)
-    await passes(world, alone, *names)
+    await passes(world, alone, "c1", "c2", "c3", "c4")
     assert status(world)["rollout"]["phase"] == "Complete"
+    return world, alone
+
+
+async def test_each_member_admits_its_part_of_max_concurrent() -> None:
+    """c1-c4 on a revision, then an edit under maxConcurrent 3: m-a holds three of the
+    clusters that need it, m-b one; of the three admissions m-a takes two, m-b one."""
+    world, _ = await four_clusters(3)
+    names = ("c1", "c2", "c3", "c4")
     source = world.mgmt.objects[("v1", "ConfigMap", NS, "src")]
     await world.update({**source, "data": configmap_source("src", payload("addon", "2"))["data"]})
     board = Board(frozenset({"m-a", "m-b"}))
@@ -122,3 +130,31 @@ async def test_each_member_admits_its_part_of_max_concurrent() -> None:
     planned = [ctx.rollouts.plan(NS, "a") for ctx in (leader, follower)]
     assert [p[1].admit for p in planned if p is not None] == [{"c1", "c2"}, {"c4"}]
     assert status(world)["rollout"]["message"] == "step 1/1: 0 of 4 clusters updated"
+
+
+async def test_every_member_takes_the_halted_revision_one_of_them_remembers() -> None:
+    """c1-c4 on revision 1; revision 2 reaches c1 alone (maxConcurrent 1), then the
+    sources change again. The leader m-b remembers revision 2 halting (c1 on it, its
+    own), m-a (restarted) does not: both plan c1's group first, so of the one
+    admission only c1 takes the target, and not also one of m-a's."""
+    world, alone = await four_clusters(1)
+    await edit(world, "src", payload("addon", "2"))
+    await passes(world, alone, "c1")
+    second = status(world)["revision"]
+    assert status(world)["rollout"]["updatedClusters"] == 1
+    await edit(world, "src", payload("addon", "3"))
+    board = Board(frozenset({"m-a", "m-b"}))
+    leader = replace(restarted(world)[0], combining=Member("m-b", board, frozenset({"c1", "c3"})))
+    halted = Plan(frozenset(), "Halted", 1, 0, "halted", None)
+    leader.rollouts.set(NS, "a", second, halted)
+    follower = replace(
+        restarted(world)[0],
+        leading=lambda: False,
+        combining=Member("m-a", board, frozenset({"c2", "c4"})),
+    )
+    await reconcile_crs(leader, NS, "a")
+    await reconcile_crs(follower, NS, "a")
+    await reconcile_crs(leader, NS, "a")
+    planned = [ctx.rollouts.plan(NS, "a") for ctx in (leader, follower)]
+    admitted = set().union(*(p[1].admit for p in planned if p is not None))
+    assert admitted == {"c1"}

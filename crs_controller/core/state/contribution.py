@@ -7,6 +7,9 @@ of the rollout (``shares``; None when the CRS plans no rollout), the first
 ``SKIPPED_KEPT`` protected objects kept on them (as ``skipped_status`` names them)
 and, while the CRS is being deleted, how many of them still hold something of it
 (``holding``; the sum over the members is what its finalizer waits on).
+It also carries the revision whose rollout the member saw halt last (``halted``,
+its memory; None: none, or it restarted since), so that every member plans from the
+same one: the combination's ``halted`` is the first of those the members name.
 It is stamped with what it was computed under: the member set (``members_stamp``),
 the CRS's uid and generation. ``combined`` adds up the contributions of the live
 members, each computed under this very member set, CRS uid, generation and rollout;
@@ -15,8 +18,9 @@ members that are not live (a replica that left) are left out.
 
 Its JSON (``Contribution.to_json``: compact, non-ASCII characters as they are) is at
 most ``max_json_bytes(steps)`` bytes of UTF-8: ``ENVELOPE_BYTES`` for the stamps
-(a member identity of at most 253 characters, a uid of at most 64) and the holding
-count (below ``MAX_COUNT``), the tally's
+(a member identity of at most 253 characters, a uid of at most 64), the halted
+revision (at most ``MAX_REVISION`` characters) and the holding count (below
+``MAX_COUNT``), the tally's
 44,032, the share's 4,608 plus 200 for each group (each step and the implicit last
 one; nothing without a share) and ``SKIPPED_BYTES`` for the kept objects (20, each
 with a cluster of at most 253 characters, an apiVersion of at most 316, a kind of at
@@ -61,6 +65,7 @@ ENVELOPE_BYTES = 2_048
 SKIPPED_BYTES = SKIPPED_KEPT * (6 * (253 + 316 + 63 + 253) + 128)
 MAX_TEXT_BYTES = 256 * 1024
 MAX_COUNT = 10**9  # counts of Clusters stay below it (the bounds assume so)
+MAX_REVISION = 64  # characters of a revision (an XXH3-64 digest, prefixed)
 
 
 def max_json_bytes(steps: int | None) -> int:
@@ -87,12 +92,16 @@ class Contribution:
     # of it (an entry in their binding, or objects applied and not recorded yet);
     # None while it is not being deleted (nothing counted).
     holding: int | None = None
+    # The revision whose rollout the member saw halt last (None: none it remembers).
+    halted: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.skipped) > SKIPPED_KEPT:
             raise ValueError(f"a contribution names over {SKIPPED_KEPT} kept objects")
         if self.holding is not None and not 0 <= self.holding < MAX_COUNT:
             raise ValueError(f"a contribution's holding count is not in [0, {MAX_COUNT})")
+        if self.halted is not None and len(self.halted) > MAX_REVISION:
+            raise ValueError(f"a contribution's halted revision is over {MAX_REVISION} characters")
 
     @property
     def target(self) -> str | None:
@@ -165,6 +174,14 @@ class Combined:
         every member; None when a member counted none (it has not seen the deletion)."""
         counts = [c.holding for c in self.parts.values()]
         return None if any(n is None for n in counts) else sum(n or 0 for n in counts)
+
+    @property
+    def halted(self) -> str | None:
+        """The revision some member saw the rollout halt on last (the first by name
+        when they name several; None: none does), the same for every member combining
+        the same contributions."""
+        named = [c.halted for c in self.parts.values() if c.halted is not None]
+        return min(named) if named else None
 
     def admissions(self, gate: Gate, me: str) -> int:
         """``me``'s part of the gate's budget (``portion``), by the clusters of each

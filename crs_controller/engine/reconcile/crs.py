@@ -174,6 +174,7 @@ async def _combined(
         tally_of((name, outcome_of(entry)) for name, entry in entries),
         share,
         tuple(skipped_status(entries)),
+        halted=None if rolled is None else ctx.rollouts.halted(crs.namespace, crs.name),
     )
     whole = await seam.combined(crs, mine)
     if isinstance(whole, Combined) and rolled is not None:

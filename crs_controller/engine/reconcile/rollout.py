@@ -211,15 +211,15 @@ def whole_plan(ctx: CRSContext, crs: CRS, whole: Combined) -> tuple[Plan, Gate]:
 def halting(ctx: CRSContext, crs: CRS, whole: Combined) -> Combined:
     """``whole`` with the revision whose clusters take the target first: the one a
     rollback in force returns from (each member's share has it already, from the
-    status), else the one this process saw halt last, else the one the clusters of
-    every member halt (``halted_of`` their shares combined). Never from a member's
-    own clusters alone: its shares would be unlike the others' for ever."""
+    status), else the one a member saw halt last (``Combined.halted``: each carries
+    its memory in its contribution, so all of them plan from the same one; alone,
+    this process's), else the one the clusters of every member halt (``halted_of``
+    their shares combined). Never from a member's own clusters alone: its shares
+    would be unlike the others' for ever."""
     share = whole.share
     if share is None or share.halted is not None:
         return whole
-    halted = ctx.rollouts.halted(crs.namespace, crs.name) or halted_of(
-        share, crs.policy or Policy()
-    )
+    halted = whole.halted or halted_of(share, crs.policy or Policy())
     if halted is None or halted == share.target:
         return whole
     return replace(whole, share=shares.combine([replace(share, halted=halted)]))
