@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from structlog.testing import capture_logs
+
 from crs_controller.core.api.models import API_VERSION, FINALIZER
 from crs_controller.core.errors import APIError
 from crs_controller.core.membership.shard import members_stamp
@@ -154,6 +156,26 @@ async def test_the_finalizer_goes_once_every_member_counts_none_of_its_clusters_
     assert board.published["m-b"].holding == 0
     last = await reconcile_crs(leader, NS, "a")
     assert not await finalizer(), last
+
+
+async def test_a_follower_counts_nothing_for_a_crs_deleted_without_our_finalizer() -> None:
+    """Another finalizer keeps the CRS, ours was never added: the leader waits on no
+    count, so the follower contributes none and does not look again."""
+    world = await a_crs()
+    live = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert live is not None
+    live["metadata"]["finalizers"] = ["example.com/keep"]
+    await world.update(live)
+    await deleting(world, "ClusterResourceSet", API_VERSION, "a", SOON)
+    board = Board(frozenset({"m-a", "m-b"}))
+    follower = replace(
+        world.crs_context(leading=False), combining=Member("m-b", board, frozenset({"c1"}))
+    )
+    with capture_logs() as logs:
+        result = await reconcile_crs(follower, NS, "a")
+    assert result.requeue_after is None and not result.wake
+    assert "m-b" not in board.published
+    assert not [e for e in logs if e["event"] == "status waits"]
 
 
 def test_a_member_combines_through_the_store_and_a_new_member_set_passes_over_every_crs() -> None:

@@ -122,12 +122,14 @@ async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     plans the rollout its own clusters follow (the same plan the leader makes, from
     the same contributions) and tells what its own passes did. Planning none, it
     shows none (``clear_rollout``). A paused CRS, or one whose spec is refused, gets
-    no contribution: the leader's status of it says only that, from no count."""
+    no contribution: the leader's status of it says only that, from no count; nor
+    does one being deleted without our finalizer: the leader waits on no count then
+    (``_finalize``), and waiting for its members would look again for ever."""
     then = NOTHING
-    if crs.deleting:
+    if crs.deleting and FINALIZER in crs.meta.finalizers:
         whole = await _holding(ctx, crs)
         then = _waiting(crs, whole) if isinstance(whole, Waiting) else NOTHING
-    elif not crs.paused and crs.model is not None:
+    elif not crs.deleting and not crs.paused and crs.model is not None:
         then = await _contribute(ctx, crs)
     if crs.deleting or crs.paused or crs.model is None:
         fleet_metrics.clear_rollout(crs.namespace, crs.name)
