@@ -145,6 +145,31 @@ async def test_a_manual_rollback_is_counted_once() -> None:
     assert manual_rollbacks() == before + 1
 
 
+async def test_a_manual_rollback_after_one_by_itself_is_counted_as_manual() -> None:
+    """A rollback by itself ended and spec.rollout went (this process still knew why
+    it rolled back): a pass with no rollback in force and no plan forgets why, so a
+    later rollback by hand is counted as Manual and names no failure."""
+    world = await world_with(crs("a", "src"))
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    for value in ("1", "2"):
+        await edit(world, value)
+        await reconcile(world)
+        watch_snapshots(world, shown)
+        await reconcile_crs(ctx, NS, "a")
+    first, second = (r["revision"] for r in status(world)["history"])
+    ctx.rollouts.rolled_back(NS, "a", "halted: 1 cluster failed")
+    await reconcile_crs(ctx, NS, "a")  # nothing in force, no rollout planned
+    assert ctx.rollouts.because(NS, "a") is None
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    asked = {ROLLBACK_ANNOTATION: f"{second}/{first}"}
+    await world.update({**stored, "metadata": {**stored["metadata"], "annotations": asked}})
+    before = manual_rollbacks()
+    await reconcile_crs(ctx, NS, "a")
+    rollout = status(world)["rollout"]
+    assert rollout["rolledBackFrom"] == second and "failed" not in rollout["message"]
+    assert manual_rollbacks() == before + 1
+
+
 async def test_a_snapshot_name_another_object_holds_is_told_once_not_written() -> None:
     world = await world_with(crs("a", "src"))
     ctx = world.crs_context()

@@ -347,7 +347,10 @@ async def _settled(
 ) -> _Settled | Waiting:
     """Combine the contributions; a halted rollout under ``onFailure: Rollback``
     decides its rollback from the plan of them all (``by_itself``), and combines
-    them again for its target."""
+    them again for its target. With no rollback in force, planned or not, why this
+    process last rolled back by itself is forgotten (a later one by hand is not it)."""
+    if rolled is not None and not rolled.undo.rolled_back_from:
+        ctx.rollouts.rolled_back(crs.namespace, crs.name, None)
     planning = rolled if rolled is not None and _plans(crs, rolled) else None
     whole, states = await _combined(ctx, crs, own, planning)
     if isinstance(whole, Waiting) or planning is None:

@@ -42,7 +42,6 @@ async def by_itself(ctx: CRSContext, crs: CRS, rolled: RolledOut, made: Plan) ->
     shares combined), which says whether it halted."""
     if rolled.undo.rolled_back_from:
         return rolled
-    ctx.rollouts.rolled_back(crs.namespace, crs.name, None)  # none in force
     spec = crs.valid.spec.rollout
     if spec is None or spec.on_failure != "Rollback":
         return rolled
