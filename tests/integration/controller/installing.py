@@ -109,13 +109,19 @@ def try_create(client: TestbedClient, obj: Obj, *, dry_run: bool = False) -> htt
 def binding_writer_rbac(namespace: str, user: str) -> list[Obj]:
     """RBAC that lets ``user`` write bindings in ``namespace``: what stops it must be
     the admission policy."""
+    return writer_rbac(namespace, user, "addons.crs.dev", "clusterresourcesetbindings")
+
+
+def writer_rbac(namespace: str, user: str, group: str, resource: str) -> list[Obj]:
+    """RBAC that lets ``user`` get, create, update and delete ``resource`` of API
+    ``group`` in ``namespace``."""
     rbac = "rbac.authorization.k8s.io"
-    name = f"test-binding-writer-{user}".replace(":", "-")
+    name = f"test-{resource}-writer-{user}".replace(":", "-")
     meta = {"name": name, "namespace": namespace}
     rules = [
         {
-            "apiGroups": ["addons.crs.dev"],
-            "resources": ["clusterresourcesetbindings"],
+            "apiGroups": [group],
+            "resources": [resource],
             "verbs": ["get", "create", "update", "delete"],
         }
     ]

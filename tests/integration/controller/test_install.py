@@ -11,7 +11,9 @@ namespaced variant (config/namespaced, Roles only) runs a controller started as 
 Deployment says (--namespace $(POD_NAMESPACE)) through a full reconcile without a
 refused request and without one request outside its namespace (its extension
 answers a hook for a Cluster of another namespace "nothing to do"), and its own
-policy refuses other binding writers there. hack/release.py renders config/default and
+policy refuses other binding writers there, and anyone but the controller a shard
+set's contribution ConfigMap (created, relabelled or deleted), while a tenant's
+other ConfigMaps stay open. hack/release.py renders config/default and
 config/extension (its kustomize var included) exactly as kustomize does."""
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from .installing import (
     requests_of,
     try_create,
     uninstall,
+    writer_rbac,
 )
 from .support import (
     TIMEOUT,
@@ -279,4 +282,59 @@ def test_the_namespaced_variant_reconciles_inside_its_namespace_only(
         assert answer.status_code == 403, answer.text
         assert f"RoleBinding {namespace}/{prefix}crs-controller" in answer.json()["message"]
     finally:
+        uninstall(mgmt, installed)
+
+
+def _share(namespace: str, name: str, labelled: bool = True) -> Obj:
+    """A ConfigMap as a shard set's contribution is (``labelled``) or only named."""
+    made = configmap_obj(name, namespace, **{"contribution.json": "{}"})
+    if labelled:
+        made["metadata"]["labels"] = {"addons.crs.dev/shard-contribution": "0123456789ab"}
+    return made
+
+
+def test_the_namespaced_policy_keeps_contributions_to_the_controller(
+    tmp_path: Path, mgmt: TestbedClient, control_plane: ControlPlane, namespace: str
+) -> None:
+    prefix = f"{unique('s')}-"
+    documents = build(overlay(tmp_path, ["namespaced"], namespace=namespace, namePrefix=prefix))
+    installed = install(mgmt, documents)
+    tenant = unique("tenant")
+    rbac = writer_rbac(namespace, tenant, "", "configmaps")
+    for obj in rbac:
+        mgmt.apply(obj)
+    user = f"system:serviceaccount:{namespace}:{prefix}crs-controller"
+    server = control_plane.management
+    try:
+        with (
+            TestbedClient(server.kubeconfig(tenant, ())) as forger,
+            TestbedClient(server.kubeconfig(user, ())) as controller,
+        ):
+            forged = _share(namespace, "crs-share-0123456789ab-forged")
+            wait_for(
+                lambda: try_create(forger, forged, dry_run=True).status_code == 403,
+                TIMEOUT,
+                message="the namespaced policy in force",
+            )
+            for obj in (
+                forged,
+                _share(namespace, "other"),
+                _share(namespace, "crs-share-x", False),
+            ):
+                answer = try_create(forger, obj)
+                assert answer.status_code == 403, answer.text
+                assert "contributions of a shard set" in answer.json()["message"]
+            own = try_create(forger, configmap_obj("tenant-own", namespace, key="value"))
+            assert own.status_code == 201, own.text
+            relabelled = {**own.json()}
+            relabelled["metadata"]["labels"] = {"addons.crs.dev/shard-contribution": "x"}
+            path = forger.path("v1", "ConfigMap", "tenant-own", namespace)
+            assert forger.http.put(path, json=relabelled).status_code == 403
+            written = try_create(controller, _share(namespace, "crs-share-0123456789ab-real"))
+            assert written.status_code == 201, written.text
+            share = forger.path("v1", "ConfigMap", "crs-share-0123456789ab-real", namespace)
+            assert forger.http.delete(share).status_code == 403
+            assert controller.http.delete(share).status_code == 200
+    finally:
+        uninstall(mgmt, rbac)
         uninstall(mgmt, installed)
