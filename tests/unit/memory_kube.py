@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
@@ -429,8 +430,16 @@ def _values(obj: Obj) -> int:
 
 
 def _selected(obj: Obj, selector: str | None) -> bool:
+    """``key``, ``key=value``, ``key in (a,b)`` and ``key notin (a,b)`` terms, all of
+    which must hold (a ``notin`` holds for an object without the label too)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    for term in (selector or "").split(","):
+    for term in re.findall(r"[^,(]+(?:\([^)]*\))?", selector or ""):
+        if sets := re.fullmatch(r"\s*(\S+)\s+(in|notin)\s+\(([^)]*)\)\s*", term):
+            key, operator, values = sets.groups()
+            inside = labels.get(key) in {v.strip() for v in values.split(",")}
+            if inside != (operator == "in"):
+                return False
+            continue
         key, equals, value = term.strip().partition("=")
         if key and (key not in labels or (equals and labels[key] != value.lstrip("="))):
             return False

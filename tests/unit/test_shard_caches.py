@@ -17,11 +17,12 @@ from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANN
 from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
+    SHARD_BUCKET_LABEL,
     ObjectMeta,
     to_api,
 )
 from crs_controller.core.membership.lease import LeaseRecord
-from crs_controller.core.membership.shard import owner
+from crs_controller.core.membership.shard import bucket_of, owner
 from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL
 from crs_controller.core.spec.objects import (
     Cluster,
@@ -326,3 +327,99 @@ def test_long_text_is_not_shared() -> None:
     first, second = (parse_binding_summary(raw).entries()["a"] for _ in range(2))
     assert first.resources[0] == second.resources[0]
     assert first.resources[0] is not second.resources[0]
+
+
+# --- the bindings a member watches: its own share's, selected by label ----------------
+
+
+async def labelled_member(identity: str, clock: FakeClock) -> tuple[Controller, ShardMembership]:
+    """A member whose management server holds the fleet's bindings, each labelled with
+    its bucket but ``MISLABELLED`` (one without a label, one not a bucket)."""
+    controller, shard = member(identity, clock)
+    for name in NAMES:
+        raw = binding(name)
+        if name not in MISLABELLED:
+            raw["metadata"]["labels"] = {SHARD_BUCKET_LABEL: str(bucket_of(NS, name))}
+        elif MISLABELLED[name] is not None:
+            raw["metadata"]["labels"] = {SHARD_BUCKET_LABEL: MISLABELLED[name]}
+        await controller.mgmt.create(raw)
+    return controller, shard
+
+
+MISLABELLED: dict[str, str | None] = {NAMES[0]: None, NAMES[1]: "not-a-bucket"}
+
+
+async def settle(controller: Controller) -> None:
+    """What the watches bring once the selectors changed: each lists again."""
+    assert controller.mislabelled is not None
+    await controller.mislabelled._relist()
+    await controller.bindings._relist()
+
+
+def drained(controller: Controller, clock: FakeClock) -> set[Any]:
+    """Every key queued, due now or later, taken off the queue."""
+    controller.queue.fire_due(clock.now() + 3600)
+    keys = set()
+    while controller.queue.ready_keys():
+        key = controller.queue.get_nowait()
+        controller.queue.done(key)
+        keys.add(key)
+    return keys
+
+
+def held(controller: Controller) -> set[str]:
+    """The bindings cached (each whole) and indexed."""
+    found = [b for b in (controller.bindings.get(NS, name) for name in NAMES) if b is not None]
+    assert all(b.whole for b in found)
+    names = {b.meta.name for b in found}
+    assert names == {name for _, name in controller.index._indexed_bindings}
+    return names
+
+
+async def test_after_a_handover_settles_a_member_holds_only_its_own_shares_bindings() -> None:
+    clock = FakeClock()
+    controller, shard = await labelled_member("replica-a", clock)
+    await settle(controller)
+    assert held(controller) == set(NAMES)  # its share unknown yet: every binding, whole
+    start(shard, "replica-b")
+    two = ["replica-a", "replica-b"]
+    assert held(controller) == share(two, "replica-a")  # dropped at once
+    await settle(controller)
+    assert held(controller) == share(two, "replica-a")
+    drained(controller, clock)
+    # A third member joins: what it takes is dropped, and not as a deletion.
+    shard.on_lease(None, lease("replica-c", "t1"))
+    shard.refresh()
+    three = [*two, "replica-c"]
+    await settle(controller)
+    assert held(controller) == share(three, "replica-a")
+    assert controller.mislabelled is not None and len(controller.mislabelled) == 2
+    woken = drained(controller, clock)
+    moved = {("cluster", NS, n) for n in share(two, "replica-a") - share(three, "replica-a")}
+    assert woken == moved  # let go of (reshard), never woken as deleted: no CRS pass
+    # The third leaves again (its Lease deleted): this member takes its share back whole.
+    shard.on_lease(lease("replica-c", "t1"), None)
+    shard.refresh()
+    await settle(controller)
+    assert held(controller) == share(two, "replica-a")
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.sampled_from(["replica-b", "replica-c", "replica-d"]), max_size=4))
+async def test_whatever_the_members_did_a_settled_cache_holds_only_the_share(
+    joins: list[str],
+) -> None:
+    clock = FakeClock()
+    controller, shard = await labelled_member("replica-a", clock)
+    start(shard)
+    members = {"replica-a"}
+    for other in joins:
+        if other in members:
+            shard.on_lease(lease(other, "t1"), None)
+            members.discard(other)
+        else:
+            shard.on_lease(None, lease(other, "t1"))
+            members.add(other)
+        shard.refresh()
+        await settle(controller)
+        assert held(controller) == share(sorted(members), "replica-a")

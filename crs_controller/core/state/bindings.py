@@ -31,7 +31,7 @@ from crs_controller.core.api.models import (
     to_api,
 )
 from crs_controller.core.manifests.documents import object_ref
-from crs_controller.core.membership.shard import bucket_of
+from crs_controller.core.membership.shard import BUCKETS, bucket_of
 from crs_controller.core.spec.modes import Scope
 from crs_controller.core.state.drift_decisions import generation_sum
 from crs_controller.core.state.status import Outcome, recorded_reason
@@ -307,6 +307,21 @@ def mislabelled(binding: ClusterResourceSetBinding) -> bool:
     meta = binding.metadata
     expected = bucket_label(meta.namespace or "", meta.name)
     return meta.labels.get(SHARD_BUCKET_LABEL) != expected
+
+
+def share_selector(buckets: Iterable[int]) -> str:
+    """The label selector of the bindings in ``buckets`` (a shard member's share):
+    ``addons.crs.dev/shard-bucket in (...)``, at most 5 characters a bucket. A share
+    of no bucket selects the value ``none``, which no binding is written with (an
+    empty ``in ()`` is refused by the API server)."""
+    values = ",".join(str(b) for b in sorted(set(buckets))) or "none"
+    return f"{SHARD_BUCKET_LABEL} in ({values})"
+
+
+# Every binding whose label names no bucket, the ones without it included: what every
+# member watches, so that its owner finds and labels it (4,045 characters; a share of
+# a quarter of the buckets is about 1,030).
+MISLABELLED_SELECTOR = f"{SHARD_BUCKET_LABEL} notin ({','.join(str(b) for b in range(BUCKETS))})"
 
 
 def merged_entries(

@@ -10,6 +10,9 @@ content) and kept out of the cache, as if it did not exist, until a version of i
 every other object is still listed and watched, whoever wrote the refused one. So is
 one whose metadata names no object (none, not a mapping, no name): logged by its kind.
 A relist keeps what the controller cached meanwhile at a version newer than the list's.
+``reselect`` changes the label selector: the list and watch start again under it, and
+what the new list does not hold leaves the cache through ``unselected``, never as a
+deletion told to the handler (it was not deleted, only no longer selected).
 Failures are retried with backoff (``engine/io/backoff``): the first at once, repeats
 after growing waits, so that a storm of 410s, streams closed at once or lists without
 a resourceVersion cost the API server a few requests a minute, not thousands a second.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 import structlog
@@ -82,6 +85,7 @@ class Informer(Generic[T]):
         *,
         clock: WaitingClock | None = None,
         backoff: Backoff | None = None,
+        unselected: Callable[[T], None] | None = None,
     ) -> None:
         self._client = client
         self._clock: WaitingClock = clock if clock is not None else LoopClock()
@@ -92,7 +96,31 @@ class Informer(Generic[T]):
         self._store: dict[Key, T] = {}
         self._versions: dict[Key, int] = {}
         self._refused: dict[Key, int] = {}  # the version of each object refused
+        self._unselected = unselected
+        self._running: asyncio.Task[Any] | None = None  # the task of ``run``
+        self._restarting = False  # ``run`` cancelled to list again under a new selector
+        self._reselected = False  # the next list is the first under a new selector
         self.synced = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def cached_keys(self) -> list[Key]:
+        return list(self._store)
+
+    def reselect(self, label_selector: str | None) -> None:
+        """Hold what ``label_selector`` selects from now on: the list and watch start
+        again under it (nothing when it is the selector watched already). What the new
+        list does not hold leaves the cache through ``unselected``; the handler is not
+        told it is gone, as it was not deleted."""
+        if label_selector == self.spec.label_selector:
+            return
+        self.spec = replace(self.spec, label_selector=label_selector)
+        self._reselected = True
+        running = self._running
+        if running is not None and not running.done() and not self._restarting:
+            self._restarting = True
+            running.cancel()
 
     def get(self, namespace: str, name: str) -> T | None:
         return self._store.get((namespace, name))
@@ -196,11 +224,19 @@ class Informer(Generic[T]):
         return key
 
     async def run(self) -> None:
+        self._running = asyncio.current_task()
         while True:
             try:
                 await self._list_and_watch()
             except asyncio.CancelledError:
-                raise
+                if not self._restarting:
+                    raise
+                # Cancelled by ``reselect``: list again under the new selector, unless
+                # it was cancelled from outside as well.
+                self._restarting = False
+                task = asyncio.current_task()
+                if task is None or task.uncancel() > 0:
+                    raise
             except (CRSError, ValueError, KeyError) as exc:
                 # ValueError/KeyError: a malformed line or object; re-list from scratch.
                 # Their text may quote the object: only our own errors' is logged.
@@ -252,6 +288,7 @@ class Informer(Generic[T]):
         """List page by page, parsing each page as it comes: what is held at once is
         one page's JSON and the parsed cache, never the whole list's JSON."""
         s = self.spec
+        reselected, self._reselected = self._reselected, False
         seen: set[Key] = set()
         version = ""
         async for items, listed in self._client.pages(
@@ -272,19 +309,24 @@ class Informer(Generic[T]):
                 # under way is newer than the list's snapshot; the watch brings the rest.
                 if key not in self._store or self._versions[key] < resource_version(obj):
                     self._take(key, obj)
-        self._forget_unlisted(seen, version)
+        self._forget_unlisted(seen, version, reselected)
         return version
 
-    def _forget_unlisted(self, seen: set[Key], version: str) -> None:
+    def _forget_unlisted(self, seen: set[Key], version: str, reselected: bool) -> None:
         """Drop what the list did not hold, but for an object cached at a version newer
         than the list's (written meanwhile: the list could not hold it); a list without
-        a resourceVersion cannot be dated, and drops all it did not hold."""
+        a resourceVersion cannot be dated, and drops all it did not hold. The first
+        list under a new selector drops through ``unselected``, not as deletions."""
         listed = as_version(version)
         for key in [k for k in self._refused if k not in seen]:
             self._drop(key)
         for key in [k for k in self._store if k not in seen]:
             if not listed or self._versions[key] <= listed:
-                self._handler(self._drop(key), None)
+                dropped = self._drop(key)
+                if not reselected:
+                    self._handler(dropped, None)
+                elif dropped is not None and self._unselected is not None:
+                    self._unselected(dropped)
 
     async def _watch(self, version: str) -> Watched:
         """Follow one watch to its end."""

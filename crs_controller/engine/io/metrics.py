@@ -33,6 +33,10 @@ UPDATING_CLUSTERS = Gauge(
     "Clusters taking a new revision now under run --max-updating-clusters (this replica's)",
 )
 SHARD_OWNED = Gauge("crs_shard_owned_clusters", "Clusters this replica reconciles")
+SHARD_CACHED_BINDINGS = Gauge(
+    "crs_shard_cached_bindings",
+    "Bindings this shard member holds: its own share's (and, before it knows its share, all)",
+)
 SHARD_HANDOVERS = Counter(
     "crs_shard_handovers_total",
     "Clusters handed to this replica (in) or taken from it (out) as members came and went",

@@ -24,7 +24,7 @@ from crs_controller.core.api.models import (
     CLUSTER_RESOURCE_SET_KIND,
 )
 from crs_controller.core.errors import Conflict, CRSError, NotOurs
-from crs_controller.core.membership.shard import owner
+from crs_controller.core.membership.shard import buckets_of, owner
 from crs_controller.core.notifications.payloads import FOUND_BY_THE_OWNER, Notice
 from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
 from crs_controller.core.spec.objects import (
@@ -39,15 +39,15 @@ from crs_controller.core.spec.objects import (
     parse_cluster_summary,
     parse_crs,
     parse_source_meta,
-    summary_of,
 )
+from crs_controller.core.state.bindings import MISLABELLED_SELECTOR, share_selector
 from crs_controller.core.state.contribution import Contribution
 from crs_controller.engine.index import Index
 from crs_controller.engine.io import metrics
 from crs_controller.engine.io.contributions import ContributionStore
 from crs_controller.engine.io.control_planes import ControlPlanes
 from crs_controller.engine.io.events import EventRecorder
-from crs_controller.engine.io.informer import Informer, WatchSpec
+from crs_controller.engine.io.informer import Informer, WatchSpec, key_of, resource_version
 from crs_controller.engine.io.snapshots import Snapshots
 from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.io.stores import BindingStore, ClusterStore, CRSStore
@@ -128,6 +128,8 @@ class Controller:
     _owned: set[tuple[str, str]]
     # In a shard set (from ``join``): the members' contributions to each CRS.
     contributions: ContributionStore[Contribution] | None = None
+    # In a shard set (from ``join``): the bindings whose label names no bucket.
+    mislabelled: Informer[Obj] | None = None
 
     def __init__(
         self,
@@ -226,8 +228,27 @@ class Controller:
         return (
             Informer(mgmt, crs_spec, parse_crs, self._on_crs, clock=self.clock),
             Informer(mgmt, cluster_spec, self._parse_cluster, self._on_cluster, clock=self.clock),
-            Informer(mgmt, binding_spec, self._parse_binding, self._on_binding, clock=self.clock),
+            Informer(
+                mgmt,
+                binding_spec,
+                self._parse_binding,
+                self._on_binding,
+                clock=self.clock,
+                unselected=self._unselected_binding,
+            ),
         )
+
+    def _mislabelled_informer(self) -> Informer[Obj]:
+        """Every binding whose label names no bucket (none, or a value that is not a
+        bucket), seen by every member of a shard set: the share's watch does not
+        select them, and their owner is to label them. Rare (held as they come)."""
+        spec = WatchSpec(
+            API_VERSION,
+            CLUSTER_RESOURCE_SET_BINDING_KIND,
+            self.settings.namespace,
+            label_selector=MISLABELLED_SELECTOR,
+        )
+        return Informer(self.mgmt, spec, dict, self._on_mislabelled, clock=self.clock)
 
     def _source_informers(self) -> tuple[Informer[SourceMeta], Informer[SourceMeta]]:
         mgmt, ns = self.mgmt, self.settings.namespace
@@ -323,6 +344,36 @@ class Controller:
                 # Still selected (status, annotations, other labels): spaced as
                 # binding writes are, so a burst of Cluster writes is one pass.
                 self.queue.add_after(key, self._status_settle(namespace, crs.name))
+
+    def _unselected_binding(self, binding: Binding) -> None:
+        """A binding the share's watch no longer selects (its Cluster is another
+        member's now): the index forgets it without the wakes of a deletion, since
+        nothing was deleted; one of ours the other watch holds (its label names no
+        bucket) is kept from there."""
+        namespace, name = binding.meta.namespace or "", binding.meta.name
+        held = self.mislabelled
+        raw = held.get(namespace, name) if held is not None else None
+        if raw is not None and self.owns(namespace, name):
+            self.index.update_binding(binding, self.bindings.put(raw))
+        else:
+            self.index.update_binding(binding, None)
+
+    def _on_mislabelled(self, old: Obj | None, new: Obj | None) -> None:
+        """A binding whose label names no bucket, as every member sees it: its owner
+        holds it with its share's, and its next pass labels it. Leaving this watch
+        (labelled since, or deleted), it leaves the owner's cache too, unless a newer
+        version came meanwhile (the label written, cached as it was written)."""
+        key = key_of(new or old or {})
+        if key is None or not self._knows_share() or not self.owns(*key):
+            return  # before the share is known, the share's watch selects every binding
+        held = self.bindings.get(*key)
+        if new is not None:
+            self._on_binding(held, self.bindings.put(new))
+        elif held is not None and old is not None and self._not_newer(key, old):
+            self._on_binding(self.bindings.remove(*key), None)
+
+    def _not_newer(self, key: tuple[str, str], gone: Obj) -> bool:
+        return self.bindings.version(*key) <= resource_version(gone)
 
     def _on_binding(self, old: Binding | None, new: Binding | None) -> None:
         # Only the CRSs whose entry changed (every one, once the binding is gone): the
@@ -552,8 +603,11 @@ class Controller:
             combining = Sharded(contributions, lambda: shard.members, shard.owns)
             self.crs_ctx = replace(self.crs_ctx, combining=combining)
         self.leading = False
+        self.mislabelled = self._mislabelled_informer()
+        self.informers.append(self.mislabelled)
         metrics.LEADER.set(0)
         metrics.SHARD_MEMBERS.set_function(lambda: len(shard.members))
+        metrics.SHARD_CACHED_BINDINGS.set_function(lambda: len(self.bindings))
         self._owned = {key for key in self.index.cluster_keys() if self.owns(*key)}
         metrics.SHARD_OWNED.set_function(lambda: len(self._owned))
 
@@ -579,11 +633,12 @@ class Controller:
                 owned.add((namespace, name))
             else:
                 self.clusters.reshape(namespace, name, cluster_summary)
-                self._summarize_binding(namespace, name)
+                self._drop_binding(namespace, name)
             if was != now:
                 self.queue.add(cluster_key(namespace, name))
                 gained, lost = gained + now, lost + was
         self._owned = owned
+        self._select_share(after)
         # Joining (nothing before) is not a hand-over: the first share just starts.
         if gained and before:
             metrics.SHARD_HANDOVERS.labels(direction="in").inc(gained)
@@ -594,14 +649,24 @@ class Controller:
         for namespace, name in self.index.crs_keys():
             self.queue.add(crs_key(namespace, name))
 
-    def _summarize_binding(self, namespace: str, name: str) -> None:
-        """Keep only the summary of a binding another replica now writes, in the cache
-        and as the index last saw it."""
-        held = self.bindings.get(namespace, name)
-        self.bindings.reshape(namespace, name, summary_of)
-        now = self.bindings.get(namespace, name)
-        if held is not None and now is not None:
-            self.index.reshape_binding(held, now, summary_of)
+    def _drop_binding(self, namespace: str, name: str) -> None:
+        """Forget a binding another replica now writes, in the cache and the index,
+        without the wakes of a deletion (it was not deleted)."""
+        held = self.bindings.remove(namespace, name)
+        if held is not None:
+            self.index.update_binding(held, None)
+
+    def _select_share(self, members: frozenset[str]) -> None:
+        """Watch only the bindings of this replica's share (its buckets, by label):
+        the list under the new selector brings those newly ours, whole. Ours whose
+        label names no bucket come from the other watch."""
+        assert self.shard is not None and self.mislabelled is not None
+        self.bindings.reselect(share_selector(buckets_of(members, self.shard.identity)))
+        for namespace, name in self.mislabelled.cached_keys():
+            raw = self.mislabelled.get(namespace, name)
+            if raw is not None and owner(members, f"{namespace}/{name}") == self.shard.identity:
+                held = self.bindings.get(namespace, name)
+                self._on_binding(held, self.bindings.put(raw))
 
     def _stop_passes(self) -> None:
         """Cancel the passes in flight on Clusters this replica no longer owns: a
