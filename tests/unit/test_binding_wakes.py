@@ -118,15 +118,15 @@ async def test_a_binding_handed_over_is_held_whole_nowhere() -> None:
     assert alive == share(["replica-a", "replica-b"], "replica-a")
 
 
-async def test_the_echo_of_a_write_before_a_hand_over_still_wakes_its_crs() -> None:
+async def test_a_write_just_before_a_hand_over_is_not_held_after_it() -> None:
+    """Its Cluster is another member's now: that member's watch shows the binding
+    (and wakes its CRS there); this one's cache and index drop it, unannounced."""
     clock = FakeClock()
     controller, shard = member("replica-a", clock)
     other = min(set(NAMES) - share(["replica-a", "replica-b"], "replica-a"))
     raw = binding(other, version=6)
     raw["spec"]["bindings"][0]["outcome"] = {"reason": "ApplyFailed"}
     controller.bindings.put(raw)  # its own write, cached at once
-    start(shard, "replica-b")  # the Cluster is another member's now: summaries kept
-    held = controller.bindings.get(NS, other)
-    assert held is not None and not held.whole
-    controller._on_binding(held, held)  # the watch's event for version 6
-    assert woken(controller, clock) == {crs_key(NS, "a")}
+    start(shard, "replica-b")
+    assert controller.bindings.get(NS, other) is None
+    assert controller.index.binding(NS, other) is None

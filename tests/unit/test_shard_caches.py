@@ -1,12 +1,17 @@
 """What a shard member keeps of the fleet: the whole binding (its inventory of applied
 objects) and the whole Cluster (what its variables read) only for the Clusters it
-owns, a summary for the rest (what a CRS's selector, status and rollout plan read);
-every Cluster in exactly one member's share; after a hand-over, nothing whole of
-another member's share, and a Cluster taken over is reconciled from its whole Cluster
-and binding, read first. Nothing here runs a server or sleeps."""
+owns, a summary of the other Clusters (what a CRS's selector, status and rollout plan
+read) and, once it knows its share, no other binding at all (its watch selects its
+buckets' by label; the bindings whose label names no bucket come from a second watch
+to their owner); every Cluster in exactly one member's share; after a hand-over,
+nothing of another member's share's bindings, dropped without a deletion's wakes, and
+no Cluster reconciled before its share's bindings are listed; a Cluster taken over is
+reconciled from its whole Cluster and binding, read first. Nothing here runs a server
+or sleeps."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import fields
 from typing import Any
 
@@ -423,3 +428,18 @@ async def test_whatever_the_members_did_a_settled_cache_holds_only_the_share(
         shard.refresh()
         await settle(controller)
         assert held(controller) == share(sorted(members), "replica-a")
+
+
+async def test_no_cluster_is_reconciled_before_its_shares_bindings_are_listed() -> None:
+    clock = FakeClock()
+    controller, shard = await labelled_member("replica-a", clock)
+    await settle(controller)
+    start(shard, "replica-b")
+    mine = sorted(share(["replica-a", "replica-b"], "replica-a"))[0]
+    asking = asyncio.ensure_future(controller._ours(NS, mine))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not asking.done()  # a pass now would find no binding cached for it
+    await controller.bindings._relist()
+    assert await asking is True
+    assert controller.bindings.get(NS, mine) is not None

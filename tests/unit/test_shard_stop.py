@@ -65,6 +65,7 @@ async def member(clock: FakeClock, workload: MemoryKube, *, stops: bool = True) 
     shard.renewed()
     shard.refresh()
     shard.ready.set()
+    await controller.bindings._relist()  # its share's bindings, as the watch lists them
     return controller, shard
 
 

@@ -101,6 +101,9 @@ class Informer(Generic[T]):
         self._restarting = False  # ``run`` cancelled to list again under a new selector
         self._reselected = False  # the next list is the first under a new selector
         self.synced = asyncio.Event()
+        # Cleared by ``reselect`` until the list under the new selector is done.
+        self.selection_listed = asyncio.Event()
+        self.selection_listed.set()
 
     def __len__(self) -> int:
         return len(self._store)
@@ -117,6 +120,7 @@ class Informer(Generic[T]):
             return
         self.spec = replace(self.spec, label_selector=label_selector)
         self._reselected = True
+        self.selection_listed.clear()
         running = self._running
         if running is not None and not running.done() and not self._restarting:
             self._restarting = True
@@ -310,6 +314,8 @@ class Informer(Generic[T]):
                 if key not in self._store or self._versions[key] < resource_version(obj):
                     self._take(key, obj)
         self._forget_unlisted(seen, version, reselected)
+        if self.spec == s:  # not reselected meanwhile
+            self.selection_listed.set()
         return version
 
     def _forget_unlisted(self, seen: set[Key], version: str, reselected: bool) -> None:

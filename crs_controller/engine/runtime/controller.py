@@ -564,7 +564,10 @@ class Controller:
             self._passes.pop((namespace, name), None)
 
     async def _ours(self, namespace: str, name: str) -> bool:
-        """Is this Cluster this replica's to reconcile? Let go of it when it was."""
+        """Is this Cluster this replica's to reconcile? Let go of it when it was. Not
+        before the bindings of the share as it is now are listed: a Cluster just taken
+        over is never reconciled as if it had no binding."""
+        await self.bindings.selection_listed.wait()
         if not self.owns(namespace, name):
             if (namespace, name) in self._served:
                 await self._let_go(namespace, name)
