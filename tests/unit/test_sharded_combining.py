@@ -14,7 +14,11 @@ from dataclasses import dataclass, field, replace
 
 from structlog.testing import capture_logs
 
-from crs_controller.core.api.models import API_VERSION, FINALIZER
+from crs_controller.core.api.models import (
+    API_VERSION,
+    CLUSTER_RESOURCE_SET_BINDING_KIND,
+    FINALIZER,
+)
 from crs_controller.core.errors import APIError
 from crs_controller.core.membership.shard import members_stamp
 from crs_controller.core.spec.objects import CRS
@@ -29,7 +33,7 @@ from crs_controller.engine.reconcile.context import (
     Sharded,
 )
 from crs_controller.engine.reconcile.crs import CONTRIBUTIONS_POLL, DELETION_POLL, reconcile_crs
-from crs_controller.engine.reconcile.result import crs_key
+from crs_controller.engine.reconcile.result import Result, crs_key
 from crs_controller.engine.runtime.controller import Controller
 from crs_controller.engine.runtime.membership import ShardMembership
 
@@ -39,7 +43,15 @@ from .memory_kube import CLUSTER_API, MemoryKube, World
 from .test_cluster_deletion import SOON, deleting
 from .test_crs_contributions import Board, Member
 from .test_crs_status import restarted, status
-from .test_shard_caches import LEASE, start
+from .test_shard_caches import (
+    LEASE,
+    MISLABELLED,
+    labelled_member,
+    lease,
+    settle,
+    share,
+    start,
+)
 
 
 @dataclass
@@ -271,3 +283,40 @@ async def test_a_rollback_by_itself_starts_on_the_leader_and_the_members_follow_
         await two.a_round()
     done = status(world)["rollout"]
     assert (done["phase"], done["rolledBackFrom"]) == ("RolledBack", rolling["rolledBackFrom"])
+
+
+async def test_a_member_taking_over_counts_nothing_before_its_new_shares_bindings_are_in() -> None:
+    """Right after a reshard the CRS passes come at once, before the list under the new
+    selector brings the bindings of the Clusters just taken over: counted then, they
+    would hold nothing, and the finalizer would go while they still hold the CRS."""
+    clock = FakeClock()
+    controller, shard = await labelled_member("replica-a", clock)
+    await settle(controller)
+    start(shard, "replica-b")
+    await settle(controller)
+    mine = share(["replica-a", "replica-b"], "replica-a")
+    # replica-a's own Clusters were cleaned up already: their bindings are gone.
+    for name in mine | set(MISLABELLED):
+        await controller.mgmt.delete(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, NS)
+    await settle(controller)
+    assert controller.index.holders(NS, "a") == []
+    raw = crs("a", "src")
+    raw["metadata"]["finalizers"] = [FINALIZER]
+    created = await controller.mgmt.create(raw)
+    created["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    controller.index.update_crs(None, controller.informers[0].put(created))
+    controller.crs_ctx = replace(
+        controller.crs_ctx, combining=controller._sharded(Store("replica-a"))
+    )
+    controller.lead()
+    # replica-b leaves: replica-a takes its share, and its CRS pass comes first.
+    shard.on_lease(lease("replica-b", "t1"), None)
+    shard.refresh()
+    assert await reconcile_crs(controller.crs_ctx, NS, "a") == Result.after(CONTRIBUTIONS_POLL)
+    live = await controller.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert live is not None and FINALIZER in live["metadata"]["finalizers"]
+    # Once the list is in, the Clusters taken over are counted: still holding.
+    await controller.bindings._relist()
+    assert await reconcile_crs(controller.crs_ctx, NS, "a") == Result.after(DELETION_POLL)
+    live = await controller.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert live is not None and FINALIZER in live["metadata"]["finalizers"]

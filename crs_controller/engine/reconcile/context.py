@@ -70,6 +70,11 @@ def _every(namespace: str, name: str) -> bool:
     return True
 
 
+def _listed() -> bool:
+    """The bindings of a share that never changes are listed once the caches are."""
+    return True
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClusterContext(Shared):
     """The cluster reconcile: applies to one workload cluster and writes its binding.
@@ -157,11 +162,14 @@ class Sharded:
     """A member of a shard set: it contributes for the Clusters it owns (``owner``)
     under the member set it acts with (``live``; empty while it does not act), as
     the identity of its contributions' ``store``, and combines every live member's
-    contribution there with its own, published first."""
+    contribution there with its own, published first. Until the bindings of its
+    share as it is now are listed (``listed``), it has nothing to contribute: the
+    Clusters it just took over look as if they held nothing."""
 
     store: Contributions[Contribution]
     live: Callable[[], frozenset[str]]
     owner: Callable[[str, str], bool]
+    listed: Callable[[], bool] = _listed
 
     @property
     def me(self) -> str:
@@ -176,9 +184,12 @@ class Sharded:
     async def combined(self, crs: CRS, mine: Contribution) -> Combined | Waiting:
         """``mine`` published, then combined with the others' under the current
         member set. Not acting (not a member of it), this member waits for itself:
-        it knows nothing of the others, and a combination of none counts nothing."""
+        it knows nothing of the others, and a combination of none counts nothing.
+        So it does while its share's bindings are not listed yet: a count of its
+        Clusters then would say those just taken over hold nothing (a finalizer
+        removed while they still hold, a status that looks like a regression)."""
         members, uid = self.members(), crs.meta.uid or ""
-        if self.me not in members or not uid:
+        if self.me not in members or not uid or not self.listed():
             return Waiting(missing=(self.me,))
         await self.store.publish(crs.namespace, crs.name, uid, mine)
         held = {**self.store.published(uid), self.me: mine}

@@ -44,7 +44,7 @@ from crs_controller.core.state.bindings import MISLABELLED_SELECTOR, share_selec
 from crs_controller.core.state.contribution import Contribution
 from crs_controller.engine.index import Index
 from crs_controller.engine.io import metrics
-from crs_controller.engine.io.contributions import ContributionStore
+from crs_controller.engine.io.contributions import Contributions, ContributionStore
 from crs_controller.engine.io.control_planes import ControlPlanes
 from crs_controller.engine.io.events import EventRecorder
 from crs_controller.engine.io.informer import Informer, WatchSpec, key_of, resource_version
@@ -603,8 +603,7 @@ class Controller:
         if contributions is not None:
             self.contributions = contributions
             self.informers.append(contributions.informer)
-            combining = Sharded(contributions, lambda: shard.members, shard.owns)
-            self.crs_ctx = replace(self.crs_ctx, combining=combining)
+            self.crs_ctx = replace(self.crs_ctx, combining=self._sharded(contributions))
         self.leading = False
         self.mislabelled = self._mislabelled_informer()
         self.informers.append(self.mislabelled)
@@ -613,6 +612,13 @@ class Controller:
         metrics.SHARD_CACHED_BINDINGS.set_function(lambda: len(self.bindings))
         self._owned = {key for key in self.index.cluster_keys() if self.owns(*key)}
         metrics.SHARD_OWNED.set_function(lambda: len(self._owned))
+
+    def _sharded(self, contributions: Contributions[Contribution]) -> Sharded:
+        """How the CRS pass combines as a member: for its share, once that share's
+        bindings are listed (until then its Clusters just taken over look bare)."""
+        assert self.shard is not None
+        shard, listed = self.shard, self.bindings.selection_listed.is_set
+        return Sharded(contributions, lambda: shard.members, shard.owns, listed)
 
     def owns(self, namespace: str, name: str) -> bool:
         return self.shard is None or self.shard.owns(namespace, name)
