@@ -12,7 +12,7 @@ or sleeps."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -43,14 +43,15 @@ from crs_controller.core.spec.objects import (
 )
 from crs_controller.core.state.status import outcome_of
 from crs_controller.core.values.substitution import readable_part
-from crs_controller.engine.reconcile.cluster import forget_cluster
+from crs_controller.engine.reconcile.cluster import forget_cluster, reconcile_cluster
 from crs_controller.engine.reconcile.context import Settings
 from crs_controller.engine.runtime.controller import Controller
 from crs_controller.engine.runtime.membership import ShardMembership
 
 from .builders import NS, cluster, configmap_source, crs, payload, reconcile, world_with
 from .fake_clock import FakeClock
-from .memory_kube import CLUSTER_API, MemoryKube
+from .memory_kube import CLUSTER_API, MemoryKube, World
+from .test_binding_lifecycle import edit_source, unpause
 
 Obj = dict[str, Any]
 LEASE = 6.0
@@ -242,7 +243,9 @@ async def test_a_member_holds_whole_bindings_only_for_its_own_share() -> None:
     clock = FakeClock()
     controller, shard = member("replica-a", clock)
     assert whole_ones(controller) == set(NAMES)  # its share unknown yet: nothing dropped
+    assert controller.cluster_ctx.holds_every_binding()
     start(shard, "replica-b")
+    assert not controller.cluster_ctx.holds_every_binding()  # a pass missing one reads it
     mine = share(["replica-a", "replica-b"], "replica-a")
     assert whole_ones(controller) == mine and 5 < len(mine) < 35
     # A watch event for another member's Cluster is kept as a summary at once.
@@ -281,6 +284,45 @@ async def test_a_cluster_taken_over_is_reconciled_from_its_whole_binding() -> No
     assert [len(r["objects"]) for r in resources] == [2]
     held = world.bindings.get(NS, "c1")
     assert held is not None and held.whole
+
+
+def reason_of(world: World) -> str:
+    found = world.ctx.outcomes.get(NS, "a", "c1")
+    return "" if found is None else found.reason
+
+
+async def test_a_members_cluster_whose_binding_its_watch_missed_reads_it_before_anything() -> None:
+    """A shard member's cache holds only the bindings its watches select (one whose
+    label a tenant moved to another bucket is not there): taken for a first install,
+    the pass would apply the current sources past a hold on updates."""
+    world = await world_with(crs("a", "src"))
+    world.ctx = replace(world.ctx, holds_every_binding=lambda: False)
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    await unpause(world, **{HOLD_UPDATES_ANNOTATION: "true"})
+    await edit_source(world, payload("addon", "v2"))
+    await reconcile(world)
+    assert reason_of(world) == "UpdateHeld"
+    workload.requests.clear()
+    world.index.update_binding(world.bindings.remove(NS, "c1"), None)
+    world.mgmt.requests.clear()
+    await reconcile_cluster(world.ctx, NS, "c1")
+    assert world.mgmt.requests.count(("get", "ClusterResourceSetBinding/c1")) == 1
+    assert workload.writes() == []
+    assert reason_of(world) == "UpdateHeld"
+    # Read whole and cached: the next pass reads nothing more.
+    held = world.bindings.get(NS, "c1")
+    assert held is not None and held.whole
+    await reconcile_cluster(world.ctx, NS, "c1")
+    assert world.mgmt.requests.count(("get", "ClusterResourceSetBinding/c1")) == 1
+
+
+async def test_a_members_cluster_without_a_binding_starts_with_none_after_one_read() -> None:
+    world = await world_with(crs("a", "src"))
+    world.ctx = replace(world.ctx, holds_every_binding=lambda: False)
+    await reconcile(world)
+    assert world.mgmt.requests.count(("get", "ClusterResourceSetBinding/c1")) == 1
+    assert reason_of(world) == "Applied"
 
 
 async def test_a_cluster_taken_over_is_reconciled_from_the_whole_cluster() -> None:

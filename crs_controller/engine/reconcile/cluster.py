@@ -98,9 +98,14 @@ async def _binding(
     annotation naming the Cluster moved) is this Cluster's: its next write records
     the uid."""
     cached = ctx.caches.binding(namespace, name)
-    if cached is not None and not cached.whole:
+    if (cached is None and not ctx.holds_every_binding()) or (
+        cached is not None and not cached.whole
+    ):
         # Another replica's Cluster until now: its inventory is read before anything
-        # is decided (the cache held only what status and rollouts read).
+        # is decided (the cache held only what status and rollouts read). A shard
+        # member's cache holds only what its watches select: a binding whose label a
+        # tenant moved to another bucket is not there, and is read too (none there:
+        # there is none), rather than taken for a first install.
         cached = await ctx.bindings.read_whole(namespace, name)
     if cached is None:
         return None

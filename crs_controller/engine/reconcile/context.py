@@ -70,8 +70,8 @@ def _every(namespace: str, name: str) -> bool:
     return True
 
 
-def _listed() -> bool:
-    """The bindings of a share that never changes are listed once the caches are."""
+def _always() -> bool:
+    """Alone, a replica's binding cache holds every binding, listed once it synced."""
     return True
 
 
@@ -90,6 +90,9 @@ class ClusterContext(Shared):
     control_planes: ControlPlaneVersions = field(default_factory=NoControlPlanes)
     # Whether this replica owns a Cluster now: its share in a shard set, else all.
     owns: Callable[[str, str], bool] = _every
+    # Whether the binding cache holds every binding there is (alone, or a member not
+    # knowing its share yet); a shard member's holds only those its watches select.
+    holds_every_binding: Callable[[], bool] = _always
 
     def still_ours(self, namespace: str, name: str) -> None:
         """Raise NotOurs unless this replica owns the Cluster now: asked right before
@@ -110,6 +113,7 @@ class ClusterContext(Shared):
         budget: Budget | None = None,
         control_planes: ControlPlaneVersions | None = None,
         owns: Callable[[str, str], bool] | None = None,
+        holds_every_binding: Callable[[], bool] | None = None,
     ) -> ClusterContext:
         budget = budget or Budget(settings.max_updating_clusters, shared.clock)
         return cls(
@@ -121,6 +125,7 @@ class ClusterContext(Shared):
             budget=budget,
             control_planes=control_planes or NoControlPlanes(),
             owns=owns or _every,
+            holds_every_binding=holds_every_binding or _always,
         )
 
 
@@ -169,7 +174,7 @@ class Sharded:
     store: Contributions[Contribution]
     live: Callable[[], frozenset[str]]
     owner: Callable[[str, str], bool]
-    listed: Callable[[], bool] = _listed
+    listed: Callable[[], bool] = _always
 
     @property
     def me(self) -> str:

@@ -206,6 +206,7 @@ class Controller:
             budget=Budget(self.settings.max_updating_clusters, clock, wake=wake),
             control_planes=self.control_planes,
             owns=self.owns,
+            holds_every_binding=lambda: not self._knows_share(),
         )
         crss = CRSStore(mgmt, self.crss)
         crs_ctx = CRSContext.over(shared, crss=crss, leading=lambda: self.leading)
