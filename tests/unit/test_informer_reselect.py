@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from crs_controller.clients.api import Obj
@@ -68,7 +68,12 @@ def name_of(obj: Obj) -> str:
     return str(obj["metadata"]["name"])
 
 
-def informer(client: Selecting, told: Told, selector: str | None = None) -> Informer[str]:
+def informer(
+    client: Selecting,
+    told: Told,
+    selector: str | None = None,
+    elsewhere: Callable[[tuple[str, str]], Obj | None] | None = None,
+) -> Informer[str]:
     spec = WatchSpec("v1", "Thing", label_selector=selector)
     return Informer(
         client,  # type: ignore[arg-type]
@@ -77,6 +82,7 @@ def informer(client: Selecting, told: Told, selector: str | None = None) -> Info
         told.handler,
         clock=FakeClock(),
         unselected=told.dropped,
+        elsewhere=elsewhere,
     )
 
 
@@ -140,3 +146,51 @@ async def test_cancelled_from_outside_while_listing_again_it_stops() -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await running
     assert running.cancelled()
+
+
+class Failing(Selecting):
+    """Its next ``fail`` lists break off before their first page."""
+
+    fail = 0
+
+    async def pages(self, *args: Any, **kwargs: Any) -> AsyncIterator[tuple[list[Obj], str]]:
+        if self.fail:
+            self.fail -= 1
+            raise ValueError("a malformed page")
+        async for page in super().pages(*args, **kwargs):
+            yield page
+
+
+async def test_a_failed_first_list_under_a_new_selector_leaves_the_next_one_the_first() -> None:
+    client = Failing([labelled("x", "1"), labelled("y", "2")])
+    told = Told()
+    inf = informer(client, told)
+    await inf._relist()
+    told.changes.clear()
+    inf.reselect("bucket in (1)")
+    client.fail = 1
+    with contextlib.suppress(ValueError):
+        await inf._relist()
+    assert not inf.selection_listed.is_set()
+    await inf._relist()  # retried
+    assert told.changes == [] and told.unselected == ["y"]
+    assert inf.selection_listed.is_set()
+    # Listed under it once: the next relist under it tells what is gone as deleted.
+    client.objects = []
+    await inf._relist()
+    assert told.changes == [("x", None)]
+
+
+async def test_a_relist_keeps_what_another_watch_holds_for_it() -> None:
+    client = Selecting([labelled("x", "1")])
+    told = Told()
+    other = {(NS, "u"): labelled("u", "none", version=4)}
+    inf = informer(client, told, "bucket in (1)", elsewhere=other.get)
+    inf.put(other[(NS, "u")])
+    await inf._relist()
+    await inf._relist()
+    assert sorted(k for _, k in inf.cached_keys()) == ["u", "x"]
+    assert ("u", None) not in told.changes and told.unselected == []
+    other.clear()  # its other watch let go of it (labelled since, or deleted)
+    await inf._relist()
+    assert inf.cached_keys() == [(NS, "x")] and ("u", None) in told.changes

@@ -485,3 +485,18 @@ async def test_no_cluster_is_reconciled_before_its_shares_bindings_are_listed() 
     await controller.bindings._relist()
     assert await asking is True
     assert controller.bindings.get(NS, mine) is not None
+
+
+async def test_a_relist_of_the_share_keeps_its_bindings_whose_label_names_no_bucket() -> None:
+    """Held with the share's from the other watch (the share's does not select them), a
+    relist of the share's watch (a 410 Gone, an error) does not drop them as deleted."""
+    clock = FakeClock()
+    controller, shard = await labelled_member("replica-a", clock)
+    await settle(controller)
+    start(shard)  # alone: owns every Cluster
+    await settle(controller)
+    assert set(MISLABELLED) <= held(controller)
+    drained(controller, clock)
+    await controller.bindings._relist()
+    assert held(controller) == set(NAMES)
+    assert drained(controller, clock) == set()  # nothing woken: nothing was deleted

@@ -13,6 +13,8 @@ A relist keeps what the controller cached meanwhile at a version newer than the 
 ``reselect`` changes the label selector: the list and watch start again under it, and
 what the new list does not hold leaves the cache through ``unselected``, never as a
 deletion told to the handler (it was not deleted, only no longer selected).
+An object a relist does not hold that another watch holds for it (``elsewhere``: its
+label is not this selector's but that one's) is kept, as that watch holds it.
 Failures are retried with backoff (``engine/io/backoff``): the first at once, repeats
 after growing waits, so that a storm of 410s, streams closed at once or lists without
 a resourceVersion cost the API server a few requests a minute, not thousands a second.
@@ -86,6 +88,7 @@ class Informer(Generic[T]):
         clock: WaitingClock | None = None,
         backoff: Backoff | None = None,
         unselected: Callable[[T], None] | None = None,
+        elsewhere: Callable[[Key], Obj | None] | None = None,
     ) -> None:
         self._client = client
         self._clock: WaitingClock = clock if clock is not None else LoopClock()
@@ -97,6 +100,7 @@ class Informer(Generic[T]):
         self._versions: dict[Key, int] = {}
         self._refused: dict[Key, int] = {}  # the version of each object refused
         self._unselected = unselected
+        self._elsewhere = elsewhere
         self._running: asyncio.Task[Any] | None = None  # the task of ``run``
         self._restarting = False  # ``run`` cancelled to list again under a new selector
         self._reselected = False  # the next list is the first under a new selector
@@ -202,6 +206,17 @@ class Informer(Generic[T]):
         if old is not None:
             self._handler(old, None)
 
+    def _held_elsewhere(self, key: Key, gone: int) -> bool:
+        """Does another watch hold ``key`` at version ``gone`` or newer? Then this
+        cache keeps it: that copy, unless it holds a newer one (written meanwhile),
+        told to the handler only when it changes what is held."""
+        other = self._elsewhere(key) if self._elsewhere is not None else None
+        if other is None or resource_version(other) < gone:
+            return False
+        if key not in self._store or self._versions[key] < resource_version(other):
+            self._take(key, other)
+        return True
+
     def _log_refused(self, key: Key, exc: Exception) -> None:
         s = self.spec
         log.warning(
@@ -292,7 +307,7 @@ class Informer(Generic[T]):
         """List page by page, parsing each page as it comes: what is held at once is
         one page's JSON and the parsed cache, never the whole list's JSON."""
         s = self.spec
-        reselected, self._reselected = self._reselected, False
+        reselected = self._reselected
         seen: set[Key] = set()
         version = ""
         async for items, listed in self._client.pages(
@@ -315,6 +330,8 @@ class Informer(Generic[T]):
                     self._take(key, obj)
         self._forget_unlisted(seen, version, reselected)
         if self.spec == s:  # not reselected meanwhile
+            # Only now: a list under the new selector that failed is not the first.
+            self._reselected = False
             self.selection_listed.set()
         return version
 
@@ -322,11 +339,14 @@ class Informer(Generic[T]):
         """Drop what the list did not hold, but for an object cached at a version newer
         than the list's (written meanwhile: the list could not hold it); a list without
         a resourceVersion cannot be dated, and drops all it did not hold. The first
-        list under a new selector drops through ``unselected``, not as deletions."""
+        list under a new selector drops through ``unselected``, not as deletions. One
+        held elsewhere (``_held_elsewhere``) is kept."""
         listed = as_version(version)
         for key in [k for k in self._refused if k not in seen]:
             self._drop(key)
         for key in [k for k in self._store if k not in seen]:
+            if self._held_elsewhere(key, 0):
+                continue
             if not listed or self._versions[key] <= listed:
                 dropped = self._drop(key)
                 if not reselected:

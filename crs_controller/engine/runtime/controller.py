@@ -236,6 +236,7 @@ class Controller:
                 self._on_binding,
                 clock=self.clock,
                 unselected=self._unselected_binding,
+                elsewhere=self._mislabelled_copy,
             ),
         )
 
@@ -349,15 +350,19 @@ class Controller:
     def _unselected_binding(self, binding: Binding) -> None:
         """A binding the share's watch no longer selects (its Cluster is another
         member's now): the index forgets it without the wakes of a deletion, since
-        nothing was deleted; one of ours the other watch holds (its label names no
-        bucket) is kept from there."""
-        namespace, name = binding.meta.namespace or "", binding.meta.name
+        nothing was deleted. One of ours the other watch holds (its label names no
+        bucket) is kept from there (``_mislabelled_copy``)."""
+        self.index.update_binding(binding, None)
+
+    def _mislabelled_copy(self, key: tuple[str, str]) -> Obj | None:
+        """What the watch of bindings whose label names no bucket holds of one of this
+        member's Clusters' binding: the share's watch keeps that when it stops
+        holding the binding (a relist, a DELETED as its label went), as it was not
+        deleted."""
         held = self.mislabelled
-        raw = held.get(namespace, name) if held is not None else None
-        if raw is not None and self.owns(namespace, name):
-            self.index.update_binding(binding, self.bindings.put(raw))
-        else:
-            self.index.update_binding(binding, None)
+        if held is None or not self._knows_share() or not self.owns(*key):
+            return None
+        return held.get(*key)
 
     def _on_mislabelled(self, old: Obj | None, new: Obj | None) -> None:
         """A binding whose label names no bucket, as every member sees it: its owner
