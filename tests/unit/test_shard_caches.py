@@ -12,6 +12,7 @@ or sleeps."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from dataclasses import fields, replace
 from typing import Any
 
@@ -500,3 +501,29 @@ async def test_a_relist_of_the_share_keeps_its_bindings_whose_label_names_no_buc
     await controller.bindings._relist()
     assert held(controller) == set(NAMES)
     assert drained(controller, clock) == set()  # nothing woken: nothing was deleted
+
+
+async def test_a_label_removed_keeps_the_binding_whichever_watch_tells_first() -> None:
+    """Its label removed, the share's watch tells a DELETED and the other watch an
+    ADDED, of the same version: in either order, the owner still holds it."""
+    clock = FakeClock()
+    controller, shard = await labelled_member("replica-a", clock)
+    await settle(controller)
+    start(shard)
+    await settle(controller)
+    assert controller.mislabelled is not None
+    for name, first_added in (("c05", True), ("c06", False)):
+        live = await controller.mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, NS)
+        assert live is not None
+        before = copy.deepcopy(live)
+        del live["metadata"]["labels"][SHARD_BUCKET_LABEL]
+        new = await controller.mgmt.replace(live)
+        # What the share's watch tells: the object as it was, at the new version.
+        before["metadata"]["resourceVersion"] = new["metadata"]["resourceVersion"]
+        if first_added:
+            controller.mislabelled._take((NS, name), new)
+        controller.bindings._deleted((NS, name), before)
+        if not first_added:
+            controller.mislabelled._take((NS, name), new)
+        assert controller.bindings.version(NS, name) == int(new["metadata"]["resourceVersion"])
+        assert name in held(controller)

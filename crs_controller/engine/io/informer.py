@@ -13,8 +13,9 @@ A relist keeps what the controller cached meanwhile at a version newer than the 
 ``reselect`` changes the label selector: the list and watch start again under it, and
 what the new list does not hold leaves the cache through ``unselected``, never as a
 deletion told to the handler (it was not deleted, only no longer selected).
-An object a relist does not hold that another watch holds for it (``elsewhere``: its
-label is not this selector's but that one's) is kept, as that watch holds it.
+An object this watch stops holding (not listed, or a DELETED event) that another watch
+holds for it (``elsewhere``: its label left this selector for that one's) is kept, as
+that watch holds it, when that copy is at least as new.
 Failures are retried with backoff (``engine/io/backoff``): the first at once, repeats
 after growing waits, so that a storm of 410s, streams closed at once or lists without
 a resourceVersion cost the API server a few requests a minute, not thousands a second.
@@ -195,7 +196,10 @@ class Informer(Generic[T]):
 
     def _deleted(self, key: Key, obj: Obj) -> None:
         """Forget a deleted object and tell the handler what was cached of it (or,
-        never cached, what its last version parses to; refused: nothing to tell)."""
+        never cached, what its last version parses to; refused: nothing to tell). One
+        held elsewhere at least as new (its label left this selector) is kept."""
+        if self._held_elsewhere(key, resource_version(obj)):
+            return
         refused = key in self._refused
         old = self._drop(key)
         if old is None and not refused:
