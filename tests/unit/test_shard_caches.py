@@ -527,3 +527,31 @@ async def test_a_label_removed_keeps_the_binding_whichever_watch_tells_first() -
             controller.mislabelled._take((NS, name), new)
         assert controller.bindings.version(NS, name) == int(new["metadata"]["resourceVersion"])
         assert name in held(controller)
+
+
+async def test_another_members_binding_whose_label_names_no_bucket_is_held_as_its_record() -> None:
+    """Every member watches the bindings whose label names no bucket; only their owner
+    holds one whole. Taking it over, a member lists them again to have it whole, and
+    reconciles nothing (nor contributes) before that list is in."""
+    clock = FakeClock()
+    controller, shard = await labelled_member("replica-a", clock)
+    mine = share(["replica-a", "replica-b"], "replica-a")
+    assert not mine & set(MISLABELLED)  # both replica-b's
+    start(shard, "replica-b")
+    await settle(controller)
+    mislabelled = controller.mislabelled
+    assert mislabelled is not None
+    record = {"name", "namespace", "resourceVersion"}
+    assert set((mislabelled.get(NS, "c00") or {})["metadata"]) == record
+    assert set((mislabelled.get(NS, "c01") or {})["metadata"]) == record | {"labels"}
+    assert held(controller) == mine
+    # replica-b leaves: every Cluster is replica-a's, those two too.
+    shard.on_lease(lease("replica-b", "t1"), None)
+    shard.refresh()
+    await controller.bindings._relist()
+    assert not controller._share_listed()
+    assert set(MISLABELLED).isdisjoint(held(controller))
+    await mislabelled._relist()
+    assert controller._share_listed()
+    assert held(controller) == set(NAMES)
+    assert all("spec" in (mislabelled.get(NS, name) or {}) for name in MISLABELLED)

@@ -125,6 +125,11 @@ class Informer(Generic[T]):
             return
         self.spec = replace(self.spec, label_selector=label_selector)
         self._reselected = True
+        self.list_again()
+
+    def list_again(self) -> None:
+        """List (and watch) again now: what the list brings that the cache does not
+        hold reaches the handler as new. ``selection_listed`` is clear until it is in."""
         self.selection_listed.clear()
         running = self._running
         if running is not None and not running.done() and not self._restarting:

@@ -243,14 +243,17 @@ class Controller:
     def _mislabelled_informer(self) -> Informer[Obj]:
         """Every binding whose label names no bucket (none, or a value that is not a
         bucket), seen by every member of a shard set: the share's watch does not
-        select them, and their owner is to label them. Rare (held as they come)."""
+        select them, and their owner is to label them. Rare; held whole only by their
+        owner, the others keep their record (``_label_record``)."""
         spec = WatchSpec(
             API_VERSION,
             CLUSTER_RESOURCE_SET_BINDING_KIND,
             self.settings.namespace,
             label_selector=MISLABELLED_SELECTOR,
         )
-        return Informer(self.mgmt, spec, dict, self._on_mislabelled, clock=self.clock)
+        return Informer(
+            self.mgmt, spec, self._parse_mislabelled, self._on_mislabelled, clock=self.clock
+        )
 
     def _source_informers(self) -> tuple[Informer[SourceMeta], Informer[SourceMeta]]:
         mgmt, ns = self.mgmt, self.settings.namespace
@@ -277,6 +280,11 @@ class Controller:
         the summary a CRS's status and rollout read: another replica's inventory is
         not held here."""
         return parse_binding_object(raw) if self._holds_whole(raw) else parse_binding_summary(raw)
+
+    def _parse_mislabelled(self, raw: Obj) -> Obj:
+        """Whole for a Cluster this replica owns (or before it knows its share), else
+        its record alone: another member's binding is not held here."""
+        return dict(raw) if self._holds_whole(raw) else _label_record(raw)
 
     def _holds_whole(self, raw: Obj) -> bool:
         """Is the Cluster ``raw`` names (a binding is named after its Cluster) one
@@ -362,7 +370,8 @@ class Controller:
         held = self.mislabelled
         if held is None or not self._knows_share() or not self.owns(*key):
             return None
-        return held.get(*key)
+        raw = held.get(*key)
+        return raw if raw is not None and _whole(raw) else None
 
     def _on_mislabelled(self, old: Obj | None, new: Obj | None) -> None:
         """A binding whose label names no bucket, as every member sees it: its owner
@@ -574,6 +583,8 @@ class Controller:
         before the bindings of the share as it is now are listed: a Cluster just taken
         over is never reconciled as if it had no binding."""
         await self.bindings.selection_listed.wait()
+        if self.mislabelled is not None:
+            await self.mislabelled.selection_listed.wait()
         if not self.owns(namespace, name):
             if (namespace, name) in self._served:
                 await self._let_go(namespace, name)
@@ -623,8 +634,8 @@ class Controller:
         """How the CRS pass combines as a member: for its share, once that share's
         bindings are listed (until then its Clusters just taken over look bare)."""
         assert self.shard is not None
-        shard, listed = self.shard, self.bindings.selection_listed.is_set
-        return Sharded(contributions, lambda: shard.members, shard.owns, listed)
+        shard = self.shard
+        return Sharded(contributions, lambda: shard.members, shard.owns, self._share_listed)
 
     def owns(self, namespace: str, name: str) -> bool:
         return self.shard is None or self.shard.owns(namespace, name)
@@ -676,12 +687,29 @@ class Controller:
         the list under the new selector brings those newly ours, whole. Ours whose
         label names no bucket come from the other watch."""
         assert self.shard is not None and self.mislabelled is not None
-        self.bindings.reselect(share_selector(buckets_of(members, self.shard.identity)))
-        for namespace, name in self.mislabelled.cached_keys():
-            raw = self.mislabelled.get(namespace, name)
-            if raw is not None and owner(members, f"{namespace}/{name}") == self.shard.identity:
+        me, mislabelled = self.shard.identity, self.mislabelled
+        self.bindings.reselect(share_selector(buckets_of(members, me)))
+        recorded = False  # one newly ours held as its record alone: listed again
+        for namespace, name in mislabelled.cached_keys():
+            raw = mislabelled.get(namespace, name)
+            if raw is None:
+                continue
+            if owner(members, f"{namespace}/{name}") != me:
+                mislabelled.reshape(namespace, name, _label_record)
+            elif _whole(raw):
                 held = self.bindings.get(namespace, name)
                 self._on_binding(held, self.bindings.put(raw))
+            else:
+                recorded = bool(mislabelled.remove(namespace, name)) or recorded
+        if recorded:
+            mislabelled.list_again()  # brings them whole, to ``_on_mislabelled``
+
+    def _share_listed(self) -> bool:
+        """Are the bindings of this replica's share, as it is now, listed (its share's
+        and those of its own whose label names no bucket)?"""
+        held = self.mislabelled
+        listed = held is None or held.selection_listed.is_set()
+        return listed and self.bindings.selection_listed.is_set()
 
     def _stop_passes(self) -> None:
         """Cancel the passes in flight on Clusters this replica no longer owns: a
@@ -819,3 +847,16 @@ def _rollback(crs: CRS) -> tuple[str | None, str | None]:
     """The rollback asked for (annotation) and the one the status records."""
     back = crs.status.rollout.rolled_back_from if crs.status.rollout else None
     return crs.meta.annotations.get(ROLLBACK_ANNOTATION), back
+
+
+def _label_record(raw: Obj) -> Obj:
+    """What a member keeps of another member's binding whose label names no bucket:
+    its name, namespace, labels and version (whole, it may hold thousands of records)."""
+    meta = raw.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "namespace", "labels", "resourceVersion") if k in meta}
+    return {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"), "metadata": kept}
+
+
+def _whole(raw: Obj) -> bool:
+    """Is this the whole binding, not its record alone (``_label_record``)?"""
+    return "spec" in raw
