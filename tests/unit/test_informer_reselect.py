@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from crs_controller.clients.api import Obj
+from crs_controller.engine.io.backoff import Backoff
 from crs_controller.engine.io.informer import Informer, WatchSpec
 
 from .fake_clock import FakeClock
@@ -86,6 +87,19 @@ def informer(
     )
 
 
+@contextlib.asynccontextmanager
+async def started(things: Informer[str]) -> AsyncIterator[asyncio.Task[None]]:
+    """``things`` running, then cancelled from outside, which stops it."""
+    running = asyncio.ensure_future(things.run())
+    try:
+        yield running
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    assert running.cancelled()
+
+
 OBJECTS = [labelled("a", "1"), labelled("b", "2"), labelled("c", "3")]
 
 
@@ -117,8 +131,7 @@ async def test_a_relist_under_the_same_selector_still_tells_what_is_gone() -> No
 async def test_a_running_informer_lists_again_under_the_new_selector() -> None:
     client, told = Selecting(OBJECTS), Told()
     things = informer(client, told, "bucket in (1)")
-    running = asyncio.ensure_future(things.run())
-    try:
+    async with started(things) as running:
         await things.synced.wait()
         client.listed.clear()
         things.reselect("bucket in (3)")
@@ -129,11 +142,6 @@ async def test_a_running_informer_lists_again_under_the_new_selector() -> None:
         assert (things.get(NS, "a"), things.get(NS, "c")) == (None, "c")
         assert told.unselected == ["a"]
         assert not running.done()
-    finally:
-        running.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
-    assert running.cancelled()
 
 
 async def test_cancelled_from_outside_while_listing_again_it_stops() -> None:
@@ -194,3 +202,33 @@ async def test_a_relist_keeps_what_another_watch_holds_for_it() -> None:
     other.clear()  # its other watch let go of it (labelled since, or deleted)
     await inf._relist()
     assert inf.cached_keys() == [(NS, "x")] and ("u", None) in told.changes
+
+
+async def test_asked_to_list_again_while_it_backs_off_it_lists_again() -> None:
+    # A reshard while the informer waits out the back-off of its second failed list in
+    # a row: the restart must list again, not end the watch for good.
+    client = Failing([labelled("x", "1")])
+    client.fail = 3
+    clock = FakeClock()
+    inf = Informer(
+        client,  # type: ignore[arg-type]
+        WatchSpec("v1", "Thing"),
+        name_of,
+        Told().handler,
+        clock=clock,
+        backoff=Backoff(lambda: 0.0),
+    )
+    async with started(inf) as running:
+        await clock.until_asleep()  # the second failure's back-off (the first waits not)
+        assert client.fail == 1
+        inf.reselect("bucket in (1)")
+        await asyncio.sleep(0)  # the informer's turn: the restart is handled
+        asleep = asyncio.ensure_future(clock.until_asleep())
+        await asyncio.wait({running, asleep}, return_when=asyncio.FIRST_COMPLETED)
+        asleep.cancel()
+        assert not running.done()  # the watch did not end for good
+        assert client.fail == 0  # the third list failed too: backing off again
+        clock.advance(max(d for d in clock.deadlines() if d is not None) - clock.now())
+        await inf.selection_listed.wait()
+        assert client.selectors == ["bucket in (1)"] and inf.get(NS, "x") == "x"
+        assert not running.done()

@@ -12,7 +12,9 @@ one whose metadata names no object (none, not a mapping, no name): logged by its
 A relist keeps what the controller cached meanwhile at a version newer than the list's.
 ``reselect`` changes the label selector: the list and watch start again under it, and
 what the new list does not hold leaves the cache through ``unselected``, never as a
-deletion told to the handler (it was not deleted, only no longer selected).
+deletion told to the handler (it was not deleted, only no longer selected). So does
+``list_again``, also during a failure's back-off, which it cuts short: a restart never
+ends the watch.
 An object this watch stops holding (not listed, or a DELETED event) that another watch
 holds for it (``elsewhere``: its label left this selector for that one's) is kept, as
 that watch holds it, when that copy is at least as new.
@@ -255,21 +257,29 @@ class Informer(Generic[T]):
         self._running = asyncio.current_task()
         while True:
             try:
-                await self._list_and_watch()
+                await self._list_and_watch_or_back_off()
             except asyncio.CancelledError:
                 if not self._restarting:
                     raise
-                # Cancelled by ``reselect``: list again under the new selector, unless
-                # it was cancelled from outside as well.
+                # Cancelled by ``list_again``: list again now (under the new selector),
+                # unless it was cancelled from outside as well.
                 self._restarting = False
                 task = asyncio.current_task()
                 if task is None or task.uncancel() > 0:
                     raise
-            except (CRSError, ValueError, KeyError) as exc:
-                # ValueError/KeyError: a malformed line or object; re-list from scratch.
-                # Their text may quote the object: only our own errors' is logged.
-                said = str(exc) if isinstance(exc, CRSError) else type(exc).__name__
-                await self._back_off("watch failed", error=said)
+
+    async def _list_and_watch_or_back_off(self) -> None:
+        """List and watch; after a failure, wait out its back-off. The wait is not in
+        the ``except`` clause: a restart asked meanwhile must reach ``run``'s handler,
+        which a cancellation raised inside another handler of its ``try`` would not."""
+        try:
+            await self._list_and_watch()
+            return
+        except (CRSError, ValueError, KeyError) as exc:
+            # ValueError/KeyError: a malformed line or object; re-list from scratch.
+            # Their text may quote the object: only our own errors' is logged.
+            said = str(exc) if isinstance(exc, CRSError) else type(exc).__name__
+        await self._back_off("watch failed", error=said)
 
     async def _list_and_watch(self) -> None:
         """List, then watch from the listed version until a re-list is due."""
