@@ -16,6 +16,7 @@ import copy
 from dataclasses import fields, replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,7 @@ from crs_controller.core.api.models import (
     ObjectMeta,
     to_api,
 )
+from crs_controller.core.errors import APIError
 from crs_controller.core.membership.lease import LeaseRecord
 from crs_controller.core.membership.shard import bucket_of, owner
 from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL
@@ -324,6 +326,74 @@ async def test_a_members_cluster_without_a_binding_starts_with_none_after_one_re
     await reconcile(world)
     assert world.mgmt.requests.count(("get", "ClusterResourceSetBinding/c1")) == 1
     assert reason_of(world) == "Applied"
+
+
+BINDING_GET = ("get", "ClusterResourceSetBinding/c1")
+
+
+async def test_a_members_cluster_no_crs_selects_reads_no_binding() -> None:
+    world = await world_with()
+    world.ctx = replace(world.ctx, holds_every_binding=lambda: False)
+    for _ in range(5):
+        await reconcile(world)  # each pass done: nothing to apply, prune or record
+    assert world.mgmt.requests.count(BINDING_GET) == 0
+
+
+async def test_a_members_cluster_found_without_a_binding_is_read_once_until_told_of_it() -> None:
+    """A 404 is remembered: passes that write no binding (its create refused) do not
+    read it again, until a watch tells of that binding or the share changes."""
+    world = await world_with(crs("a", "src"))
+    world.ctx = replace(world.ctx, holds_every_binding=lambda: False)
+    create, refusals = world.mgmt.create, []
+
+    async def refused(obj: Any) -> Obj:
+        if obj["kind"] == CLUSTER_RESOURCE_SET_BINDING_KIND:
+            refusals.append(obj["metadata"]["name"])
+            raise APIError("create refused", status=403)
+        return await create(obj)
+
+    world.mgmt.create = refused  # type: ignore[method-assign]
+    for _ in range(3):
+        with pytest.raises(APIError):
+            await reconcile(world)
+    assert refusals == ["c1"] * 3  # each pass decided from the binding, and wrote
+    assert world.mgmt.requests.count(BINDING_GET) == 1
+    world.ctx.bindings.seen(NS, "c1")  # a watch told of it: read again
+    with pytest.raises(APIError):
+        await reconcile(world)
+    assert world.mgmt.requests.count(BINDING_GET) == 2
+    world.ctx.bindings.forget_absent()  # the share changed: read again
+    world.mgmt.create = create  # type: ignore[method-assign]
+    await reconcile(world)
+    await reconcile(world)
+    assert world.mgmt.requests.count(BINDING_GET) == 3 and reason_of(world) == "Applied"
+
+
+async def test_a_binding_event_from_either_watch_or_a_new_share_lets_a_member_read_again() -> None:
+    clock = FakeClock()
+    controller, shard = await labelled_member("replica-a", clock)
+    await settle(controller)
+    start(shard)
+    await settle(controller)
+    store, requests = controller.cluster_ctx.bindings, controller.mgmt.requests  # type: ignore[attr-defined]
+    gets = ("get", "ClusterResourceSetBinding/gone")
+
+    async def absent() -> bool:
+        """Read it if due; True when a GET was made."""
+        before = requests.count(gets)
+        assert await store.read_missing(NS, "gone") is None
+        return requests.count(gets) > before
+
+    assert await absent() and not await absent()
+    controller.bindings._take((NS, "gone"), binding("gone", version=90))  # the share's watch
+    controller.bindings._deleted((NS, "gone"), binding("gone", version=91))
+    assert await absent() and not await absent()
+    assert controller.mislabelled is not None
+    controller.mislabelled._deleted((NS, "gone"), binding("gone", version=92))  # the other's
+    assert await absent() and not await absent()
+    shard.on_lease(None, lease("replica-b", "t1"))  # the share changes
+    shard.refresh()
+    assert await absent() and not await absent()
 
 
 async def test_a_cluster_taken_over_is_reconciled_from_the_whole_cluster() -> None:

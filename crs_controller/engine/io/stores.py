@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from crs_controller.clients.api import KubeAPI
+from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
@@ -24,13 +24,16 @@ from crs_controller.core.spec.objects import (
     parse_binding_object,
     parse_cluster,
 )
-from crs_controller.engine.io.informer import Informer
+from crs_controller.engine.io.informer import Informer, obj_key
 
 
 class BindingStore:
     def __init__(self, mgmt: KubeAPI, cache: Informer[Binding]) -> None:
         self._mgmt = mgmt
         self._cache = cache
+        # Read by ``read_missing`` and found absent, no event of it told since.
+        self._absent: set[tuple[str, str]] = set()
+        self._reading: set[tuple[str, str]] = set()  # ``read_missing`` under way
 
     async def read_whole(self, namespace: str, name: str) -> Binding | None:
         """The whole binding (the cache may hold only its summary: the Cluster was
@@ -41,10 +44,37 @@ class BindingStore:
         self._cache.refresh(raw)
         return parse_binding_object(raw)
 
+    async def read_missing(self, namespace: str, name: str) -> Binding | None:
+        """A binding a shard member's watches do not hold, read whole (``read_whole``):
+        its label may name another member's bucket. Found absent, it is not read
+        again (None) until an event of it comes (``seen``) or the share changes
+        (``forget_absent``): one read per Cluster per share, not one per pass."""
+        key = (namespace, name)
+        if key in self._absent:
+            return None
+        self._reading.add(key)
+        try:
+            found = await self.read_whole(namespace, name)
+            if found is None and key in self._reading:  # no event of it meanwhile
+                self._absent.add(key)
+            return found
+        finally:
+            self._reading.discard(key)
+
+    def seen(self, namespace: str, name: str) -> None:
+        """A watch told of this binding: what a read found absent may be there now."""
+        self._absent.discard((namespace, name))
+        self._reading.discard((namespace, name))
+
+    def forget_absent(self) -> None:
+        """The share changed: what reads found absent is read again when a pass needs it."""
+        self._absent.clear()
+        self._reading.clear()
+
     async def write(self, body: Mapping[str, Any], *, create: bool) -> Binding:
         """Create, or replace with the resourceVersion in ``body`` (Conflict on a race)."""
         written = await (self._mgmt.create(body) if create else self._mgmt.replace(body))
-        return self._cache.put(written)
+        return self._written(written)
 
     async def label_bucket(
         self, namespace: str, name: str, bucket: str, *, resource_version: str | None
@@ -55,6 +85,11 @@ class BindingStore:
         written = await self._mgmt.merge_patch(
             API_VERSION, CLUSTER_RESOURCE_SET_BINDING_KIND, name, namespace, {"metadata": meta}
         )
+        return self._written(written)
+
+    def _written(self, written: Obj) -> Binding:
+        """Cache what was just written: it is there, whatever a read found before."""
+        self.seen(*obj_key(written))
         return self._cache.put(written)
 
     async def delete(

@@ -68,14 +68,26 @@ async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
         # Being deleted, it takes no revision: its place goes back and it leaves the
         # line, however long its finalizers keep it.
         forget_budget(ctx, (namespace, name))
+        if binding is None and ctx.caches.crss_in(namespace):
+            binding = await _binding(ctx, cluster, namespace, name, uncached=True)
         return await _clean_up(ctx, cluster, binding)
+    return await _reconcile_live(ctx, cluster, binding)
+
+
+async def _reconcile_live(
+    ctx: ClusterContext, cluster: Cluster, binding: ClusterResourceSetBinding | None
+) -> Result:
+    """Apply every matching CRS, prune what they no longer ask for, and record it."""
+    key = (cluster.namespace, cluster.name)
     crss = _active(ctx, cluster)
-    noted = ctx.unrecorded.holds((namespace, name), cluster.meta.uid or "")
+    noted = ctx.unrecorded.holds(key, cluster.meta.uid or "")
     if not crss and not entries_by_crs(binding) and not noted:
         # Nothing to apply, prune or record: its kubeconfig is not read and no client
         # is built for a cluster no CRS selects (and it updates nothing).
-        forget_budget(ctx, (namespace, name))
+        forget_budget(ctx, key)
         return NOTHING
+    if binding is None:
+        binding = await _binding(ctx, cluster, *key, uncached=True)
     scope = ClusterScope(ctx, cluster, binding)
     blocked = await scope.connect()
     if blocked is not None:
@@ -89,24 +101,30 @@ async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
 
 
 async def _binding(
-    ctx: ClusterContext, cluster: Cluster | None, namespace: str, name: str
+    ctx: ClusterContext,
+    cluster: Cluster | None,
+    namespace: str,
+    name: str,
+    *,
+    uncached: bool = False,
 ) -> ClusterResourceSetBinding | None:
     """The Cluster's binding, whole. One recorded for an earlier Cluster of this name
     is deleted and the Cluster starts with none: what it lists went to a cluster that
     is gone, and nothing of it is deleted from this one (whose objects were not
     applied from it). One a ``clusterctl move`` copied (owned by this Cluster, its
     annotation naming the Cluster moved) is this Cluster's: its next write records
-    the uid."""
+    the uid. ``uncached``: the pass decides from it, and a shard member whose cache
+    holds none reads it (``BindingStore.read_missing``)."""
     cached = ctx.caches.binding(namespace, name)
-    if (cached is None and not ctx.holds_every_binding()) or (
-        cached is not None and not cached.whole
-    ):
+    if cached is not None and not cached.whole:
         # Another replica's Cluster until now: its inventory is read before anything
-        # is decided (the cache held only what status and rollouts read). A shard
-        # member's cache holds only what its watches select: a binding whose label a
-        # tenant moved to another bucket is not there, and is read too (none there:
-        # there is none), rather than taken for a first install.
+        # is decided (the cache held only what status and rollouts read).
         cached = await ctx.bindings.read_whole(namespace, name)
+    elif cached is None and uncached and not ctx.holds_every_binding():
+        # A shard member's cache holds only what its watches select: a binding whose
+        # label a tenant moved to another bucket is not there, and is read rather than
+        # taken for a first install (none there, remembered: there is none).
+        cached = await ctx.bindings.read_missing(namespace, name)
     if cached is None:
         return None
     if cluster is not None and of_another_cluster(cached.meta, cluster.meta.uid):

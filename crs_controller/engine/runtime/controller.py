@@ -379,6 +379,8 @@ class Controller:
         (labelled since, or deleted), it leaves the owner's cache too, unless a newer
         version came meanwhile (the label written, cached as it was written)."""
         key = key_of(new or old or {})
+        if key is not None:
+            self.cluster_ctx.bindings.seen(*key)
         if key is None or not self._knows_share() or not self.owns(*key):
             return  # before the share is known, the share's watch selects every binding
         held = self.bindings.get(*key)
@@ -398,6 +400,7 @@ class Controller:
         binding = new or old
         assert binding is not None
         namespace = binding.meta.namespace or ""
+        self.cluster_ctx.bindings.seen(namespace, binding.meta.name)
         if not _echo(old, new):
             # Not the version this process just wrote (and reconciled): look again.
             self.queue.add(cluster_key(namespace, binding.meta.name))
@@ -664,6 +667,7 @@ class Controller:
                 self.queue.add(cluster_key(namespace, name))
                 gained, lost = gained + now, lost + was
         self._owned = owned
+        self.cluster_ctx.bindings.forget_absent()
         self._select_share(after)
         # Joining (nothing before) is not a hand-over: the first share just starts.
         if gained and before:
