@@ -8,7 +8,7 @@ kept of a binding).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol, TypeVar
 
 from crs_controller.core.api.models import CRSBinding, ResourceRef, SourceKey
@@ -17,7 +17,6 @@ from crs_controller.core.values.dependencies import Dependencies
 from crs_controller.engine.io.informer import Informer
 
 K = TypeVar("K")
-Reshape = Callable[[Binding], Binding]
 
 
 def read_by(crs: CRS) -> list[ResourceRef]:
@@ -117,15 +116,6 @@ class Index:
         for crs in new.entry_of:
             self._holders[(namespace, crs)].add(name)
         return _changed(held, new.entry_of)
-
-    def reshape_binding(self, before: Binding, after: Binding, change: Reshape) -> None:
-        """The cache now keeps ``after``, ``change`` of ``before`` at the same version
-        (``Informer.reshape``): what was indexed of the binding is changed alike, and
-        is the same value when it was (the whole binding is not held here either)."""
-        key = (before.meta.namespace or "", before.meta.name)
-        indexed = self._indexed_bindings.get(key)
-        if indexed is not None:
-            self._indexed_bindings[key] = after if indexed is before else change(indexed)
 
     def _note_dependencies(self, namespace: str, name: str, new: tuple[str, ...] | None) -> None:
         """Keep a CRS's dependsOn; the namespace's graph is built again only when one
