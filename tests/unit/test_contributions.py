@@ -278,3 +278,24 @@ async def test_a_release_the_server_refuses_stops_at_the_first_failure() -> None
         await mine.drop_own()
     assert len(kube.requests) == before + 1  # one refused: the sweep takes the rest
     assert [entry["event"] for entry in logs] == ["contribution not removed"]
+
+
+async def test_the_sweep_logs_the_object_it_deleted_never_the_annotations_it_carried() -> None:
+    kube = MemoryKube("management cluster")
+    forged = "crs\x1b[2J" + "x" * 5000  # whoever writes the ConfigMap chose it
+    await kube.create(contribution_body(NS, OTHER, "fleet", forged, UID, json.dumps({"n": 1})))
+    leader = store(kube)
+    await listed(leader)
+    with capture_logs() as logs:
+        await leader.sweep(frozenset({ME}), frozenset({UID}), 1000.0)
+        await leader.sweep(frozenset({ME}), frozenset({UID}), 1000.0 + 4 * LEASE)
+    assert not stored(kube)
+    removed = [entry for entry in logs if entry["event"] == "removed a stale contribution"]
+    assert removed == [
+        {
+            "event": "removed a stale contribution",
+            "configmap": object_name(OTHER, UID),
+            "log_level": "info",
+        }
+    ]
+    assert not any("\x1b" in str(value) for entry in logs for value in entry.values())

@@ -250,10 +250,12 @@ class ContributionStore(Generic[T]):
         or update it. Conflict: read it and write once more; a second one goes up (the
         pass retries)."""
         name = object_name(self._identity, crs_uid)
+        held = self.informer.get(self._namespace, name)
+        if held is not None and held.value == value:
+            return  # the usual pass: nothing changed, nothing dumped
         text = encoded(self._dump(value))
         if len(text.encode()) > MAX_BYTES:
             raise ContributionTooLarge(f"{DATA_KEY} over {MAX_BYTES} bytes")
-        held = self.informer.get(self._namespace, name)
         if held is not None and held.digest == digest(text):
             return
         body = contribution_body(
@@ -314,8 +316,9 @@ class ContributionStore(Generic[T]):
         for held in self._stale(live, known, now):
             # Only the version seen: a member back meanwhile keeps what it wrote.
             if await self._delete(held, resource_version=held.resource_version):
-                crs = f"{held.crs_namespace}/{held.crs_name}"
-                log.info("removed a stale contribution", member=held.member, crs=crs)
+                # Named by the object (checked against the member and uid it was read
+                # with), never by its annotations, which whoever wrote it chose.
+                log.info("removed a stale contribution", configmap=held.name)
 
     def _stale(self, live: frozenset[str], known: frozenset[str], now: float) -> list[Held[T]]:
         """The contributions a sweep at ``now`` deletes (and the timing kept)."""
