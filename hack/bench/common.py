@@ -29,6 +29,8 @@ WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 TIMEOUT = 1800.0
 
 Figures = dict[str, Any]
+# The CRS's status as (revision, every cluster applied at it), or no such figure.
+Settled = Callable[[], tuple[str | None, bool]] | None
 
 
 class Controller(Protocol):
@@ -238,7 +240,8 @@ def _first_apply(
 
 def _edit(
     pid: int, figures: Figures, n: int, hashes: Callable[[], list[str]], edit: Callable[[], None]
-) -> float:
+) -> tuple[float, float]:
+    """The edit until every cluster's binding has it: its start and the CPU before it."""
     first = set(hashes())
     edited = time.time()
     user, system = cpu_split(pid)
@@ -248,7 +251,21 @@ def _edit(
     user_after, system_after = cpu_split(pid)
     figures["edit_cpu_seconds"] = round(user_after + system_after - user - system, 2)
     figures["edit_cpu_system_seconds"] = round(system_after - system, 2)
-    return edited
+    return edited, user + system
+
+
+def _settled(
+    pid: int, figures: Figures, n: int, before: tuple[float, float], settled: Settled
+) -> None:
+    """Until the CRS's status tells of the edit on every cluster (the status passes
+    after the last binding write are the edit's too): ``edit_settled_*``."""
+    if settled is None:
+        return
+    old = figures["revision_before_edit"]
+    _until(lambda: (status := settled())[0] != old and status[1], n, "status settled")
+    edited, cpu = before
+    figures["edit_settled_seconds"] = round(time.time() - edited, 2)
+    figures["edit_settled_cpu_seconds"] = round(sum(cpu_split(pid)) - cpu, 2)
 
 
 def measure(
@@ -259,19 +276,23 @@ def measure(
     users: Collection[str],
     hashes: Callable[[], list[str]],
     edit: Callable[[], None],
+    settled: Settled = None,
 ) -> Figures:
     """First apply to ``n`` clusters, one edit reaching all of them, 10 s idle.
 
     ``hashes`` lists the applied hashes recorded in the bindings (one per cluster
     when done); ``edit`` changes the add-on ConfigMap; ``users`` are the identities
-    whose requests are counted.
+    whose requests are counted; ``settled``, when given, reads the CRS's status: the
+    idle 10 s then start once it names a new revision applied everywhere.
     """
     figures: Figures = {}
     try:
         pid, started = _first_apply(controller, figures, n, hashes)
         time.sleep(3)  # audit events are written after the response; let stragglers land
         figures["first_apply_requests"] = audit_counts(plane, started, users)
-        edited = _edit(pid, figures, n, hashes, edit)
+        figures["revision_before_edit"] = settled()[0] if settled else None
+        edited, cpu = _edit(pid, figures, n, hashes, edit)
+        _settled(pid, figures, n, (edited, cpu), settled)
         time.sleep(3)
         figures["edit_requests"] = audit_counts(plane, edited, users)
         idle, cpu = time.time(), cpu_seconds(pid)
