@@ -37,7 +37,10 @@ log = structlog.get_logger(__name__)
 def _renderer(fmt: str) -> structlog.typing.Processor:
     if fmt == "json":
         return structlog.processors.JSONRenderer()
-    return structlog.dev.ConsoleRenderer(colors=False)
+    # Exceptions arrive already written out (format_exc_info): plain, as in JSON.
+    return structlog.dev.ConsoleRenderer(
+        colors=False, exception_formatter=structlog.dev.plain_traceback
+    )
 
 
 def _processors(fmt: str) -> list[structlog.typing.Processor]:
