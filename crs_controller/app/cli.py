@@ -7,25 +7,14 @@ stderr)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
 from crs_controller.app import logs
-from crs_controller.app.commands import (
-    approve,
-    convert,
-    dashboard,
-    diff,
-    history,
-    render,
-    rollback,
-    status,
-    uninstall,
-)
-from crs_controller.app.commands import hash as hash_command
 from crs_controller.app.commands.common import (
     Subcommands,
     command_parser,
@@ -37,19 +26,20 @@ from crs_controller.core.notifications.payloads import FORMATS
 from crs_controller.engine.io.webhooks import postable
 from crs_controller.engine.reconcile.context import Settings
 
-# The commands for people at a terminal (app/commands), each registering itself.
-COMMANDS = [
-    render,
-    diff,
-    status,
-    dashboard,
-    history,
-    approve,
-    rollback,
-    convert,
-    hash_command,
-    uninstall,
-]
+# The commands for people at a terminal: each is the module of app/commands that
+# registers it, imported only when the command line may need it (``run`` needs none).
+COMMANDS = (
+    "render",
+    "diff",
+    "status",
+    "dashboard",
+    "history",
+    "approve",
+    "rollback",
+    "convert",
+    "hash",
+    "uninstall",
+)
 
 RUN_DESCRIPTION = """\
 Run the controller: watch ClusterResourceSets, Clusters and their ConfigMaps and
@@ -74,8 +64,8 @@ def version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, commands = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser, commands = _parser(_needed(argv))
     _log_argument_errors(commands["run"], argv)
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -127,7 +117,23 @@ class _Help(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, max_help_position=34)
 
 
-def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+def _needed(argv: list[str]) -> Collection[str]:
+    """The commands of ``COMMANDS`` parsing ``argv`` may reach. The top level takes no
+    option with a value, so a first word that is not an option is the command, and
+    argparse reads no other command's parser: ``run`` and ``demo`` need none, another
+    command only its own. Anything else (no command, an option first such as
+    ``--help``, an unknown command, ``completion``) needs them all."""
+    first = argv[0] if argv else ""
+    if first in ("run", "demo"):
+        return ()
+    return (first,) if first in COMMANDS else COMMANDS
+
+
+def _parser(
+    needed: Collection[str] = COMMANDS,
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The command line; of ``COMMANDS``, only those ``needed`` are imported and
+    registered (the others keep their place, unregistered)."""
     parser = argparse.ArgumentParser(
         prog="crs-controller", description=__doc__, formatter_class=_Help
     )
@@ -135,8 +141,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run(sub)
     _add_demo(sub)
-    for command in COMMANDS:
-        command.register(sub)
+    for name in COMMANDS:
+        if name in needed:
+            importlib.import_module(f"crs_controller.app.commands.{name}").register(sub)
     _add_completion(sub)
     return parser, dict(sub.choices)
 
