@@ -24,7 +24,12 @@ from crs_controller.core.api.models import (
     KeptObject,
     SkippedDeletion,
 )
-from crs_controller.core.membership.shard import members_stamp
+from crs_controller.core.membership.shard import (
+    buckets_of,
+    incarnation_of,
+    members_stamp,
+    new_incarnation,
+)
 from crs_controller.core.rollout.plan import (
     ClusterState,
     Gate,
@@ -215,6 +220,51 @@ def test_the_stamp_is_the_member_set_whatever_its_order() -> None:
     assert members_stamp(["b", "a"]) == members_stamp({"a", "b"}) == members_stamp(["a", "b", "a"])
     assert members_stamp(["a"]) != members_stamp(["a", "b"]) != members_stamp(["a", "c"])
     assert len(members_stamp([])) == 16 and int(members_stamp(["a"]), 16) >= 0
+
+
+def test_a_member_back_under_the_same_identity_makes_a_new_set() -> None:
+    """The set S, S without m-b, then S again with m-b in a new incarnation: what m-b
+    said in its first is never current in the set it came back to. Its buckets are
+    those it had: they go by identity alone."""
+    first = {"m-a": new_incarnation(), "m-b": new_incarnation()}
+    back = {**first, "m-b": new_incarnation()}
+    members = frozenset(first)
+    assert members_stamp(members, first) != members_stamp(members, back)
+    assert members_stamp(members, first) == members_stamp(sorted(members), dict(first))
+    old = simple("m-b", members, members=members_stamp(members, first))
+    mine = simple("m-a", members, members=members_stamp(members, back))
+    stamp = members_stamp(members, back)
+    waited = combined({"m-a": mine, "m-b": old}, members, UID, GEN, None, stamp=stamp)
+    assert waited == Waiting(stale=("m-b",))
+    assert buckets_of(members, "m-b") == buckets_of(frozenset(back), "m-b")
+
+
+def test_a_set_with_a_member_of_an_earlier_release_is_stamped_by_identities() -> None:
+    """A rolling upgrade: m-b's Lease carries no token (its release writes none), so
+    the set is stamped as that release stamps it, and both combine alike."""
+    members = frozenset({"m-a", "m-b"})
+    assert members_stamp(members, {"m-a": new_incarnation()}) == members_stamp(members)
+    assert members_stamp(members, {"m-a": new_incarnation(), "m-b": ""}) == members_stamp(members)
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef"),
+        ("0123456789ABCDEF0123456789ABCDEF", ""),  # upper case
+        ("0123456789abcdef", ""),  # too short
+        ("0123456789abcdef0123456789abcdef0", ""),  # too long
+        ("0123456789abcdef0123456789abcdeg", ""),  # not hex
+        ("0123456789abcdef0123456789abcdef\n", ""),
+        (12345, ""),
+        (None, ""),
+    ],
+)
+def test_an_incarnation_token_is_read_only_when_it_is_32_hex_digits(
+    written: object, read: str
+) -> None:
+    assert incarnation_of(written) == read
+    assert incarnation_of(new_incarnation()) != ""
 
 
 def test_a_member_that_left_is_left_out() -> None:

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field, replace
 
 from structlog.testing import capture_logs
 
+from crs_controller.core.membership.shard import members_stamp
 from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.contribution import Combined, Contribution, Waiting, combined
 from crs_controller.engine.reconcile.context import Alone, ClusterContext, CRSContext
-from crs_controller.engine.reconcile.crs import CONTRIBUTIONS_POLL, reconcile_crs
+from crs_controller.engine.reconcile.crs import reconcile_crs
+from crs_controller.engine.runtime.controller import status_settle
 
 from .builders import (
     NS,
@@ -52,6 +54,9 @@ class Member:
     def members(self) -> frozenset[str]:
         return self.board.members
 
+    def stamp(self) -> str:
+        return members_stamp(self.board.members)
+
     def owns(self, namespace: str, name: str) -> bool:
         return name in self.mine
 
@@ -70,7 +75,7 @@ async def test_the_status_waits_for_every_member_then_counts_the_clusters_of_all
     second = replace(world.crs_context(), combining=Member("m-b", board, frozenset({"c2"})))
     with capture_logs() as logs:
         result = await reconcile_crs(first, NS, "a")
-    assert result.requeue_after == CONTRIBUTIONS_POLL
+    assert result.requeue_after == status_settle(0.0)
     assert status(world) == {}  # m-b's contribution is not in yet
     said = [e for e in logs if e["event"] == "status waits"]
     assert said[0]["waiting"] == "waiting for the contributions of m-b (none yet)"
@@ -124,7 +129,7 @@ async def test_each_member_admits_its_part_of_max_concurrent() -> None:
         world.crs_context(leading=False), combining=Member("m-b", board, frozenset({"c4"}))
     )
     waited = await reconcile_crs(leader, NS, "a")
-    assert waited.requeue_after == CONTRIBUTIONS_POLL and leader.rollouts.plan(NS, "a") is None
+    assert waited.requeue_after == status_settle(0.0) and leader.rollouts.plan(NS, "a") is None
     await reconcile_crs(follower, NS, "a")
     await reconcile_crs(leader, NS, "a")
     planned = [ctx.rollouts.plan(NS, "a") for ctx in (leader, follower)]

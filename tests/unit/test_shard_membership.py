@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from crs_controller.clients.api import Obj
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.membership.lease import LeaseRecord
-from crs_controller.core.membership.shard import owner
+from crs_controller.core.errors import APIError
+from crs_controller.core.membership.lease import INCARNATION_ANNOTATION, LEASE_API, LeaseRecord
+from crs_controller.core.membership.shard import incarnation_of, owner
 from crs_controller.engine.runtime.membership import ShardMembership, member_identity
 
 from .fake_clock import FakeClock
@@ -24,10 +26,13 @@ LEASE = 6.0
 KEYS = [("fleet", f"c{i:02d}") for i in range(60)]
 
 
-def membership(clock: FakeClock) -> tuple[ShardMembership, list[tuple[set[str], set[str]]]]:
+def membership(
+    clock: FakeClock, client: object = None
+) -> tuple[ShardMembership, list[tuple[set[str], set[str]]]]:
+    """Without a ``client``: for the decisions that never call the server."""
     changes: list[tuple[set[str], set[str]]] = []
     shard = ShardMembership(
-        cast(KubeClient, None),  # the decisions tested here never call the server
+        cast(KubeClient, client),
         "crs-system",
         "replica-a",
         lease_seconds=LEASE,
@@ -192,6 +197,68 @@ def test_a_lease_is_read_from_its_api_form() -> None:
     assert bare.renewed is None
 
 
+def test_a_lease_carries_its_members_incarnation_only_as_32_hex_digits() -> None:
+    token = "0123456789abcdef0123456789abcdef"
+    for written, read in [(token, token), (token.upper(), ""), (token * 2, ""), ("", "")]:
+        raw = {"metadata": {"name": "l", "annotations": {INCARNATION_ANNOTATION: written}}}
+        assert LeaseRecord.parse(raw).incarnation == read
+    assert LeaseRecord.parse({"metadata": {"name": "l"}}).incarnation == ""
+
+
+def test_a_member_back_in_a_new_incarnation_changes_the_set_but_not_the_shares() -> None:
+    """replica-b renews with a new token before replica-a counted it out (it lapsed
+    and came back, or restarted): the same identities and buckets, but another set,
+    told as a change whose before and after are alike."""
+    shard, changes = membership(FakeClock())
+    shard.renewed()
+    shard.on_lease(None, replace(lease("replica-b", "t1"), incarnation="1" * 32))
+    shard.refresh()
+    first, owned = dict(shard.incarnations), mine(shard)
+    assert set(first) == {"replica-a", "replica-b"} and first["replica-b"] == "1" * 32
+    shard.on_lease(None, replace(lease("replica-b", "t2"), incarnation="2" * 32))
+    shard.refresh()
+    assert shard.incarnations == {**first, "replica-b": "2" * 32}
+    assert changes[-1] == ({"replica-a", "replica-b"}, {"replica-a", "replica-b"})
+    assert mine(shard) == owned
+    count = len(changes)
+    shard.on_lease(None, replace(lease("replica-b", "t3"), incarnation="2" * 32))
+    shard.refresh()  # a renewal in the same incarnation changes nothing
+    assert len(changes) == count
+
+
+async def test_a_replica_starts_a_new_incarnation_each_time_it_starts_acting() -> None:
+    """Its renewals carry its token while it acts; once it stopped acting (its Lease
+    not renewed within the deadline, or deleted under it), the renewal that brings
+    it back carries a new one."""
+    clock, client = FakeClock(), MemoryKube("management")
+    shard, _ = membership(clock, client)
+
+    async def token() -> str:
+        await clock.until_asleep()
+        raw = await client.get(LEASE_API, "Lease", shard.lease, "crs-system")
+        assert raw is not None
+        return incarnation_of(raw["metadata"]["annotations"][INCARNATION_ANNOTATION])
+
+    renewing = asyncio.ensure_future(shard._renew_loop())
+    first = await token()
+    clock.advance(LEASE / 3)
+    assert await token() == first != ""  # acting: the same incarnation
+    client.fail_with = APIError("unavailable", status=503)
+    for _ in range(3):  # no renewal for a lease duration: it stopped acting
+        clock.advance(LEASE / 3)
+        await clock.until_asleep()
+    client.fail_with = None
+    clock.advance(LEASE / 3)
+    second = await token()
+    assert second not in ("", first)
+    shard.on_lease(lease("replica-a", "a9"), None)  # deleted under it
+    clock.advance(LEASE / 3)
+    assert await token() not in ("", first, second)
+    renewing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await renewing
+
+
 def test_a_watch_that_shows_none_of_its_own_renewals_counts_nobody_out() -> None:
     clock = FakeClock()
     shard, changes = membership(clock)
@@ -251,14 +318,7 @@ def member_body(identity: str, renewed: str) -> Obj:
 
 async def test_a_silent_watch_is_listed_again_and_the_others_stay_in() -> None:
     clock, client = FakeClock(), SilentWatch(["replica-b"])
-    shard = ShardMembership(
-        cast(KubeClient, client),
-        "crs-system",
-        "replica-a",
-        lease_seconds=LEASE,
-        clock=clock,
-        on_change=lambda before, after: None,
-    )
+    shard, _ = membership(clock, client)
     running = asyncio.ensure_future(shard.run())
     await clock.until_asleep(2)  # renewing, and waiting one period to join
     clock.advance(LEASE / 3)  # it joins one renewal period after its Lease is written

@@ -11,6 +11,7 @@ with a store combines through it, and a new member set passes over every CRS."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from structlog.testing import capture_logs
 
@@ -20,6 +21,7 @@ from crs_controller.core.api.models import (
     FINALIZER,
 )
 from crs_controller.core.errors import APIError
+from crs_controller.core.membership.lease import LeaseRecord
 from crs_controller.core.membership.shard import members_stamp
 from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.contribution import Combined, Contribution, Waiting
@@ -32,9 +34,9 @@ from crs_controller.engine.reconcile.context import (
     Settings,
     Sharded,
 )
-from crs_controller.engine.reconcile.crs import CONTRIBUTIONS_POLL, DELETION_POLL, reconcile_crs
+from crs_controller.engine.reconcile.crs import DELETION_POLL, reconcile_crs
 from crs_controller.engine.reconcile.result import Result, crs_key
-from crs_controller.engine.runtime.controller import Controller
+from crs_controller.engine.runtime.controller import Controller, status_settle
 from crs_controller.engine.runtime.membership import ShardMembership
 
 from .builders import NS, cluster, configmap_source, crs, payload, reconcile, world_with
@@ -48,6 +50,7 @@ from .test_shard_caches import (
     MISLABELLED,
     labelled_member,
     lease,
+    member,
     settle,
     share,
     start,
@@ -71,9 +74,16 @@ class Store:
         self.held.setdefault(crs_uid, {})[self.identity] = value
 
 
-def part(member: str, members: frozenset[str], applied: int, of: CRS) -> Contribution:
+def part(
+    member: str,
+    members: frozenset[str],
+    applied: int,
+    of: CRS,
+    incarnations: dict[str, str] | None = None,
+) -> Contribution:
     tally = Tally(applied=applied, oldest=1, newest=1) if applied else Tally()
-    return Contribution(member, members_stamp(members), of.meta.uid or "", of.generation, tally)
+    stamp = members_stamp(members, incarnations)
+    return Contribution(member, stamp, of.meta.uid or "", of.generation, tally)
 
 
 async def a_crs() -> World:
@@ -86,24 +96,31 @@ async def test_a_member_publishes_its_own_then_adds_up_the_live_members() -> Non
     assert the_crs is not None
     uid = the_crs.meta.uid or ""
     live = frozenset({"m-a", "m-b"})
+    tokens = {"m-a": "a" * 32, "m-b": "b" * 32, "m-c": "c" * 32}
     store = Store("m-a")
     # m-b's is current; m-c left (its contribution, under the old set, is not used).
     before = frozenset({"m-a", "m-b", "m-c"})
-    others = {"m-b": part("m-b", live, 2, the_crs), "m-c": part("m-c", before, 5, the_crs)}
+    others = {
+        "m-b": part("m-b", live, 2, the_crs, tokens),
+        "m-c": part("m-c", before, 5, the_crs, tokens),
+    }
     store.held[uid] = others
-    seam = Sharded(store, lambda: live, lambda namespace, name: name == "c1")
-    whole = await seam.combined(the_crs, part("m-a", live, 1, the_crs))
+    seam = Sharded(
+        store, lambda: live, lambda namespace, name: name == "c1", incarnations=lambda: tokens
+    )
+    whole = await seam.combined(the_crs, part("m-a", live, 1, the_crs, tokens))
     assert store.writes == [(NS, "a", uid)]
     assert isinstance(whole, Combined) and whole.tally.applied == 3
     assert sorted(whole.parts) == ["m-a", "m-b"]
     assert seam.me == "m-a" and seam.members() == live
+    assert seam.stamp() == members_stamp(live, tokens)
     assert seam.owns(NS, "c1") and not seam.owns(NS, "c2")
-    # m-c back: what m-b said under the set without it is waited for (m-c's own,
-    # made under this very set, is current again).
-    back = before
-    seam = Sharded(store, lambda: back, lambda namespace, name: True)
-    waited = await seam.combined(the_crs, part("m-a", back, 1, the_crs))
-    assert waited == Waiting(stale=("m-b",))
+    # m-c back under the same identity, in a new incarnation: what it said before it
+    # left is out of date, as is what m-b said under the set without it.
+    back = {**tokens, "m-c": "d" * 32}
+    seam = Sharded(store, lambda: before, lambda namespace, name: True, incarnations=lambda: back)
+    waited = await seam.combined(the_crs, part("m-a", before, 1, the_crs, back))
+    assert waited == Waiting(stale=("m-b", "m-c"))
 
 
 async def test_a_member_that_does_not_act_waits_for_itself_and_publishes_nothing() -> None:
@@ -131,7 +148,7 @@ async def test_a_follower_contributes_without_a_rollout_and_the_leader_counts_ev
     await reconcile_crs(follower, NS, "a")
     assert board.published["m-b"].tally.applied == 1 and board.published["m-b"].share is None
     result = await reconcile_crs(leader, NS, "a")
-    assert result.requeue_after != CONTRIBUTIONS_POLL
+    assert result.requeue_after != status_settle(0.0)
     written = status(world)
     assert (written["matchingClusters"], written["appliedClusters"]) == (2, 1)
 
@@ -152,7 +169,7 @@ async def test_the_finalizer_goes_once_every_member_counts_none_of_its_clusters_
         return live is not None and FINALIZER in live["metadata"].get("finalizers", [])
 
     waited = await reconcile_crs(leader, NS, "a")  # m-b has not counted yet
-    assert waited.requeue_after == CONTRIBUTIONS_POLL and await finalizer()
+    assert waited.requeue_after == status_settle(0.0) and await finalizer()
     assert board.published["m-a"].holding == 0
     await reconcile_crs(follower, NS, "a")
     assert board.published["m-b"].holding == 1
@@ -312,7 +329,7 @@ async def test_a_member_taking_over_counts_nothing_before_its_new_shares_binding
     # replica-b leaves: replica-a takes its share, and its CRS pass comes first.
     shard.on_lease(lease("replica-b", "t1"), None)
     shard.refresh()
-    assert await reconcile_crs(controller.crs_ctx, NS, "a") == Result.after(CONTRIBUTIONS_POLL)
+    assert await reconcile_crs(controller.crs_ctx, NS, "a") == Result.after(status_settle(0.0))
     live = await controller.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
     assert live is not None and FINALIZER in live["metadata"]["finalizers"]
     # Once the list is in, the Clusters taken over are counted: still holding.
@@ -320,3 +337,94 @@ async def test_a_member_taking_over_counts_nothing_before_its_new_shares_binding
     assert await reconcile_crs(controller.crs_ctx, NS, "a") == Result.after(DELETION_POLL)
     live = await controller.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
     assert live is not None and FINALIZER in live["metadata"]["finalizers"]
+
+
+def member_lease(identity: str, renewed: str, incarnation: str) -> LeaseRecord:
+    """A member's Lease as the watch brings it, annotated with its incarnation."""
+    raw: dict[str, Any] = {
+        "metadata": {
+            "name": f"crs-controller-shard-{identity}",
+            "annotations": {"addons.crs.dev/shard-incarnation": incarnation},
+        },
+        "spec": {"holderIdentity": identity, "leaseDurationSeconds": 6, "renewTime": renewed},
+    }
+    return LeaseRecord.parse(raw)
+
+
+async def a_leader_combining(store: Store) -> tuple[Controller, ShardMembership, str]:
+    """m-a, leading a shard set with m-b (in its first incarnation), CRS ``a`` and
+    the Clusters cached; its CRS pass combines through ``store``. Returns the CRS's
+    uid too."""
+    controller, shard = member("m-a", FakeClock())
+    sharded = replace(controller._sharded(store), listed=lambda: True)
+    controller.crs_ctx = replace(controller.crs_ctx, combining=sharded)
+    created = await controller.mgmt.create(crs("a", "src"))
+    controller.index.update_crs(None, controller.informers[0].put(created))
+    shard.renewed()
+    shard.on_lease(None, member_lease("m-b", "t1", "1" * 32))
+    shard.refresh()
+    controller.lead()
+    return controller, shard, created["metadata"]["uid"]
+
+
+async def test_a_member_back_under_the_same_identity_is_waited_for_not_its_old_contribution() -> (
+    None
+):
+    """m-b's process restarted (or it was cut off for longer than the lease): it left
+    the set and came back under the same identity before its contribution was
+    swept. What it said before is never combined again: the leader waits for what
+    it says now, which it publishes once it acts."""
+    store = Store("m-a")
+    controller, shard, uid = await a_leader_combining(store)
+    await reconcile_crs(controller.crs_ctx, NS, "a")  # m-b's is missing
+    said = replace(store.held[uid]["m-a"], member="m-b")  # m-b's, under this set
+    store.held[uid]["m-b"] = said
+    with capture_logs() as logs:
+        await reconcile_crs(controller.crs_ctx, NS, "a")
+    assert not [e for e in logs if e["event"] == "status waits"]  # combined
+    shard.on_lease(member_lease("m-b", "t1", "1" * 32), None)  # m-b leaves
+    shard.refresh()
+    await reconcile_crs(controller.crs_ctx, NS, "a")
+    shard.on_lease(None, member_lease("m-b", "t2", "2" * 32))  # and comes back
+    shard.refresh()
+    assert shard.members == {"m-a", "m-b"} and store.held[uid]["m-b"] == said
+    with capture_logs() as logs:
+        await reconcile_crs(controller.crs_ctx, NS, "a")
+    waits = [e["waiting"] for e in logs if e["event"] == "status waits"]
+    assert waits == ["waiting for the contributions of m-b (out of date)"]
+
+
+async def test_a_member_in_a_new_incarnation_moves_no_cluster_and_passes_over_every_crs() -> None:
+    """m-b renews in a new incarnation before m-a counted it out (it lapsed, or its
+    process restarted, within the lease): the same members, so no Cluster changes
+    hands, but each CRS's pass comes, to contribute under the new set."""
+    controller, shard, _ = await a_leader_combining(Store("m-a"))
+    owned = {key for key in controller.index.cluster_keys() if controller.owns(*key)}
+    assert 0 < len(owned) < len(list(controller.index.cluster_keys()))
+    drained(controller)
+    shard.on_lease(None, member_lease("m-b", "t2", "2" * 32))
+    shard.refresh()
+    assert crs_key(NS, "a") in controller.queue.ready_keys()
+    assert {key for key in controller.index.cluster_keys() if controller.owns(*key)} == owned
+
+
+async def test_a_pass_waiting_for_a_contribution_looks_again_spaced_by_its_last_pass() -> None:
+    """While m-b's contribution is missing, m-a's pass looks again as a status wake
+    would: twenty times its last pass (0.5 s: 10 s), not every second; m-b's
+    contribution coming in wakes it through the store's watch."""
+    store = Store("m-a")
+    controller, _, _ = await a_leader_combining(store)
+    controller._crs_pass_seconds[(NS, "a")] = 0.5
+    waited = await reconcile_crs(controller.crs_ctx, NS, "a")
+    assert waited.requeue_after == status_settle(0.5) == 10.0
+    drained(controller)
+    controller.contribution_moved(NS, "a")  # as the store's watch tells of m-b's
+    now = controller.clock.now()
+    assert controller.queue.fire_due(now + 9.9) == []
+    assert controller.queue.fire_due(now + 10.0) == [crs_key(NS, "a")]
+
+
+def drained(controller: Controller) -> None:
+    """Take every ready key off the queue, as workers would, done."""
+    while controller.queue.ready_keys():
+        controller.queue.done(controller.queue.get_nowait())

@@ -19,11 +19,12 @@ from crs_controller.engine.memory.plans import Rollouts
 from crs_controller.engine.memory.unrecorded import Terms, Unrecorded
 from crs_controller.engine.reconcile import pair as pair_mod
 from crs_controller.engine.reconcile.context import CRSContext
-from crs_controller.engine.reconcile.crs import reconcile_crs
+from crs_controller.engine.reconcile.crs import DELETION_POLL, reconcile_crs
 
 from .builders import NS, cluster, crs, payload, reconcile, world_with
 from .memory_kube import CLUSTER_API, World
 from .test_cluster_deletion import SOON, deleting, finalized
+from .test_crs_contributions import Board, Member
 from .test_rollout_failures import edit
 
 C1 = (NS, "c1")
@@ -332,3 +333,33 @@ def test_a_resource_notes_at_most_a_manifests_objects_the_oldest_going_first() -
     notes.note(C1, "u1", "a", ("ConfigMap", "src"), [ref("x"), ref("z")], TERMS)
     kept = notes.of(C1, "u1")["a"][("ConfigMap", "src")]
     assert sorted(o.name for o in kept.values()) == ["x", "z"]
+
+
+async def test_a_follower_counts_again_once_its_cluster_pass_forgot_what_it_noted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a shard set, c1's owner (a follower) noted objects for ``a`` and recorded
+    nothing; ``a`` is deleted (Orphan). It counts c1 as holding, and looks again
+    while it does: its cluster pass forgets the notes without a binding write, which
+    would wake no CRS pass, and the leader lets go once it counted none."""
+    world = await world_with(crs("a", "src"))
+    board = Board(frozenset({"m-a", "m-b"}))
+    leader = replace(world.crs_context(), combining=Member("m-a", board, frozenset()))
+    follower = replace(
+        world.crs_context(leading=False), combining=Member("m-b", board, frozenset({"c1"}))
+    )
+    await reconcile_crs(leader, NS, "a")  # its finalizer
+    await cancelled(world, hang_after_resources(monkeypatch))
+    assert world.ctx.caches.binding(NS, "c1") is None and len(world.ctx.unrecorded) > 0
+    await deleting(world, "ClusterResourceSet", API_VERSION, "a", SOON)
+    counted = await reconcile_crs(follower, NS, "a")
+    assert board.published["m-b"].holding == 1
+    assert counted.requeue_after == DELETION_POLL
+    assert (await reconcile_crs(leader, NS, "a")).requeue_after == DELETION_POLL
+    await reconcile(world)  # c1's pass: Orphan, the notes are forgotten
+    assert len(world.ctx.unrecorded) == 0 and world.ctx.caches.binding(NS, "c1") is None
+    again = await reconcile_crs(follower, NS, "a")  # the requeue it asked for
+    assert board.published["m-b"].holding == 0 and again.requeue_after is None
+    await reconcile_crs(leader, NS, "a")
+    live = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "a", NS)
+    assert live is not None and not live["metadata"].get("finalizers")

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from crs_controller.core.membership.shard import Members
+from crs_controller.core.membership.shard import Members, incarnation_of
 
 __all__ = [
+    "INCARNATION_ANNOTATION",
     "LEASE_API",
     "LEASE_KIND",
     "LeaseRecord",
@@ -31,6 +32,8 @@ __all__ = [
 
 LEASE_API = "coordination.k8s.io/v1"
 LEASE_KIND = "Lease"
+# A shard member's incarnation token (``core.membership.shard.new_incarnation``).
+INCARNATION_ANNOTATION = "addons.crs.dev/shard-incarnation"
 # metav1.MicroTime, as the API server writes it: RFC 3339 with microseconds, in UTC.
 _MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -61,6 +64,8 @@ class LeaseRecord:
     renew_marker: str  # spec.renewTime as written (or the resourceVersion), for change only
     renewed: datetime | None
     transitions: int
+    # A shard member's incarnation token ("": none, or not 32 lowercase hex digits).
+    incarnation: str = ""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> LeaseRecord:
@@ -81,6 +86,7 @@ class LeaseRecord:
             renew_marker=str(renew or meta.get("resourceVersion") or ""),
             renewed=parse_micro_time(renew),
             transitions=transitions,
+            incarnation=incarnation_of((meta.get("annotations") or {}).get(INCARNATION_ANNOTATION)),
         )
 
 
@@ -142,13 +148,27 @@ def released(current: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def member_lease(
-    *, name: str, namespace: str, identity: str, label: str, duration: float, now: datetime
+    *,
+    name: str,
+    namespace: str,
+    identity: str,
+    label: str,
+    duration: float,
+    now: datetime,
+    incarnation: str,
 ) -> dict[str, Any]:
-    """A shard member's own Lease, for server-side apply (only the fields we own)."""
+    """A shard member's own Lease, for server-side apply (only the fields we own),
+    annotated with its incarnation token."""
+    metadata = {
+        "name": name,
+        "namespace": namespace,
+        "labels": {label: "true"},
+        "annotations": {INCARNATION_ANNOTATION: incarnation},
+    }
     return {
         "apiVersion": LEASE_API,
         "kind": LEASE_KIND,
-        "metadata": {"name": name, "namespace": namespace, "labels": {label: "true"}},
+        "metadata": metadata,
         "spec": {
             "holderIdentity": identity,
             "leaseDurationSeconds": _seconds(duration),

@@ -23,7 +23,8 @@ Everything here is pure: time is passed in as ``now`` (monotonic seconds).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+import secrets
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -35,9 +36,11 @@ __all__ = [
     "Members",
     "bucket_of",
     "buckets_of",
+    "incarnation_of",
     "lease_name",
     "members_stamp",
     "moved",
+    "new_incarnation",
     "owner",
     "weight",
 ]
@@ -55,6 +58,9 @@ _UNSAFE = re.compile(r"[^a-z0-9.-]")
 # ends with "-", which a DNS-1123 subdomain does not allow.
 _BAD_DOT = re.compile(r"[.-]*\.[.-]*")
 _EDGE = "-."
+# A member's incarnation: drawn at random each time it starts acting, written in its
+# Lease, read back only when it is exactly this (a Lease carries at most 32 hex digits).
+_INCARNATION = re.compile(r"[0-9a-f]{32}")
 
 
 def weight(member: str, key: str) -> int:
@@ -101,11 +107,34 @@ def _owners(members: frozenset[str]) -> tuple[str, ...]:
     )
 
 
-def members_stamp(members: Iterable[str]) -> str:
-    """A digest of a member set (XXH3-64 hex of the sorted identities, one a line):
-    what a member's contribution was computed under, so that one computed for another
-    set (a member joined or left since) is told apart (``core.state.contribution``)."""
-    return str(xxhash.xxh3_64_hexdigest("\n".join(sorted(set(members))).encode()))
+def new_incarnation() -> str:
+    """A fresh incarnation token: 32 random lowercase hex digits."""
+    return secrets.token_hex(16)
+
+
+def incarnation_of(value: object) -> str:
+    """The incarnation token a Lease carries, when it is one (exactly 32 lowercase hex
+    digits); "" for none or anything else (a Lease of an earlier release, or written
+    by hand)."""
+    return value if isinstance(value, str) and _INCARNATION.fullmatch(value) else ""
+
+
+def members_stamp(members: Iterable[str], incarnations: Mapping[str, str] | None = None) -> str:
+    """A digest of a member set: what a member's contribution was computed under, so
+    that one computed for another set is told apart (``core.state.contribution``).
+
+    XXH3-64 hex of the sorted members, one a line: each as ``identity NUL token`` when
+    every member has an incarnation token (``incarnations``, by identity), so that a
+    member that left and came back under the same identity (a new token) makes a new
+    set, not the old one again; else (a member of an earlier release, which writes no
+    token) each as its identity alone, as that release stamps it, so members of both
+    releases agree while a rolling upgrade runs. Buckets never depend on the tokens
+    (``owner``): only identities share the Clusters out."""
+    names = sorted(set(members))
+    tokens = incarnations or {}
+    if names and all(tokens.get(name) for name in names):
+        names = [f"{name}\x00{tokens[name]}" for name in names]
+    return str(xxhash.xxh3_64_hexdigest("\n".join(names).encode()))
 
 
 def moved(

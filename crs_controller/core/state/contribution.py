@@ -197,12 +197,15 @@ def combined(
     crs_uid: str,
     generation: int,
     target: str | None,
+    *,
+    stamp: str | None = None,
 ) -> Combined | Waiting:
     """The contributions of every one of ``members`` (by member) added up, when each
-    was computed under ``members``, for ``crs_uid`` at ``generation`` and a share of
-    ``target`` (None: no share), the shares alike in steps and halted revision
-    (else those unlike the first member's are stale); else the members waited for."""
-    stamp = members_stamp(members)
+    was computed under ``members`` (their ``stamp``: by default that of their
+    identities alone), for ``crs_uid`` at ``generation`` and a share of ``target``
+    (None: no share), the shares alike in steps and halted revision (else those
+    unlike the first member's are stale); else the members waited for."""
+    stamp = members_stamp(members) if stamp is None else stamp
     missing = tuple(m for m in sorted(members) if m not in contributions)
     current = {
         m: c

@@ -4,7 +4,7 @@ should happen next, and only the runtime touches the queue."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
@@ -12,6 +12,7 @@ from crs_controller.clients.api import WorkloadAPIs
 from crs_controller.clients.workload import WARM_CLIENTS
 from crs_controller.core.clock import Clock, MonotonicClock
 from crs_controller.core.errors import NotOurs
+from crs_controller.core.membership.shard import members_stamp
 from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.contribution import Combined, Contribution, Waiting, combined
 from crs_controller.engine.index import Caches
@@ -75,6 +76,16 @@ def _always() -> bool:
     return True
 
 
+def _no_incarnations() -> Mapping[str, str]:
+    """Members known by their identities alone."""
+    return {}
+
+
+def _a_second(namespace: str, name: str) -> float:
+    """A status wake's spacing where the runtime gives none (its least)."""
+    return 1.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClusterContext(Shared):
     """The cluster reconcile: applies to one workload cluster and writes its binding.
@@ -132,13 +143,16 @@ class ClusterContext(Shared):
 class Combining(Protocol):
     """Where a CRS pass's contribution (``core.state.contribution``) meets those of
     the other members: which Clusters this process contributes for (``owns``), as
-    whom (``me``) and under which member set (``members``), and the contributions
-    of them all combined (``combined``), or the members it waits for."""
+    whom (``me``) and under which member set (``members``, whose ``stamp`` its
+    contribution carries), and the contributions of them all combined
+    (``combined``), or the members it waits for."""
 
     @property
     def me(self) -> str: ...
 
     def members(self) -> frozenset[str]: ...
+
+    def stamp(self) -> str: ...
 
     def owns(self, namespace: str, name: str) -> bool: ...
 
@@ -155,6 +169,9 @@ class Alone:
     def members(self) -> frozenset[str]:
         return frozenset({self.me})
 
+    def stamp(self) -> str:
+        return members_stamp(self.members())
+
     def owns(self, namespace: str, name: str) -> bool:
         return True
 
@@ -169,12 +186,15 @@ class Sharded:
     the identity of its contributions' ``store``, and combines every live member's
     contribution there with its own, published first. Until the bindings of its
     share as it is now are listed (``listed``), it has nothing to contribute: the
-    Clusters it just took over look as if they held nothing."""
+    Clusters it just took over look as if they held nothing. The member set's
+    stamp covers each member's incarnation token (``incarnations``), so a member
+    back under the same identity is waited for, never its old contribution taken."""
 
     store: Contributions[Contribution]
     live: Callable[[], frozenset[str]]
     owner: Callable[[str, str], bool]
     listed: Callable[[], bool] = _always
+    incarnations: Callable[[], Mapping[str, str]] = _no_incarnations
 
     @property
     def me(self) -> str:
@@ -182,6 +202,9 @@ class Sharded:
 
     def members(self) -> frozenset[str]:
         return self.live()
+
+    def stamp(self) -> str:
+        return members_stamp(self.live(), self.incarnations())
 
     def owns(self, namespace: str, name: str) -> bool:
         return self.owner(namespace, name)
@@ -193,12 +216,12 @@ class Sharded:
         So it does while its share's bindings are not listed yet: a count of its
         Clusters then would say those just taken over hold nothing (a finalizer
         removed while they still hold, a status that looks like a regression)."""
-        members, uid = self.members(), crs.meta.uid or ""
+        members, stamp, uid = self.members(), self.stamp(), crs.meta.uid or ""
         if self.me not in members or not uid or not self.listed():
             return Waiting(missing=(self.me,))
         await self.store.publish(crs.namespace, crs.name, uid, mine)
         held = {**self.store.published(uid), self.me: mine}
-        return combined(held, members, uid, crs.generation, mine.target)
+        return combined(held, members, uid, crs.generation, mine.target, stamp=stamp)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,11 +233,21 @@ class CRSContext(Shared):
 
     crss: CRSStore
     leading: Callable[[], bool] = lambda: True
+    # How long a status wake of a CRS waits (by namespace, name): spaced by what its
+    # last pass took, as the runtime times it; also a pass waiting for contributions.
+    status_settle: Callable[[str, str], float] = _a_second
     # How the pass's contribution is combined with the other members' into the status
     # and plan it makes: alone, its own is the whole; in a shard set (``Sharded``),
     # through the members' published contributions.
     combining: Combining = field(default_factory=Alone)
 
     @classmethod
-    def over(cls, shared: Shared, *, crss: CRSStore, leading: Callable[[], bool]) -> CRSContext:
-        return cls(**shared._parts(), crss=crss, leading=leading)
+    def over(
+        cls,
+        shared: Shared,
+        *,
+        crss: CRSStore,
+        leading: Callable[[], bool],
+        status_settle: Callable[[str, str], float] = _a_second,
+    ) -> CRSContext:
+        return cls(**shared._parts(), crss=crss, leading=leading, status_settle=status_settle)

@@ -23,7 +23,6 @@ from crs_controller.core.api.models import (
     to_api,
 )
 from crs_controller.core.errors import APIError, CRSError, failure_level
-from crs_controller.core.membership.shard import members_stamp
 from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.rollout.shares import ClusterState, Share
 from crs_controller.core.spec.objects import CRS, Cluster
@@ -67,7 +66,6 @@ from crs_controller.engine.reconcile.rollout import (
 log = structlog.get_logger(__name__)
 
 DELETION_POLL = 2.0
-CONTRIBUTIONS_POLL = 1.0  # waiting for members' contributions: looked at again after
 
 
 def _log_failure(event: str, crs: CRS, error: CRSError) -> None:
@@ -127,8 +125,7 @@ async def _follow(ctx: CRSContext, crs: CRS) -> Result:
     (``_finalize``), and waiting for its members would look again for ever."""
     then = NOTHING
     if crs.deleting and FINALIZER in crs.meta.finalizers:
-        whole = await _holding(ctx, crs)
-        then = _waiting(crs, whole) if isinstance(whole, Waiting) else NOTHING
+        then = _counted(ctx, crs, await _holding(ctx, crs))
     elif not crs.deleting and not crs.paused and crs.model is not None:
         then = await _contribute(ctx, crs)
     if crs.deleting or crs.paused or crs.model is None:
@@ -144,7 +141,7 @@ async def _contribute(ctx: CRSContext, crs: CRS) -> Result:
     planning = rolled if rolled is not None and _plans(crs, rolled) else None
     whole, states = await _combined(ctx, crs, _own(ctx, crs, matching), planning)
     if isinstance(whole, Waiting):
-        return _waiting(crs, whole)
+        return _waiting(ctx, crs, whole)
     if planning is None:
         fleet_metrics.clear_rollout(crs.namespace, crs.name)
         return NOTHING
@@ -170,7 +167,7 @@ async def _combined(
     seam = ctx.combining
     mine = Contribution(
         seam.me,
-        members_stamp(seam.members()),
+        seam.stamp(),
         crs.meta.uid or "",
         crs.generation,
         tally_of((name, outcome_of(entry)) for name, entry in entries),
@@ -184,10 +181,24 @@ async def _combined(
     return whole, states
 
 
-def _waiting(crs: CRS, waiting: Waiting) -> Result:
-    """Not every member's contribution is in: nothing is planned or written yet."""
+def _waiting(ctx: CRSContext, crs: CRS, waiting: Waiting) -> Result:
+    """Not every member's contribution is in: nothing is planned or written yet. A
+    contribution that changes wakes the pass (``Controller.contribution_moved``);
+    meanwhile it looks again spaced as a status wake (by what its last pass took),
+    so a wait that lasts costs no more than the status passes do."""
     log.info("status waits", crs=f"{crs.namespace}/{crs.name}", waiting=str(waiting))
-    return Result.after(CONTRIBUTIONS_POLL)
+    return Result.after(ctx.status_settle(crs.namespace, crs.name))
+
+
+def _counted(ctx: CRSContext, crs: CRS, whole: Combined | Waiting) -> Result:
+    """A follower's count of its Clusters holding a CRS being deleted, published: it
+    counts again after DELETION_POLL while it counted some, as the leader looks
+    again until it counts none (what a cluster pass settles without a binding write,
+    its notes of objects applied and not recorded, wakes no CRS pass)."""
+    if isinstance(whole, Waiting):
+        return _waiting(ctx, crs, whole)
+    mine = whole.parts.get(ctx.combining.me)
+    return Result.after(DELETION_POLL) if mine is not None and mine.holding else NOTHING
 
 
 async def _tell(ctx: CRSContext, crs: CRS) -> Result:
@@ -238,7 +249,7 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
     told = await _tell(ctx, crs)
     whole = await _holding(ctx, crs)
     if isinstance(whole, Waiting):
-        return _waiting(crs, whole) | told
+        return _waiting(ctx, crs, whole) | told
     if whole.holding is None or whole.holding > 0:
         # The deletion's watch event brought those clusters' reconciles (see
         # Controller._on_crs); check back until their bindings let go, and until
@@ -267,8 +278,8 @@ async def _holding(ctx: CRSContext, crs: CRS) -> Combined | Waiting:
     held = set(ctx.caches.holders(crs.namespace, crs.name))
     held |= set(ctx.unrecorded.holders(crs.namespace, crs.name, uid_of))
     count = sum(seam.owns(crs.namespace, name) for name in held)
-    stamp, uid = members_stamp(seam.members()), crs.meta.uid or ""
-    mine = Contribution(seam.me, stamp, uid, crs.generation, Tally(), holding=count)
+    uid = crs.meta.uid or ""
+    mine = Contribution(seam.me, seam.stamp(), uid, crs.generation, Tally(), holding=count)
     return await seam.combined(crs, mine)
 
 
@@ -313,7 +324,7 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     own = _own(ctx, crs, matching)
     settled = await _settled(ctx, planner, own, rolled)
     if isinstance(settled, Waiting):
-        return _waiting(crs, settled)
+        return _waiting(ctx, crs, settled)
     rolled, planning = settled.rolled, settled.planning
     if rolled is not None:
         await snapshot(ctx, planner, rolled)
@@ -367,13 +378,13 @@ async def _settled(
 def _made(ctx: CRSContext, crs: CRS, planning: RolledOut, settled: _Settled) -> tuple[Plan, Result]:
     """The plan of ``planning`` from the contributions; a rollback by itself that
     starts before the members' shares of its target are in says so, admits nobody
-    and looks again after a second."""
+    and looks again as a pass waiting for contributions does (``_waiting``)."""
     if not settled.starting:
         return plan_rollout(ctx, crs, planning, settled.whole, settled.states)
     back = planning.undo.rolled_back_from or ""
     waiting = Plan(frozenset(), "Progressing", 1, 0, "waiting for the members' shares", None)
     made = rolling_back(waiting, back, planning.target, failure_of(ctx, crs, back))
-    return made, Result.after(CONTRIBUTIONS_POLL)
+    return made, Result.after(ctx.status_settle(crs.namespace, crs.name))
 
 
 async def _put_status(

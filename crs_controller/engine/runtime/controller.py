@@ -209,7 +209,9 @@ class Controller:
             holds_every_binding=lambda: not self._knows_share(),
         )
         crss = CRSStore(mgmt, self.crss)
-        crs_ctx = CRSContext.over(shared, crss=crss, leading=lambda: self.leading)
+        crs_ctx = CRSContext.over(
+            shared, crss=crss, leading=lambda: self.leading, status_settle=self._status_settle
+        )
         return cluster_ctx, crs_ctx
 
     def _tell(self, told: Notice) -> None:
@@ -638,7 +640,13 @@ class Controller:
         bindings are listed (until then its Clusters just taken over look bare)."""
         assert self.shard is not None
         shard = self.shard
-        return Sharded(contributions, lambda: shard.members, shard.owns, self._share_listed)
+        return Sharded(
+            contributions,
+            lambda: shard.members,
+            shard.owns,
+            self._share_listed,
+            lambda: shard.incarnations,
+        )
 
     def owns(self, namespace: str, name: str) -> bool:
         return self.shard is None or self.shard.owns(namespace, name)
@@ -648,8 +656,13 @@ class Controller:
         ours any more, reconcile the Clusters that are now ours, let go of those that
         are not (their keys come through the queue); and pass over every CRS, which
         contributes under the new member set (what each member published under the
-        old one is no longer combined)."""
+        old one is no longer combined). Only a member's incarnation changed (``before``
+        equals ``after``: it came back under the same identity): nothing moves, and
+        only the CRS passes come."""
         if self.shard is None:
+            return
+        if before == after:
+            self._pass_over_crss()
             return
         self._stop_passes()
         me = self.shard.identity
@@ -676,6 +689,10 @@ class Controller:
             metrics.SHARD_HANDOVERS.labels(direction="out").inc(lost)
         log.info("shard rebalanced", members=len(after), gained=gained, lost=lost)
         self._share_budget(len(after))
+        self._pass_over_crss()
+
+    def _pass_over_crss(self) -> None:
+        """Every CRS's pass, now: it contributes under the member set as it is."""
         for namespace, name in self.index.crs_keys():
             self.queue.add(crs_key(namespace, name))
 

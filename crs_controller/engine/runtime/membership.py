@@ -59,7 +59,7 @@ from crs_controller.core.membership.lease import (
     member_lease,
     released,
 )
-from crs_controller.core.membership.shard import Members, lease_name, owner
+from crs_controller.core.membership.shard import Members, lease_name, new_incarnation, owner
 from crs_controller.engine.io.informer import Informer, WatchSpec
 from crs_controller.engine.io.waiting import WaitingClock, by_deadline, sleep_for
 from crs_controller.engine.runtime.tasks import supervised
@@ -250,6 +250,11 @@ class ShardMembership:
         self._rewatched_at: float | None = None
         self._rewatch = asyncio.Event()
         self._view: frozenset[str] = frozenset()
+        # This replica's incarnation token, drawn anew whenever it starts acting again,
+        # the others' as their Leases carry them, and those of the members in the view.
+        self._incarnation = new_incarnation()
+        self._incarnations: dict[str, str] = {}
+        self._view_incarnations: Mapping[str, str] = {}
         self._wake = asyncio.Event()
         self.ready = asyncio.Event()
         self._informer: Informer[LeaseRecord] = Informer(
@@ -261,6 +266,12 @@ class ShardMembership:
     @property
     def members(self) -> frozenset[str]:
         return self._view
+
+    @property
+    def incarnations(self) -> Mapping[str, str]:
+        """The incarnation token of each of ``members`` ("": its Lease carries none):
+        the member set's stamp covers them, never its buckets."""
+        return self._view_incarnations
 
     def owns(self, namespace: str, name: str) -> bool:
         return owner(self._view, f"{namespace}/{name}") == self.identity
@@ -339,6 +350,10 @@ class ShardMembership:
     async def _renew_loop(self) -> None:
         period = self._lease_seconds / 3
         while True:
+            if not self._acting(self._clock.now()):
+                # Starting, or back after its Lease lapsed or was deleted: a new
+                # incarnation, so what it contributed before is never taken as current.
+                self._incarnation = new_incarnation()
             try:
                 sent, body = self._clock.now(), self._lease_body()
                 await self._leases.apply(body)
@@ -430,11 +445,13 @@ class ShardMembership:
         if new is None:
             assert old is not None
             self._members.forget(member_identity(old))
+            self._incarnations.pop(member_identity(old), None)
             if member_identity(old) == self.identity:
                 # Deleted under us: the others already count us out.
                 self._renewed_at = None
         elif (identity := member_identity(new)) != self.identity:
             self._lease_names[identity] = new.name
+            self._incarnations[identity] = new.incarnation
             self._members.observe(identity, new.renew_marker, new.duration, now)
         else:
             self._seen_own(new.renew_marker)
@@ -442,17 +459,23 @@ class ShardMembership:
 
     def refresh(self) -> None:
         """Recompute the members this replica acts with; tell ``on_change`` if they
-        changed."""
+        changed, or only their incarnations (then ``before`` equals ``after``)."""
         now = self._clock.now()
         others = {m for m in self._members.live(self._known_up_to(now)) if m != self.identity}
         view = frozenset(others | ({self.identity} if self._acting(now) else set()))
         if self.identity not in view:
             # Not acting: owns nothing, whoever else is live.
             view = frozenset()
-        if view == self._view:
+        tokens = {m: self._incarnations.get(m, "") for m in view if m != self.identity}
+        if view:
+            tokens[self.identity] = self._incarnation
+        if view == self._view and tokens == self._view_incarnations:
             return
-        before, self._view = self._view, view
-        log.info("shard members changed", before=sorted(before), after=sorted(view))
+        before, self._view, self._view_incarnations = self._view, view, tokens
+        if before == view:
+            log.info("shard member incarnations changed", members=sorted(view))
+        else:
+            log.info("shard members changed", before=sorted(before), after=sorted(view))
         self._on_change(before, view)
 
     def _lease_body(self) -> Obj:
@@ -463,4 +486,5 @@ class ShardMembership:
             label=MEMBER_LABEL,
             duration=self._lease_seconds,
             now=self._clock.wall(),
+            incarnation=self._incarnation,
         )
