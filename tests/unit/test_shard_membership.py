@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import replace
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -226,37 +227,72 @@ def test_a_member_back_in_a_new_incarnation_changes_the_set_but_not_the_shares()
     assert len(changes) == count
 
 
+@dataclass
+class Renewing:
+    """A replica's renewals, on a fake clock and a server in memory."""
+
+    clock: FakeClock
+    client: MemoryKube
+    shard: ShardMembership
+
+    async def token(self) -> str:
+        """The incarnation its Lease carries, once the renewal due has been made."""
+        await self.clock.until_asleep()
+        raw = await self.client.get(LEASE_API, "Lease", self.shard.lease, "crs-system")
+        assert raw is not None
+        return incarnation_of(raw["metadata"]["annotations"][INCARNATION_ANNOTATION])
+
+
+@contextlib.asynccontextmanager
+async def renewing() -> AsyncIterator[Renewing]:
+    clock, client = FakeClock(), MemoryKube("management")
+    shard, _ = membership(clock, client)
+    running = asyncio.ensure_future(shard._renew_loop())
+    try:
+        yield Renewing(clock, client, shard)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+
 async def test_a_replica_starts_a_new_incarnation_each_time_it_starts_acting() -> None:
     """Its renewals carry its token while it acts; once it stopped acting (its Lease
     not renewed within the deadline, or deleted under it), the renewal that brings
     it back carries a new one."""
-    clock, client = FakeClock(), MemoryKube("management")
-    shard, _ = membership(clock, client)
+    async with renewing() as it:
+        first = await it.token()
+        it.clock.advance(LEASE / 3)
+        assert await it.token() == first != ""  # acting: the same incarnation
+        it.client.fail_with = APIError("unavailable", status=503)
+        for _ in range(3):  # no renewal for a lease duration: it stopped acting
+            it.clock.advance(LEASE / 3)
+            await it.clock.until_asleep()
+        it.client.fail_with = None
+        it.clock.advance(LEASE / 3)
+        second = await it.token()
+        assert second not in ("", first)
+        it.shard.on_lease(lease("replica-a", "a9"), None)  # deleted under it
+        it.clock.advance(LEASE / 3)
+        assert await it.token() not in ("", first, second)
 
-    async def token() -> str:
-        await clock.until_asleep()
-        raw = await client.get(LEASE_API, "Lease", shard.lease, "crs-system")
-        assert raw is not None
-        return incarnation_of(raw["metadata"]["annotations"][INCARNATION_ANNOTATION])
 
-    renewing = asyncio.ensure_future(shard._renew_loop())
-    first = await token()
-    clock.advance(LEASE / 3)
-    assert await token() == first != ""  # acting: the same incarnation
-    client.fail_with = APIError("unavailable", status=503)
-    for _ in range(3):  # no renewal for a lease duration: it stopped acting
-        clock.advance(LEASE / 3)
-        await clock.until_asleep()
-    client.fail_with = None
-    clock.advance(LEASE / 3)
-    second = await token()
-    assert second not in ("", first)
-    shard.on_lease(lease("replica-a", "a9"), None)  # deleted under it
-    clock.advance(LEASE / 3)
-    assert await token() not in ("", first, second)
-    renewing.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await renewing
+async def test_a_renewal_answered_after_the_deadline_is_made_again_in_a_new_incarnation() -> None:
+    """The others may have counted it out before that renewal landed: it does not
+    act on it, and renews again at once in a new incarnation."""
+    async with renewing() as it:
+        first = await it.token()
+        real = it.shard._leases.apply
+
+        async def landing_late(body: Obj) -> None:
+            it.shard._leases.apply = real  # type: ignore[method-assign]  # this one alone
+            await real(body)
+            it.clock.advance(LEASE)  # its answer comes after the renew deadline
+
+        it.shard._leases.apply = landing_late  # type: ignore[method-assign]
+        it.clock.advance(LEASE / 3)
+        assert await it.token() not in ("", first)
+        assert it.shard._acting(it.clock.now())
 
 
 def test_a_watch_that_shows_none_of_its_own_renewals_counts_nobody_out() -> None:

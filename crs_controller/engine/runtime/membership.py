@@ -350,18 +350,31 @@ class ShardMembership:
     async def _renew_loop(self) -> None:
         period = self._lease_seconds / 3
         while True:
-            if not self._acting(self._clock.now()):
-                # Starting, or back after its Lease lapsed or was deleted: a new
-                # incarnation, so what it contributed before is never taken as current.
-                self._incarnation = new_incarnation()
-            try:
-                sent, body = self._clock.now(), self._lease_body()
-                await self._leases.apply(body)
-                self.renewed(LeaseRecord.parse(body).renew_marker, sent)
-            except CRSError as exc:
-                log_lease_failure("shard lease not renewed", self._where(self.lease), exc)
+            again = await self._renew()
             self._wake.set()
-            await sleep_for(self._clock, period)
+            if not again:
+                await sleep_for(self._clock, period)
+
+    async def _renew(self) -> bool:
+        """Renew this replica's Lease once. Starting, or back after it stopped acting
+        (its Lease lapsed or was deleted), it does so in a new incarnation, so that
+        what it contributed before is never taken as current. True when to renew
+        again at once: a renewal that lands after this replica stopped acting (in
+        flight past its deadline) may bring it back to others that counted it out,
+        in its old incarnation; it does not act on it, and the next is in a new one."""
+        starting = not self._acting(self._clock.now())
+        if starting:
+            self._incarnation = new_incarnation()
+        try:
+            sent, body = self._clock.now(), self._lease_body()
+            await self._leases.apply(body)
+        except CRSError as exc:
+            log_lease_failure("shard lease not renewed", self._where(self.lease), exc)
+            return False
+        if not starting and not self._acting(self._clock.now()):
+            return True
+        self.renewed(LeaseRecord.parse(body).renew_marker, sent)
+        return False
 
     async def _expiry_loop(self) -> None:
         while True:
