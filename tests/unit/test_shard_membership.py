@@ -1,8 +1,9 @@
 """Shard membership decisions (engine/runtime/membership), driven by a fake clock and
 Lease events handed in directly: who this replica acts with, that it stops acting
 at once when its own Lease is lost or not renewed in time, that a silent member's
-Clusters come back after the lease duration, and that a Lease watch gone silent counts
-nobody out and is started again. No server, no sleeping."""
+Clusters come back after the lease duration, that a Lease watch gone silent counts
+nobody out and is started again, and that a replica starts a new incarnation (in its
+Lease) each time it starts acting. No server, no sleeping."""
 
 from __future__ import annotations
 

@@ -6,7 +6,10 @@ contributes to every CRS that is neither paused nor refused, rolling out or not,
 the leader counts every cluster without another member's bindings; while a CRS is
 being deleted each counts its own clusters that still hold something of it, and the
 finalizer goes only once every member counted none. A replica that joins a shard set
-with a store combines through it, and a new member set passes over every CRS."""
+with a store combines through it, and a new member set passes over every CRS. A
+member back under the same identity, in a new incarnation, is waited for, never its
+old contribution combined; and a pass waiting for a contribution looks again spaced
+by what its last pass took."""
 
 from __future__ import annotations
 

@@ -10,11 +10,12 @@ and, while the CRS is being deleted, how many of them still hold something of it
 It also carries the revision whose rollout the member saw halt last (``halted``,
 its memory; None: none, or it restarted since), so that every member plans from the
 same one: the combination's ``halted`` is the first of those the members name.
-It is stamped with what it was computed under: the member set (``members_stamp``),
-the CRS's uid and generation. ``combined`` adds up the contributions of the live
-members, each computed under this very member set, CRS uid, generation and rollout;
-otherwise it says which members it waits for (``Waiting``). Contributions of
-members that are not live (a replica that left) are left out.
+It is stamped with what it was computed under: the member set (``members_stamp``:
+its members and their incarnations), the CRS's uid and generation. ``combined``
+adds up the contributions of the live members, each computed under this very
+member set, CRS uid, generation and rollout; otherwise it says which members it
+waits for (``Waiting``). Contributions of members that are not live (a replica
+that left) are left out.
 
 Its JSON (``Contribution.to_json``: compact, non-ASCII characters as they are) is at
 most ``max_json_bytes(steps)`` bytes of UTF-8: ``ENVELOPE_BYTES`` for the stamps

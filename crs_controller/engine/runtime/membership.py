@@ -20,10 +20,14 @@ watches the others'. Who is live is judged by ``core.membership.shard.Members`` 
 renewals were *seen*; a Cluster belongs to the owner of its bucket (of 1,024, from
 ``namespace/name``), a bucket to the live member rendezvous hashing picks
 (``core.membership.shard.owner``), so a member joining or leaving moves only its own
-Clusters. This replica counts itself live only while its last renewal is younger than
-two thirds of the lease duration: the others wait for the full duration before they
-take its Clusters, so a replica cut off from the API server stops acting before
-anyone else starts. A Lease deleted under it also stops it at once, until it is renewed.
+Clusters. Its Lease carries its incarnation, drawn anew whenever it starts acting, so
+that the member set it comes back to after it stopped (a restart, a lapse) is never
+the one it left: what it contributed before is not taken as current
+(``core.membership.shard.members_stamp``). This replica counts itself live only
+while its last renewal is younger than two thirds of the lease duration: the others
+wait for the full duration before they take its Clusters, so a replica cut off from
+the API server stops acting before anyone else starts. A Lease deleted under it also
+stops it at once, until it is renewed.
 
 The others are counted out only on what the watch has been shown to bring. A watch
 can die without a word (a connection dropped by a NAT or a load balancer): no event
@@ -223,7 +227,8 @@ def member_identity(record: LeaseRecord) -> str:
 
 class ShardMembership:
     """``owns(namespace, name)`` answers for this replica; ``on_change(before, after)``
-    is told whenever the set of members this replica acts with changes."""
+    is told whenever the set of members this replica acts with changes, or only
+    their incarnations (``before`` then equals ``after``)."""
 
     def __init__(
         self,

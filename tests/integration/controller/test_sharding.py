@@ -35,6 +35,7 @@ import pytest
 
 from crs_controller.core.api.models import SHARD_BUCKET_LABEL
 from crs_controller.core.manifests.hashing import resource_hash
+from crs_controller.core.membership.lease import LeaseRecord
 from crs_controller.core.membership.shard import bucket_of, members_stamp, owner
 from crs_controller.core.state.contribution import Contribution
 from crs_controller.engine.io.contributions import (
@@ -43,6 +44,7 @@ from crs_controller.engine.io.contributions import (
     DATA_KEY,
     MEMBER_ANNOTATION,
 )
+from crs_controller.engine.runtime.membership import MEMBER_LABEL
 from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
 from crs_controller.testbed.controller import (
     SYSTEM_NAMESPACE,
@@ -219,11 +221,18 @@ def contributions(mgmt: TestbedClient, crs: str = "fleet") -> dict[str, Contribu
     return by_member
 
 
+def stamp_of(mgmt: TestbedClient, members: list[str]) -> str:
+    """The stamp of ``members`` in the incarnations their Leases carry now."""
+    leases = mgmt.list("coordination.k8s.io/v1", "Lease", SYSTEM_NAMESPACE, MEMBER_LABEL)
+    records = [LeaseRecord.parse(lease) for lease in leases]
+    return members_stamp(members, {r.holder: r.incarnation for r in records if r.holder})
+
+
 def combined_from(mgmt: TestbedClient, members: list[str]) -> bool:
     """Each of ``members`` contributes under their set, for its own clusters only,
     and together they count all 60 applied."""
-    held = contributions(mgmt)
-    current = {m: c for m, c in held.items() if c.members == members_stamp(members)}
+    held, stamp = contributions(mgmt), stamp_of(mgmt, members)
+    current = {m: c for m, c in held.items() if c.members == stamp}
     if sorted(current) != sorted(members):
         return False
     split = expected_split(members)
@@ -329,6 +338,7 @@ def test_a_killed_replica_loses_its_clusters_once_its_lease_expires(
     fleet.converged()
     share = expected_split(FIRST)["replica-b"]
     taken = {name: handed(fleet.replicas[name], "in") for name in SURVIVORS}
+    first = stamp_of(mgmt, FIRST)
     fleet.replicas.pop("replica-b").kill()
     edited = fleet.edit()
     wait_for(
@@ -349,7 +359,7 @@ def test_a_killed_replica_loses_its_clusters_once_its_lease_expires(
     # (made under the set it was in, until the leader sweeps it).
     wait_for(lambda: combined_from(mgmt, SURVIVORS), TIMEOUT, message="the survivors' shares")
     killed = contributions(mgmt).get("replica-b")
-    assert killed is None or killed.members == members_stamp(FIRST)
+    assert killed is None or killed.members == first
     crs = mgmt.get(CRS_API, "ClusterResourceSet", "fleet", NAMESPACE)
     assert crs["status"]["appliedClusters"] == 60
 
