@@ -11,6 +11,7 @@ group-versions dropped first (discovered again when next asked for).
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -70,6 +71,7 @@ class Discovery:
             self._unserved.add(api_version)
             listing = {"resources": []}
         found = _resources(f"{self._name}: GET {base}", api_version, listing)
+        found = _shared(api_version, found)
         self._keep(api_version, found)
         return found
 
@@ -173,6 +175,24 @@ def _resources(where: str, api_version: str, listing: Obj) -> dict[str, Resource
                 message = f"{where}: more than {MAX_RESOURCES} resources in one group-version"
                 raise AnswerTooLarge(message, limit="resources")
     return found
+
+
+class _Kinds(dict[str, ResourceInfo]):
+    """A group-version's kinds, as found (a dict that can be weakly referenced)."""
+
+
+# Each group-version's kinds as found, held once by every client that found the same
+# (never changed in place) for as long as one holds them: a fleet's clusters serve the
+# same kinds, and each client kept a copy of its own (about 7 KB).
+_FOUND: weakref.WeakValueDictionary[tuple[Any, ...], _Kinds] = weakref.WeakValueDictionary()
+
+
+def _shared(api_version: str, found: dict[str, ResourceInfo]) -> dict[str, ResourceInfo]:
+    key = (api_version, *found.values())
+    held = _FOUND.get(key)
+    if held is None:
+        held = _FOUND[key] = _Kinds(found)
+    return held
 
 
 def _resource_info(api_version: str, entry: Any) -> ResourceInfo | None:

@@ -25,6 +25,7 @@ from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
     SHARD_BUCKET_LABEL,
+    ClusterResourceSetBinding,
     ObjectMeta,
     to_api,
 )
@@ -121,6 +122,48 @@ def test_summaries_of_a_fleet_share_their_equal_parts() -> None:
     # Of the inventory, only the first object's identity: no records of it.
     kept = first.resources[0].objects
     assert [(o.name, o.hash, o.fields) for o in kept] == [("o0", None, None)]
+
+
+def test_whole_bindings_of_a_fleet_share_their_inventory_and_records() -> None:
+    """What a member holds of each binding of its share: one copy of its metadata,
+    and the inventory entries and records that every Cluster's binding repeats held
+    once (frozen, or never changed in place)."""
+    first, second = (parse_binding_object(binding(name)) for name in NAMES[:2])
+    assert first.meta is first.valid.metadata
+    a, b = first.entries()["a"], second.entries()["a"]
+    pairs = zip(a.resources[0].objects, b.resources[0].objects, strict=True)
+    assert all(x is y for x, y in pairs)
+    assert a.outcome is b.outcome
+    assert a.cluster_resource_set_name is b.cluster_resource_set_name
+    # Each binding still has its own containers: a pass's copy changes only its own.
+    assert a.resources[0] is not b.resources[0]
+    assert a.resources[0].objects is not b.resources[0].objects
+
+
+records = st.fixed_dictionaries(
+    {"hash": st.sampled_from(["h", "g"])},
+    optional={"fields": st.sampled_from(["f1", "f2"]), "generation": st.integers(1, 3)},
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(inventories=st.lists(st.lists(records, min_size=1, max_size=3), min_size=2, max_size=4))
+def test_a_whole_binding_reads_as_its_own_whatever_others_share(
+    inventories: list[list[dict[str, Any]]],
+) -> None:
+    """Shared or not, each binding reads back exactly as the API server sent it:
+    objects of the same identity with other records keep their own."""
+    raws = []
+    for n, inventory in enumerate(inventories):
+        raw = binding(f"c{n:02d}", objects=len(inventory))
+        objects = raw["spec"]["bindings"][0]["resources"][0]["objects"]
+        for entry, extra in zip(objects, inventory, strict=True):
+            entry.update(extra)
+        raws.append(raw)
+    for raw in raws:
+        parsed = parse_binding_object(copy.deepcopy(raw))
+        assert to_api(parsed.valid) == to_api(ClusterResourceSetBinding.model_validate(raw))
+        assert parsed.meta == ObjectMeta.model_validate(raw["metadata"])
 
 
 annotation_keys = st.sampled_from([HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION, "a", "b/c"])

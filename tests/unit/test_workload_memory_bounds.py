@@ -63,6 +63,24 @@ async def test_discovery_keeps_a_bounded_number_of_kinds_per_client() -> None:
     assert kept < 2 * 2**20
 
 
+async def test_clients_that_found_the_same_kinds_hold_them_once() -> None:
+    """A fleet's clusters serve the same kinds: one copy for all the clients that
+    found them, not one each; a server serving others keeps its own."""
+    clients = [client(lambda method, path: _discovery("", 100))[0] for _ in range(10)]
+
+    async def discover() -> None:
+        for kube in clients:
+            await kube.resource_info("g.example/v1", f"K0{LONG}")
+
+    kept = await _kept_bytes(discover)
+    assert kept < 3 * 100 * 650  # 100 kinds of about 650 bytes; ten copies before
+    found = [await kube.resource_info("g.example/v1", f"K1{LONG}") for kube in clients]
+    assert all(info is found[0] for info in found)
+    other, _ = client(lambda method, path: _discovery("o", 100))
+    info = await other.resource_info("g.example/v1", f"Ko1{LONG}")
+    assert (info.kind, info.plural) == (f"Ko1{LONG}", f"ro1{LONG}")
+
+
 async def test_a_group_version_listing_more_kinds_than_any_api_is_refused() -> None:
     kube, _ = client(lambda method, path: _discovery("g", MAX_RESOURCES + 1))
     with pytest.raises(AnswerTooLarge) as refused:

@@ -32,6 +32,7 @@ from crs_controller.core.api.models import (
     ClusterResourceSetStatus,
     CRSBinding,
     ObjectMeta,
+    ObjectRef,
     ResourceBinding,
     ValidationRecord,
     to_api,
@@ -406,12 +407,35 @@ class Binding:
 
 
 def parse_binding_object(raw: Mapping[str, Any]) -> Binding:
-    meta = _meta(raw)
     try:
-        return Binding(meta, ClusterResourceSetBinding.model_validate(raw))
+        model = ClusterResourceSetBinding.model_validate(raw)
     except ValidationError as exc:
+        meta = _meta(raw)
         problem = InvalidSpec(describe_validation(exc, f"binding {meta.namespace}/{meta.name}"))
         return Binding(meta, None, problem)
+    for entry in model.spec.bindings:
+        _share_equal_parts(entry)
+    # One copy of the metadata, not two.
+    return Binding(model.metadata, model)
+
+
+def _share_equal_parts(entry: CRSBinding) -> None:
+    """Equal values in a just parsed entry become the one value every cached binding
+    holds (never changed in place): its CRS's name, its records and its inventory."""
+    entry.cluster_resource_set_name = SHARED.text(entry.cluster_resource_set_name)
+    if entry.outcome is not None:
+        entry.outcome = _shared_record(entry.outcome)
+    if entry.validation is not None:
+        entry.validation = _shared_record(entry.validation)
+    for resource in entry.resources:
+        resource.objects = [_shared_ref(ref) for ref in resource.objects]
+
+
+def _shared_ref(ref: ObjectRef) -> ObjectRef:
+    """An inventory entry (frozen): one value for equal ones, records included, as a
+    fleet's bindings list the same objects cluster after cluster."""
+    key = (ObjectRef, ref.api_version, ref.kind, ref.namespace, ref.name, ref.hash)
+    return SHARED.one((*key, ref.generation, ref.fields), lambda: ref)
 
 
 def summary_of(binding: Binding) -> Binding:
