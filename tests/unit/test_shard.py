@@ -340,6 +340,53 @@ def test_forget_removes() -> None:
     assert members.live(21.0) == {"a"}
 
 
+T0, T1 = "0" * 32, "1" * 32
+
+
+def test_a_member_counted_out_is_never_revived_in_that_incarnation() -> None:
+    """Its renewal that lands after it was counted out (in flight past its deadline)
+    leaves it out; a renewal in a new incarnation brings it back."""
+    members = Members()
+    members.observe("b", "r1", 10.0, 0.0, T0)
+    assert members.live(10.0) == set()  # counted out
+    assert members.observe("b", "r2", 10.0, 11.0, T0) is False
+    assert members.live(11.0) == set() and members.incarnation("b") == T0
+    assert members.observe("b", "r3", 10.0, 12.0, T1) is True
+    assert members.live(12.0) == {"b"} and members.incarnation("b") == T1
+
+
+def test_a_member_not_counted_out_yet_takes_a_late_renewal() -> None:
+    """Expired only by a time nobody has looked at: not counted out, so its renewal
+    seen late (a watch that was slow) keeps it in."""
+    members = Members()
+    members.observe("b", "r1", 10.0, 0.0, T0)
+    members.observe("b", "r2", 10.0, 12.0, T0)
+    assert members.live(12.0) == {"b"}
+
+
+def test_a_member_without_incarnations_is_revived_by_any_new_marker() -> None:
+    members = Members()
+    members.observe("b", "r1", 10.0, 0.0)
+    assert members.live(10.0) == set()
+    members.observe("b", "r2", 10.0, 11.0)
+    assert members.live(11.0) == {"b"}
+
+
+def test_a_member_whose_lease_is_gone_is_never_revived_in_that_incarnation() -> None:
+    members = Members()
+    members.observe("b", "r1", 10.0, 0.0, T0)
+    members.forget("b")
+    members.observe("b", "r2", 10.0, 1.0, T0)  # the Lease re-created by a late renewal
+    assert members.live(1.0) == set()
+    # Only the last of so many gone are kept.
+    for n in range(shard.GONE_KEPT):
+        members.observe(f"m{n}", "r1", 10.0, 2.0, T1)
+        members.forget(f"m{n}")
+    members.observe("b", "r3", 10.0, 3.0, T0)
+    members.observe("m0", "r2", 10.0, 3.0, T1)
+    assert members.live(3.0) == {"b"}
+
+
 def test_stale_members_are_those_expired_for_longer_than_the_grace() -> None:
     members = Members()
     members.observe("a", "t1", 10.0, now=0.0)

@@ -2,8 +2,11 @@
 Lease events handed in directly: who this replica acts with, that it stops acting
 at once when its own Lease is lost or not renewed in time, that a silent member's
 Clusters come back after the lease duration, that a Lease watch gone silent counts
-nobody out and is started again, and that a replica starts a new incarnation (in its
-Lease) each time it starts acting. No server, no sleeping."""
+nobody out and is started again, that a replica starts a new incarnation (in its
+Lease) each time it starts acting, never before (a refused renewal is tried again
+in time), that a member counted out is never counted in again in its old
+incarnation, and that of two processes under one identity one stands aside. No
+server, no sleeping."""
 
 from __future__ import annotations
 
@@ -18,8 +21,12 @@ from crs_controller.clients.api import Obj
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.errors import APIError
 from crs_controller.core.membership.lease import INCARNATION_ANNOTATION, LEASE_API, LeaseRecord
-from crs_controller.core.membership.shard import incarnation_of, owner
-from crs_controller.engine.runtime.membership import ShardMembership, member_identity
+from crs_controller.core.membership.shard import incarnation_of, members_stamp, owner
+from crs_controller.engine.runtime.membership import (
+    RENEW_DEADLINE,
+    ShardMembership,
+    member_identity,
+)
 
 from .fake_clock import FakeClock
 from .memory_kube import MemoryKube
@@ -48,10 +55,15 @@ def lease(identity: str, renewed: str) -> LeaseRecord:
     return LeaseRecord(f"crs-controller-shard-{identity}", identity, LEASE, renewed, None, 0)
 
 
+def own(shard: ShardMembership, marker: str) -> LeaseRecord:
+    """This replica's Lease as it writes it: in its current incarnation."""
+    return replace(lease(shard.identity, marker), incarnation=shard._incarnation)
+
+
 def renew(shard: ShardMembership, marker: str) -> None:
     """This replica renews its Lease, and the watch shows the renewal back."""
     shard.renewed(marker)
-    shard.on_lease(None, lease(shard.identity, marker))
+    shard.on_lease(None, own(shard, marker))
 
 
 def mine(shard: ShardMembership) -> set[str]:
@@ -157,7 +169,7 @@ def test_its_own_lease_deleted_stops_it_at_once() -> None:
 def test_its_own_lease_in_the_watch_is_not_another_member() -> None:
     shard, _ = membership(FakeClock())
     shard.renewed()
-    shard.on_lease(None, lease("replica-a", "t1"))
+    shard.on_lease(None, own(shard, "t1"))
     shard.refresh()
     assert shard.members == {"replica-a"}
 
@@ -296,6 +308,146 @@ async def test_a_renewal_answered_after_the_deadline_is_made_again_in_a_new_inca
         assert it.shard._acting(it.clock.now())
 
 
+async def test_one_refused_renewal_is_tried_again_in_time_in_the_same_incarnation() -> None:
+    """A single 429 (or 5xx, or timeout) on its Lease is retried well before the renew
+    deadline: it never stops acting, and its incarnation (so every member's set, and
+    every contribution's stamp) stays as it was."""
+    async with renewing() as it:
+        first = await it.token()
+        it.shard.refresh()
+        view = it.shard.members
+        it.clock.advance(LEASE / 3)
+        assert await it.token() == first
+        it.client.fail_with = APIError("throttled", status=429)
+        it.clock.advance(LEASE / 3)
+        await it.clock.until_asleep()  # that one renewal refused
+        it.client.fail_with = None
+        for _ in range(4):  # two thirds of the lease duration, and more
+            it.clock.advance(LEASE / 6)
+            assert await it.token() == first
+            it.shard.refresh()
+            assert it.shard.members == view == {"replica-a"}
+
+
+async def test_a_renewal_is_acted_on_from_when_it_was_sent() -> None:
+    """The others see a renewal no earlier than it was sent: its acting window is
+    timed from then, never from its answer, which may come much later."""
+    clock, client = FakeClock(), MemoryKube("management")
+    shard, _ = membership(clock, client)
+    real = shard._leases.apply
+    sent = clock.now()
+
+    async def slow_answer(body: Obj) -> None:
+        await real(body)  # committed now: the others see it now
+        clock.advance(LEASE / 2)  # but its answer takes half the lease duration
+
+    shard._leases.apply = slow_answer  # type: ignore[method-assign]
+    assert await shard._renew() == LEASE / 3
+    assert shard._own_deadline() == sent + LEASE * RENEW_DEADLINE
+    assert shard._acting(clock.now())
+
+
+async def test_a_first_renewal_answered_after_its_deadline_is_not_acted_on() -> None:
+    """Starting (or back after a lapse), a renewal whose answer comes after its sending
+    plus the renew deadline is not acted on either: the others may have counted it
+    out by then. It renews again at once, in a new incarnation."""
+    clock, client = FakeClock(), MemoryKube("management")
+    shard, _ = membership(clock, client)
+    real = shard._leases.apply
+    landed: list[float] = []
+
+    async def late_answer(body: Obj) -> None:
+        shard._leases.apply = real  # type: ignore[method-assign]  # this one alone
+        await real(body)
+        landed.append(clock.now())
+        clock.advance(LEASE * 0.9)
+
+    shard._leases.apply = late_answer  # type: ignore[method-assign]
+    assert await shard._renew() == 0.0
+    assert not shard._acting(clock.now()) and shard._own_deadline() is None
+    first = shard._incarnation
+    assert await shard._renew() == LEASE / 3
+    assert shard._incarnation != first and shard._acting(clock.now())
+    deadline = shard._own_deadline()
+    assert deadline is not None and deadline < clock.now() + LEASE
+
+
+def test_a_late_renewal_does_not_bring_a_member_back_in_its_old_incarnation() -> None:
+    """replica-b falls silent and is counted out; then a renewal of its old
+    incarnation lands (in flight past its deadline): it stays out, so the set is
+    never the one it left, and its old contribution is never taken as current."""
+    clock = FakeClock()
+    shard, _ = membership(clock)
+    old, new = "a" * 32, "b" * 32
+    shard.renewed()
+    shard.on_lease(None, replace(lease("replica-b", "b1"), incarnation=old))
+    shard.refresh()
+    before = members_stamp(shard.members, shard.incarnations)
+    for n in range(4):
+        clock.advance(LEASE / 3)
+        renew(shard, f"a{n}")
+    shard.refresh()
+    assert shard.members == {"replica-a"}  # counted out
+    shard.on_lease(None, replace(lease("replica-b", "b2"), incarnation=old))
+    shard.refresh()
+    assert shard.members == {"replica-a"}
+    shard.on_lease(None, replace(lease("replica-b", "b3"), incarnation=new))
+    shard.refresh()
+    assert shard.members == {"replica-a", "replica-b"}
+    assert shard.incarnations["replica-b"] == new
+    assert members_stamp(shard.members, shard.incarnations) != before
+
+
+class SharedLease(MemoryKube):
+    """One server for two processes under one identity; every Lease applied is shown
+    to both at once, as their watches would."""
+
+    def __init__(self) -> None:
+        super().__init__("management")
+        self.shards: list[ShardMembership] = []
+        self.tokens: list[str] = []
+
+    async def apply(self, obj: Any, **kw: Any) -> Obj:
+        applied = await super().apply(obj, **kw)
+        record = LeaseRecord.parse(applied)
+        self.tokens.append(record.incarnation)
+        for shard in self.shards:
+            shard.on_lease(None, record)
+        return applied
+
+
+async def test_of_two_processes_under_one_identity_one_stands_aside() -> None:
+    """A second process under this replica's identity (a hard-coded pod name, a pod
+    force-deleted while it still runs) renews the same Lease: one of them stops acting
+    and renewing, so its incarnation stops flipping the others' member set; once the
+    other is gone a lease duration, it starts again in a new incarnation."""
+    clock, client = FakeClock(), SharedLease()
+    one, _ = membership(clock, client)
+    two, _ = membership(clock, client)
+    client.shards = [one, two]
+    loops = {s: asyncio.ensure_future(s._renew_loop()) for s in (one, two)}
+    try:
+        for _ in range(18):  # three lease durations
+            clock.advance(LEASE / 6)
+            await clock.until_asleep(2)
+        assert len(set(client.tokens[-6:])) == 1  # one process renews, the last two
+        acting = [s for s in (one, two) if s._acting(clock.now())]
+        assert len(acting) == 1
+        (standing,) = {one, two} - set(acting)
+        standing.refresh()
+        assert standing.members == set()
+        seen = set(client.tokens)
+        loops.pop(acting[0]).cancel()  # the other process is gone
+        for _ in range(12):
+            clock.advance(LEASE / 6)
+            await clock.until_asleep(1)
+        assert standing._acting(clock.now())
+        assert client.tokens[-1] == standing._incarnation not in seen
+    finally:
+        for task in loops.values():
+            task.cancel()
+
+
 def test_a_watch_that_shows_none_of_its_own_renewals_counts_nobody_out() -> None:
     clock = FakeClock()
     shard, changes = membership(clock)
@@ -309,7 +461,7 @@ def test_a_watch_that_shows_none_of_its_own_renewals_counts_nobody_out() -> None
         shard.refresh()
         assert shard.members == {"replica-a", "replica-b"}
     # Listed again: our renewal shows, replica-b's Lease unchanged since: it is out.
-    shard.on_lease(lease("replica-a", "a1"), lease("replica-a", "a7"))
+    shard.on_lease(own(shard, "a1"), own(shard, "a7"))
     shard.refresh()
     assert shard.members == {"replica-a"}
     assert changes == [

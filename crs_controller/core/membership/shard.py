@@ -61,6 +61,8 @@ _EDGE = "-."
 # A member's incarnation: drawn at random each time it starts acting, written in its
 # Lease, read back only when it is exactly this (a Lease carries at most 32 hex digits).
 _INCARNATION = re.compile(r"[0-9a-f]{32}")
+# Members whose Leases are gone, whose last incarnation is still never revived.
+GONE_KEPT = 64
 
 
 def weight(member: str, key: str) -> int:
@@ -161,6 +163,7 @@ class _Seen:
     marker: str
     duration: float
     since: float
+    incarnation: str = ""  # the member's token with that marker ("": none)
 
     def expires(self) -> float:
         return self.since + self.duration
@@ -175,37 +178,66 @@ class Members:
     """The live shard members as this replica sees them.
 
     Expired members are remembered (not dropped) so that seeing their old marker
-    again does not revive them; only a new marker does.
+    again does not revive them; only a new marker does. A member counted out (found
+    expired by ``live``, or its Lease gone) is never revived in the incarnation it
+    was counted out in: a renewal of it that lands later (a request in flight past
+    the member's deadline, which it does not act on) would bring its old
+    contribution back as current. A member truly back has a new token. Only the
+    last such token of each identity is kept, and of those no longer watched the
+    latest ``GONE_KEPT``.
     """
 
     def __init__(self) -> None:
         self._seen: dict[str, _Seen] = {}
+        self._out: dict[str, str] = {}  # identity -> the incarnation it was counted out in
 
-    def observe(self, identity: str, marker: str, duration: float, now: float) -> bool:
+    def observe(
+        self, identity: str, marker: str, duration: float, now: float, incarnation: str = ""
+    ) -> bool:
         """Record that the Lease of ``identity`` was seen with renew marker ``marker``
-        (e.g. its renewTime) and lease duration ``duration`` seconds at monotonic time
-        ``now``.
+        (e.g. its renewTime), lease duration ``duration`` seconds and incarnation token
+        ``incarnation`` at monotonic time ``now``.
 
         A new identity, or a marker different from the last one seen, restarts its
         expiry at ``now``; the same marker seen again does not (a resync is not a
-        renewal), though its duration is updated. Returns True when the live set at
+        renewal), though its duration is updated; a renewal in an incarnation this
+        member was counted out in is ignored. Returns True when the live set at
         ``now`` changed because of this observation, i.e. when to rebalance.
         """
+        if incarnation and self._out.get(identity) == incarnation:
+            return False
         seen = self._seen.get(identity)
         was_live = seen is not None and seen.live(now)
         if seen is None or seen.marker != marker:
-            seen = self._seen[identity] = _Seen(marker, duration, now)
+            seen = self._seen[identity] = _Seen(marker, duration, now, incarnation)
         else:
             seen.duration = duration
         return seen.live(now) != was_live
 
+    def incarnation(self, identity: str) -> str:
+        """The incarnation token of ``identity`` as last observed ("": none)."""
+        seen = self._seen.get(identity)
+        return seen.incarnation if seen is not None else ""
+
     def forget(self, identity: str) -> bool:
-        """The Lease is gone (deleted, e.g. on a clean shutdown). True if it was known."""
-        return self._seen.pop(identity, None) is not None
+        """The Lease is gone (deleted, e.g. on a clean shutdown): the member is counted
+        out at once. True if it was known."""
+        seen = self._seen.pop(identity, None)
+        if seen is not None and seen.incarnation:
+            self._out.pop(identity, None)
+            self._out[identity] = seen.incarnation  # the latest gone last
+        gone = [name for name in self._out if name not in self._seen]
+        for name in gone[: max(0, len(gone) - GONE_KEPT)]:
+            del self._out[name]
+        return seen is not None
 
     def live(self, now: float) -> frozenset[str]:
         """The identities whose last marker change was observed less than their lease
-        duration before ``now`` (strictly: ``now - since < duration``)."""
+        duration before ``now`` (strictly: ``now - since < duration``); the others
+        are counted out in their incarnation."""
+        for name, seen in self._seen.items():
+            if seen.incarnation and not seen.live(now):
+                self._out[name] = seen.incarnation
         return frozenset(name for name, seen in self._seen.items() if seen.live(now))
 
     def stale(self, now: float, grace: float) -> list[str]:

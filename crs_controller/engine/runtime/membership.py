@@ -24,10 +24,12 @@ Clusters. Its Lease carries its incarnation, drawn anew whenever it starts actin
 that the member set it comes back to after it stopped (a restart, a lapse) is never
 the one it left: what it contributed before is not taken as current
 (``core.membership.shard.members_stamp``). This replica counts itself live only
-while its last renewal is younger than two thirds of the lease duration: the others
-wait for the full duration before they take its Clusters, so a replica cut off from
-the API server stops acting before anyone else starts. A Lease deleted under it also
-stops it at once, until it is renewed.
+while its last renewal is younger than two thirds of the lease duration, timed from
+when it was sent: the others wait for the full duration before they take its
+Clusters, so a replica cut off from the API server stops acting before anyone else
+starts. A renewal refused is tried again within seconds, well before that deadline.
+A Lease deleted under it also stops it at once, until it is renewed; so does another
+process renewing it (two under one identity), while that one keeps renewing.
 
 The others are counted out only on what the watch has been shown to bring. A watch
 can die without a word (a connection dropped by a NAT or a load balancer): no event
@@ -48,6 +50,7 @@ import math
 import os
 import socket
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping
 
 import structlog
@@ -74,6 +77,8 @@ MEMBER_LABEL = "addons.crs.dev/shard-member"
 FIELD_MANAGER = "crs-controller-shard"
 LEADER_LEASE = "crs-controller"
 RENEW_DEADLINE = 2 / 3  # of the lease duration
+RETRY_SECONDS = 2.0  # after a failed renewal, at most a sixth of the lease duration
+OWN_TOKENS_KEPT = 8  # this replica's latest incarnations, told from another process's
 STALE_AFTER = 4  # lease durations past expiry
 SENT_KEPT = 8  # renewals remembered until the watch shows them
 
@@ -244,11 +249,12 @@ class ShardMembership:
         self.lease = lease_name(identity)
         self._leases = Leases(client, namespace)
         self._lease_seconds = lease_seconds
+        self._retry = min(RETRY_SECONDS, lease_seconds / 6)
         self._clock = clock
         self._on_change = on_change
         self._members = Members()
         self._lease_names: dict[str, str] = {}  # identity -> its Lease's name
-        self._renewed_at: float | None = None
+        self._renewed_at: float | None = None  # when our last renewal acted on was sent
         self._unseen_since: float | None = None  # first renewal the watch has not shown
         self._sent: dict[str, float] = {}  # our renewals' markers, when each was sent
         self._shown_up_to: float | None = None  # the watch brought all written before
@@ -256,10 +262,14 @@ class ShardMembership:
         self._rewatch = asyncio.Event()
         self._view: frozenset[str] = frozenset()
         # This replica's incarnation token, drawn anew whenever it starts acting again,
-        # the others' as their Leases carry them, and those of the members in the view.
+        # its latest ones, and those of the members in the view.
         self._incarnation = new_incarnation()
-        self._incarnations: dict[str, str] = {}
+        self._tokens: deque[str] = deque([self._incarnation], maxlen=OWN_TOKENS_KEPT)
         self._view_incarnations: Mapping[str, str] = {}
+        # Another process renewing our Lease (``_seen_own``): the watch showed one of
+        # ours since we last stood aside; until when we stand aside, if we do.
+        self._own_shown = False
+        self._aside_until = -math.inf
         self._wake = asyncio.Event()
         self.ready = asyncio.Event()
         self._informer: Informer[LeaseRecord] = Informer(
@@ -353,33 +363,41 @@ class ShardMembership:
         return unseen is not None and now - unseen >= self._lease_seconds
 
     async def _renew_loop(self) -> None:
-        period = self._lease_seconds / 3
         while True:
-            again = await self._renew()
+            while (aside := self._aside_until) > self._clock.now():
+                await self._clock.sleep_until(aside, asyncio.Event())  # pushed on meanwhile?
+            wait = await self._renew()
             self._wake.set()
-            if not again:
-                await sleep_for(self._clock, period)
+            await sleep_for(self._clock, wait)
 
-    async def _renew(self) -> bool:
-        """Renew this replica's Lease once. Starting, or back after it stopped acting
-        (its Lease lapsed or was deleted), it does so in a new incarnation, so that
-        what it contributed before is never taken as current. True when to renew
-        again at once: a renewal that lands after this replica stopped acting (in
-        flight past its deadline) may bring it back to others that counted it out,
-        in its old incarnation; it does not act on it, and the next is in a new one."""
+    async def _renew(self) -> float:
+        """Renew this replica's Lease once; the seconds to wait before the next.
+
+        Starting, or back after it stopped acting (its Lease lapsed or was deleted),
+        it does so in a new incarnation, so that what it contributed before is never
+        taken as current. A renewal refused (or not answered) is tried again soon,
+        as leader election does, well before the renew deadline: one refused request
+        is no lapse. A renewal answered after the deadline of the window it was sent
+        in, or after its own (sent plus two thirds of the lease duration), is not
+        acted on, and the next is sent at once in a new incarnation: the others may
+        have counted this replica out before it landed, and they never count it in
+        again in that incarnation (``Members``)."""
         starting = not self._acting(self._clock.now())
         if starting:
             self._incarnation = new_incarnation()
+            self._tokens.append(self._incarnation)
+        sent, body = self._clock.now(), self._lease_body()
         try:
-            sent, body = self._clock.now(), self._lease_body()
             await self._leases.apply(body)
         except CRSError as exc:
             log_lease_failure("shard lease not renewed", self._where(self.lease), exc)
-            return False
-        if not starting and not self._acting(self._clock.now()):
-            return True
+            return self._retry
+        answered = self._clock.now()
+        late = answered >= sent + self._lease_seconds * RENEW_DEADLINE
+        if late or not (starting or self._acting(answered)):
+            return 0.0
         self.renewed(LeaseRecord.parse(body).renew_marker, sent)
-        return False
+        return self._lease_seconds / 3
 
     async def _expiry_loop(self) -> None:
         while True:
@@ -418,17 +436,54 @@ class ShardMembership:
 
     def renewed(self, marker: str = "", sent: float | None = None) -> None:
         """This replica's Lease was just written, with renew marker ``marker``, by a
-        request sent at ``sent`` (now if not given)."""
-        self._renewed_at = self._clock.now()
+        request sent at ``sent`` (now if not given). Its acting window is timed from
+        the sending: the others saw the renewal no earlier than that."""
+        now = self._clock.now()
+        self._renewed_at = now if sent is None else sent
         if self._unseen_since is None:
-            self._unseen_since = self._renewed_at
+            self._unseen_since = now
         if marker:
-            self._sent[marker] = self._renewed_at if sent is None else sent
+            self._sent[marker] = self._renewed_at
             while len(self._sent) > SENT_KEPT:
                 del self._sent[next(iter(self._sent))]
 
-    def _seen_own(self, marker: str) -> None:
-        """The watch showed this replica's Lease with ``marker``: it is live, and has
+    def _seen_own(self, record: LeaseRecord) -> None:
+        """The watch showed this replica's Lease: one of its renewals, or another
+        process's (``_rival``)."""
+        if record.incarnation not in self._tokens:
+            if self._own_shown or self._aside_until > self._clock.now():
+                self._rival(record.incarnation)
+            return  # else left by a process before this one, or by hand
+        self._own_shown = True
+        self._shown(record.renew_marker)
+
+    def _rival(self, token: str) -> None:
+        """Another process renewed this replica's Lease after the watch showed ours:
+        two processes share this identity (a hard-coded ``$POD_NAME``, a pod
+        force-deleted while its process still runs). Each renewal would draw the
+        others' member set anew. Of the two tokens the greater (one that is not 32
+        hex digits, written by an earlier release, counts as greatest) keeps the
+        Lease: the other process stops acting and renewing until the Lease has been
+        left unrenewed for a lease duration, then starts again in a new incarnation."""
+        if token and token < self._incarnation:
+            log.error(
+                "another process renews this shard member's lease; it stands aside",
+                identity=self.identity,
+                lease=self._where(self.lease),
+            )
+            return
+        if self._aside_until <= self._clock.now():
+            log.error(
+                "another process renews this shard member's lease: standing aside while it renews",
+                identity=self.identity,
+                lease=self._where(self.lease),
+            )
+        self._aside_until = self._clock.now() + self._lease_seconds
+        self._own_shown = False
+        self._renewed_at = None
+
+    def _shown(self, marker: str) -> None:
+        """The watch showed this replica's renewal ``marker``: it is live, and has
         shown every Lease written before that renewal was sent."""
         self._unseen_since = None
         if (sent := self._sent.get(marker)) is not None:
@@ -463,16 +518,14 @@ class ShardMembership:
         if new is None:
             assert old is not None
             self._members.forget(member_identity(old))
-            self._incarnations.pop(member_identity(old), None)
             if member_identity(old) == self.identity:
                 # Deleted under us: the others already count us out.
                 self._renewed_at = None
         elif (identity := member_identity(new)) != self.identity:
             self._lease_names[identity] = new.name
-            self._incarnations[identity] = new.incarnation
-            self._members.observe(identity, new.renew_marker, new.duration, now)
+            self._members.observe(identity, new.renew_marker, new.duration, now, new.incarnation)
         else:
-            self._seen_own(new.renew_marker)
+            self._seen_own(new)
         self._wake.set()
 
     def refresh(self) -> None:
@@ -484,7 +537,7 @@ class ShardMembership:
         if self.identity not in view:
             # Not acting: owns nothing, whoever else is live.
             view = frozenset()
-        tokens = {m: self._incarnations.get(m, "") for m in view if m != self.identity}
+        tokens = {m: self._members.incarnation(m) for m in view if m != self.identity}
         if view:
             tokens[self.identity] = self._incarnation
         if view == self._view and tokens == self._view_incarnations:
