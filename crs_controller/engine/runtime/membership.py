@@ -318,9 +318,12 @@ class ShardMembership:
 
     async def release(self) -> None:
         """Delete this replica's Lease on a clean shutdown: the others take its
-        Clusters at once instead of after the lease duration."""
+        Clusters at once instead of after the lease duration. Not while it stands
+        aside: the Lease is another process's then."""
         self._renewed_at = None
         self.refresh()
+        if self._aside_until > self._clock.now():
+            return
         try:
             await self._leases.delete(self.lease)
             log.info("left the shard set", identity=self.identity)
