@@ -490,6 +490,22 @@ def test_long_text_is_not_shared() -> None:
     assert first.resources[0] is not second.resources[0]
 
 
+def test_long_lists_of_created_uids_are_not_shared() -> None:
+    """The bound counts the text inside a record's lists too: a validation naming
+    many created objects stays its own."""
+    raw = binding("c00")
+    raw["spec"]["bindings"][0]["validation"] = {
+        "revision": "r1",
+        "step": 1,
+        "phase": "Failed",
+        "started": "2026-01-01T00:00:00Z",
+        "created": [f"{i:036d}" for i in range(40)],
+    }
+    first, second = (parse_binding_summary(raw).entries()["a"] for _ in range(2))
+    assert first.validation == second.validation
+    assert first.validation is not second.validation
+
+
 # --- the bindings a member watches: its own share's, selected by label ----------------
 
 

@@ -74,7 +74,7 @@ class Shared:
 
     def one(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
         """The value held for ``key``, made (and kept) when there is none."""
-        if sum(len(part) for part in key if isinstance(part, str)) > SHARED_KEY_CHARS:
+        if _text_chars(key) > SHARED_KEY_CHARS:
             return make()
         held = self._held.get(key)
         if held is None:
@@ -86,6 +86,15 @@ class Shared:
     def text(self, value: str) -> str:
         """One copy of a short string (a name, a namespace)."""
         return self.one((value,), lambda: value)
+
+
+def _text_chars(key: tuple[Any, ...]) -> int:
+    """The characters of text in a key, those of the tuples in it too (a validation's
+    created uids)."""
+    return sum(
+        len(part) if isinstance(part, str) else _text_chars(part) if isinstance(part, tuple) else 0
+        for part in key
+    )
 
 
 SHARED_KEY_CHARS = 1024
