@@ -76,6 +76,18 @@ class FakeClock:
             self._fell_asleep.clear()
             await self._fell_asleep.wait()
 
+    async def until_idle(self, count: int = 1) -> None:
+        """Return once ``count`` tasks on this clock sleep with nothing in flight: a request
+        cut off at a deadline has a timer asleep on the clock while it runs, gone once
+        it is answered, so the sleepers must stay the same for a few turns of the loop."""
+        while True:
+            await self.until_asleep(count)
+            before = self.deadlines()
+            for _ in range(8):
+                await asyncio.sleep(0)
+            if self.deadlines() == before:
+                return
+
     def _asleep(self) -> list[_Sleeper]:
         # A woken sleeper stays listed until its task runs; it is awake already.
         return [sleeper for sleeper in self._sleepers if not sleeper.wake.is_set()]

@@ -42,23 +42,15 @@ def elector(kube: MemoryKube, clock: FakeClock, identity: str) -> LeaderElector:
     )
 
 
-async def idle(clock: FakeClock) -> None:
-    """Until the electors on ``clock`` sleep with nothing in flight: a renewal's
-    cut-off timer sleeps on the clock too while its requests run, and goes once they
-    are done, so the sleepers must stay the same for a few turns of the loop."""
-    while True:
-        await clock.until_asleep()
-        before = clock.deadlines()
-        for _ in range(8):
-            await asyncio.sleep(0)
-        if clock.deadlines() == before:
+async def run_out(
+    clock: FakeClock, task: asyncio.Task[None], step: float, *, steps: int = 10_000
+) -> None:
+    """Advance ``clock`` by ``step`` each time the electors are idle, until ``task`` ends
+    (or ``steps`` times)."""
+    for _ in range(steps):
+        if task.done():
             return
-
-
-async def run_out(clock: FakeClock, task: asyncio.Task[None], step: float) -> None:
-    """Advance ``clock`` by ``step`` each time the electors are idle, until ``task`` ends."""
-    while not task.done():
-        idling = asyncio.ensure_future(idle(clock))
+        idling = asyncio.ensure_future(clock.until_idle())
         await asyncio.wait({task, idling}, return_when=asyncio.FIRST_COMPLETED)
         idling.cancel()
         if not task.done():
@@ -96,9 +88,9 @@ async def test_the_holder_renews_every_retry_period_and_keeps_the_acquire_time()
     acquired = (await lease(kube))["spec"]["acquireTime"]
     keeping = asyncio.create_task(me.keep())
     for _ in range(3):
-        await idle(clock)
+        await clock.until_idle()
         clock.advance(RETRY)
-    await idle(clock)
+    await clock.until_idle()
     spec = (await lease(kube))["spec"]
     assert spec["renewTime"] == format_micro_time(clock.wall())
     assert (spec["acquireTime"], spec["holderIdentity"]) == (acquired, "me")
@@ -111,12 +103,12 @@ async def test_a_standby_waits_while_the_holder_renews() -> None:
     await held_by(kube, "other", clock)
     standby = asyncio.create_task(elector(kube, clock, "me").acquire())
     for _ in range(3):
-        await idle(clock)
+        await clock.until_idle()
         clock.advance(LEASE - 1)
         renewed = await lease(kube)
         renewed["spec"]["renewTime"] = format_micro_time(clock.wall())
         await kube.replace(renewed)
-    await idle(clock)
+    await clock.until_idle()
     assert not standby.done()
     assert (await lease(kube))["spec"]["holderIdentity"] == "other"
     standby.cancel()
@@ -131,9 +123,9 @@ async def test_a_standby_takes_a_silent_holders_lease_once_seen_unchanged_for_it
     standby = asyncio.create_task(elector(kube, clock, "me").acquire())
     start = clock.now()
     while clock.now() < start + LEASE - RETRY:
-        await idle(clock)
+        await clock.until_idle()
         clock.advance(RETRY)
-    await idle(clock)
+    await clock.until_idle()
     assert not standby.done()
     clock.advance(RETRY)
     await asyncio.wait_for(standby, 1)
@@ -178,7 +170,7 @@ async def test_a_holder_whose_renewal_hangs_stops_by_its_renew_deadline() -> Non
     me = elector(kube, clock, "me")
     await me.acquire()
     keeping = asyncio.create_task(me.keep())
-    await idle(clock)
+    await clock.until_idle()
     renewed = clock.now()
 
     async def hang(*args: object, **kwargs: object) -> None:
@@ -190,6 +182,25 @@ async def test_a_holder_whose_renewal_hangs_stops_by_its_renew_deadline() -> Non
         keeping.result()
     # Raised by two thirds of the duration, though the request never returned.
     assert clock.now() <= renewed + LEASE * 2 / 3
+
+
+async def test_a_candidate_whose_request_hangs_tries_again_after_the_renew_deadline() -> None:
+    """An attempt to take the lease is cut off at the renew deadline after its sending
+    (a lease taken later could not be kept), not at the client's request timeout,
+    and made again a retry period later."""
+    kube, clock = MemoryKube("management"), FakeClock()
+    real = kube.get
+
+    async def hang_once(*args: Any, **kwargs: Any) -> Any:
+        kube.get = real  # type: ignore[method-assign]  # this one alone
+        await clock.sleep_until(None, asyncio.Event())  # a request with no answer
+
+    kube.get = hang_once  # type: ignore[method-assign]
+    start = clock.now()
+    acquiring = asyncio.create_task(elector(kube, clock, "me").acquire())
+    await run_out(clock, acquiring, 1, steps=30)  # else, never answered, it waits on
+    assert acquiring.done() and (await lease(kube))["spec"]["holderIdentity"] == "me"
+    assert clock.now() - start == LEASE * 2 / 3 + RETRY
 
 
 async def test_a_holder_whose_lease_was_taken_stops() -> None:
@@ -249,7 +260,7 @@ async def test_a_refused_lease_is_an_error_naming_the_lease(error: APIError, lev
     kube.get = refuse  # type: ignore[method-assign]
     with capture_logs() as records:
         acquiring = asyncio.create_task(elector(kube, clock, "me").acquire())
-        await idle(clock)
+        await clock.until_idle()
         acquiring.cancel()
     (record,) = [r for r in records if r["event"] == "lease not acquired"]
     assert record["log_level"] == level

@@ -250,7 +250,7 @@ class Renewing:
 
     async def token(self) -> str:
         """The incarnation its Lease carries, once the renewal due has been made."""
-        await self.clock.until_asleep()
+        await self.clock.until_idle()
         raw = await self.client.get(LEASE_API, "Lease", self.shard.lease, "crs-system")
         assert raw is not None
         return incarnation_of(raw["metadata"]["annotations"][INCARNATION_ANNOTATION])
@@ -280,7 +280,7 @@ async def test_a_replica_starts_a_new_incarnation_each_time_it_starts_acting() -
         it.client.fail_with = APIError("unavailable", status=503)
         for _ in range(3):  # no renewal for a lease duration: it stopped acting
             it.clock.advance(LEASE / 3)
-            await it.clock.until_asleep()
+            await it.clock.until_idle()
         it.client.fail_with = None
         it.clock.advance(LEASE / 3)
         second = await it.token()
@@ -320,13 +320,38 @@ async def test_one_refused_renewal_is_tried_again_in_time_in_the_same_incarnatio
         assert await it.token() == first
         it.client.fail_with = APIError("throttled", status=429)
         it.clock.advance(LEASE / 3)
-        await it.clock.until_asleep()  # that one renewal refused
+        await it.clock.until_idle()  # that one renewal refused
         it.client.fail_with = None
         for _ in range(4):  # two thirds of the lease duration, and more
             it.clock.advance(LEASE / 6)
             assert await it.token() == first
             it.shard.refresh()
             assert it.shard.members == view == {"replica-a"}
+
+
+async def test_a_renewal_never_answered_is_cut_off_at_the_renew_deadline() -> None:
+    """A request the server never answers fails at the renew deadline, not at the
+    client's request timeout (which may be far longer), and is made again a retry
+    period later, as a refused one is."""
+    async with renewing() as it:
+        first = await it.token()
+        deadline = it.clock.now() + LEASE * RENEW_DEADLINE
+        real = it.shard._leases.apply
+
+        async def no_answer(body: Obj) -> None:
+            it.shard._leases.apply = real  # type: ignore[method-assign]  # this one alone
+            await it.clock.sleep_until(None, asyncio.Event())
+
+        it.shard._leases.apply = no_answer  # type: ignore[method-assign]
+        it.clock.advance(LEASE / 3)
+        await it.clock.until_idle()
+        it.clock.advance(deadline - it.clock.now())
+        for _ in range(8):  # the cut-off's turns of the loop
+            await asyncio.sleep(0)
+        assert it.clock.deadlines() == [deadline + LEASE / 6]
+        it.clock.advance(LEASE / 6)
+        assert await it.token() not in ("", first)  # its window had lapsed meanwhile
+        assert it.shard._acting(it.clock.now())
 
 
 async def test_a_renewal_is_acted_on_from_when_it_was_sent() -> None:
@@ -429,7 +454,7 @@ async def test_of_two_processes_under_one_identity_one_stands_aside() -> None:
     try:
         for _ in range(18):  # three lease durations
             clock.advance(LEASE / 6)
-            await clock.until_asleep(2)
+            await clock.until_idle(2)
         assert len(set(client.tokens[-6:])) == 1  # one process renews, the last two
         acting = [s for s in (one, two) if s._acting(clock.now())]
         assert len(acting) == 1
@@ -442,7 +467,7 @@ async def test_of_two_processes_under_one_identity_one_stands_aside() -> None:
         loops.pop(acting[0]).cancel()  # the other process is gone
         for _ in range(12):
             clock.advance(LEASE / 6)
-            await clock.until_asleep(1)
+            await clock.until_idle(1)
         assert standing._acting(clock.now())
         assert client.tokens[-1] == standing._incarnation not in seen
     finally:
@@ -511,13 +536,13 @@ async def test_a_silent_watch_is_listed_again_and_the_others_stay_in() -> None:
     clock, client = FakeClock(), SilentWatch(["replica-b"])
     shard, _ = membership(clock, client)
     running = asyncio.ensure_future(shard.run())
-    await clock.until_asleep(2)  # renewing, and waiting one period to join
+    await clock.until_idle(2)  # renewing, and waiting one period to join
     clock.advance(LEASE / 3)  # it joins one renewal period after its Lease is written
     await shard.ready.wait()
     assert shard.members == {"replica-a", "replica-b"} and client.lists == 1
     for _ in range(int(LEASE * 2 / (LEASE / 3))):
         clock.advance(LEASE / 3)
-        await clock.until_asleep(2)  # renewing, and looking at the members again
+        await clock.until_idle(2)  # renewing, and looking at the members again
         assert shard.members == {"replica-a", "replica-b"}
     assert client.lists >= 2  # listed and watched again
     running.cancel()

@@ -56,7 +56,7 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from crs_controller.clients.api import KubeAPI, Obj
-from crs_controller.core.errors import APIError, CRSError, failure_level
+from crs_controller.core.errors import APIError, CRSError, Unreachable, failure_level
 from crs_controller.core.membership.lease import (
     LEASE_API,
     LEASE_KIND,
@@ -78,6 +78,7 @@ FIELD_MANAGER = "crs-controller-shard"
 LEADER_LEASE = "crs-controller"
 RENEW_DEADLINE = 2 / 3  # of the lease duration
 RETRY_SECONDS = 2.0  # after a failed renewal, at most a sixth of the lease duration
+ATTEMPT_FLOOR = 1.0  # seconds a shard Lease renewal request is given at least
 OWN_TOKENS_KEPT = 8  # this replica's latest incarnations, told from another process's
 STALE_AFTER = 4  # lease durations past expiry
 SENT_KEPT = 8  # renewals remembered until the watch shows them
@@ -156,8 +157,10 @@ class LeaderElector:
         return f"{self._leases.namespace}/{self._name}"
 
     async def acquire(self) -> None:
-        """Return once this process holds the lease."""
-        while not await self._try():
+        """Return once this process holds the lease. Each attempt, its requests
+        included, is cut off at the renew deadline after its sending (a lease taken
+        later could not be kept) and made again a retry period later."""
+        while not await self._try_by(self._clock.now() + self._lease_seconds * RENEW_DEADLINE):
             await sleep_for(self._clock, self._retry)
         log.info("became leader", lease=self.lease, identity=self.identity)
 
@@ -173,10 +176,7 @@ class LeaderElector:
             await self._clock.sleep_until(
                 min(self._clock.now() + self._retry, deadline), asyncio.Event()
             )
-            renewed = False
-            with contextlib.suppress(TimeoutError):
-                renewed = await by_deadline(self._clock, deadline, self._try())
-            if renewed:
+            if await self._try_by(deadline):
                 deadline = self._held_since + self._lease_seconds * RENEW_DEADLINE
             elif self._clock.now() >= deadline:
                 seconds = self._lease_seconds * RENEW_DEADLINE
@@ -193,6 +193,15 @@ class LeaderElector:
             log.info("released leadership", lease=self.lease)
         except CRSError as exc:
             log_lease_failure("lease not released", self.lease, exc)
+
+    async def _try_by(self, deadline: float) -> bool:
+        """``_try``, cut off at ``deadline`` on our clock: a request the server never
+        answers fails then, instead of at the client's (longer) request timeout."""
+        try:
+            return await by_deadline(self._clock, deadline, self._try())
+        except TimeoutError:
+            log.warning("lease request not answered by its deadline", lease=self.lease)
+            return False
 
     async def _try(self) -> bool:
         """Take or renew the lease if it is free for us; True when we hold it now."""
@@ -391,7 +400,7 @@ class ShardMembership:
             self._tokens.append(self._incarnation)
         sent, body = self._clock.now(), self._lease_body()
         try:
-            await self._leases.apply(body)
+            await self._apply_by_deadline(body, sent)
         except CRSError as exc:
             log_lease_failure("shard lease not renewed", self._where(self.lease), exc)
             return self._retry
@@ -401,6 +410,19 @@ class ShardMembership:
             return 0.0
         self.renewed(LeaseRecord.parse(body).renew_marker, sent)
         return self._lease_seconds / 3
+
+    async def _apply_by_deadline(self, body: Obj, sent: float) -> None:
+        """Apply this replica's Lease, cut off at the renew deadline (of its acting
+        window, else of this renewal), at least ATTEMPT_FLOOR after ``sent``: a
+        request the server never answers fails then, as a refused one does, instead
+        of at the client's request timeout, which may be longer than the window."""
+        acting_until = self._own_deadline() if self._acting(sent) else None
+        deadline = acting_until or sent + self._lease_seconds * RENEW_DEADLINE
+        deadline = max(deadline, sent + ATTEMPT_FLOOR)
+        try:
+            await by_deadline(self._clock, deadline, self._leases.apply(body))
+        except TimeoutError:
+            raise Unreachable(f"no answer within {deadline - sent:.1f}s") from None
 
     async def _expiry_loop(self) -> None:
         while True:
