@@ -27,7 +27,9 @@ the one it left: what it contributed before is not taken as current
 while its last renewal is younger than two thirds of the lease duration, timed from
 when it was sent: the others wait for the full duration before they take its
 Clusters, so a replica cut off from the API server stops acting before anyone else
-starts. A renewal refused is tried again within seconds, well before that deadline.
+starts. A renewal refused is tried again within seconds, well before that deadline;
+one not answered is cut off at that deadline, not left to the client's longer
+request timeout, and tried again as a refused one is.
 A Lease deleted under it also stops it at once, until it is renewed; so does another
 process renewing it (two under one identity), while that one keeps renewing.
 
