@@ -70,6 +70,7 @@ __all__ = [
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 WATCH_TIMEOUT_SECONDS = 290
+REQUEST_TIMEOUT = 30.0  # seconds for each whole request, unless a client is given another
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
 METADATA_ITEM = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json"
 USER_AGENT = "crs-controller"
@@ -107,7 +108,7 @@ class KubeClient:
         endpoint: Endpoint,
         *,
         name: str,
-        timeout: float = 30.0,
+        timeout: float = REQUEST_TIMEOUT,
         user_agent: str = USER_AGENT,
         limits: AnswerLimits = WORKLOAD_LIMITS,
         transport: Connect | None = None,

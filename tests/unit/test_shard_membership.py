@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
+import pytest
+
 from crs_controller.clients.api import Obj
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.errors import APIError
+from crs_controller.core.errors import APIError, Unreachable
 from crs_controller.core.membership.lease import INCARNATION_ANNOTATION, LEASE_API, LeaseRecord
 from crs_controller.core.membership.shard import incarnation_of, members_stamp, owner
+from crs_controller.engine.runtime import membership as membership_module
 from crs_controller.engine.runtime.membership import (
     RENEW_DEADLINE,
     ShardMembership,
@@ -36,7 +40,7 @@ KEYS = [("fleet", f"c{i:02d}") for i in range(60)]
 
 
 def membership(
-    clock: FakeClock, client: object = None
+    clock: FakeClock, client: object = None, lease_seconds: float = LEASE
 ) -> tuple[ShardMembership, list[tuple[set[str], set[str]]]]:
     """Without a ``client``: for the decisions that never call the server."""
     changes: list[tuple[set[str], set[str]]] = []
@@ -44,7 +48,7 @@ def membership(
         cast(KubeClient, client),
         "crs-system",
         "replica-a",
-        lease_seconds=LEASE,
+        lease_seconds=lease_seconds,
         clock=clock,
         on_change=lambda before, after: changes.append((set(before), set(after))),
     )
@@ -369,7 +373,8 @@ async def test_a_renewal_is_acted_on_from_when_it_was_sent() -> None:
     shard._leases.apply = slow_answer  # type: ignore[method-assign]
     wait = await shard._renew()
     assert shard._own_deadline() == sent + LEASE * RENEW_DEADLINE
-    assert shard._acting(clock.now()) and wait == LEASE / 3
+    assert shard._acting(clock.now())
+    assert wait == 0.0  # the next is due a third of the lease after this one's sending
 
 
 async def test_a_first_renewal_answered_after_its_deadline_is_not_acted_on() -> None:
@@ -395,6 +400,50 @@ async def test_a_first_renewal_answered_after_its_deadline_is_not_acted_on() -> 
     assert shard._incarnation != first and shard._acting(clock.now())
     deadline = shard._own_deadline()
     assert deadline is not None and deadline < clock.now() + LEASE
+
+
+class SlowServer(MemoryKube):
+    """Answers every request ``latency`` seconds on the clock after it was sent, and
+    notes the incarnation of each Lease applied."""
+
+    def __init__(self, clock: FakeClock, latency: float) -> None:
+        super().__init__("management")
+        self.clock, self.latency = clock, latency
+        self.tokens: list[str] = []
+
+    async def apply(self, obj: Any, **kw: Any) -> Obj:
+        await self.clock.sleep_until(self.clock.now() + self.latency, asyncio.Event())
+        applied = await super().apply(obj, **kw)
+        self.tokens.append(LeaseRecord.parse(applied).incarnation)
+        return applied
+
+
+@pytest.mark.parametrize("latency", [3.0, 4.0])
+async def test_a_slow_server_answering_within_a_renewal_period_costs_no_lapse(
+    latency: float,
+) -> None:
+    """With the default 15 s lease, renewals answered 3 or 4 s after they were sent
+    (under a third of the lease): each is sent a third of the lease after the last
+    was sent, so it is answered before the window that one opened ends. A lone
+    member keeps one incarnation and acts but for its first answer's wait."""
+    clock = FakeClock()
+    client = SlowServer(clock, latency)
+    shard, _ = membership(clock, client, lease_seconds=15.0)
+    running = asyncio.ensure_future(shard._renew_loop())
+    samples: list[bool] = []
+    try:
+        for _ in range(240):  # two minutes
+            await clock.until_idle()
+            clock.advance(0.5)
+            await clock.until_idle()
+            samples.append(shard._acting(clock.now()))
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    assert len(set(client.tokens)) == 1
+    assert len(client.tokens) >= 20  # one renewal every 5 s
+    assert sum(samples) >= 0.95 * len(samples)
 
 
 def test_a_late_renewal_does_not_bring_a_member_back_in_its_old_incarnation() -> None:
@@ -473,6 +522,94 @@ async def test_of_two_processes_under_one_identity_one_stands_aside() -> None:
     finally:
         for task in loops.values():
             task.cancel()
+
+
+@pytest.fixture
+def falling_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each incarnation this replica draws is smaller than the one before, and all
+    smaller than ``RIVAL``'s: which process stands aside is known in advance."""
+    drawn = itertools.count()
+    monkeypatch.setattr(
+        membership_module, "new_incarnation", lambda: f"{2**127 - next(drawn):032x}"
+    )
+
+
+RIVAL = "f" * 32
+
+
+def rival(marker: str, token: str = RIVAL) -> LeaseRecord:
+    """Another process's renewal of this replica's Lease."""
+    return replace(lease("replica-a", marker), incarnation=token)
+
+
+@pytest.mark.usefixtures("falling_tokens")
+async def test_a_rival_seen_while_its_first_renewal_is_in_flight_keeps_it_aside() -> None:
+    """Back after a lapse, its renewal is answered in time, but meanwhile the watch
+    showed another process renewing the Lease with a greater token: it stands aside
+    and does not act on that renewal."""
+    clock, client = FakeClock(), MemoryKube("management")
+    shard, _ = membership(clock, client)
+    await shard._renew()
+    shard.on_lease(None, own(shard, "a1"))
+    clock.advance(LEASE)  # its window lapsed
+    real = shard._leases.apply
+
+    async def rival_meanwhile(body: Obj) -> None:
+        await real(body)
+        shard.on_lease(None, rival("b1"))  # shown before our answer comes
+
+    shard._leases.apply = rival_meanwhile  # type: ignore[method-assign]
+    assert await shard._renew() == 0.0
+    assert shard._aside_until > clock.now() and not shard._acting(clock.now())
+    shard.refresh()
+    assert shard.members == set()
+
+
+@pytest.mark.usefixtures("falling_tokens")
+def test_standing_aside_lasts_while_the_other_renews_whatever_its_token() -> None:
+    """The other process starts a new incarnation, its token now smaller than ours:
+    it still renews, so this replica stays aside (comparing again would hand the
+    identity back and forth)."""
+    clock = FakeClock()
+    shard, _ = membership(clock)
+    renew(shard, "a1")
+    shard.on_lease(None, rival("b1"))
+    assert shard._aside_until > clock.now()
+    for n in range(9):  # three lease durations
+        clock.advance(LEASE / 3)
+        shard.on_lease(None, rival(f"b{n + 2}", "0" * 32))
+        assert shard._aside_until > clock.now()
+        assert not shard._acting(clock.now())
+
+
+@pytest.mark.usefixtures("falling_tokens")
+async def test_its_own_renewal_committed_late_is_not_taken_for_another_process() -> None:
+    """Its window lapsed; a renewal's request goes unanswered (yet is committed),
+    then many are refused, each in a new incarnation. When the watch finally shows
+    the one committed, its token is still known as its own: no standing aside."""
+    clock, client = FakeClock(), MemoryKube("management")
+    shard, _ = membership(clock, client)
+    await shard._renew()
+    shard.on_lease(None, own(shard, "a1"))
+    clock.advance(LEASE)  # its window lapsed
+    real, held = shard._leases.apply, []
+
+    async def unanswered(body: Obj) -> None:
+        shard._leases.apply = real  # type: ignore[method-assign]  # this one alone
+        held.append(LeaseRecord.parse(body))
+        raise Unreachable("no answer")  # but the server commits it later
+
+    shard._leases.apply = unanswered  # type: ignore[method-assign]
+    await shard._renew()
+    client.fail_with = APIError("throttled", status=429)
+    for _ in range(12):  # each refused in a new incarnation
+        clock.advance(2.0)
+        await shard._renew()
+    client.fail_with = None
+    shard.on_lease(None, held[0])  # shown at last
+    assert shard._aside_until < clock.now()
+    await shard._renew()
+    assert shard._acting(clock.now())
 
 
 def test_a_watch_that_shows_none_of_its_own_renewals_counts_nobody_out() -> None:

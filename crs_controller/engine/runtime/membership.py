@@ -15,23 +15,23 @@ never by comparing the holder's ``renewTime`` with its own wall clock: skew betw
 nodes neither lets a standby take a Lease renewed a moment ago nor delays a takeover.
 
 **Shard membership** (``ShardMembership``): each member applies its own Lease
-(labelled ``addons.crs.dev/shard-member``) every third of the lease duration and
-watches the others'. Who is live is judged by ``core.membership.shard.Members`` from when
-renewals were *seen*; a Cluster belongs to the owner of its bucket (of 1,024, from
-``namespace/name``), a bucket to the live member rendezvous hashing picks
-(``core.membership.shard.owner``), so a member joining or leaving moves only its own
-Clusters. Its Lease carries its incarnation, drawn anew whenever it starts acting, so
-that the member set it comes back to after it stopped (a restart, a lapse) is never
-the one it left: what it contributed before is not taken as current
-(``core.membership.shard.members_stamp``). This replica counts itself live only
-while its last renewal is younger than two thirds of the lease duration, timed from
-when it was sent: the others wait for the full duration before they take its
-Clusters, so a replica cut off from the API server stops acting before anyone else
-starts. A renewal refused is tried again within seconds, well before that deadline;
-one not answered is cut off at that deadline, not left to the client's longer
-request timeout, and tried again as a refused one is.
-A Lease deleted under it also stops it at once, until it is renewed; so does another
-process renewing it (two under one identity), while that one keeps renewing.
+(labelled ``addons.crs.dev/shard-member``) every third of the lease duration, timed
+from sending to sending, and watches the others'. Who is live is judged by
+``core.membership.shard.Members`` from when renewals were *seen*; a Cluster belongs
+to the owner of its bucket (of 1,024, from ``namespace/name``), a bucket to the live
+member rendezvous hashing picks (``core.membership.shard.owner``), so a member
+joining or leaving moves only its own Clusters. Its Lease carries its incarnation,
+drawn anew whenever it starts acting, so that the member set it comes back to after
+it stopped (a restart, a lapse) is never the one it left: what it contributed before
+is not taken as current (``core.membership.shard.members_stamp``). This replica
+counts itself live only while its last renewal is younger than two thirds of the
+lease duration, timed from when it was sent: the others wait for the full duration
+before they take its Clusters, so a replica cut off from the API server stops acting
+before anyone else starts. A renewal refused is tried again within seconds, well
+before that deadline; one not answered is cut off at that deadline, not left to the
+client's longer request timeout, and tried again as a refused one is. A Lease
+deleted under it also stops it at once, until it is renewed; so does another process
+renewing it (two under one identity), while that one keeps renewing.
 
 The others are counted out only on what the watch has been shown to bring. A watch
 can die without a word (a connection dropped by a NAT or a load balancer): no event
@@ -52,12 +52,12 @@ import math
 import os
 import socket
 import uuid
-from collections import deque
 from collections.abc import Callable, Mapping
 
 import structlog
 
 from crs_controller.clients.api import KubeAPI, Obj
+from crs_controller.clients.kube import REQUEST_TIMEOUT
 from crs_controller.core.errors import APIError, CRSError, Unreachable, failure_level
 from crs_controller.core.membership.lease import (
     LEASE_API,
@@ -81,7 +81,6 @@ LEADER_LEASE = "crs-controller"
 RENEW_DEADLINE = 2 / 3  # of the lease duration
 RETRY_SECONDS = 2.0  # after a failed renewal, at most a sixth of the lease duration
 ATTEMPT_FLOOR = 1.0  # seconds a shard Lease renewal request is given at least
-OWN_TOKENS_KEPT = 8  # this replica's latest incarnations, told from another process's
 STALE_AFTER = 4  # lease durations past expiry
 SENT_KEPT = 8  # renewals remembered until the watch shows them
 
@@ -273,9 +272,9 @@ class ShardMembership:
         self._rewatch = asyncio.Event()
         self._view: frozenset[str] = frozenset()
         # This replica's incarnation token, drawn anew whenever it starts acting again,
-        # its latest ones, and those of the members in the view.
+        # those its renewals may still show (``_sending``), and the view's members'.
         self._incarnation = new_incarnation()
-        self._tokens: deque[str] = deque([self._incarnation], maxlen=OWN_TOKENS_KEPT)
+        self._tokens = {self._incarnation: clock.now()}  # each: when last sent
         self._view_incarnations: Mapping[str, str] = {}
         # Another process renewing our Lease (``_seen_own``): the watch showed one of
         # ours since we last stood aside; until when we stand aside, if we do.
@@ -385,7 +384,10 @@ class ShardMembership:
             await sleep_for(self._clock, wait)
 
     async def _renew(self) -> float:
-        """Renew this replica's Lease once; the seconds to wait before the next.
+        """Renew this replica's Lease once; the seconds to wait before the next. That
+        is sent a third of the lease duration after this one was *sent*, as its
+        acting window is timed: each renewal has a full third to be answered before
+        the window ends, however long this one's answer took.
 
         Starting, or back after it stopped acting (its Lease lapsed or was deleted),
         it does so in a new incarnation, so that what it contributed before is never
@@ -395,12 +397,14 @@ class ShardMembership:
         in, or after its own (sent plus two thirds of the lease duration), is not
         acted on, and the next is sent at once in a new incarnation: the others may
         have counted this replica out before it landed, and they never count it in
-        again in that incarnation (``Members``)."""
-        starting = not self._acting(self._clock.now())
+        again in that incarnation (``Members``). Nor is one acted on if another
+        process was seen renewing this Lease meanwhile (``_rival``)."""
+        sent = self._clock.now()
+        starting = not self._acting(sent)
         if starting:
             self._incarnation = new_incarnation()
-            self._tokens.append(self._incarnation)
-        sent, body = self._clock.now(), self._lease_body()
+        self._sending(sent)
+        body = self._lease_body()
         try:
             await self._apply_by_deadline(body, sent)
         except CRSError as exc:
@@ -408,10 +412,21 @@ class ShardMembership:
             return self._retry
         answered = self._clock.now()
         late = answered >= sent + self._lease_seconds * RENEW_DEADLINE
-        if late or not (starting or self._acting(answered)):
+        aside = self._aside_until > answered  # another process seen meanwhile
+        if late or aside or not (starting or self._acting(answered)):
             return 0.0
         self.renewed(LeaseRecord.parse(body).renew_marker, sent)
-        return self._lease_seconds / 3
+        return max(0.0, sent + self._lease_seconds / 3 - answered)
+
+    def _sending(self, now: float) -> None:
+        """Our incarnation goes out in a renewal now. Forget those last sent so long
+        ago that no request carrying them can still land (the client's request
+        timeout) and be shown (a lease duration more): at most one is drawn per retry
+        period, so a few dozen are kept, however many attempts were refused."""
+        self._tokens[self._incarnation] = now
+        for token, sent in list(self._tokens.items()):
+            if now - sent > REQUEST_TIMEOUT + self._lease_seconds:
+                del self._tokens[token]
 
     async def _apply_by_deadline(self, body: Obj, sent: float) -> None:
         """Apply this replica's Lease, cut off at the renew deadline (of its acting
@@ -491,15 +506,19 @@ class ShardMembership:
         others' member set anew. Of the two tokens the greater (one that is not 32
         hex digits, written by an earlier release, counts as greatest) keeps the
         Lease: the other process stops acting and renewing until the Lease has been
-        left unrenewed for a lease duration, then starts again in a new incarnation."""
-        if token and token < self._incarnation:
+        left unrenewed for a lease duration, then starts again in a new incarnation.
+        The tokens are compared only to decide whether to stand aside: while standing
+        aside, any renewal not our own extends it, whatever its token (the other
+        process may have started a new incarnation meanwhile)."""
+        standing = self._aside_until > self._clock.now()
+        if not standing and token and token < self._incarnation:
             log.error(
                 "another process renews this shard member's lease; it stands aside",
                 identity=self.identity,
                 lease=self._where(self.lease),
             )
             return
-        if self._aside_until <= self._clock.now():
+        if not standing:
             log.error(
                 "another process renews this shard member's lease: standing aside while it renews",
                 identity=self.identity,
