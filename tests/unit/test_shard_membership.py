@@ -612,6 +612,28 @@ async def test_its_own_renewal_committed_late_is_not_taken_for_another_process()
     assert shard._acting(clock.now())
 
 
+async def test_a_renewal_shown_before_its_answer_tells_how_far_the_watch_has_come() -> None:
+    """The watch may show a renewal of ours before its request is answered: it still
+    tells that everything written before it was sent has been shown, so a member
+    silent for the lease duration is counted out."""
+    clock, client = FakeClock(), SharedLease()  # shown while the request is in flight
+    shard, _ = membership(clock, client)
+    client.shards = [shard]
+    shard.on_lease(None, lease("replica-b", "b1"))
+    running = asyncio.ensure_future(shard._renew_loop())
+    try:
+        for _ in range(6):  # two lease durations
+            await clock.until_idle()
+            clock.advance(LEASE / 3)
+        await clock.until_idle()
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    shard.refresh()
+    assert shard.members == {"replica-a"}
+
+
 def test_a_watch_that_shows_none_of_its_own_renewals_counts_nobody_out() -> None:
     clock = FakeClock()
     shard, changes = membership(clock)

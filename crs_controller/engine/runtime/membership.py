@@ -403,8 +403,8 @@ class ShardMembership:
         starting = not self._acting(sent)
         if starting:
             self._incarnation = new_incarnation()
-        self._sending(sent)
         body = self._lease_body()
+        self._sending(LeaseRecord.parse(body).renew_marker, sent)
         try:
             await self._apply_by_deadline(body, sent)
         except CRSError as exc:
@@ -415,14 +415,17 @@ class ShardMembership:
         aside = self._aside_until > answered  # another process seen meanwhile
         if late or aside or not (starting or self._acting(answered)):
             return 0.0
-        self.renewed(LeaseRecord.parse(body).renew_marker, sent)
+        self.renewed(sent=sent)  # its marker noted on sending
         return max(0.0, sent + self._lease_seconds / 3 - answered)
 
-    def _sending(self, now: float) -> None:
-        """Our incarnation goes out in a renewal now. Forget those last sent so long
-        ago that no request carrying them can still land (the client's request
-        timeout) and be shown (a lease duration more): at most one is drawn per retry
-        period, so a few dozen are kept, however many attempts were refused."""
+    def _sending(self, marker: str, now: float) -> None:
+        """A renewal with renew marker ``marker`` goes out now, in our incarnation.
+        The marker is noted before the answer: the watch may show the renewal first.
+        Forget the tokens last sent so long ago that no request carrying them can
+        still land (the client's request timeout) and be shown (a lease duration
+        more): at most one is drawn per retry period, so a few dozen are kept,
+        however many attempts were refused."""
+        self._note_sent(marker, now)
         self._tokens[self._incarnation] = now
         for token, sent in list(self._tokens.items()):
             if now - sent > REQUEST_TIMEOUT + self._lease_seconds:
@@ -485,9 +488,14 @@ class ShardMembership:
         if self._unseen_since is None:
             self._unseen_since = now
         if marker:
-            self._sent[marker] = self._renewed_at
-            while len(self._sent) > SENT_KEPT:
-                del self._sent[next(iter(self._sent))]
+            self._note_sent(marker, self._renewed_at)
+
+    def _note_sent(self, marker: str, sent: float) -> None:
+        """Our renewal ``marker`` was sent at ``sent``: once the watch shows it, it has
+        shown every Lease written before then (``_shown``)."""
+        self._sent[marker] = sent
+        while len(self._sent) > SENT_KEPT:
+            del self._sent[next(iter(self._sent))]
 
     def _seen_own(self, record: LeaseRecord) -> None:
         """The watch showed this replica's Lease: one of its renewals, or another
