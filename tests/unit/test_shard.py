@@ -387,6 +387,22 @@ def test_a_member_whose_lease_is_gone_is_never_revived_in_that_incarnation() -> 
     assert members.live(3.0) == {"b"}
 
 
+def test_a_member_is_never_revived_in_any_incarnation_it_was_counted_out_in() -> None:
+    """b is counted out in T0, back in T1, counted out again in T1; then a renewal it
+    sent in T0 that hung lands: b stays out. Tokens older than the latest are kept
+    ``kept_for`` seconds after they were counted out, then forgotten."""
+    members = Members(kept_for=45.0)
+    members.observe("b", "r1", 10.0, 0.0, T0)
+    assert members.live(10.0) == set()  # counted out in T0
+    members.observe("b", "r2", 10.0, 11.0, T1)
+    assert members.live(11.0) == {"b"}
+    assert members.live(21.0) == set()  # counted out in T1
+    members.observe("b", "r3", 10.0, 22.0, T0)  # a renewal in T0 that hung lands
+    assert members.live(22.0) == set()
+    members.observe("b", "r4", 10.0, 56.0, T0)  # T0 counted out 46 s ago: forgotten
+    assert members.live(56.0) == {"b"}
+
+
 def test_stale_members_are_those_expired_for_longer_than_the_grace() -> None:
     members = Members()
     members.observe("a", "t1", 10.0, now=0.0)

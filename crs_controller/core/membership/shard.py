@@ -22,6 +22,7 @@ Everything here is pure: time is passed in as ``now`` (monotonic seconds).
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 from collections.abc import Iterable, Mapping
@@ -182,14 +183,17 @@ class Members:
     expired by ``live``, or its Lease gone) is never revived in the incarnation it
     was counted out in: a renewal of it that lands later (a request in flight past
     the member's deadline, which it does not act on) would bring its old
-    contribution back as current. A member truly back has a new token. Only the
-    last such token of each identity is kept, and of those no longer watched the
-    latest ``GONE_KEPT``.
+    contribution back as current. A member truly back has a new token. Every token
+    an identity was counted out in is kept for ``kept_for`` seconds (long enough for
+    any request carrying it to land and be seen), its latest for good; of the
+    identities no longer watched, the latest ``GONE_KEPT``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kept_for: float = math.inf) -> None:
         self._seen: dict[str, _Seen] = {}
-        self._out: dict[str, str] = {}  # identity -> the incarnation it was counted out in
+        # identity -> each incarnation it was counted out in, and when (latest last)
+        self._out: dict[str, dict[str, float]] = {}
+        self._kept_for = kept_for
 
     def observe(
         self, identity: str, marker: str, duration: float, now: float, incarnation: str = ""
@@ -204,7 +208,8 @@ class Members:
         member was counted out in is ignored. Returns True when the live set at
         ``now`` changed because of this observation, i.e. when to rebalance.
         """
-        if incarnation and self._out.get(identity) == incarnation:
+        self._forget_out(now)
+        if incarnation and incarnation in self._out.get(identity, {}):
             return False
         seen = self._seen.get(identity)
         was_live = seen is not None and seen.live(now)
@@ -224,8 +229,9 @@ class Members:
         out at once. True if it was known."""
         seen = self._seen.pop(identity, None)
         if seen is not None and seen.incarnation:
-            self._out.pop(identity, None)
-            self._out[identity] = seen.incarnation  # the latest gone last
+            tokens = self._out.pop(identity, {})  # the latest gone last
+            self._out[identity] = tokens
+            tokens.setdefault(seen.incarnation, seen.expires())
         gone = [name for name in self._out if name not in self._seen]
         for name in gone[: max(0, len(gone) - GONE_KEPT)]:
             del self._out[name]
@@ -237,8 +243,16 @@ class Members:
         are counted out in their incarnation."""
         for name, seen in self._seen.items():
             if seen.incarnation and not seen.live(now):
-                self._out[name] = seen.incarnation
+                self._out.setdefault(name, {}).setdefault(seen.incarnation, now)
+        self._forget_out(now)
         return frozenset(name for name, seen in self._seen.items() if seen.live(now))
+
+    def _forget_out(self, now: float) -> None:
+        """Forget the tokens counted out over ``kept_for`` ago, but each identity's latest."""
+        for tokens in self._out.values():
+            for token in list(tokens)[:-1]:
+                if now - tokens[token] > self._kept_for:
+                    del tokens[token]
 
     def stale(self, now: float, grace: float) -> list[str]:
         """Members expired for at least ``grace`` seconds more, sorted: their Leases

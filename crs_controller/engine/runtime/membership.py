@@ -262,7 +262,8 @@ class ShardMembership:
         self._retry = min(RETRY_SECONDS, lease_seconds / 6)
         self._clock = clock
         self._on_change = on_change
-        self._members = Members()
+        # A counted-out token kept while a request carrying it may still land and be seen.
+        self._members = Members(kept_for=REQUEST_TIMEOUT + lease_seconds)
         self._lease_names: dict[str, str] = {}  # identity -> its Lease's name
         self._renewed_at: float | None = None  # when our last renewal acted on was sent
         self._unseen_since: float | None = None  # first renewal the watch has not shown
