@@ -27,6 +27,7 @@ from crs_controller.core.membership.lease import INCARNATION_ANNOTATION, LEASE_A
 from crs_controller.core.membership.shard import incarnation_of, members_stamp, owner
 from crs_controller.engine.runtime import membership as membership_module
 from crs_controller.engine.runtime.membership import (
+    LAPSE,
     RENEW_DEADLINE,
     ShardMembership,
     member_identity,
@@ -294,9 +295,10 @@ async def test_a_replica_starts_a_new_incarnation_each_time_it_starts_acting() -
         assert await it.token() not in ("", first, second)
 
 
-async def test_a_renewal_answered_after_the_deadline_is_made_again_in_a_new_incarnation() -> None:
+async def test_a_renewal_answered_after_the_deadline_lets_the_lease_lapse() -> None:
     """The others may have counted it out before that renewal landed: it does not
-    act on it, and renews again at once in a new incarnation."""
+    act on it, renews no more for LAPSE lease durations (so the others count it out
+    and take its Clusters), then again in a new incarnation."""
     async with renewing() as it:
         first = await it.token()
         real = it.shard._leases.apply
@@ -308,6 +310,10 @@ async def test_a_renewal_answered_after_the_deadline_is_made_again_in_a_new_inca
 
         it.shard._leases.apply = landing_late  # type: ignore[method-assign]
         it.clock.advance(LEASE / 3)
+        await it.clock.until_idle()
+        assert it.clock.deadlines() == [it.clock.now() + LEASE * LAPSE]
+        assert await it.token() == first and not it.shard._acting(it.clock.now())
+        it.clock.advance(LEASE * LAPSE)
         assert await it.token() not in ("", first)
         assert it.shard._acting(it.clock.now())
 
@@ -335,8 +341,8 @@ async def test_one_refused_renewal_is_tried_again_in_time_in_the_same_incarnatio
 
 async def test_a_renewal_never_answered_is_cut_off_at_the_renew_deadline() -> None:
     """A request the server never answers fails at the renew deadline, not at the
-    client's request timeout (which may be far longer), and is made again a retry
-    period later, as a refused one is."""
+    client's request timeout (which may be far longer). It may yet be committed: the
+    Lease is left to lapse, as for one answered too late."""
     async with renewing() as it:
         first = await it.token()
         deadline = it.clock.now() + LEASE * RENEW_DEADLINE
@@ -352,8 +358,8 @@ async def test_a_renewal_never_answered_is_cut_off_at_the_renew_deadline() -> No
         it.clock.advance(deadline - it.clock.now())
         for _ in range(8):  # the cut-off's turns of the loop
             await asyncio.sleep(0)
-        assert it.clock.deadlines() == [deadline + LEASE / 6]
-        it.clock.advance(LEASE / 6)
+        assert it.clock.deadlines() == [deadline + LEASE * LAPSE]
+        it.clock.advance(LEASE * LAPSE)
         assert await it.token() not in ("", first)  # its window had lapsed meanwhile
         assert it.shard._acting(it.clock.now())
 
@@ -380,7 +386,7 @@ async def test_a_renewal_is_acted_on_from_when_it_was_sent() -> None:
 async def test_a_first_renewal_answered_after_its_deadline_is_not_acted_on() -> None:
     """Starting (or back after a lapse), a renewal whose answer comes after its sending
     plus the renew deadline is not acted on either: the others may have counted it
-    out by then. It renews again at once, in a new incarnation."""
+    out by then. It lets the Lease lapse, then renews in a new incarnation."""
     clock, client = FakeClock(), MemoryKube("management")
     shard, _ = membership(clock, client)
     real = shard._leases.apply
@@ -393,7 +399,7 @@ async def test_a_first_renewal_answered_after_its_deadline_is_not_acted_on() -> 
         clock.advance(LEASE * 0.9)
 
     shard._leases.apply = late_answer  # type: ignore[method-assign]
-    assert await shard._renew() == 0.0
+    assert await shard._renew() == LEASE * LAPSE
     assert not shard._acting(clock.now()) and shard._own_deadline() is None
     first = shard._incarnation
     assert await shard._renew() == LEASE / 3
@@ -444,6 +450,74 @@ async def test_a_slow_server_answering_within_a_renewal_period_costs_no_lapse(
     assert len(set(client.tokens)) == 1
     assert len(client.tokens) >= 20  # one renewal every 5 s
     assert sum(samples) >= 0.95 * len(samples)
+
+
+class LateAnswer(MemoryKube):
+    """Commits every Lease applied at once and shows it to ``observer``, as its watch
+    would, but answers ``latency`` seconds later."""
+
+    def __init__(self, clock: FakeClock, latency: float, observer: ShardMembership) -> None:
+        super().__init__("management")
+        self.clock, self.latency, self.observer = clock, latency, observer
+
+    async def apply(self, obj: Any, **kw: Any) -> Obj:
+        applied = await super().apply(obj, **kw)
+        self.observer.on_lease(None, LeaseRecord.parse(applied))
+        await self.clock.sleep_until(self.clock.now() + self.latency, asyncio.Event())
+        return applied
+
+
+@pytest.mark.parametrize("latency", [10.0, 12.0])
+async def test_a_member_answered_too_late_to_act_is_counted_out_by_the_others(
+    latency: float,
+) -> None:
+    """With the default 15 s lease, renewals committed at once but answered 10 or 12 s
+    later (two thirds of the lease or more): it never acts on one. The others see its
+    Lease renewed, but it lets the Lease lapse after each, so they count it out: its
+    Clusters are nobody's for at most a lease duration and the others' renewal period
+    (their lag in counting out) at a time, not for as long as this lasts."""
+    clock = FakeClock()
+    observer = ShardMembership(
+        cast(KubeClient, None),
+        "crs-system",
+        "observer",
+        lease_seconds=15.0,
+        clock=clock,
+        on_change=lambda before, after: None,
+    )
+    shard, _ = membership(clock, LateAnswer(clock, latency, observer), lease_seconds=15.0)
+    running = asyncio.ensure_future(shard._renew_loop())
+    unowned, longest, out = 0.0, 0.0, 0
+    try:
+        for n in range(240):  # two minutes
+            if n % 10 == 0:
+                renew(observer, f"o{n}")  # the observer renews every 5 s, shown at once
+            await clock.until_idle()
+            clock.advance(0.5)
+            await clock.until_idle()
+            observer.refresh()
+            counted_in = "replica-a" in observer.members
+            out += not counted_in
+            unowned = unowned + 0.5 if counted_in and not shard._acting(clock.now()) else 0.0
+            longest = max(longest, unowned)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    assert out > 0 and not shard.ready.is_set()
+    assert longest <= 15.0 + 15.0 / 3 + 0.5
+
+
+async def test_a_renewal_shown_before_its_answer_is_not_taken_for_unseen() -> None:
+    """The watch showed the renewal before its answer came: no renewal of ours is
+    unseen then, so a lease duration later the watch is not taken for stale."""
+    clock, client = FakeClock(), SharedLease()  # shown while the request is in flight
+    shard, _ = membership(clock, client)
+    client.shards = [shard]
+    await shard._renew()
+    assert shard._acting(clock.now())
+    clock.advance(LEASE)
+    assert not shard._watch_stale(clock.now()) and shard._stale_at() is None
 
 
 def test_a_late_renewal_does_not_bring_a_member_back_in_its_old_incarnation() -> None:
@@ -698,6 +772,7 @@ async def test_a_silent_watch_is_listed_again_and_the_others_stay_in() -> None:
     await clock.until_idle(2)  # renewing, and waiting one period to join
     clock.advance(LEASE / 3)  # it joins one renewal period after its Lease is written
     await shard.ready.wait()
+    await clock.until_idle(2)  # its renewal due then answered, not left in flight
     assert shard.members == {"replica-a", "replica-b"} and client.lists == 1
     for _ in range(int(LEASE * 2 / (LEASE / 3))):
         clock.advance(LEASE / 3)

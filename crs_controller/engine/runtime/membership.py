@@ -29,7 +29,10 @@ lease duration, timed from when it was sent: the others wait for the full durati
 before they take its Clusters, so a replica cut off from the API server stops acting
 before anyone else starts. A renewal refused is tried again within seconds, well
 before that deadline; one not answered is cut off at that deadline, not left to the
-client's longer request timeout, and tried again as a refused one is. A Lease
+client's longer request timeout. One cut off, or answered too late to act on, may
+still have been committed, so the others would see this replica renewing while it
+does not act: it renews no more for LAPSE lease durations, so they count it out and
+take its Clusters, then starts again in a new incarnation. A Lease
 deleted under it also stops it at once, until it is renewed; so does another process
 renewing it (two under one identity), while that one keeps renewing.
 
@@ -83,6 +86,7 @@ RETRY_SECONDS = 2.0  # after a failed renewal, at most a sixth of the lease dura
 ATTEMPT_FLOOR = 1.0  # seconds a shard Lease renewal request is given at least
 STALE_AFTER = 4  # lease durations past expiry
 SENT_KEPT = 8  # renewals remembered until the watch shows them
+LAPSE = 4 / 3  # of the lease duration: no renewal after one answered too late to act on
 
 Changed = Callable[[frozenset[str], frozenset[str]], None]  # members before, after
 
@@ -113,6 +117,10 @@ class Leases:
 
     def watch_spec(self) -> WatchSpec:
         return WatchSpec(LEASE_API, LEASE_KIND, self.namespace, label_selector=MEMBER_LABEL)
+
+
+class _CutOff(Unreachable):
+    """A shard Lease renewal not answered by its deadline: it may yet be committed."""
 
 
 def replica_identity(environ: Mapping[str, str] = os.environ) -> str:
@@ -262,8 +270,7 @@ class ShardMembership:
         self._retry = min(RETRY_SECONDS, lease_seconds / 6)
         self._clock = clock
         self._on_change = on_change
-        # A counted-out token kept while a request carrying it may still land and be seen.
-        self._members = Members(kept_for=REQUEST_TIMEOUT + lease_seconds)
+        self._members = Members(kept_for=REQUEST_TIMEOUT + lease_seconds)  # as _tokens
         self._lease_names: dict[str, str] = {}  # identity -> its Lease's name
         self._renewed_at: float | None = None  # when our last renewal acted on was sent
         self._unseen_since: float | None = None  # first renewal the watch has not shown
@@ -392,32 +399,45 @@ class ShardMembership:
 
         Starting, or back after it stopped acting (its Lease lapsed or was deleted),
         it does so in a new incarnation, so that what it contributed before is never
-        taken as current. A renewal refused (or not answered) is tried again soon,
-        as leader election does, well before the renew deadline: one refused request
-        is no lapse. A renewal answered after the deadline of the window it was sent
-        in, or after its own (sent plus two thirds of the lease duration), is not
-        acted on, and the next is sent at once in a new incarnation: the others may
-        have counted this replica out before it landed, and they never count it in
-        again in that incarnation (``Members``). Nor is one acted on if another
-        process was seen renewing this Lease meanwhile (``_rival``)."""
+        taken as current. A renewal refused is tried again soon, as leader election
+        does, well before the renew deadline: one refused request is no lapse. One
+        answered after the deadline of the window it was sent in, or after its own
+        (sent plus two thirds of the lease duration), or cut off there, is not acted
+        on, and the Lease is left to lapse (``_lapse``). Nor is one acted on if
+        another process was seen renewing this Lease meanwhile (``_rival``)."""
         sent = self._clock.now()
         starting = not self._acting(sent)
         if starting:
             self._incarnation = new_incarnation()
         body = self._lease_body()
-        self._sending(LeaseRecord.parse(body).renew_marker, sent)
+        marker = LeaseRecord.parse(body).renew_marker
+        self._sending(marker, sent)
         try:
             await self._apply_by_deadline(body, sent)
+        except _CutOff:
+            return self._lapse("shard lease renewal not answered by its deadline")
         except CRSError as exc:
             log_lease_failure("shard lease not renewed", self._where(self.lease), exc)
             return self._retry
         answered = self._clock.now()
-        late = answered >= sent + self._lease_seconds * RENEW_DEADLINE
-        aside = self._aside_until > answered  # another process seen meanwhile
-        if late or aside or not (starting or self._acting(answered)):
+        if self._aside_until > answered:  # another process seen meanwhile
             return 0.0
-        self.renewed(sent=sent)  # its marker noted on sending
+        late = answered >= sent + self._lease_seconds * RENEW_DEADLINE
+        if late or not (starting or self._acting(answered)):
+            return self._lapse("shard lease renewal answered too late to act on")
+        self._acted_on(sent, unseen=marker in self._sent)  # its marker noted on sending
         return max(0.0, sent + self._lease_seconds / 3 - answered)
+
+    def _lapse(self, event: str) -> float:
+        """A renewal of ours was not acted on, yet the server may have committed it:
+        renewed again at once, and again too late, the others would see this replica
+        renew, and count it in with its Clusters unowned, for as long as that lasts.
+        So none is sent for LAPSE lease durations: the others count it out (a lease
+        duration after they saw it, up to a renewal period later) and take its
+        Clusters; then it starts again, in a new incarnation. The seconds to wait."""
+        wait = self._lease_seconds * LAPSE
+        log.warning(event, lease=self._where(self.lease), renews_again_in=round(wait, 1))
+        return wait
 
     def _sending(self, marker: str, now: float) -> None:
         """A renewal with renew marker ``marker`` goes out now, in our incarnation.
@@ -443,7 +463,7 @@ class ShardMembership:
         try:
             await by_deadline(self._clock, deadline, self._leases.apply(body))
         except TimeoutError:
-            raise Unreachable(f"no answer within {deadline - sent:.1f}s") from None
+            raise _CutOff(f"no answer within {deadline - sent:.1f}s") from None
 
     async def _expiry_loop(self) -> None:
         while True:
@@ -484,12 +504,17 @@ class ShardMembership:
         """This replica's Lease was just written, with renew marker ``marker``, by a
         request sent at ``sent`` (now if not given). Its acting window is timed from
         the sending: the others saw the renewal no earlier than that."""
-        now = self._clock.now()
-        self._renewed_at = now if sent is None else sent
-        if self._unseen_since is None:
-            self._unseen_since = now
+        sent = self._clock.now() if sent is None else sent
         if marker:
-            self._note_sent(marker, self._renewed_at)
+            self._note_sent(marker, sent)
+        self._acted_on(sent, unseen=True)
+
+    def _acted_on(self, sent: float, *, unseen: bool) -> None:
+        """Act on our renewal sent at ``sent``; ``unseen``: the watch has not shown it
+        yet (it may have, before the answer came: then it tells nothing stale)."""
+        self._renewed_at = sent
+        if unseen and self._unseen_since is None:
+            self._unseen_since = self._clock.now()
 
     def _note_sent(self, marker: str, sent: float) -> None:
         """Our renewal ``marker`` was sent at ``sent``: once the watch shows it, it has
