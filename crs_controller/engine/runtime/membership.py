@@ -27,10 +27,11 @@ is not taken as current (``core.membership.shard.members_stamp``). This replica
 counts itself live only while its last renewal is younger than two thirds of the
 lease duration, timed from when it was sent: the others wait for the full duration
 before they take its Clusters, so a replica cut off from the API server stops acting
-before anyone else starts. A renewal refused is tried again within seconds, well
-before that deadline; one not answered is cut off at that deadline, not left to the
-client's longer request timeout. One cut off, or answered too late to act on, may
-still have been committed, so the others would see this replica renewing while it
+before anyone else starts. A renewal refused is tried again within seconds, in time
+to be answered before that deadline; one not answered is cut off at that deadline,
+not left to the client's longer request timeout. A retry cut off is followed at once
+by a renewal in a new incarnation. Any other renewal cut off, or answered too late to
+act on, may still have been committed, so the others would see this replica renewing while it
 does not act: it renews no more for LAPSE lease durations, so they count it out and
 take its Clusters, then starts again in a new incarnation. A Lease
 deleted under it also stops it at once, until it is renewed; so does another process
@@ -278,6 +279,7 @@ class ShardMembership:
         self._shown_up_to: float | None = None  # the watch brought all written before
         self._rewatched_at: float | None = None
         self._rewatch = asyncio.Event()
+        self._retrying = False  # the next renewal tries a refused one again
         self._view: frozenset[str] = frozenset()
         # This replica's incarnation token, drawn anew whenever it starts acting again,
         # those its renewals may still show (``_sending``), and the view's members'.
@@ -286,8 +288,7 @@ class ShardMembership:
         self._view_incarnations: Mapping[str, str] = {}
         # Another process renewing our Lease (``_seen_own``): the watch showed one of
         # ours since we last stood aside; until when we stand aside, if we do.
-        self._own_shown = False
-        self._aside_until = -math.inf
+        self._own_shown, self._aside_until = False, -math.inf
         self._wake = asyncio.Event()
         self.ready = asyncio.Event()
         self._informer: Informer[LeaseRecord] = Informer(
@@ -409,33 +410,50 @@ class ShardMembership:
         starting = not self._acting(sent)
         if starting:
             self._incarnation = new_incarnation()
+        retry, self._retrying = self._retrying and not starting, False
         body = self._lease_body()
         marker = LeaseRecord.parse(body).renew_marker
         self._sending(marker, sent)
         try:
             await self._apply_by_deadline(body, sent)
         except _CutOff:
-            return self._lapse("shard lease renewal not answered by its deadline")
+            return self._lapse("shard lease renewal not answered by its deadline", retry)
         except CRSError as exc:
             log_lease_failure("shard lease not renewed", self._where(self.lease), exc)
-            return self._retry
+            self._retrying = True
+            return self._retry_wait(self._clock.now())
         answered = self._clock.now()
         if self._aside_until > answered:  # another process seen meanwhile
             return 0.0
         late = answered >= sent + self._lease_seconds * RENEW_DEADLINE
         if late or not (starting or self._acting(answered)):
-            return self._lapse("shard lease renewal answered too late to act on")
+            return self._lapse("shard lease renewal answered too late to act on", retry)
         self._acted_on(sent, unseen=marker in self._sent)  # its marker noted on sending
         return max(0.0, sent + self._lease_seconds / 3 - answered)
 
-    def _lapse(self, event: str) -> float:
+    def _retry_wait(self, now: float) -> float:
+        """The seconds to wait before trying a refused renewal again: the retry
+        period, but no later than a sixth of the lease duration before the acting
+        window ends, so that on a server slow to answer (a refusal too) the retry is
+        still answered within the window; the retry period once that time is past."""
+        deadline = self._own_deadline()
+        if deadline is None:
+            return self._retry
+        until_last = deadline - self._lease_seconds / 6 - now
+        return min(self._retry, until_last) if until_last >= 0 else self._retry
+
+    def _lapse(self, event: str, retry: bool = False) -> float:
         """A renewal of ours was not acted on, yet the server may have committed it:
         renewed again at once, and again too late, the others would see this replica
         renew, and count it in with its Clusters unowned, for as long as that lasts.
         So none is sent for LAPSE lease durations: the others count it out (a lease
         duration after they saw it, up to a renewal period later) and take its
-        Clusters; then it starts again, in a new incarnation. The seconds to wait."""
-        wait = self._lease_seconds * LAPSE
+        Clusters; then it starts again, in a new incarnation. The seconds to wait.
+
+        Not after a ``retry`` of a refused renewal sent while acting: that tells of
+        one refusal, not of a server answering too late. It renews again at once, in
+        a new incarnation; if that one is not acted on either, the Lease lapses."""
+        wait = 0.0 if retry else self._lease_seconds * LAPSE
         log.warning(event, lease=self._where(self.lease), renews_again_in=round(wait, 1))
         return wait
 
