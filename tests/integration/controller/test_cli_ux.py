@@ -102,6 +102,12 @@ class Lines:
         return wait_for(lambda: next((x for x in self.lines if predicate(x)), None), TIMEOUT)
 
 
+INTERRUPTIBLE_CLI = (
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from crs_controller.app.cli import main; raise SystemExit(main())"
+)
+
+
 def test_status_watch_prints_the_table_then_each_change_until_interrupted(
     controller: ControllerProcess,
     control_plane: ControlPlane,
@@ -115,7 +121,9 @@ def test_status_watch_prints_the_table_then_each_change_until_interrupted(
     mgmt.create(crs_obj(namespace, "watched", [("ConfigMap", "watched")], {"w": "1"}))
     add_cluster(mgmt, workloads[0], namespace, "w0", {"w": "1"})
     wait_condition(mgmt, namespace, "watched", "Ready", "True", "Applied")
-    command = [sys.executable, "-m", "crs_controller.app.cli", "status", "-w", "-n", namespace]
+    # Ctrl-C as a terminal sends it, whatever this run inherited: a shell starting the
+    # tests in the background sets SIGINT to be ignored, and the child inherits that.
+    command = [sys.executable, "-c", INTERRUPTIBLE_CLI, "status", "-w", "-n", namespace]
     command += ["--timeout", "2m", "--kubeconfig", admin_kubeconfig(control_plane, tmp_path)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
