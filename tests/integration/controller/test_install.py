@@ -13,11 +13,14 @@ refused request and without one request outside its namespace (its extension
 answers a hook for a Cluster of another namespace "nothing to do"), and its own
 policy refuses other binding writers there, and anyone but the controller a shard
 set's contribution ConfigMap (created, relabelled or deleted), while a tenant's
-other ConfigMaps stay open. hack/release.py renders config/default and
+other ConfigMaps stay open; likewise the leader Lease and the shard members' Leases
+(by name or label: created, taken over or deleted), which the namespace controller
+still deletes, while a tenant's other Leases stay open. hack/release.py renders config/default and
 config/extension (its kustomize var included) exactly as kustomize does."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import time
 import uuid
@@ -25,10 +28,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
-from crs_controller.testbed import ControlPlane, TestbedClient, wait_for
+from crs_controller.core.membership.lease import INCARNATION_ANNOTATION
+from crs_controller.core.membership.shard import LEASE_PREFIX, lease_name
+from crs_controller.engine.runtime.membership import LEADER_LEASE, MEMBER_LABEL
+from crs_controller.testbed import ControlPlane, Server, TestbedClient, wait_for
 from crs_controller.testbed.controller import (
     SA_USER,
     SYSTEM_NAMESPACE,
@@ -68,7 +75,9 @@ from .support import (
     wait_object,
 )
 
-LEASE_API = "coordination.k8s.io/v1"
+LEASE_GROUP = "coordination.k8s.io"
+LEASE_API = f"{LEASE_GROUP}/v1"
+NAMESPACE_CONTROLLER = "system:serviceaccount:kube-system:namespace-controller"
 RELEASE_SCRIPT = CONFIG.parent / "hack" / "release.py"
 Obj = dict[str, Any]
 
@@ -293,48 +302,133 @@ def _share(namespace: str, name: str, labelled: bool = True) -> Obj:
     return made
 
 
-def test_the_namespaced_policy_keeps_contributions_to_the_controller(
-    tmp_path: Path, mgmt: TestbedClient, control_plane: ControlPlane, namespace: str
-) -> None:
+@contextlib.contextmanager
+def _namespaced_policy(
+    tmp_path: Path, mgmt: TestbedClient, server: Server, namespace: str, group: str, resource: str
+) -> Iterator[tuple[TestbedClient, TestbedClient]]:
+    """config/namespaced installed in ``namespace`` and clients for a tenant allowed by
+    RBAC to write ``resource`` there and for the controller's ServiceAccount."""
     prefix = f"{unique('s')}-"
     documents = build(overlay(tmp_path, ["namespaced"], namespace=namespace, namePrefix=prefix))
     installed = install(mgmt, documents)
     tenant = unique("tenant")
-    rbac = writer_rbac(namespace, tenant, "", "configmaps")
+    rbac = writer_rbac(namespace, tenant, group, resource)
     for obj in rbac:
         mgmt.apply(obj)
     user = f"system:serviceaccount:{namespace}:{prefix}crs-controller"
-    server = control_plane.management
     try:
         with (
             TestbedClient(server.kubeconfig(tenant, ())) as forger,
             TestbedClient(server.kubeconfig(user, ())) as controller,
         ):
-            forged = _share(namespace, "crs-share-0123456789ab-forged")
-            wait_for(
-                lambda: try_create(forger, forged, dry_run=True).status_code == 403,
-                TIMEOUT,
-                message="the namespaced policy in force",
-            )
-            for obj in (
-                forged,
-                _share(namespace, "other"),
-                _share(namespace, "crs-share-x", False),
-            ):
-                answer = try_create(forger, obj)
-                assert answer.status_code == 403, answer.text
-                assert "contributions of a shard set" in answer.json()["message"]
-            own = try_create(forger, configmap_obj("tenant-own", namespace, key="value"))
-            assert own.status_code == 201, own.text
-            relabelled = {**own.json()}
-            relabelled["metadata"]["labels"] = {"addons.crs.dev/shard-contribution": "x"}
-            path = forger.path("v1", "ConfigMap", "tenant-own", namespace)
-            assert forger.http.put(path, json=relabelled).status_code == 403
-            written = try_create(controller, _share(namespace, "crs-share-0123456789ab-real"))
-            assert written.status_code == 201, written.text
-            share = forger.path("v1", "ConfigMap", "crs-share-0123456789ab-real", namespace)
-            assert forger.http.delete(share).status_code == 403
-            assert controller.http.delete(share).status_code == 200
+            yield forger, controller
     finally:
         uninstall(mgmt, rbac)
         uninstall(mgmt, installed)
+
+
+def test_the_namespaced_policy_keeps_contributions_to_the_controller(
+    tmp_path: Path, mgmt: TestbedClient, control_plane: ControlPlane, namespace: str
+) -> None:
+    server = control_plane.management
+    with _namespaced_policy(tmp_path, mgmt, server, namespace, "", "configmaps") as (
+        forger,
+        controller,
+    ):
+        forged = _share(namespace, "crs-share-0123456789ab-forged")
+        wait_for(
+            lambda: try_create(forger, forged, dry_run=True).status_code == 403,
+            TIMEOUT,
+            message="the namespaced policy in force",
+        )
+        for obj in (
+            forged,
+            _share(namespace, "other"),
+            _share(namespace, "crs-share-x", False),
+        ):
+            answer = try_create(forger, obj)
+            assert answer.status_code == 403, answer.text
+            assert "contributions of a shard set" in answer.json()["message"]
+        own = try_create(forger, configmap_obj("tenant-own", namespace, key="value"))
+        assert own.status_code == 201, own.text
+        relabelled = {**own.json()}
+        relabelled["metadata"]["labels"] = {"addons.crs.dev/shard-contribution": "x"}
+        path = forger.path("v1", "ConfigMap", "tenant-own", namespace)
+        assert forger.http.put(path, json=relabelled).status_code == 403
+        written = try_create(controller, _share(namespace, "crs-share-0123456789ab-real"))
+        assert written.status_code == 201, written.text
+        share = forger.path("v1", "ConfigMap", "crs-share-0123456789ab-real", namespace)
+        assert forger.http.delete(share).status_code == 403
+        assert controller.http.delete(share).status_code == 200
+
+
+def _lease(namespace: str, name: str, *, member: bool = False, generated: bool = False) -> Obj:
+    """A Lease named ``name`` (or generated from it), labelled and annotated as a shard
+    member's (``member``) or not."""
+    metadata: Obj = {"namespace": namespace, "generateName" if generated else "name": name}
+    if member:
+        metadata["labels"] = {MEMBER_LABEL: "true"}
+        metadata["annotations"] = {INCARNATION_ANNOTATION: "0123456789abcdef" * 2}
+    spec = {"holderIdentity": name, "leaseDurationSeconds": 15}
+    return {"apiVersion": LEASE_API, "kind": "Lease", "metadata": metadata, "spec": spec}
+
+
+def _refused_lease(answer: httpx.Response) -> None:
+    assert answer.status_code == 403, answer.text
+    assert "may write or delete its Leases" in answer.json()["message"]
+
+
+def test_the_namespaced_policy_keeps_the_controllers_leases_to_it(
+    tmp_path: Path, mgmt: TestbedClient, control_plane: ControlPlane, namespace: str
+) -> None:
+    server = control_plane.management
+    member = lease_name("replica-0")
+    with (
+        _namespaced_policy(tmp_path, mgmt, server, namespace, LEASE_GROUP, "leases") as (
+            forger,
+            controller,
+        ),
+        TestbedClient(server.kubeconfig(NAMESPACE_CONTROLLER, ())) as cleaner,
+    ):
+        forged = _lease(namespace, lease_name("forged"), member=True)
+        wait_for(
+            lambda: try_create(forger, forged, dry_run=True).status_code == 403,
+            TIMEOUT,
+            message="the namespaced policy in force",
+        )
+        for obj in (
+            forged,
+            _lease(namespace, LEADER_LEASE),
+            _lease(namespace, lease_name("unlabelled")),
+            _lease(namespace, LEASE_PREFIX, generated=True),
+            _lease(namespace, "other", member=True),
+        ):
+            _refused_lease(try_create(forger, obj))
+        for name, labelled in ((LEADER_LEASE, False), (member, True)):
+            written = try_create(controller, _lease(namespace, name, member=labelled))
+            assert written.status_code == 201, written.text
+            taken = {**written.json(), "spec": {"holderIdentity": "tenant"}}
+            path = forger.path(LEASE_API, "Lease", name, namespace)
+            _refused_lease(forger.http.put(path, json=taken))
+            _refused_lease(forger.http.delete(path))
+        _tenant_lease_stays_open(forger, namespace)
+        # Deleting a namespace deletes its Leases; the controller deletes its own.
+        path = cleaner.path(LEASE_API, "Lease", member, namespace)
+        assert cleaner.http.delete(path).status_code == 200
+        path = controller.path(LEASE_API, "Lease", LEADER_LEASE, namespace)
+        assert controller.http.delete(path).status_code == 200
+
+
+def _tenant_lease_stays_open(forger: TestbedClient, namespace: str) -> None:
+    """A Lease of the tenant's own is written, renewed and deleted as before, but not
+    labelled as a shard member's."""
+    own = try_create(forger, _lease(namespace, "tenant-own"))
+    assert own.status_code == 201, own.text
+    path = forger.path(LEASE_API, "Lease", "tenant-own", namespace)
+    relabelled = {**own.json()}
+    relabelled["metadata"]["labels"] = {MEMBER_LABEL: "true"}
+    _refused_lease(forger.http.put(path, json=relabelled))
+    renewed = {**own.json(), "spec": {"holderIdentity": "tenant", "leaseDurationSeconds": 30}}
+    answer = forger.http.put(path, json=renewed)
+    assert answer.status_code == 200, answer.text
+    assert forger.http.delete(path).status_code == 200
