@@ -8,7 +8,9 @@ parameter is missing. Covers: no policy bound with Deny matches ConfigMaps or Se
 without an objectSelector (the snapshot label, checked before the parameter lookup);
 the snapshot policy selects the snapshot label; the policy that only identifies the
 controller lets its requests through when the parameter is missing; every policy
-binding names a policy that exists.
+binding names a policy that exists; the namespaced policy names the controller's
+Leases (the leader Lease, the shard members' prefix and label) as the code does, for
+every write and delete, and leaves the node heartbeats' namespace alone.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any
 
 import yaml
 
+from crs_controller.core.membership.shard import LEASE_PREFIX
 from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL
+from crs_controller.engine.runtime.membership import LEADER_LEASE, MEMBER_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "config"
@@ -88,3 +92,25 @@ def test_the_snapshot_policy_selects_the_snapshot_label() -> None:
 def test_the_controllers_own_writes_pass_without_the_parameter() -> None:
     binding = documents("ValidatingAdmissionPolicyBinding")["crs-controller-own-writes"]
     assert binding["spec"]["paramRef"]["parameterNotFoundAction"] == "Allow"
+
+
+def test_the_namespaced_policy_names_the_leases_as_the_controller_does() -> None:
+    spec = documents("ValidatingAdmissionPolicy")["crs-controller-namespaced-binding-writers"][
+        "spec"
+    ]
+    (leases,) = [
+        rule
+        for rule in spec["matchConstraints"]["resourceRules"]
+        if rule["resources"] == ["leases"]
+    ]
+    assert leases["apiGroups"] == ["coordination.k8s.io"]
+    assert set(leases["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    conditions = " ".join(c["expression"] for c in spec["matchConditions"])
+    assert f"request.name == '{LEADER_LEASE}'" in conditions
+    assert f"request.name.startsWith('{LEASE_PREFIX}')" in conditions
+    assert f"generateName.startsWith('{LEASE_PREFIX}')" in conditions
+    for side in ("object", "oldObject"):
+        assert f"'{MEMBER_LABEL}' in {side}.metadata.labels" in conditions
+    assert spec["matchConstraints"]["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-node-lease"]}
+    ]
