@@ -95,9 +95,8 @@ def test_the_controllers_own_writes_pass_without_the_parameter() -> None:
 
 
 def test_the_namespaced_policy_names_the_leases_as_the_controller_does() -> None:
-    spec = documents("ValidatingAdmissionPolicy")["crs-controller-namespaced-binding-writers"][
-        "spec"
-    ]
+    policies = documents("ValidatingAdmissionPolicy")
+    spec = policies["crs-controller-namespaced-binding-writers"]["spec"]
     (leases,) = [
         rule
         for rule in spec["matchConstraints"]["resourceRules"]
