@@ -305,10 +305,12 @@ def _share(namespace: str, name: str, labelled: bool = True) -> Obj:
 
 @contextlib.contextmanager
 def _namespaced_policy(
-    tmp_path: Path, mgmt: TestbedClient, server: Server, namespace: str, group: str, resource: str
+    tmp_path: Path, mgmt: TestbedClient, server: Server, probe: Obj, group: str, resource: str
 ) -> Iterator[tuple[TestbedClient, TestbedClient]]:
-    """config/namespaced installed in ``namespace`` and clients for a tenant allowed by
-    RBAC to write ``resource`` there and for the controller's ServiceAccount."""
+    """config/namespaced installed in the namespace of ``probe`` and clients for a
+    tenant allowed by RBAC to write ``resource`` there and for the controller's
+    ServiceAccount, once the policy refuses the tenant ``probe``."""
+    namespace = probe["metadata"]["namespace"]
     prefix = f"{unique('s')}-"
     documents = build(overlay(tmp_path, ["namespaced"], namespace=namespace, namePrefix=prefix))
     installed = install(mgmt, documents)
@@ -322,6 +324,11 @@ def _namespaced_policy(
             TestbedClient(server.kubeconfig(tenant, ())) as forger,
             TestbedClient(server.kubeconfig(user, ())) as controller,
         ):
+            wait_for(
+                lambda: try_create(forger, probe, dry_run=True).status_code == 403,
+                TIMEOUT,
+                message="the namespaced policy in force",
+            )
             yield forger, controller
     finally:
         uninstall(mgmt, rbac)
@@ -332,16 +339,11 @@ def test_the_namespaced_policy_keeps_contributions_to_the_controller(
     tmp_path: Path, mgmt: TestbedClient, control_plane: ControlPlane, namespace: str
 ) -> None:
     server = control_plane.management
-    with _namespaced_policy(tmp_path, mgmt, server, namespace, "", "configmaps") as (
+    forged = _share(namespace, "crs-share-0123456789ab-forged")
+    with _namespaced_policy(tmp_path, mgmt, server, forged, "", "configmaps") as (
         forger,
         controller,
     ):
-        forged = _share(namespace, "crs-share-0123456789ab-forged")
-        wait_for(
-            lambda: try_create(forger, forged, dry_run=True).status_code == 403,
-            TIMEOUT,
-            message="the namespaced policy in force",
-        )
         for obj in (
             forged,
             _share(namespace, "other"),
@@ -384,19 +386,14 @@ def test_the_namespaced_policy_keeps_the_controllers_leases_to_it(
 ) -> None:
     server = control_plane.management
     member = lease_name("replica-0")
+    forged = _lease(namespace, lease_name("forged"), member=True)
     with (
-        _namespaced_policy(tmp_path, mgmt, server, namespace, LEASE_GROUP, "leases") as (
+        _namespaced_policy(tmp_path, mgmt, server, forged, LEASE_GROUP, "leases") as (
             forger,
             controller,
         ),
         TestbedClient(server.kubeconfig(NAMESPACE_CONTROLLER, ())) as cleaner,
     ):
-        forged = _lease(namespace, lease_name("forged"), member=True)
-        wait_for(
-            lambda: try_create(forger, forged, dry_run=True).status_code == 403,
-            TIMEOUT,
-            message="the namespaced policy in force",
-        )
         for obj in (
             forged,
             _lease(namespace, LEADER_LEASE),
