@@ -3,7 +3,8 @@ larger than a snapshot holds get none, a Warning says so once and the revision i
 still in the history; the kept snapshots of one CRS stay within their total bytes,
 the oldest revisions going first (revisionHistoryLimit aside), each annotated with
 the bytes it holds; a rollback by hand is counted once, not on every pass after it
-nor by a restarted replica; a snapshot's name another object holds is told once,
+nor by a restarted replica; a rollback in force whose snapshot went stays in force,
+holding its clusters; a snapshot's name another object holds is told once,
 and the snapshot written whole once the name is free; a snapshot holds the content
 its revision was hashed from, or is not written; the snapshots of revisions no
 longer kept are deleted on a later pass, but never one of a revision in the history
@@ -168,6 +169,53 @@ async def test_a_manual_rollback_after_one_by_itself_is_counted_as_manual() -> N
     rollout = status(world)["rollout"]
     assert rollout["rolledBackFrom"] == second and "failed" not in rollout["message"]
     assert manual_rollbacks() == before + 1
+
+
+async def annotate(world: World, annotations: dict[str, str]) -> None:
+    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
+    await world.update({**stored, "metadata": {**stored["metadata"], "annotations": annotations}})
+
+
+def addon_on_c1(world: World) -> str:
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    return str(workload.objects[("v1", "ConfigMap", "default", "addon")]["data"]["v"])
+
+
+async def test_a_rollback_whose_snapshot_went_holds_its_clusters_and_stays_in_force() -> None:
+    """One process, the leader: a rollback by hand is in force, its request gone (a
+    GitOps tool re-applied the CRS), and its snapshot is deleted. The status keeps the
+    rollback, never the revision rolled back from rolled out in its place; a Warning
+    says why, and the cluster keeps what it has, held."""
+    world = await world_with(crs("a", "src"))
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    for value in ("1", "2"):
+        await edit(world, value)
+        await reconcile(world)
+        watch_snapshots(world, shown)
+        await reconcile_crs(ctx, NS, "a")
+    first, second = (r["revision"] for r in status(world)["history"])
+    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
+    await reconcile_crs(ctx, NS, "a")
+    await reconcile(world)
+    await reconcile_crs(ctx, NS, "a")
+    assert (addon_on_c1(world), status(world)["rollout"]["phase"]) == ("1", "RolledBack")
+    await annotate(world, {})
+    await world.mgmt.delete("v1", "ConfigMap", snapshot_name("a", first), NS)
+    watch_snapshots(world, shown)
+    with capture_logs() as logs:
+        for _ in range(2):
+            await reconcile_crs(ctx, NS, "a")
+            await reconcile(world)
+    written = status(world)
+    assert (written["revision"], written["rollout"]["rolledBackFrom"]) == (first, second)
+    assert "rollback refused" in written["rollout"]["message"]
+    assert [m for m in warnings(world, "RollbackRefused") if first in m]
+    assert addon_on_c1(world) == "1"
+    entry = world.index.entry(NS, "c1", "a")
+    assert entry is not None and entry.outcome is not None
+    assert entry.outcome.reason == "Progressing" and "held" in entry.outcome.message
+    held = [e for e in logs if e["event"] == "rollback held"]
+    assert len(held) == 1 and held[0]["log_level"] == "warning"
 
 
 async def test_a_snapshot_name_another_object_holds_is_told_once_not_written() -> None:

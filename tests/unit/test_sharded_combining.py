@@ -26,10 +26,14 @@ from crs_controller.core.api.models import (
 from crs_controller.core.errors import APIError
 from crs_controller.core.membership.lease import LeaseRecord
 from crs_controller.core.membership.shard import members_stamp
-from crs_controller.core.spec.objects import CRS
+from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL
+from crs_controller.core.spec.objects import CRS, SourceMeta, parse_source_meta
 from crs_controller.core.state.contribution import Combined, Contribution, Waiting
 from crs_controller.core.state.tally import Tally
 from crs_controller.engine.io.contributions import ContributionStore
+from crs_controller.engine.io.informer import Informer, WatchSpec
+from crs_controller.engine.io.snapshots import Snapshots
+from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 from crs_controller.engine.reconcile.context import (
     ClusterContext,
@@ -39,6 +43,7 @@ from crs_controller.engine.reconcile.context import (
 )
 from crs_controller.engine.reconcile.crs import DELETION_POLL, reconcile_crs
 from crs_controller.engine.reconcile.result import Result, crs_key
+from crs_controller.engine.reconcile.rollout import entry_revision
 from crs_controller.engine.runtime.controller import Controller, status_settle
 from crs_controller.engine.runtime.membership import ShardMembership
 
@@ -279,6 +284,21 @@ def pair(world: World) -> Pair:
     return Pair(world, leader, follower, cluster_ctx)
 
 
+async def fails_on_c1(two: Pair) -> MemoryKube:
+    """The sources edited, and the new revision failing on c1: its rollout halts and
+    the leader rolls back by itself. Returns c1's workload, failing still."""
+    world = two.world
+    source = world.mgmt.objects[("v1", "ConfigMap", NS, "src")]
+    await world.update({**source, "data": configmap_source("src", payload("addon", "2"))["data"]})
+    workload: MemoryKube = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    workload.fail_with = APIError("apply refused", status=422, body="{}")
+    await two.crs_passes()
+    await two.cluster_pass()  # the new revision fails on c1
+    await reconcile_crs(two.follower, NS, "a")
+    await reconcile_crs(two.leader, NS, "a")  # halted: back by itself
+    return workload
+
+
 async def test_a_rollback_by_itself_starts_on_the_leader_and_the_members_follow_it() -> None:
     """c1 is the follower's: its failure halts the rollout; the leader decides the
     rollback from the members' shares combined, writes it at once (the follower's
@@ -288,14 +308,7 @@ async def test_a_rollback_by_itself_starts_on_the_leader_and_the_members_follow_
     two = pair(world)
     await two.a_round()
     assert status(world)["rollout"]["phase"] == "Complete"
-    source = world.mgmt.objects[("v1", "ConfigMap", NS, "src")]
-    await world.update({**source, "data": configmap_source("src", payload("addon", "2"))["data"]})
-    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
-    workload.fail_with = APIError("apply refused", status=422, body="{}")
-    await two.crs_passes()
-    await two.cluster_pass()  # the new revision fails on c1
-    await reconcile_crs(two.follower, NS, "a")
-    await reconcile_crs(two.leader, NS, "a")  # halted: back by itself
+    workload = await fails_on_c1(two)
     rolling = status(world)["rollout"]
     assert rolling["rolledBackFrom"] and "waiting for the members' shares" in rolling["message"]
     workload.fail_with = None
@@ -303,6 +316,74 @@ async def test_a_rollback_by_itself_starts_on_the_leader_and_the_members_follow_
         await two.a_round()
     done = status(world)["rollout"]
     assert (done["phase"], done["rolledBackFrom"]) == ("RolledBack", rolling["rolledBackFrom"])
+
+
+def blind(two: Pair) -> tuple[Pair, Informer[SourceMeta]]:
+    """``two`` with the follower (its CRS and cluster passes) watching the ConfigMaps
+    through a watch of its own that shows every one the world's shows but the
+    snapshots (not in yet, or deleted); the watch is returned, to show them later."""
+    world = two.world
+    watch = Informer(world.mgmt, WatchSpec("v1", "ConfigMap"), parse_source_meta, _no_handler)
+    for (_, kind, _, _), obj in world.mgmt.objects.items():
+        if kind == "ConfigMap" and SNAPSHOT_LABEL not in obj["metadata"].get("labels", {}):
+            watch.put(obj)
+    sources = Sources(world.mgmt, watch, world.secrets)
+    snapshots = Snapshots(world.mgmt, sources, watch, world.secrets)
+    follower = replace(two.follower, sources=sources, snapshots=snapshots)
+    cluster_ctx = replace(two.cluster_ctx, sources=sources, snapshots=snapshots)
+    return replace(two, follower=follower, cluster_ctx=cluster_ctx), watch
+
+
+def _no_handler(old: object, new: object) -> None:
+    pass
+
+
+def revision_on_c1(world: World) -> str | None:
+    the_crs = world.crs_context().caches.crs(NS, "a")
+    assert the_crs is not None
+    return entry_revision(the_crs, world.index.entry(NS, "c1", "a"))
+
+
+def addon_on(workload: MemoryKube) -> str:
+    return str(workload.objects[("v1", "ConfigMap", "default", "addon")]["data"]["v"])
+
+
+async def test_a_follower_that_cannot_read_the_rollback_snapshot_holds_its_clusters() -> None:
+    """The leader rolls back by itself; the follower's watch shows neither snapshot
+    (not in yet, or deleted) once the status says so. c1, which failed taking the new
+    revision, is held: never the revision rolled back from applied (its retry would
+    take it once the workload recovered), no first install either; the follower says
+    so, at warning and as the leader would (RollbackRefused). Once it sees the
+    snapshots, c1 goes back to the revision rolled back to."""
+    world = await world_with(crs("a", "src", rollout={"maxConcurrent": 1, "onFailure": "Rollback"}))
+    two = pair(world)
+    await two.a_round()
+    first = status(world)["revision"]
+    workload = await fails_on_c1(two)
+    failed = status(world)["rollout"]["rolledBackFrom"]
+    assert failed and status(world)["revision"] == first
+    held, watch = blind(two)
+    workload.fail_with = None
+    with capture_logs() as logs:
+        for _ in range(2):
+            await held.a_round()
+    entry = world.index.entry(NS, "c1", "a")
+    assert entry is not None and entry.outcome is not None
+    assert entry.outcome.reason == "Progressing" and first in entry.outcome.message
+    assert addon_on(workload) == "1"  # what it had: nothing of the failed revision
+    warned = [e for e in logs if e["event"] == "rollback held"]
+    assert warned and warned[0]["log_level"] == "warning" and warned[0]["crs"] == f"{NS}/a"
+    refused = [o for k, o in world.mgmt.objects.items() if k[1] == "Event"]
+    assert [e for e in refused if e["reason"] == "RollbackRefused" and "m-b" in e["message"]]
+    # The snapshots come in: c1 goes back to the revision rolled back to.
+    for (_, kind, _, _), obj in world.mgmt.objects.items():
+        if kind == "ConfigMap":
+            watch.put(obj)
+    for _ in range(2):
+        await held.a_round()
+    done = status(world)["rollout"]
+    assert (done["phase"], done["rolledBackFrom"]) == ("RolledBack", failed)
+    assert revision_on_c1(world) == first and addon_on(workload) == "1"
 
 
 async def test_a_member_taking_over_counts_nothing_before_its_new_shares_bindings_are_in() -> None:

@@ -21,6 +21,7 @@ class Rollouts:
         self._plans: dict[CRSKey, tuple[str, Plan]] = {}
         self._halted: dict[CRSKey, str] = {}
         self._because: dict[CRSKey, str] = {}
+        self._refused: dict[CRSKey, str] = {}
 
     def halted(self, namespace: str, crs: str) -> str | None:
         """The last revision whose rollout halted (its clusters take the next first);
@@ -39,6 +40,17 @@ class Rollouts:
             self._because.pop((namespace, crs), None)
         else:
             self._because[(namespace, crs)] = because
+
+    def refusal(self, namespace: str, crs: str, why: str | None) -> bool:
+        """Note why this process holds the CRS's rollback (its snapshot cannot be
+        read here; None: it does not); True when that is news, to be told once."""
+        key = (namespace, crs)
+        if why is None:
+            self._refused.pop(key, None)
+            return False
+        news = self._refused.get(key) != why
+        self._refused[key] = why
+        return news
 
     def admitted(self, namespace: str, crs: str, cluster: str, revision: str) -> bool:
         """May ``cluster`` take ``revision`` of this CRS now? False until the CRS
@@ -87,6 +99,7 @@ class Rollouts:
         self._plans.pop((namespace, crs), None)
         self._halted.pop((namespace, crs), None)
         self._because.pop((namespace, crs), None)
+        self._refused.pop((namespace, crs), None)
 
 
 def _news(was: Plan | None, plan: Plan, behind: Collection[str]) -> frozenset[str]:

@@ -1,8 +1,10 @@
 """The one gate of a CRS on a cluster: may its pass run now, or what holds it back.
 
-Four things can hold a CRS back on one cluster, and all are asked here, in this
+Five things can hold a CRS back on one cluster, and all are asked here, in this
 order: its dependencies (``core.values.dependencies``: a CRS it depends on is not done on
-this cluster yet, missing, or on a cycle); then, for a new revision on a cluster
+this cluster yet, missing, or on a cycle); a rollback in force whose snapshot this
+process cannot read (``RolledOut.held``: nothing runs, a first install neither, and
+never the revision rolled back from instead); then, for a new revision on a cluster
 that has the CRS installed, the cluster itself (annotation
 ``addons.crs.dev/hold-updates``), the CRS's rollout (``core.rollout.plan``: this
 cluster's step has not come yet, the change windows are closed, the step awaits
@@ -39,6 +41,7 @@ __all__ = [
     "Gate",
     "Go",
     "Held",
+    "RollbackHeld",
     "RolloutStep",
     "UpdateHeld",
     "describe",
@@ -73,6 +76,15 @@ class RolloutStep:
 
 
 @dataclass(frozen=True)
+class RollbackHeld:
+    """A rollback to ``target`` is in force and its snapshot cannot be read here
+    (``why``): the cluster keeps what it has until it can."""
+
+    target: str
+    why: str
+
+
+@dataclass(frozen=True)
 class UpdateHeld:
     """The cluster holds updates (annotation ``addons.crs.dev/hold-updates``)."""
 
@@ -84,7 +96,7 @@ class BudgetExhausted:
     limit: int
 
 
-Hold = Wait | Missing | Cycle | RolloutStep | UpdateHeld | BudgetExhausted
+Hold = Wait | Missing | Cycle | RollbackHeld | RolloutStep | UpdateHeld | BudgetExhausted
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,9 @@ def describe(held: Held) -> Outcome:
         case RolloutStep():
             message = "waiting for its rollout step"
             return Outcome("Progressing", "Progressing", message, generation)
+        case RollbackHeld(target=target, why=why):
+            message = f"held by its rollback to {target}: {why}"
+            return Outcome("Progressing", "Progressing", message, generation)
         case UpdateHeld():
             message = "the cluster holds updates (addons.crs.dev/hold-updates)"
             return Outcome("Progressing", "UpdateHeld", message, generation)
@@ -155,10 +170,12 @@ class Gate:
                 return Held(decided, crs.generation)
         scope = self._scope
         ctx, cluster, entry = scope.ctx, scope.cluster, scope.before(crs.name)
+        rolled = await scope.rolled(crs)  # once per pass: the pair reads it too
+        if rolled is not None and rolled.held:
+            return Held(RollbackHeld(rolled.target, rolled.refused or ""), crs.generation)
         limit = ctx.settings.max_updating_clusters
         if crs.policy is None and not cluster.holds_updates and limit is None:
             return Go()
-        rolled = await scope.rolled(crs)
         if rolled is None:
             return Go(keep_installed=entry_revision(crs, entry) is not None)
         now, target = rolled.hashes, rolled.target

@@ -138,6 +138,7 @@ async def _contribute(ctx: CRSContext, crs: CRS) -> Result:
     the leader makes its own (``_write_status``), and the plan it then follows."""
     matching = ctx.caches.matching_clusters(crs)
     rolled = await rolled_out(ctx, crs) if matching else None
+    await _tell_held(ctx, crs, rolled)
     planning = rolled if rolled is not None and _plans(crs, rolled) else None
     whole, states = await _combined(ctx, crs, _own(ctx, crs, matching), planning)
     if isinstance(whole, Waiting):
@@ -146,6 +147,21 @@ async def _contribute(ctx: CRSContext, crs: CRS) -> Result:
         fleet_metrics.clear_rollout(crs.namespace, crs.name)
         return NOTHING
     return plan_rollout(ctx, crs, planning, whole, states)[1]
+
+
+async def _tell_held(ctx: CRSContext, crs: CRS, rolled: RolledOut | None) -> None:
+    """A rollback this process holds (``RolledOut.held``: its snapshot cannot be read
+    here) is told once per reason, at warning. A follower also gives the Warning
+    Event a refused rollback gives (``RollbackRefused``), naming itself: the leader's
+    status may not say it, as the leader's own view of the snapshot may be fine."""
+    why = rolled.refused if rolled is not None and rolled.held else None
+    if rolled is None or why is None or not ctx.rollouts.refusal(crs.namespace, crs.name, why):
+        return
+    where, me = f"{crs.namespace}/{crs.name}", ctx.combining.me
+    log.warning("rollback held", crs=where, to=rolled.target, reason=why, member=me)
+    if not ctx.leading():
+        message = f"{why}: replica {me}'s clusters keep what they have until it can be read"
+        await ctx.events.emit(crs, "Warning", "RollbackRefused", message)
 
 
 def _own(ctx: CRSContext, crs: CRS, matching: list[Cluster]) -> list[Cluster]:
@@ -326,6 +342,7 @@ async def _write_status(ctx: CRSContext, crs: CRS, model: ClusterResourceSet) ->
     if isinstance(settled, Waiting):
         return _waiting(ctx, crs, settled)
     rolled, planning = settled.rolled, settled.planning
+    await _tell_held(ctx, crs, rolled)
     if rolled is not None:
         await snapshot(ctx, planner, rolled)
     made, then = None, NOTHING

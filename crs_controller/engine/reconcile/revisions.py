@@ -10,6 +10,7 @@ Rollback`` (``core.rollout.history`` decides).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import structlog
 
@@ -39,7 +40,8 @@ async def by_itself(ctx: CRSContext, crs: CRS, rolled: RolledOut, made: Plan) ->
     """``rolled``, or the rollback its halted rollout starts under ``onFailure:
     Rollback``: to the last revision whose rollout completed (its snapshot checked).
     ``made``: the plan of ``rolled`` every matching cluster makes (the members'
-    shares combined), which says whether it halted."""
+    shares combined), which says whether it halted. A snapshot refused starts none:
+    ``rolled`` saying why, halted as under Halt."""
     if rolled.undo.rolled_back_from:
         return rolled
     spec = crs.valid.spec.rollout
@@ -49,9 +51,10 @@ async def by_itself(ctx: CRSContext, crs: CRS, rolled: RolledOut, made: Plan) ->
     if to is None:
         return rolled
     back = await roll_to(ctx, crs, Undo(to, rolled.target), rolled.hashes, rolled.current)
-    if back.refused is None:
-        ctx.rollouts.rolled_back(crs.namespace, crs.name, made.message)
-        log.warning("rolling back", crs=f"{crs.namespace}/{crs.name}", to=to, reason=made.message)
+    if back.refused is not None:  # not started: the rollout stays halted, as under Halt
+        return replace(rolled, refused=back.refused)
+    ctx.rollouts.rolled_back(crs.namespace, crs.name, made.message)
+    log.warning("rolling back", crs=f"{crs.namespace}/{crs.name}", to=to, reason=made.message)
     return back
 
 

@@ -42,9 +42,9 @@ class RolledOut:
     """What a CRS rolls out now: ``undo`` says the target (and the sources' revision a
     rollback replaces), ``hashes`` are the target's sources' hashes, ``snapshot`` its
     sources when they come from a snapshot (None: the sources as they are), and
-    ``refused`` why a rollback asked for could not be used (its snapshot).
-    ``current`` are the sources as they are, as loaded when their revision
-    (``sources``) was hashed: what that revision's snapshot is written from."""
+    ``refused`` why a rollback asked for could not be used (its snapshot): it is
+    ``held`` then. ``current`` are the sources as they are, as loaded when their
+    revision (``sources``) was hashed: what that revision's snapshot is written from."""
 
     undo: Undo
     hashes: Hashes
@@ -60,6 +60,14 @@ class RolledOut:
     def sources(self) -> str:
         """The revision of the sources as they are."""
         return self.undo.rolled_back_from or self.undo.target
+
+    @property
+    def held(self) -> bool:
+        """A rollback in force whose snapshot cannot be read here (not in this
+        process's watch yet, deleted, refused): its clusters are held, nothing
+        admitted, first installs neither, and the revision rolled back from is never
+        applied in its place; ``hashes`` are then the sources', for counting alone."""
+        return self.refused is not None and self.undo.rolled_back_from is not None
 
 
 async def rolled_out(ctx: ClusterContext | CRSContext, crs: CRS) -> RolledOut | None:
@@ -79,14 +87,15 @@ async def roll_to(
     live: Hashes,
     current: Mapping[Key, Source],
 ) -> RolledOut:
-    """``undo`` with its snapshot read and checked; a snapshot refused leaves the
-    sources as they are (``current``, hashed to ``live``), saying why."""
+    """``undo`` with its snapshot read and checked; a snapshot refused keeps the
+    rollback, ``held`` (saying why), with the hashes of the sources as they are
+    (``current``, hashed to ``live``): never the revision rolled back from instead."""
     if undo.rolled_back_from is None:
         return RolledOut(undo, live, current=current)
     try:
         snapshot = await ctx.snapshots.sources_of(crs, undo.target)
     except SnapshotRefused as exc:
-        return RolledOut(Undo(undo.rolled_back_from), live, refused=str(exc), current=current)
+        return RolledOut(undo, live, refused=str(exc), current=current)
     hashes = {key: source.hash for key, source in snapshot.items()}
     return RolledOut(undo, hashes, snapshot, current=current)
 
@@ -184,10 +193,12 @@ def plan_rollout(
     admits are woken as it is (memory/plans), whatever the rest of the pass does. The
     Result wakes this CRS when time alone changes the plan (a soak's end, a change
     window opening or closing). A rollback's clusters on the revision rolled back
-    from go first."""
+    from go first; a rollback ``held`` here admits none of them."""
     target, back = rolled.target, rolled.undo.rolled_back_from
     made, gate = whole_plan(ctx, crs, whole)
     made = admit(made, gate, own, whole.admissions(gate, ctx.combining.me))
+    if rolled.held:
+        made = replace(made, admit=frozenset(), validate=frozenset())
     if back is not None:
         made = rolling_back(made, back, target, failure_of(ctx, crs, back))
     # Those it holds back look again too when what it waits for changed.

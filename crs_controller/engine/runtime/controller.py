@@ -27,6 +27,7 @@ from crs_controller.core.errors import Conflict, CRSError, NotOurs
 from crs_controller.core.membership.shard import buckets_of, owner
 from crs_controller.core.notifications.payloads import FOUND_BY_THE_OWNER, Notice
 from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
+from crs_controller.core.rollout.snapshots import snapshot_name
 from crs_controller.core.spec.objects import (
     CRS,
     Binding,
@@ -419,6 +420,8 @@ class Controller:
             self.crs_ctx.snapshots.seen(kind, old, new)
             meta = new or old
             assert meta is not None
+            if meta.snapshot_of is not None:
+                self._snapshot_moved(meta)
             # The watch holds metadata only: whether the content moved is known once
             # it is fetched (one GET per version, engine/io/sources). Each CRS naming
             # it looks when its key is taken (``_look_at_sources``), one CRS at a
@@ -426,6 +429,17 @@ class Controller:
             self._source_moved(meta.namespace, kind, meta.name)
 
         return handler
+
+    def _snapshot_moved(self, meta: SourceMeta) -> None:
+        """A snapshot came, changed or went: the CRS whose rollback in force returns to
+        its revision looks again. A process holding that rollback until it can read
+        the snapshot (``RolledOut.held``) plans it then, and wakes its clusters."""
+        for crs in self.index.crss_in(meta.namespace):
+            rollout, revision = crs.status.rollout, crs.status.revision
+            if crs.meta.uid != meta.snapshot_of or rollout is None or revision is None:
+                continue
+            if rollout.rolled_back_from and snapshot_name(crs.name, revision) == meta.name:
+                self.queue.add(crs_key(meta.namespace, crs.name))
 
     def _source_moved(self, namespace: str, kind: str, name: str) -> None:
         """A source has a new version, or a pass found its content changed: each CRS
