@@ -1,7 +1,8 @@
 """A new version of a ConfigMap a CRS names wakes its clusters only when the content
 moved: a label or an annotation written wakes none and brings the CRS's status pass
 spaced as after a binding write, a content change wakes every matching cluster at
-once, and a change undone (A, B, A) after a pass took B wakes them back to A. The
+once, and a change undone (A, B, A) after a pass took B wakes them back to A. The snapshot a rollback in force returns to wakes its CRS
+when it comes. The
 keys are taken by hand on the in-memory API and a fake clock: the CRS's own keys
 run, the clusters' are only counted. Nothing here runs a server or sleeps."""
 
@@ -12,7 +13,8 @@ import itertools
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from crs_controller.core.api.models import ResourceRef
+from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, ResourceRef
+from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL, snapshot_name
 from crs_controller.core.spec.objects import SourceMeta
 from crs_controller.engine.io.informer import Informer
 from crs_controller.engine.reconcile.context import Settings
@@ -206,3 +208,28 @@ async def test_a_sources_change_number_moves_with_its_content_only() -> None:
     await controller.mgmt.delete("v1", "ConfigMap", "src", NS)
     configmaps(controller).remove(NS, "src")
     assert await sources.change(NS, ref) != back  # unreadable now
+
+
+async def test_the_snapshot_a_rollback_in_force_returns_to_wakes_its_crs_when_it_comes() -> None:
+    """A process holding a rollback because its watch does not show the snapshot yet
+    (``RolledOut.held``) plans it once it does: the snapshot coming wakes the CRS's
+    pass. A snapshot of another revision wakes nothing."""
+    controller, _ = await fleet()
+    raw = await controller.mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, "set", NS)
+    assert raw is not None
+    back, to = "xxh3:" + "b" * 16, "xxh3:" + "a" * 16
+    rollout = {"rolledBackFrom": back, "phase": "Progressing", "step": 1, "message": ""}
+    raw["status"] = {"revision": to, "rollout": rollout}
+    raw = await controller.mgmt.replace(raw, subresource="status")
+    crss = controller.informers[0]
+    controller._on_crs(crss.get(NS, "set"), crss.put(raw))
+    while len(controller.queue):  # its pass is not run: the status stays as it is
+        controller.queue.done(controller.queue.get_nowait())
+    uid = raw["metadata"]["uid"]
+    for rev, wakes in ((back, False), (to, True)):
+        meta = {"name": snapshot_name("set", rev), "namespace": NS, "labels": {SNAPSHOT_LABEL: uid}}
+        snapshot = await controller.mgmt.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+        )
+        controller._on_source("ConfigMap")(None, configmaps(controller).put(snapshot))
+        assert (STATUS in controller.queue.ready_keys()) is wakes
