@@ -1,10 +1,10 @@
 """A new version of a ConfigMap a CRS names wakes its clusters only when the content
 moved: a label or an annotation written wakes none and brings the CRS's status pass
 spaced as after a binding write, a content change wakes every matching cluster at
-once, and a change undone (A, B, A) after a pass took B wakes them back to A. The snapshot a rollback in force returns to wakes its CRS
-when it comes. The
-keys are taken by hand on the in-memory API and a fake clock: the CRS's own keys
-run, the clusters' are only counted. Nothing here runs a server or sleeps."""
+once, and a change undone (A, B, A) after a pass took B wakes them back to A. The
+snapshot a rollback in force returns to wakes its CRS when it comes. The keys are
+taken by hand on the in-memory API and a fake clock: the CRS's own keys run, the
+clusters' are only counted. Nothing here runs a server or sleeps."""
 
 from __future__ import annotations
 
