@@ -3,7 +3,9 @@ Cluster (spec.paused or the annotation) or CRS holds everything; a Cluster that 
 updates and a paused rollout hold a new revision on a cluster that has the CRS, never
 a first install nor a cluster on the revision; Cluster API upgrading the cluster
 holds a resource applied there whose content changed, unless the CRS gates upgrades;
-and `diff`'s lines count the held changes per reason."""
+a rollback in force whose snapshot cannot be read holds everything, the sources
+shown (never applied in its place); and `diff`'s lines count the held changes per
+reason."""
 
 from __future__ import annotations
 
@@ -11,14 +13,17 @@ from typing import Any
 
 import pytest
 
-from crs_controller.app.commands.diff import Change, held_notes
+from crs_controller.app.commands.diff import Change, _rolled_back, held_notes
 from crs_controller.app.commands.holds import Holds, drift_left, holds
 from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION
 from crs_controller.core.api.models import CRSBinding, ResourceBinding
+from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.spec.objects import parse_cluster, parse_crs
 from crs_controller.core.versions.cluster_version import ClusterVersion
+from crs_controller.engine.reconcile.rollout import revision_of
 
-from .builders import cluster, crs
+from .builders import cluster, configmap_source, crs, payload
+from .memory_kube import MemoryKube
 
 OLD, NEW = "xxh3:0001", "xxh3:0002"
 NOW = {("ConfigMap", "src"): NEW}
@@ -200,3 +205,17 @@ def test_drift_is_left_unless_the_crs_corrects_it(
     assert (why is not None) == left
     if why is not None:
         assert "driftDetection: None" in why and "ConfigMap/src" in why
+
+
+async def test_a_rollback_whose_snapshot_cannot_be_read_holds_every_change() -> None:
+    """The snapshot of the revision the rollback in force returns to is gone: the
+    sources are shown, and held, as the controller holds the cluster."""
+    source = configmap_source("src", payload("addon", "2"))
+    raw = crs("x", "src")
+    raw["metadata"]["uid"] = "u-1"
+    sources = {("ConfigMap", "src"): source}
+    back = revision_of({("ConfigMap", "src"): resource_hash(source)})
+    raw["status"] = {"revision": OLD, "rollout": {"rolledBackFrom": back, "phase": "Progressing"}}
+    shown, note, held = await _rolled_back(MemoryKube("management"), parse_crs(raw), sources)
+    assert shown == sources and note is not None and OLD in note
+    assert held is not None and "has no snapshot" in held

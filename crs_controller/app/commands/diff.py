@@ -6,7 +6,9 @@ and a CustomResourceDefinition or Namespace it would keep instead (no allowDelet
 names its kind) is named on stderr with why (-o json|yaml: "kept").
 
 The content is what the controller applies: the sources, or while a rollback is in
-force the snapshot of the revision it returned to (stderr says so).
+force the snapshot of the revision it returned to (stderr says so). A snapshot that
+cannot be read shows the sources, every change held: the controller holds the
+cluster then, and never applies the revision rolled back from instead.
 
 Objects are sent as the controller sends them: an object it created goes without
 the fields spec.ignore leaves to others (an HPA's replicas), so those are no change;
@@ -24,7 +26,8 @@ content it has now (drift) is left so unless the CRS corrects drift
 (spec.driftDetection) or reapplies on an interval (spec.reapplyInterval). A change
 the controller holds for now is shown, and stderr says what holds it: a paused
 Cluster or CRS, a Cluster that holds updates, a paused rollout, Cluster API
-upgrading the cluster (-o json|yaml: each change's "held").
+upgrading the cluster, a rollback whose snapshot cannot be read (-o json|yaml: each
+change's "held").
 
 A ClusterResourceSet with a field this version's schema does not declare is refused,
 naming it as the API server does (unknown field "spec.healthCheck.wiat").
@@ -39,7 +42,7 @@ import asyncio
 import difflib
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import yaml
 
@@ -243,7 +246,7 @@ async def _planned(mgmt: KubeClient, target: _Target, cluster: Cluster) -> _Plan
         if source is not None:
             source.setdefault("kind", ref.kind)
             sources[(ref.kind, ref.name)] = source
-    sources, note = await _rolled_back(mgmt, crs, sources)
+    sources, note, held = await _rolled_back(mgmt, crs, sources)
     version = await _version(mgmt, target.cluster)
     rendered = render_crs(
         crs, lambda k, n: sources.get((k, n)), ClusterValues(target.cluster), version=version
@@ -251,21 +254,24 @@ async def _planned(mgmt: KubeClient, target: _Target, cluster: Cluster) -> _Plan
     if rendered.problems:
         raise UsageError(rendered.problems[0])
     now = {key: resource_hash(raw) for key, raw in sources.items()}  # in spec order
-    return _Plan(rendered.resources, holds(crs, cluster, target.entry, version, now), note)
+    found = holds(crs, cluster, target.entry, version, now)
+    return _Plan(rendered.resources, replace(found, everything=found.everything or held), note)
 
 
 async def _rolled_back(
     mgmt: KubeClient, crs: CRS, sources: dict[tuple[str, str], Obj]
-) -> tuple[dict[tuple[str, str], Obj], str | None]:
+) -> tuple[dict[tuple[str, str], Obj], str | None, str | None]:
     """The sources the controller renders now: ``sources`` as they are, or, while a
     rollback is in force, the snapshot of the revision it returns to, checked as the
-    controller checks it (``core.rollout.snapshots.read``); and a note saying which."""
+    controller checks it (``core.rollout.snapshots.read``); a note saying which; and
+    why every change is held (the snapshot refused: the controller holds the
+    clusters, and never applies the sources, the revision rolled back from)."""
     keys = [(ref.kind, ref.name) for ref in crs.valid.spec.resources]
     if any(key not in sources for key in keys):
-        return sources, None
+        return sources, None, None
     undo = crs.undo(revision_of({key: resource_hash(sources[key]) for key in keys}))
     if undo.rolled_back_from is None:
-        return sources, None
+        return sources, None, None
     name, rev = snapshot_name(crs.name, undo.target), undo.target
     configmap = await mgmt.get("v1", "ConfigMap", name, crs.namespace)
     secret = None
@@ -274,10 +280,11 @@ async def _rolled_back(
     try:
         raws = read(configmap, secret, str(crs.meta.uid), rev, keys)
     except SnapshotRefused as exc:
-        return sources, f"a rollback to {rev} is asked for, but {exc}: the sources are applied"
+        note = f"a rollback to {rev} is in force, but {exc}: shown are the sources"
+        return sources, note, f"its rollback cannot read the snapshot it returns to ({exc})"
     back = undo.rolled_back_from
     note = f"a rollback is in force: revision {rev} (its snapshot), not the sources' {back}"
-    return {key: {**raw, "kind": key[0]} for key, raw in raws.items()}, note
+    return {key: {**raw, "kind": key[0]} for key, raw in raws.items()}, note, None
 
 
 async def _version(mgmt: KubeClient, raw: Obj) -> ClusterVersion:
