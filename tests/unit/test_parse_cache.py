@@ -4,8 +4,9 @@ that keeps refusals apart so large sources never push one out (a hostile source 
 parsed once, however often it is retried) and names the resource asked for, never the
 same content in another namespace, fetched contents evicted and fetched again with one
 GET, every parse and hash over 1 KiB (keys included) in a worker thread, a hash
-shared by the workers that want it at once, and nothing fetched or parsed for a CRS
-that no Cluster selects."""
+shared by the workers that want it at once, a GET answered after its object was
+forgotten keeping nothing, and nothing fetched or parsed for a CRS that no Cluster
+selects."""
 
 from __future__ import annotations
 
@@ -300,11 +301,14 @@ class HeldGets:
 
     def __init__(self, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
         self.gate = asyncio.Event()
+        self.answered = asyncio.Event()  # a GET held was answered
         real = world.mgmt.get
 
         async def held(api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
             await self.gate.wait()
-            return await real(api_version, kind, name, namespace)
+            found = await real(api_version, kind, name, namespace)
+            self.answered.set()
+            return found
 
         monkeypatch.setattr(world.mgmt, "get", held)
 
@@ -328,6 +332,26 @@ async def test_workers_missing_one_source_together_send_one_get(
     answers = await asyncio.gather(*workers[1:])
     assert gets_of(world) == [("get", "ConfigMap/s")]
     assert all(a is not None and a["data"]["a"] == objects_text(3) for a in answers)
+
+
+async def test_a_get_answered_after_its_source_was_forgotten_keeps_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Cluster handed over while its kubeconfig's GET is in flight: the pass is
+    cancelled and the Secret forgotten, then the answer comes. Not kept (this replica
+    no longer owns the Cluster): the next read sends a GET of its own."""
+    world = await world_of(configmap("s", objects_text(3)))
+    sources, held = world.ctx.sources, HeldGets(world, monkeypatch)
+    caller = asyncio.ensure_future(sources.content(NS, "ConfigMap", "s"))
+    await asyncio.sleep(0)  # the GET is in flight
+    caller.cancel()
+    sources.forget(NS, "ConfigMap", "s")
+    held.release()
+    await held.answered.wait()  # and what followed it ran: it does not wait again
+    assert caller.cancelled()
+    again = await sources.content(NS, "ConfigMap", "s")
+    assert gets_of(world) == [("get", "ConfigMap/s")] * 2
+    assert again is not None and again["data"]["a"] == objects_text(3)
 
 
 async def test_a_change_seen_while_a_get_is_in_flight_is_fetched_again(

@@ -195,21 +195,28 @@ class Sources:
         return await asyncio.shield(running[1])
 
     async def _fetch_and_keep(self, key: ContentKey) -> Obj | None:
+        """GET the object for its callers; kept only while this fetch is still the
+        key's: one ``forget`` meanwhile (a Cluster handed over, its kubeconfig with
+        it) dropped, or a newer version's fetch superseded, keeps nothing, however
+        late the answer comes."""
         namespace, kind, name = key
         try:
             fetched = await self._client.get("v1", kind, name, namespace)
         finally:
             running = self._fetching.get(key)
-            if running is not None and running[1] is asyncio.current_task():
+            current = running is not None and running[1] is asyncio.current_task()
+            if current:
                 del self._fetching[key]
         if fetched is None:
-            self.forget(*key)
+            if current:  # else a fetch since started finds out for itself
+                self.forget(*key)
             return None
         fetched.setdefault("kind", kind)
         metadata = fetched.get("metadata")
         if isinstance(metadata, dict):
             metadata.pop("managedFields", None)  # never read; as large as data's keys
-        self._contents.put(key, fetched, _held_bytes(fetched))
+        if current:
+            self._contents.put(key, fetched, _held_bytes(fetched))
         return fetched
 
     async def load(self, namespace: str, ref: ResourceRef) -> Source:
@@ -365,9 +372,13 @@ class Sources:
         return parsed
 
     def forget(self, namespace: str, kind: str, name: str) -> None:
+        """Drop what is held of the object, and the fetch of it under way: its callers
+        still get its answer, which is not kept (``_fetch_and_keep``); a later read
+        fetches again."""
         self._contents.pop((namespace, kind, name))
         self._hashes.pop((namespace, kind, name), None)
         self._hashing.pop((namespace, kind, name), None)
+        self._fetching.pop((namespace, kind, name), None)
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:
