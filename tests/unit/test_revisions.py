@@ -32,6 +32,7 @@ from crs_controller.core.rollout.snapshots import (
 )
 from crs_controller.engine.io import metrics
 from crs_controller.engine.reconcile import revisions
+from crs_controller.engine.reconcile.context import CRSContext
 from crs_controller.engine.reconcile.crs import reconcile_crs
 from crs_controller.engine.reconcile.rollout import RolledOut, current_sources, rolled_out
 
@@ -123,19 +124,31 @@ def manual_rollbacks() -> float:
     return metrics.ROLLBACKS.labels("Manual")._value.get()
 
 
-async def test_a_manual_rollback_is_counted_once() -> None:
-    world = await world_with(crs("a", "src"))
-    ctx, shown = world.crs_context(), set[tuple[str, str]]()
-    for value in ("1", "2"):  # two revisions, each complete on the cluster
+async def two_revisions(
+    world: World, ctx: CRSContext, shown: set[tuple[str, str]]
+) -> tuple[str, str]:
+    """Two revisions of the sources, each complete on the cluster, their snapshots
+    shown to the caches: returns them, oldest first."""
+    for value in ("1", "2"):
         await edit(world, value)
         await reconcile(world)
         watch_snapshots(world, shown)
         await reconcile_crs(ctx, NS, "a")
     first, second = (r["revision"] for r in status(world)["history"])
-    assert [r["outcome"] for r in status(world)["history"]] == ["Complete", "Complete"]
+    return first, second
+
+
+async def annotate(world: World, annotations: dict[str, str]) -> None:
     stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
-    asked = {ROLLBACK_ANNOTATION: f"{second}/{first}"}
-    await world.update({**stored, "metadata": {**stored["metadata"], "annotations": asked}})
+    await world.update({**stored, "metadata": {**stored["metadata"], "annotations": annotations}})
+
+
+async def test_a_manual_rollback_is_counted_once() -> None:
+    world = await world_with(crs("a", "src"))
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    first, second = await two_revisions(world, ctx, shown)
+    assert [r["outcome"] for r in status(world)["history"]] == ["Complete", "Complete"]
+    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
     before = manual_rollbacks()
     await reconcile_crs(ctx, NS, "a")
     assert status(world)["rollout"]["rolledBackFrom"] == second
@@ -152,28 +165,16 @@ async def test_a_manual_rollback_after_one_by_itself_is_counted_as_manual() -> N
     later rollback by hand is counted as Manual and names no failure."""
     world = await world_with(crs("a", "src"))
     ctx, shown = world.crs_context(), set[tuple[str, str]]()
-    for value in ("1", "2"):
-        await edit(world, value)
-        await reconcile(world)
-        watch_snapshots(world, shown)
-        await reconcile_crs(ctx, NS, "a")
-    first, second = (r["revision"] for r in status(world)["history"])
+    first, second = await two_revisions(world, ctx, shown)
     ctx.rollouts.rolled_back(NS, "a", "halted: 1 cluster failed")
     await reconcile_crs(ctx, NS, "a")  # nothing in force, no rollout planned
     assert ctx.rollouts.because(NS, "a") is None
-    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
-    asked = {ROLLBACK_ANNOTATION: f"{second}/{first}"}
-    await world.update({**stored, "metadata": {**stored["metadata"], "annotations": asked}})
+    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
     before = manual_rollbacks()
     await reconcile_crs(ctx, NS, "a")
     rollout = status(world)["rollout"]
     assert rollout["rolledBackFrom"] == second and "failed" not in rollout["message"]
     assert manual_rollbacks() == before + 1
-
-
-async def annotate(world: World, annotations: dict[str, str]) -> None:
-    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
-    await world.update({**stored, "metadata": {**stored["metadata"], "annotations": annotations}})
 
 
 def addon_on_c1(world: World) -> str:
@@ -188,12 +189,7 @@ async def test_a_rollback_whose_snapshot_went_holds_its_clusters_and_stays_in_fo
     says why, and the cluster keeps what it has, held."""
     world = await world_with(crs("a", "src"))
     ctx, shown = world.crs_context(), set[tuple[str, str]]()
-    for value in ("1", "2"):
-        await edit(world, value)
-        await reconcile(world)
-        watch_snapshots(world, shown)
-        await reconcile_crs(ctx, NS, "a")
-    first, second = (r["revision"] for r in status(world)["history"])
+    first, second = await two_revisions(world, ctx, shown)
     await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
     await reconcile_crs(ctx, NS, "a")
     await reconcile(world)
@@ -322,9 +318,7 @@ async def roll_back_by_hand(world: World, first: str) -> str:
     await reconcile_crs(ctx, NS, "a")
     second: str = status(world)["history"][-1]["revision"]
     assert second != first
-    stored = world.mgmt.objects[(API_VERSION, "ClusterResourceSet", NS, "a")]
-    asked = {ROLLBACK_ANNOTATION: f"{second}/{first}"}
-    await world.update({**stored, "metadata": {**stored["metadata"], "annotations": asked}})
+    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
     await reconcile_crs(ctx, NS, "a")
     return second
 
