@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine
 
-from crs_controller.app import serving
-from crs_controller.app.commands.dashboard import hosts
+from crs_controller.app.commands.dashboard import page_url, serve_page
 from crs_controller.app.commands.status import BINDING_KIND, CRS_KIND, FleetState
 from crs_controller.app.dashboard import view
-from crs_controller.app.dashboard.server import Feed, page_app
+from crs_controller.app.dashboard.server import Feed
 from crs_controller.core.api.models import API_VERSION
 from crs_controller.engine.reconcile.rollout import revision_of
 from crs_controller.testbed.browser import browser, missing
@@ -123,20 +123,12 @@ class Server:
         self.state, self.feed = state, Feed()
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        self.port = asyncio.run_coroutine_threadsafe(self._start(), self.loop).result()
+        self.url = asyncio.run_coroutine_threadsafe(self._start(), self.loop).result()
 
-    async def _start(self) -> int:
-        allowed: set[str] = set()
-        lookup = lambda ns, c, s: view.record(self.state, ns, c, s)  # noqa: E731
-        served = await serving.launch(
-            page_app(self.feed, lookup, allowed),
-            serving.config(read_timeout=None),
-            "127.0.0.1",
-            0,
-            "dashboard",
-        )
-        allowed |= hosts("127.0.0.1", served.port)
-        return served.port
+    async def _start(self) -> str:
+        lookup = partial(view.record, self.state)
+        served, access = await serve_page(self.feed, lookup, "127.0.0.1", 0)
+        return page_url("127.0.0.1", served.port, access)
 
     def fold(self) -> tuple[float, view.View]:
         started = time.perf_counter()
@@ -189,7 +181,7 @@ def main() -> int:
     figures["fold_ms"] = round(fold_ms, 1)
     figures["snapshot_bytes"] = len(json.dumps(built, separators=(",", ":")))
     with browser() as page:
-        page.open(f"http://127.0.0.1:{server.port}/#/crs/{NAMESPACE}/{CRS}")
+        page.open(f"{server.url}#/crs/{NAMESPACE}/{CRS}")
         page.wait("return window.fleetStats && window.fleetStats.snapshots > 0", timeout=120)
         stats = page.run("return window.fleetStats")
         figures["first_render_ms"] = round(stats["renderedAt"], 1)

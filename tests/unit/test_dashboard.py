@@ -5,11 +5,11 @@ updates in no step, one waiting for its upgrade in its own; the header with what
 rollout waits for and the clusters it holds), folded off the event loop from a copy
 the watches leave alone, what it parsed kept, a binding's record with its text
 escaped, the changes between two views (applied to the first they give the second),
-the address and the Host headers answered; then the ASGI app: the page and its
-assets with a Content-Security-Policy, refusals of another Host and of writes, the
-stream (a snapshot, then deltas) and a follower too far behind dropped; and the
-page's files, which name nothing from elsewhere and never hand API text to the HTML
-parser."""
+the address and the Host headers answered; then the ASGI app, asked with the run's
+cookie (``test_dashboard_access`` asks without it): the page and its assets with a
+Content-Security-Policy, refusals of another Host and of writes, the stream (a
+snapshot, then deltas) and a follower too far behind dropped; and the page's files,
+which name nothing from elsewhere and never hand API text to the HTML parser."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from crs_controller.app.commands.common import UsageError
 from crs_controller.app.commands.dashboard import address, hosts
 from crs_controller.app.commands.status import BINDING_KIND, CRS_KIND, FleetState
 from crs_controller.app.dashboard import server, view
+from crs_controller.app.dashboard.access import Access
 from crs_controller.app.dashboard.server import BACKLOG, Feed, asset, page_app
 from crs_controller.core.api.models import API_VERSION, CRSBinding
 from crs_controller.core.rollout.plan import Step, step_of
@@ -38,6 +39,9 @@ from crs_controller.engine.reconcile.rollout import revision_of
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 HASH, OLD = "xxh3:00000000000000aa", "xxh3:00000000000000bb"
 REVISION = revision_of({("ConfigMap", "addon"): HASH})
+ACCESS = Access()
+ACCESS.serve_on(8080)
+SIGNED_IN = f"{ACCESS.cookie}={ACCESS.token}"
 
 
 def entry(reason: str | None, ready: bool | None = None) -> CRSBinding | None:
@@ -339,14 +343,23 @@ def test_the_host_headers_answered_are_the_address_and_its_loopback_names() -> N
 class Exchange:
     """One request to the ASGI app, its answer collected."""
 
-    def __init__(self, path: str, method: str = "GET", host: str = "127.0.0.1:8080") -> None:
+    def __init__(
+        self,
+        path: str,
+        method: str = "GET",
+        host: str = "127.0.0.1:8080",
+        cookie: str | None = SIGNED_IN,
+    ) -> None:
         query = path.partition("?")[2].encode()
+        headers = [(b"host", host.encode())]
+        if cookie is not None:
+            headers.append((b"cookie", cookie.encode()))
         self.scope: Any = {
             "type": "http",
             "method": method,
             "path": path.partition("?")[0],
             "query_string": query,
-            "headers": [(b"host", host.encode())],
+            "headers": headers,
         }
         self.status = 0
         self.headers: dict[bytes, bytes] = {}
@@ -373,8 +386,13 @@ class Exchange:
         self.sent.set()
 
 
-async def ask(feed: Feed, path: str, **how: str) -> Exchange:
-    app = page_app(feed, lambda ns, c, crs: {"asked": [ns, c, crs]}, {"127.0.0.1:8080"})
+def asked(namespace: str, cluster: str, crs: str) -> dict[str, Any]:
+    """A record that names what it was asked for."""
+    return {"asked": [namespace, cluster, crs]}
+
+
+async def ask(feed: Feed, path: str, **how: str | None) -> Exchange:
+    app = page_app(feed, asked, {"127.0.0.1:8080"}, ACCESS)
     exchange = Exchange(path, **how)
     exchange.gone.set()
     await app(exchange.scope, exchange.receive, exchange.send)
@@ -406,7 +424,7 @@ async def test_the_stream_sends_a_snapshot_then_each_change() -> None:
     feed = Feed()
     state = fleet()
     feed.publish(view.build(state, NOW))
-    app = page_app(feed, lambda *_: None, {"127.0.0.1:8080"})
+    app = page_app(feed, lambda *_: None, {"127.0.0.1:8080"}, ACCESS)
     exchange = Exchange("/events")
     streaming = asyncio.create_task(app(exchange.scope, exchange.receive, exchange.send))
     await exchange.until(b"\n\n")

@@ -5,17 +5,21 @@ clusters grouped by rollout step, each with its state, reason and binding record
 one cluster's CRSs. It reads what ``status`` reads, kept current by watches (no
 polling), and folds it on this side: the browser only draws.
 
-It listens on 127.0.0.1 unless told otherwise and never writes to the API; the page
-runs only its own script (a Content-Security-Policy) and shows every name, label and
-message as text."""
+It listens on 127.0.0.1 unless told otherwise and never writes to the API. It
+answers only the URL it prints, which holds a new token each run (others on the same
+host cannot read the page); another address than loopback is warned about, as the
+page is served without TLS. The page runs only its own script (a
+Content-Security-Policy) and shows every name, label and message as text."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import sys
 from datetime import UTC, datetime
+from functools import partial
 
 from crs_controller.app import serving
 from crs_controller.app.commands.common import (
@@ -27,14 +31,16 @@ from crs_controller.app.commands.common import (
     command_parser,
     guarded,
     management,
+    warn,
 )
 from crs_controller.app.commands.status import FleetState, watched
 from crs_controller.app.dashboard import view
-from crs_controller.app.dashboard.server import Feed, page_app
+from crs_controller.app.dashboard.access import TOKEN_PARAMETER, Access
+from crs_controller.app.dashboard.server import Feed, Lookup, page_app
 from crs_controller.clients.kube import KubeClient
 
 EXAMPLES = """examples:
-  crs-controller dashboard -n fleet                  # http://127.0.0.1:8080/
+  crs-controller dashboard -n fleet                  # http://127.0.0.1:8080/?token=…
   crs-controller dashboard -A --address 127.0.0.1:9000
   crs-controller dashboard --kubeconfig mgmt.kubeconfig --context prod
 """
@@ -76,18 +82,45 @@ def address(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def netloc(host: str, port: int) -> str:
+    """HOST:PORT as a URL and a Host header write it (an IPv6 host in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def hosts(host: str, port: int) -> frozenset[str]:
     """The Host headers a browser sends for the address served (and for localhost,
     when it is a loopback address)."""
-    shown = f"[{host}]" if ":" in host else host
-    names = {f"{shown}:{port}"}
+    names = {netloc(host, port)}
     if host in ("127.0.0.1", "::1", "localhost"):
         names |= {f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"}
     return frozenset(name.lower() for name in names)
 
 
+def loopback(host: str) -> bool:
+    """Whether ``host`` is reached from this machine alone (``localhost`` or a loopback
+    address); a name other than localhost may resolve anywhere."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def page_url(host: str, port: int, access: Access) -> str:
+    """The URL to open: the address served, with this run's token."""
+    return f"http://{netloc(host, port)}/?{TOKEN_PARAMETER}={access.token}"
+
+
 def run(args: argparse.Namespace) -> int:
     host, port = address(args.address)
+    if not loopback(host):
+        warn(
+            "dashboard",
+            f"--address {args.address} is not a loopback address and the page is served "
+            "without TLS: anyone on that network who sees the URL, or its traffic, can "
+            "read everything this kubeconfig can list",
+        )
     return asyncio.run(_dashboard(args, host, port))
 
 
@@ -98,9 +131,9 @@ async def _dashboard(args: argparse.Namespace, host: str, port: int) -> int:
         state = await FleetState.load(client, namespace)
         feed = Feed()
         await _refresh(client, state, feed)
-        served = await _serve(feed, state, host, port)
-        shown = f"[{host}]" if ":" in host else host
-        print(f"Serving the fleet page on http://{shown}:{served.port}/ (Ctrl-C to stop)")
+        served, access = await serve_page(feed, partial(view.record, state), host, port)
+        url = page_url(host, served.port, access)
+        print(f"Serving the fleet page on {url} (Ctrl-C to stop)")
         sys.stdout.flush()
         try:
             await _follow(client, state, feed)
@@ -111,13 +144,18 @@ async def _dashboard(args: argparse.Namespace, host: str, port: int) -> int:
     return OK
 
 
-async def _serve(feed: Feed, state: FleetState, host: str, port: int) -> serving.Served:
+async def serve_page(
+    feed: Feed, lookup: Lookup, host: str, port: int
+) -> tuple[serving.Served, Access]:
+    """The page served on ``host:port`` with a new token: the server, and the token."""
     allowed: set[str] = set()  # port 0 is known once bound: filled then
-    app = page_app(feed, lambda ns, c, crs: view.record(state, ns, c, crs), allowed)
+    access = Access()
+    app = page_app(feed, lookup, allowed, access)
     # No read timeout: a page following the feed sends nothing after its request.
     served = await serving.launch(app, serving.config(read_timeout=None), host, port, "dashboard")
     allowed |= hosts(host, served.port)
-    return served
+    access.serve_on(served.port)
+    return served, access
 
 
 async def _refresh(client: KubeClient, state: FleetState, feed: Feed) -> None:

@@ -1,7 +1,9 @@
 """The fleet page's HTTP side: the page and its two assets (shipped in the package,
 nothing fetched from elsewhere), the live feed as server-sent events (``/events``:
 one ``snapshot`` of the whole view, then a ``delta`` per change) and one binding's
-record on selection (``/record``). Read-only: GET alone is answered.
+record on selection (``/record``). Read-only: GET alone is answered, and only to a
+request holding this run's token or its cookie (``access``); anything else gets 403
+and no data.
 
 Every answer carries a Content-Security-Policy that lets the page run only its own
 script and style (no inline script, no other origin), and a request naming another
@@ -20,6 +22,7 @@ from urllib.parse import parse_qs
 
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
+from crs_controller.app.dashboard.access import Access, admit
 from crs_controller.app.dashboard.view import View, changes
 from crs_controller.app.serving import App, Headers, lifespan, respond
 
@@ -44,6 +47,8 @@ SECURITY_HEADERS: Headers = (
 BACKLOG = 64
 # A comment line this often keeps proxies and the browser from closing a quiet stream.
 KEEP_ALIVE = 15.0
+# Said to a request without the token or its cookie, or with a wrong one.
+REFUSED = "open the URL crs-controller dashboard printed: this page needs its token\n"
 
 # The binding's record of one CRS on one cluster: (namespace, cluster, crs) -> record.
 Lookup = Callable[[str, str, str], dict[str, Any] | None]
@@ -98,15 +103,16 @@ class Feed:
         queue.put_nowait(None)  # its stream ends
 
 
-def page_app(feed: Feed, lookup: Lookup, hosts: Collection[str]) -> App:
-    """The ASGI app of the page; ``hosts``: the Host headers it answers."""
+def page_app(feed: Feed, lookup: Lookup, hosts: Collection[str], access: Access) -> App:
+    """The ASGI app of the page; ``hosts``: the Host headers it answers; ``access``:
+    the token a request must hold."""
     files = {path: (asset(name), kind) for path, (name, kind) in ASSETS.items()}
 
     async def app(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         if scope["type"] == "lifespan":
             await lifespan(receive, send)
         elif scope["type"] == "http":
-            await _answer(scope, receive, send, feed, lookup, hosts, files)
+            await _answer(scope, receive, send, feed, lookup, hosts, access, files)
         else:
             await send({"type": "websocket.close", "code": 1000, "reason": None})
 
@@ -120,14 +126,21 @@ async def _answer(
     feed: Feed,
     lookup: Lookup,
     hosts: Collection[str],
+    access: Access,
     files: dict[str, tuple[bytes, str]],
 ) -> None:
     host = dict(scope["headers"]).get(b"host", b"").decode("latin-1").lower()
+    presented = [value.decode("latin-1") for name, value in scope["headers"] if name == b"cookie"]
+    verdict = admit(access, scope["query_string"].decode("latin-1"), presented)
     path = scope["path"]
     if host not in hosts:
         await _plain(send, 403, "this page answers to its own address only\n")
+    elif not verdict.allowed:
+        await _plain(send, 403, REFUSED)
     elif scope["method"] != "GET":
         await _plain(send, 405, "read-only: GET only\n", ((b"allow", b"GET"),))
+    elif verdict.by_token and path == "/":
+        await _enter(send, access, verdict.rest)
     elif path in files:
         await respond(send, 200, files[path][0], files[path][1], SECURITY_HEADERS)
     elif path == "/events":
@@ -136,6 +149,14 @@ async def _answer(
         await _record(scope, send, lookup)
     else:
         await _plain(send, 404, "not found\n")
+
+
+async def _enter(send: ASGISendCallable, access: Access, rest: str) -> None:
+    """The page opened with its token: the cookie set, and on to the page without the
+    token, so it stays in neither the address bar nor the history."""
+    location = f"/?{rest}" if rest else "/"
+    extra = ((b"location", location.encode()), (b"set-cookie", access.set_cookie()))
+    await _plain(send, 303, "see /\n", extra)
 
 
 async def _plain(send: ASGISendCallable, status: int, text: str, extra: Headers = ()) -> None:
