@@ -7,14 +7,17 @@ reason as text, and the clusters it holds; a binding edited on the management
 cluster shows up without a reload; a message holding markup from a tenant is shown
 as text and runs nothing; one cluster's page lists each CRS on it with its own
 state; with ``-A``, the filters (namespace, state, labels), the rollout moving on and
-a Cluster joining. Run as a user granted get, list and watch alone, the command
-draws and follows the rollout and asks for nothing else (the server's audit log);
-the content of a Secret it reads to hash is nowhere in the feed, the records or the
-page. Those CRSs carry Cluster API's paused annotation and their records are written
-here as the controller writes them, so the session's controller leaves them alone.
-The page's headers and its refusals (another Host, a write) are checked over plain
-HTTP. Screenshots are left in the test artifacts (``build/test-artifacts``, or
-``$CRS_CONTROLLER_ARTIFACTS``)."""
+a Cluster joining. The browser opens the URL the command printed, with its token,
+and lands on the page without it, holding a cookie no script reads. Run as a user
+granted get, list and watch alone, the command draws and follows the rollout and
+asks for nothing else (the server's audit log); the content of a Secret it reads to
+hash is nowhere in the feed, the records or the page. Those CRSs carry Cluster API's
+paused annotation and their records are written here as the controller writes them,
+so the session's controller leaves them alone. The page's headers and its refusals
+(another Host, a write; the page and each piece of its data without the token or
+with another run's) are checked over plain HTTP, and the token is in none of the
+command's log lines. Screenshots are left in the test artifacts
+(``build/test-artifacts``, or ``$CRS_CONTROLLER_ARTIFACTS``)."""
 
 from __future__ import annotations
 
@@ -163,11 +166,33 @@ def binding(
 
 @dataclass
 class Dashboard:
-    """A running ``crs-controller dashboard``: its URL, its process, its stderr."""
+    """A running ``crs-controller dashboard``: the URL it printed (with its token), its
+    process, its stderr."""
 
-    url: str
+    printed: str
     process: subprocess.Popen[str]
     stderr: Path
+
+    @property
+    def base(self) -> str:
+        """The address served, without the token."""
+        return self.printed.split("/?", 1)[0]
+
+    @property
+    def token(self) -> str:
+        return self.printed.split("?token=", 1)[1]
+
+    def at(self, fragment: str) -> str:
+        """The printed URL opening the page at ``fragment`` (``#/crs/NS/NAME``)."""
+        return f"{self.printed}{fragment}"
+
+    @contextmanager
+    def client(self) -> Iterator[httpx.Client]:
+        """An HTTP client that has opened the printed URL, so it holds the cookie."""
+        with httpx.Client(base_url=self.base, timeout=TIMEOUT) as http:
+            opened = http.get(self.printed, follow_redirects=True)
+            assert opened.status_code == 200, opened.text
+            yield http
 
 
 @contextmanager
@@ -180,24 +205,24 @@ def dashboard(kubeconfig: str | Path, stderr: Path, *where: str) -> Iterator[Das
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
     try:
         line = Lines(process).wait_for(lambda text: "http://" in text)
-        yield Dashboard(line.split("on ", 1)[1].split()[0].rstrip("/"), process, stderr)
+        yield Dashboard(line.split("on ", 1)[1].split()[0], process, stderr)
     finally:
         process.terminate()
         process.wait(30)
 
 
 @pytest.fixture
-def served(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[str]:
+def served(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Dashboard]:
     kubeconfig = admin_kubeconfig(control_plane, tmp_path)
     with dashboard(kubeconfig, tmp_path / "dashboard.stderr", "-n", namespace) as running:
-        yield running.url
+        yield running
 
 
 @pytest.fixture
-def served_all(control_plane: ControlPlane, tmp_path: Path) -> Iterator[str]:
+def served_all(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Dashboard]:
     kubeconfig = admin_kubeconfig(control_plane, tmp_path)
     with dashboard(kubeconfig, tmp_path / "dashboard.stderr", "-A") as running:
-        yield running.url
+        yield running
 
 
 @pytest.fixture
@@ -283,12 +308,16 @@ def cells(page: Browser) -> dict[str, str]:
 
 
 def test_a_rollout_in_the_middle_is_drawn_live_and_tenant_text_stays_text(
-    mgmt: TestbedClient, namespace: str, served: str
+    mgmt: TestbedClient, namespace: str, served: Dashboard
 ) -> None:
     name = mid_rollout(mgmt, namespace)
     with browser() as page:
-        page.open(f"{served}/#/crs/{namespace}/{name}")
+        page.open(served.at(f"#/crs/{namespace}/{name}"))
         page.wait("return document.querySelectorAll('button.cell').length === 6")
+        # Opened with its token, the page is at its address without it; the cookie
+        # that now carries it is for the server alone.
+        assert page.run("return location.href") == f"{served.base}/#/crs/{namespace}/{name}"
+        assert page.run("return document.cookie") == ""
         assert cells(page) == {
             "canary-1": "Ready",
             "canary-2": "Progressing · Applied",
@@ -411,19 +440,47 @@ def second_crs(mgmt: TestbedClient, namespace: str, cluster: str) -> str:
     return name
 
 
-def test_the_page_is_read_only_and_answers_its_own_address_only(served: str) -> None:
-    page = httpx.get(f"{served}/")
-    assert page.status_code == 200
-    policy = page.headers["content-security-policy"]
-    assert "script-src 'self'" in policy
-    assert "default-src 'none'" in policy
-    assert "unsafe-inline" not in policy
-    assert page.headers["x-content-type-options"] == "nosniff"
-    assert '<script src="/app.js"' in page.text
-    assert httpx.get(f"{served}/app.js").headers["content-type"].startswith("text/javascript")
-    assert httpx.post(f"{served}/events").status_code == 405
-    assert httpx.get(f"{served}/", headers={"host": "evil.example:80"}).status_code == 403
-    assert httpx.get(f"{served}/record?namespace=x&cluster=y&crs=z").status_code == 404
+def test_the_page_is_read_only_and_answers_its_own_address_only(served: Dashboard) -> None:
+    with served.client() as http:
+        page = http.get("/")
+        assert page.status_code == 200
+        policy = page.headers["content-security-policy"]
+        assert "script-src 'self'" in policy
+        assert "default-src 'none'" in policy
+        assert "unsafe-inline" not in policy
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert '<script src="/app.js"' in page.text
+        assert http.get("/app.js").headers["content-type"].startswith("text/javascript")
+        assert http.post("/events").status_code == 405
+        assert http.get("/", headers={"host": "evil.example:80"}).status_code == 403
+        assert http.get("/record?namespace=x&cluster=y&crs=z").status_code == 404
+
+
+def test_the_page_and_its_data_need_the_printed_token(
+    mgmt: TestbedClient, namespace: str, served: Dashboard
+) -> None:
+    """Another user of the host, who can reach the port and name the right Host but
+    has not seen the printed URL, is refused the page and every piece of its data."""
+    name = mid_rollout(mgmt, namespace)
+    record = f"/record?namespace={namespace}&cluster=prod-3&crs={name}"
+    other_run = served.token[::-1]
+    for path in ("/", "/app.js", "/events", record):
+        for query in ("", f"token={other_run}"):
+            asked = f"{path}{'&' if '?' in path else '?'}{query}" if query else path
+            answer = httpx.get(f"{served.base}{asked}", timeout=TIMEOUT)
+            assert answer.status_code == 403, (path, query)
+            assert "token" in answer.text
+            assert name not in answer.text
+            assert "set-cookie" not in answer.headers
+    with served.client() as http:
+        opened = http.get(served.printed)
+        assert opened.status_code == 303
+        assert opened.headers["location"] == "/"
+        assert "HttpOnly" in opened.headers["set-cookie"]
+        answer = http.get(record)
+        assert answer.status_code == 200
+        assert answer.json()["outcome"]["reason"] == "ApplyFailed"
+    assert served.token not in served.stderr.read_text()
 
 
 @pytest.fixture
@@ -444,7 +501,7 @@ def fleet_rows(page: Browser) -> list[str]:
 
 
 def test_filters_a_rollout_moving_on_and_a_cluster_joining(
-    mgmt: TestbedClient, namespace: str, other_namespace: str, served_all: str
+    mgmt: TestbedClient, namespace: str, other_namespace: str, served_all: Dashboard
 ) -> None:
     """With -A, every namespace, filtered on the page; the CRS's own status and a new
     Cluster arrive by the watches too."""
@@ -454,7 +511,7 @@ def test_filters_a_rollout_moving_on_and_a_cluster_joining(
     mgmt.create(elsewhere)
     mine, theirs = f"{namespace}/{name}", f"{other_namespace}/elsewhere"
     with browser() as page:
-        page.open(f"{served_all}/#/")
+        page.open(served_all.at("#/"))
         wait_for(
             lambda: {mine, theirs} <= set(fleet_rows(page)),
             TIMEOUT,
@@ -504,7 +561,7 @@ def test_a_rollout_the_controller_runs_is_shown_where_it_stands(
     control_plane: ControlPlane,
     mgmt: TestbedClient,
     namespace: str,
-    served: str,
+    served: Dashboard,
 ) -> None:
     """The session's controller rolls a new revision out: the canary takes it, the
     rest wait for the approval of their Manual step."""
@@ -522,7 +579,7 @@ def test_a_rollout_the_controller_runs_is_shown_where_it_stands(
     assert status["step"] == 2, status
 
     with browser() as page:
-        page.open(f"{served}/#/crs/{namespace}/paged")
+        page.open(served.at(f"#/crs/{namespace}/paged"))
         page.wait("return document.querySelectorAll('button.cell').length === 3")
         wait_for(
             lambda: (
@@ -562,7 +619,7 @@ def test_a_user_who_may_only_read_is_shown_the_rollout_live(
     and follows an edit, and asks the management server for nothing else."""
     name = mid_rollout(mgmt, namespace)
     with browser() as page:
-        page.open(f"{served_to_viewer.url}/#/crs/{namespace}/{name}")
+        page.open(served_to_viewer.at(f"#/crs/{namespace}/{name}"))
         page.wait("return document.querySelectorAll('button.cell').length === 6")
         assert cells(page)["prod-2"] == "Unreachable · ClusterUnreachable"
         live = mgmt.get(CRS_API, "ClusterResourceSetBinding", "prod-1", namespace)
@@ -626,11 +683,11 @@ def forms(marker: str) -> list[str]:
     return found
 
 
-def snapshot(url: str, holding: str) -> bytes | None:
+def snapshot(http: httpx.Client, holding: str) -> bytes | None:
     """The page's live feed up to the end of its first event, the snapshot, once it
     holds ``holding``."""
     body = b""
-    with httpx.stream("GET", f"{url}/events", timeout=TIMEOUT) as answer:
+    with http.stream("GET", "/events") as answer:
         for chunk in answer.iter_bytes():
             body += chunk
             if b"\n\n" in body:
@@ -652,26 +709,26 @@ def test_no_secret_content_reaches_the_page(
     stored = (mgmt.get("v1", "Secret", source, namespace) or {})["data"]["creds.yaml"]
     hidden = [*forms(marker), stored]
     assert any(form in stored for form in forms(marker)[1:])  # the forms find it stored
-    url = served_to_viewer.url
     wait_for(
         lambda: ("get", "secrets", source) in requests_of(control_plane, viewer),
         TIMEOUT,
         message="the command's read of the Secret in the audit log",
     )
-    feed = wait_for(
-        lambda: snapshot(url, f"{namespace}/{name}/creds-2"),
-        TIMEOUT,
-        message="the CRS's cells in the feed",
-    )
-    records = []
-    for cluster in ("creds-1", "creds-2"):
-        query = {"namespace": namespace, "cluster": cluster, "crs": name}
-        answer = httpx.get(f"{url}/record", params=query)
-        assert answer.status_code == 200
-        assert answer.json()["resources"][0]["name"] == source
-        records.append(answer.content)
+    with served_to_viewer.client() as http:
+        feed = wait_for(
+            lambda: snapshot(http, f"{namespace}/{name}/creds-2"),
+            TIMEOUT,
+            message="the CRS's cells in the feed",
+        )
+        records = []
+        for cluster in ("creds-1", "creds-2"):
+            query = {"namespace": namespace, "cluster": cluster, "crs": name}
+            answer = http.get("/record", params=query)
+            assert answer.status_code == 200
+            assert answer.json()["resources"][0]["name"] == source
+            records.append(answer.content)
     with browser() as page:
-        page.open(f"{url}/#/crs/{namespace}/{name}")
+        page.open(served_to_viewer.at(f"#/crs/{namespace}/{name}"))
         page.wait("return document.querySelectorAll('button.cell').length === 2")
         pages = [page.run("return document.documentElement.outerHTML")]
         for cluster in ("creds-1", "creds-2"):
