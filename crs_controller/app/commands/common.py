@@ -22,6 +22,7 @@ from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import Conflict, CRSError, InvalidManifest, NotFound
 from crs_controller.core.manifests.documents import load_documents
 from crs_controller.core.manifests.scalars import STR, resolve_plain
+from crs_controller.core.rollout.snapshots import read, snapshot_name
 from crs_controller.core.spec.objects import CRS, parse_crs
 from crs_controller.core.text import safe
 
@@ -152,6 +153,21 @@ async def annotate(client: KubeClient, crs: CRS, key: str, value: str, where: st
         raise UsageError(f"{where} changed meanwhile, run again") from exc
     except NotFound as exc:
         raise UsageError(f"{where} not found") from exc
+
+
+async def read_snapshot(client: KubeAPI, crs: CRS, rev: str) -> dict[tuple[str, str], Obj]:
+    """The raw sources of revision ``rev`` of ``crs`` from its snapshot (ConfigMap, and
+    Secret when the CRS names Secrets), read and checked as the controller reads and
+    checks it before using it (``core.rollout.snapshots.read``): the same objects, the
+    same checks, so what it refuses the controller refuses. Raises SnapshotRefused,
+    whose message names fields and objects, never content."""
+    keys = [(ref.kind, ref.name) for ref in crs.valid.spec.resources]
+    name = snapshot_name(crs.name, rev)
+    configmap = await client.get("v1", "ConfigMap", name, crs.namespace)
+    secret = None
+    if any(kind == "Secret" for kind, _ in keys):
+        secret = await client.get("v1", "Secret", name, crs.namespace)
+    return read(configmap, secret, str(crs.meta.uid), rev, keys)
 
 
 def emit(data: Any, output: str, table: Callable[[Any], str]) -> None:

@@ -59,6 +59,7 @@ from crs_controller.app.commands.common import (
     emit,
     guarded,
     management,
+    read_snapshot,
     say,
 )
 from crs_controller.app.commands.holds import NO_HOLDS, Holds, drift_left, holds, left_alone
@@ -78,7 +79,7 @@ from crs_controller.core.api.strict import CRS_SCHEMA, describe_unknown, unknown
 from crs_controller.core.manifests.documents import apply_body, object_ref
 from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.render import ClusterValues, RenderedResource, render_crs
-from crs_controller.core.rollout.snapshots import SnapshotRefused, read, snapshot_name
+from crs_controller.core.rollout.snapshots import SnapshotRefused
 from crs_controller.core.spec.ignore import Ignores, leave_out
 from crs_controller.core.spec.objects import (
     CRS,
@@ -263,7 +264,7 @@ async def _rolled_back(
 ) -> tuple[dict[tuple[str, str], Obj], str | None, str | None]:
     """The sources the controller renders now: ``sources`` as they are, or, while a
     rollback is in force, the snapshot of the revision it returns to, checked as the
-    controller checks it (``core.rollout.snapshots.read``); a note saying which; and
+    controller checks it (``common.read_snapshot``); a note saying which; and
     why every change is held (the snapshot refused: the controller holds the
     clusters, and never applies the sources, the revision rolled back from)."""
     keys = [(ref.kind, ref.name) for ref in crs.valid.spec.resources]
@@ -272,13 +273,9 @@ async def _rolled_back(
     undo = crs.undo(revision_of({key: resource_hash(sources[key]) for key in keys}))
     if undo.rolled_back_from is None:
         return sources, None, None
-    name, rev = snapshot_name(crs.name, undo.target), undo.target
-    configmap = await mgmt.get("v1", "ConfigMap", name, crs.namespace)
-    secret = None
-    if any(kind == "Secret" for kind, _ in keys):
-        secret = await mgmt.get("v1", "Secret", name, crs.namespace)
+    rev = undo.target
     try:
-        raws = read(configmap, secret, str(crs.meta.uid), rev, keys)
+        raws = await read_snapshot(mgmt, crs, rev)
     except SnapshotRefused as exc:
         note = f"a rollback to {rev} is in force, but {exc}: shown are the sources"
         return sources, note, f"its rollback cannot read the snapshot it returns to ({exc})"

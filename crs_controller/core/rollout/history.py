@@ -203,12 +203,14 @@ def request_for(
     to: str | None,
     *,
     resume: bool = False,
+    unusable: Collection[str] = (),
 ) -> str | None:
     """The annotation ``crs-controller rollback`` writes for a CRS whose status rolls
     out ``rolled_out`` (``rolled_back_from``: the sources' revision, in a rollback):
     back to ``to`` (a revision of the history, or a prefix of one naming it alone;
-    None: the last one that completed), or ``resume``. None: nothing to do (resume
-    without a rollback). Raises ValueError saying why it cannot."""
+    None: the last one that completed, other than the ``unusable`` ones, whose
+    snapshots are refused), or ``resume``. None: nothing to do (resume without a
+    rollback). Raises ValueError saying why it cannot."""
     sources = rolled_back_from or rolled_out
     if sources is None:
         raise ValueError("no revision in its status yet: nothing was rolled out")
@@ -216,10 +218,11 @@ def request_for(
         return None if rolled_back_from is None else f"{sources}/{RESUME}"
     target = _named(history, to) if to is not None else None
     if to is None:
-        target = last_complete(history, excluding=(sources, rolled_out or sources))
+        target = last_complete(history, excluding=(sources, rolled_out or sources, *unusable))
         if target is None:
+            usable = " with a usable snapshot" if unusable else ""
             raise ValueError(
-                "no earlier revision completed its rollout: name one with --to-revision"
+                f"no earlier revision{usable} completed its rollout: name one with --to-revision"
             )
     assert target is not None
     if target == sources:
