@@ -179,6 +179,14 @@ def requested(kube: MemoryKube) -> str | None:
     return (crs["metadata"].get("annotations") or {}).get(ROLLBACK_ANNOTATION)
 
 
+WITH_A_SECRET = [("ConfigMap", "a"), ("Secret", "s")]
+
+
+def with_a_secret() -> list[tuple[str, list[dict[str, Any]]]]:
+    """Two revisions of ``WITH_A_SECRET``, oldest first, and their snapshots."""
+    return [snapshot(cm("a", value) | secret("s", value)) for value in ("1", "2")]
+
+
 def refused_with(said: Any, kube: MemoryKube, why: str) -> None:
     """Exit 2 was answered with ``why`` on stderr, and nothing was written."""
     assert why in said.err
@@ -210,16 +218,14 @@ def test_a_snapshot_whose_secret_half_is_missing_is_refused(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The CRS names a Secret: R1's snapshot ConfigMap is there, its Secret is not."""
-    r1, snap1 = snapshot(cm("a") | secret("s"))
-    r2, snap2 = snapshot(cm("a", "2") | secret("s", "2"))
+    (r1, snap1), (r2, snap2) = with_a_secret()
     assert [o["kind"] for o in snap1] == ["ConfigMap", "Secret"]
-    resources = [("ConfigMap", "a"), ("Secret", "s")]
-    kube = management_with(resources, [(r1, "Complete"), (r2, "Complete")], snap1[0], *snap2)
+    kube = management_with(WITH_A_SECRET, [(r1, "Complete"), (r2, "Complete")], snap1[0], *snap2)
 
     assert run_rollback(monkeypatch, kube, "--to-revision", r1) == 2
     said = capsys.readouterr()
     refused_with(said, kube, f"the snapshot Secret of revision {r1} is missing")
-    assert "x: 1" not in said.err
+    assert "# 1" not in said.err
 
 
 def test_a_foreign_configmap_under_the_snapshots_name_is_refused(
@@ -242,10 +248,8 @@ def test_a_usable_snapshot_is_rolled_back_to(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Secret half and all, this CRS's, naming spec.resources: the request is written."""
-    r1, snap1 = snapshot(cm("a") | secret("s"))
-    r2, snap2 = snapshot(cm("a", "2") | secret("s", "2"))
-    resources = [("ConfigMap", "a"), ("Secret", "s")]
-    kube = management_with(resources, [(r1, "Complete"), (r2, "Halted")], *snap1, *snap2)
+    (r1, snap1), (r2, snap2) = with_a_secret()
+    kube = management_with(WITH_A_SECRET, [(r1, "Complete"), (r2, "Halted")], *snap1, *snap2)
 
     assert run_rollback(monkeypatch, kube) == 0
     said = capsys.readouterr()

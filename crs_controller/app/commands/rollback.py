@@ -48,7 +48,7 @@ from crs_controller.core.rollout.snapshots import SnapshotRefused
 from crs_controller.core.spec.objects import CRS
 
 EXAMPLES = """examples:
-  crs-controller rollback cni -n fleet                          # the last completed revision
+  crs-controller rollback cni -n fleet                          # the last completed one it can use
   crs-controller rollback cni -n fleet --to-revision xxh3:5f0c  # one of `history`
   crs-controller rollback cni -n fleet --resume                 # the sources' revision again
 
