@@ -2,7 +2,8 @@
 (a ConfigMap, and a Secret for Secret content), at most revisionHistoryLimit are
 kept, and they go with the CRS; `crs-controller rollback` puts the clusters back on
 an older revision and `--resume` on the sources' again; a forged snapshot is
-refused and nothing of it applied; a rollback holds across a restart once its
+refused by the command (nothing written) and, asked for by hand, by the controller,
+nothing of it applied; a rollback holds across a restart once its
 request is gone, and an edit of the sources ends it (the revision rolled back from,
 edited back to, is rolled out); with onFailure: Rollback a canary that fails its
 step comes back to the previous content by itself (what the failing revision
@@ -370,11 +371,21 @@ def test_a_forged_snapshot_is_refused_and_nothing_of_it_applied(
     add_cluster(mgmt, control_plane.workloads[0], namespace, "fg0", {"undo": namespace[-6:]})
     first = complete_revision(mgmt, namespace, "fg", None)
     edit(mgmt, namespace, "fg", configmap_obj(marker, v="2"))
-    complete_revision(mgmt, namespace, "fg", first)
+    second = complete_revision(mgmt, namespace, "fg", first)
     forge(mgmt, namespace, snapshot_name("fg", first), "forged")
 
+    # The command checks the snapshot as the controller does: refused, nothing written.
     cli = ["-n", namespace, "--kubeconfig", kubeconfig]
-    assert main(["rollback", "fg", *cli, "--to-revision", first]) == 0
+    assert main(["rollback", "fg", *cli, "--to-revision", first]) == 2
+    assert request_of(mgmt, namespace, "fg") is None
+
+    def by_hand() -> None:  # as `kubectl annotate` would ask for it
+        crs = mgmt.get(CRS_API, KIND, "fg", namespace)
+        assert crs is not None
+        crs["metadata"].setdefault("annotations", {})[ROLLBACK_ANNOTATION] = f"{second}/{first}"
+        mgmt.update(crs)
+
+    until_no_conflict(by_hand)
     events = wait_for(
         lambda: [e for e in reasons(mgmt, namespace) if e["reason"] == "RollbackRefused"],
         TIMEOUT,
