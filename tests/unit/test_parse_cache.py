@@ -22,10 +22,9 @@ from hypothesis import strategies as st
 
 from crs_controller.core.api.models import API_VERSION, ResourceRef
 from crs_controller.core.errors import InvalidManifest
-from crs_controller.core.manifests.limits import count_nodes
+from crs_controller.core.manifests.limits import NODE_BYTES, count_nodes
 from crs_controller.engine.io import sources as sources_module
 from crs_controller.engine.io.sources import (
-    NODE_BYTES,
     WORST_BYTES_FACTOR,
     ByteBudgetLRU,
     Sources,

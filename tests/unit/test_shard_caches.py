@@ -672,7 +672,7 @@ async def test_another_members_binding_whose_label_names_no_bucket_is_held_as_it
     assert mislabelled is not None
     record = {"name", "namespace", "resourceVersion"}
     assert set((mislabelled.get(NS, "c00") or {})["metadata"]) == record
-    assert set((mislabelled.get(NS, "c01") or {})["metadata"]) == record | {"labels"}
+    assert set((mislabelled.get(NS, "c01") or {})["metadata"]) == record
     assert held(controller) == mine
     # replica-b leaves: every Cluster is replica-a's, those two too.
     shard.on_lease(lease("replica-b", "t1"), None)

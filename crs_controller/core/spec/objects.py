@@ -9,6 +9,7 @@ so that it can be reported on and its finalizer handled; it harms nobody else.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -25,6 +26,7 @@ from crs_controller.core.api.clusters import (
     is_paused,
 )
 from crs_controller.core.api.models import (
+    CLUSTER_UID_ANNOTATION,
     FINALIZER,
     BindingOutcome,
     ClusterResourceSet,
@@ -41,11 +43,13 @@ from crs_controller.core.api.models import Rollout as RolloutSpec
 from crs_controller.core.api.selectors import matches_validated, validate_selector
 from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.health.cel_rules import CompiledRule, compile_rules
+from crs_controller.core.manifests.limits import NODE_BYTES, json_size
 from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION, Undo, decide, parse_request
 from crs_controller.core.rollout.plan import APPROVE_ANNOTATION
 from crs_controller.core.rollout.policy import Policy, compile_windows, policy_of
 from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL, size_of
 from crs_controller.core.spec.ignore import NO_IGNORES, Ignores, compile_ignores
+from crs_controller.core.spec.metadata import kept_meta, labels_problem
 from crs_controller.core.spec.modes import ApplyOnce, Reconcile, Strategy, compile_strategy
 from crs_controller.core.values.substitution import readable_part
 from crs_controller.core.versions.cluster_version import (
@@ -251,14 +255,34 @@ class CRS(_Named):
         return decide(sources, request, back, self.status.revision)
 
     def selects(self, cluster: Cluster) -> bool:
-        """Its selector matches the Cluster (same namespace only)."""
-        if self._selector is None or cluster.namespace != self.namespace:
+        """Its selector matches the Cluster (same namespace only). A refused Cluster
+        (its labels are not kept) is selected by none, not as one without labels."""
+        if self._selector is None or cluster.namespace != self.namespace or cluster.problem:
             return False
         # Validated with the model when parsed.
         return matches_validated(self._selector, cluster.meta.labels)
 
 
+# What a cached CRS's metadata keeps: the engine reads its identity, generation,
+# version, deletion, finalizers and these annotations, never its labels (a tenant may
+# write thousands, every replica caches every CRS).
+CRS_META_READ = (
+    "name",
+    "namespace",
+    "uid",
+    "generation",
+    "resourceVersion",
+    "deletionTimestamp",
+    "finalizers",
+)
+CRS_ANNOTATIONS_READ = (PAUSED_ANNOTATION, APPROVE_ANNOTATION, ROLLBACK_ANNOTATION)
+
+
 def parse_crs(raw: Mapping[str, Any]) -> CRS:
+    meta_raw = raw.get("metadata")
+    if isinstance(meta_raw, Mapping):
+        # The model holds the metadata too: trimmed before either reads it.
+        raw = {**raw, "metadata": kept_meta(meta_raw, CRS_META_READ, CRS_ANNOTATIONS_READ)}
     meta = _meta(raw)
     try:
         status = ClusterResourceSetStatus.model_validate(raw.get("status") or {})
@@ -324,6 +348,9 @@ class Cluster(_Named):
     whole: bool = True
     # The version it was read in: an owner reference to it names one the server serves.
     api_version: str = f"{CLUSTER_GROUP}/v1beta1"
+    # Why it is refused, naming the field (labels over the bound, not kept): it is
+    # selected by no CRS and left alone. None for a Cluster taken as it is.
+    problem: str | None = None
 
     @property
     def deleting(self) -> bool:
@@ -338,12 +365,14 @@ class Cluster(_Named):
 # What a cached Cluster's metadata keeps: the engine reads its name, uid (its binding
 # records it), labels (the selectors, rollout steps), deletion and these annotations;
 # a variable reads the others from ``raw``.
+CLUSTER_META_READ = ("name", "namespace", "uid", "labels", "deletionTimestamp")
 CLUSTER_ANNOTATIONS_READ = (HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION)
 
 
 def parse_cluster(raw: Mapping[str, Any]) -> Cluster:
+    meta, problem = _cluster_meta(raw)
     return Cluster(
-        _cluster_meta(raw),
+        meta,
         is_paused(raw),
         control_plane_initialized(raw),
         readable_part(raw),
@@ -351,6 +380,7 @@ def parse_cluster(raw: Mapping[str, Any]) -> Cluster:
         topology_upgrading(raw),
         topology_version(raw),
         api_version=str(raw.get("apiVersion") or f"{CLUSTER_GROUP}/v1beta1"),
+        problem=problem,
     )
 
 
@@ -365,21 +395,38 @@ def parse_cluster_summary(raw: Mapping[str, Any]) -> Cluster:
     return cluster_summary(parse_cluster(raw))
 
 
-def _cluster_meta(raw: Mapping[str, Any]) -> ObjectMeta:
+# What a replica keeps whole of a Cluster of its own, at most: the estimated bytes of
+# what a variable can read of it (``readable_part``), its JSON characters and
+# NODE_BYTES a node. A real Cluster holds a few KiB; one over this (a tenant may fill
+# spec, status and annotations up to etcd's 1.5 MiB) is kept as its summary, and each
+# pass on it reads it whole, as one of another replica's.
+MAX_KEPT_BYTES = 256 * 1024
+
+
+def parse_cluster_kept(raw: Mapping[str, Any]) -> Cluster:
+    """What the cache of a replica owning the Cluster keeps: the whole Cluster, or its
+    summary past MAX_KEPT_BYTES."""
+    cluster = parse_cluster(raw)
+    return cluster if _weighs_at_most(cluster.raw, MAX_KEPT_BYTES) else cluster_summary(cluster)
+
+
+def _weighs_at_most(value: Mapping[str, Any], limit: int) -> bool:
+    nodes, _ = json_size(value, max_nodes=limit // NODE_BYTES, max_depth=limit)
+    held = nodes * NODE_BYTES
+    return held <= limit and held + len(json.dumps(value, default=str)) <= limit
+
+
+def _cluster_meta(raw: Mapping[str, Any]) -> tuple[ObjectMeta, str | None]:
+    """The metadata kept, and why the Cluster is refused (None: it is not): labels
+    over the bound (``core.spec.metadata``) are not kept."""
     meta = raw.get("metadata")
     if not isinstance(meta, Mapping):
-        return _meta(raw)
-    kept = {
-        key: meta[key]
-        for key in ("name", "namespace", "uid", "labels", "deletionTimestamp")
-        if key in meta
-    }
-    annotations = meta.get("annotations")
-    if isinstance(annotations, Mapping):
-        kept["annotations"] = {
-            key: annotations[key] for key in CLUSTER_ANNOTATIONS_READ if key in annotations
-        }
-    return ObjectMeta.model_validate(kept)
+        return _meta(raw), None
+    kept = kept_meta(meta, CLUSTER_META_READ, CLUSTER_ANNOTATIONS_READ)
+    problem = labels_problem(meta.get("labels"), "metadata.labels")
+    if problem is not None:
+        del kept["labels"]
+    return ObjectMeta.model_validate(kept), problem
 
 
 @dataclass(frozen=True)
@@ -415,7 +462,29 @@ class Binding:
         return found
 
 
+# What a refused binding's metadata keeps: what tells whose it is (``of_another_cluster``)
+# and its version.
+BINDING_META_READ = ("name", "namespace", "uid", "resourceVersion", "ownerReferences")
+
+
+def binding_meta_problem(raw: Mapping[str, Any]) -> str | None:
+    """Why a binding is refused for its metadata (labels or annotations over the bound
+    of ``core.spec.metadata``; a write keeps them, so they are kept whole or not at
+    all), None when it is not."""
+    meta = raw.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    return labels_problem(meta.get("labels"), "metadata.labels") or labels_problem(
+        meta.get("annotations"), "metadata.annotations"
+    )
+
+
 def parse_binding_object(raw: Mapping[str, Any]) -> Binding:
+    refused = binding_meta_problem(raw)
+    if refused is not None:
+        kept = kept_meta(raw["metadata"], BINDING_META_READ, (CLUSTER_UID_ANNOTATION,))
+        meta = ObjectMeta.model_validate(kept)
+        return Binding(meta, None, InvalidSpec(f"binding {meta.namespace}/{meta.name}: {refused}"))
     try:
         model = ClusterResourceSetBinding.model_validate(raw)
     except ValidationError as exc:

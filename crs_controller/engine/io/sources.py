@@ -40,7 +40,7 @@ from crs_controller.clients.api import KubeAPI, Obj
 from crs_controller.core.api.models import ResourceRef
 from crs_controller.core.errors import InvalidManifest, ResourceError, ResourceNotFound
 from crs_controller.core.manifests.hashing import object_hash, resource_hash
-from crs_controller.core.manifests.limits import count_nodes
+from crs_controller.core.manifests.limits import NODE_BYTES, count_nodes
 from crs_controller.core.render import parse_source
 from crs_controller.core.spec.objects import SourceMeta
 from crs_controller.engine.io import metrics
@@ -59,11 +59,9 @@ MAX_SOURCE_CHARACTERS = 1536 * 1024
 CONTENT_BUDGET_BYTES = 32 * 1024 * 1024
 PARSED_BUDGET_BYTES = 64 * 1024 * 1024
 VERDICTS_KEPT = 8192  # each None or a message of at most ~1 KiB
-# Parsed objects in memory, measured (tracemalloc) per node and per source byte:
-# Calico's 710 KB holds 1.5 MiB, 1 MiB of "[{},{},…]" 24 MiB (69 B a node), 1 MiB of
-# small ConfigMaps 9.2 MiB (77 B a node). Aliases are shared, not copied, so a
-# node count overstates them; the byte factor (the worst measured) bounds them.
-NODE_BYTES = 80
+# Parsed objects in memory, per node (NODE_BYTES) and per source byte: Calico's
+# 710 KB holds 1.5 MiB. Aliases are shared, not copied, so a node count overstates
+# them; the byte factor (the worst measured) bounds them.
 WORST_BYTES_FACTOR = 24
 # Every parse runs in a worker thread, so the event loop keeps serving every other
 # CRS and cluster meanwhile, except a value so small that its parse is cheap

@@ -48,14 +48,19 @@ async def reconcile_cluster(ctx: ClusterContext, namespace: str, name: str) -> R
 
 async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
     cluster = ctx.caches.cluster(namespace, name)
-    if cluster is not None and not cluster.whole:
-        # Another replica's Cluster until now: read whole, as its values are.
+    if cluster is not None and not cluster.whole and cluster.problem is None:
+        # Another replica's Cluster until now (or too large to keep whole): read
+        # whole, as its values are. One refused is left alone as it is cached.
         cluster = await ctx.clusters.read_whole(namespace, name)
-    if cluster is not None and cluster.paused:
+    if cluster is not None and (cluster.paused or cluster.problem):
         # Left alone, it takes no revision: its budget place goes back meanwhile. Its
         # binding is not judged either (clusterctl move pauses a Cluster it recreates
-        # until the binding is copied too).
-        log.info("cluster paused: left alone", cluster=f"{namespace}/{name}")
+        # until the binding is copied too). A refused Cluster (said once, as it came)
+        # too: selected by no CRS, nothing is applied to it or removed from it.
+        if cluster.paused:
+            log.info("cluster paused: left alone", cluster=f"{namespace}/{name}")
+        else:
+            log.info("cluster refused: left alone", cluster=f"{namespace}/{name}")
         forget_budget(ctx, (namespace, name))
         return NOTHING
     binding = await _binding(ctx, cluster, namespace, name)

@@ -33,10 +33,11 @@ from crs_controller.core.spec.objects import (
     Binding,
     Cluster,
     SourceMeta,
+    binding_meta_problem,
     cluster_summary,
     parse_binding_object,
     parse_binding_summary,
-    parse_cluster,
+    parse_cluster_kept,
     parse_cluster_summary,
     parse_crs,
     parse_source_meta,
@@ -276,7 +277,8 @@ class Controller:
     def _parse_cluster(self, raw: Obj) -> Cluster:
         """Whole for a Cluster this replica owns (or before it knows its share), else
         what a CRS's selector, status and rollout read (``cluster_summary``)."""
-        return parse_cluster(raw) if self._holds_whole(raw) else parse_cluster_summary(raw)
+        holds = self._holds_whole(raw)
+        return parse_cluster_kept(raw) if holds else parse_cluster_summary(raw)
 
     def _parse_binding(self, raw: Obj) -> Binding:
         """Whole for a Cluster this replica owns (or before it knows its share), else
@@ -287,7 +289,8 @@ class Controller:
     def _parse_mislabelled(self, raw: Obj) -> Obj:
         """Whole for a Cluster this replica owns (or before it knows its share), else
         its record alone: another member's binding is not held here."""
-        return dict(raw) if self._holds_whole(raw) else _label_record(raw)
+        whole = self._holds_whole(raw) and binding_meta_problem(raw) is None
+        return dict(raw) if whole else _label_record(raw)
 
     def _holds_whole(self, raw: Obj) -> bool:
         """Is the Cluster ``raw`` names (a binding is named after its Cluster) one
@@ -336,6 +339,7 @@ class Controller:
             self._woken[at] = seen
 
     def _on_cluster(self, old: Cluster | None, new: Cluster | None) -> None:
+        self._say_refused(old, new)
         self.index.update_cluster(old, new)
         self._track_owned(old, new)
         self.control_planes.track(old, new)
@@ -357,6 +361,18 @@ class Controller:
                 # Still selected (status, annotations, other labels): spaced as
                 # binding writes are, so a burst of Cluster writes is one pass.
                 self.queue.add_after(key, self._status_settle(namespace, crs.name))
+
+    def _say_refused(self, old: Cluster | None, new: Cluster | None) -> None:
+        """A Cluster refused (its labels over the bound), said once by its owner: as it
+        arrives refused, or as the reason changes (the field and bound, no value)."""
+        if new is None or new.problem is None or (old is not None and old.problem == new.problem):
+            return
+        if not self._knows_share() or self.owns(new.namespace, new.name):
+            log.warning(
+                "Cluster refused: selected by no ClusterResourceSet, left alone",
+                cluster=f"{new.namespace}/{new.name}",
+                problem=new.problem,
+            )
 
     def _unselected_binding(self, binding: Binding) -> None:
         """A binding the share's watch no longer selects (its Cluster is another
@@ -885,10 +901,11 @@ def _rollback(crs: CRS) -> tuple[str | None, str | None]:
 
 
 def _label_record(raw: Obj) -> Obj:
-    """What a member keeps of another member's binding whose label names no bucket:
-    its name, namespace, labels and version (whole, it may hold thousands of records)."""
+    """What a member keeps of another member's binding whose label names no bucket (or
+    of its own, refused for its metadata): its name, namespace and version (whole, it
+    may hold thousands of records; its labels, thousands of labels)."""
     meta = raw.get("metadata") or {}
-    kept = {k: meta[k] for k in ("name", "namespace", "labels", "resourceVersion") if k in meta}
+    kept = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
     return {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"), "metadata": kept}
 
 
