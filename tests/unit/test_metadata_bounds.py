@@ -139,7 +139,7 @@ def test_a_crs_keeps_only_the_metadata_it_is_read_for() -> None:
     raw = crs("a", "src")
     read = {PAUSED_ANNOTATION: "", APPROVE_ANNOTATION: "r1/2", ROLLBACK_ANNOTATION: "r0"}
     raw["metadata"]["labels"] = dict(HUGE)
-    raw["metadata"]["annotations"] = {**read, "other": "x" * 200_000}
+    raw["metadata"]["annotations"] = {**HUGE, **read, "other": "x" * 200_000}
     raw["metadata"]["uid"], raw["metadata"]["resourceVersion"] = "u1", "7"
     parsed = parse_crs(raw)
     assert parsed.model is not None
@@ -248,3 +248,22 @@ def test_a_refused_cluster_is_said_once_naming_the_field_never_a_value() -> None
         }
     ]
     assert SECRET not in repr(logs)
+
+
+def test_the_owner_keeps_a_cluster_over_max_kept_bytes_as_its_summary() -> None:
+    controller = Controller(MemoryKube("management"), Settings(), CLUSTER_API)
+    clusters = controller.informers[1]
+    heavy = cluster("c2", topology={"variables": [{"name": "v", "value": "x" * MAX_KEPT_BYTES}]})
+    assert clusters.put(cluster("c1")).whole
+    assert not clusters.put(heavy).whole
+
+
+def test_a_binding_over_the_bound_whose_label_names_no_bucket_is_kept_as_its_record() -> None:
+    controller = Controller(MemoryKube("management"), Settings(), CLUSTER_API)
+    raw = binding_with({"labels": HUGE})
+    assert controller._parse_mislabelled(raw) == {
+        "apiVersion": raw["apiVersion"],
+        "kind": raw["kind"],
+        "metadata": {"name": "c1", "namespace": NS, "resourceVersion": "3"},
+    }
+    assert controller._parse_mislabelled(binding_with({}))["spec"] == raw["spec"]
