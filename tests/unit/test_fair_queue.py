@@ -1,8 +1,9 @@
 """Fair sharing of the workers between namespaces (``WorkQueue`` with ``concurrency``):
 the next key comes from the namespace with the fewest keys in flight (round-robin on
-ties); while more than one namespace is known, none holds more than its ceiling
-(``concurrency`` minus a reserve of a quarter, at least one), so a tenant arriving late
-finds a worker free; one namespace alone uses every worker.
+ties); while more than one namespace is known, a reserve of a quarter of the workers
+(at least one) is kept for the namespaces holding none, counted over all namespaces,
+so a tenant arriving late finds a worker free however many others are busy; one busy
+namespace still uses all but the reserve, one namespace alone every worker.
 
 Keys are the controller's ``(kind, namespace, name)``. Workers are simulated with
 ``get_nowait`` (at most ``concurrency`` keys held) on a fake clock: no sleeps.
@@ -22,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crs_controller.engine.io import metrics
-from crs_controller.engine.runtime.queue import WorkQueue, ceiling, namespace_of
+from crs_controller.engine.runtime.queue import WorkQueue, namespace_of, reserve
 from tests.unit.fake_clock import FakeClock
 
 SAFETY = 5.0
@@ -51,17 +52,17 @@ def take(queue: WorkQueue, count: int) -> list[str]:
 @pytest.mark.parametrize(
     ("concurrency", "shared", "expected"),
     [
-        (8, True, 6),  # the default: two workers kept for the other namespaces
-        (4, True, 3),
-        (16, True, 12),
+        (8, True, 2),  # the default: two workers kept for the namespaces holding none
+        (4, True, 1),
+        (16, True, 4),
         (2, True, 1),
-        (1, True, 1),  # nothing to keep back: turns only
-        (8, False, math.inf),  # alone: every worker
-        (None, True, math.inf),  # no concurrency given: turns only
+        (1, True, 1),  # the one worker goes to a namespace holding none: turns only
+        (8, False, 0),  # alone: every worker
+        (None, True, 0),  # no concurrency given: turns only
     ],
 )
-def test_ceiling(concurrency: int | None, shared: bool, expected: float) -> None:
-    assert ceiling(concurrency, shared) == expected
+def test_reserve(concurrency: int | None, shared: bool, expected: int) -> None:
+    assert reserve(concurrency, shared) == expected
 
 
 @pytest.mark.parametrize(
@@ -70,11 +71,9 @@ def test_ceiling(concurrency: int | None, shared: bool, expected: float) -> None
         pytest.param({"a": 2000}, 8, 1, ["a"] * 8, id="one-tenant-uses-every-worker"),
         pytest.param({"a": 10}, 8, 2, ["a"] * 6, id="reserve-kept-for-an-idle-tenant"),
         pytest.param({"a": 10}, 4, 2, ["a"] * 3, id="reserve-of-one-at-four"),
-        pytest.param({"a": 10, "b": 1}, 4, 0, ["a", "b", "a", "a"], id="known-from-work"),
-        pytest.param(
-            {"a": 5, "b": 5, "c": 5}, 8, 3, ["a", "b", "c"] * 2 + ["a", "b"], id="round-robin"
-        ),
-        pytest.param({"a": 3, "b": 10}, 8, 2, ["a", "b"] * 3 + ["b"] * 2, id="b-takes-the-rest"),
+        pytest.param({"a": 10, "b": 1}, 4, 0, ["a", "b", "a"], id="known-from-work"),
+        pytest.param({"a": 5, "b": 5, "c": 5}, 8, 3, ["a", "b", "c"] * 2, id="round-robin"),
+        pytest.param({"a": 3, "b": 10}, 8, 2, ["a", "b"] * 3, id="reserve-kept-once-a-runs-dry"),
         pytest.param({"a": 10, "b": 10}, 1, 2, ["a"], id="one-worker"),
     ],
 )
@@ -93,21 +92,41 @@ def test_the_namespace_with_fewest_in_flight_goes_next() -> None:
     queue = fair(8, 2)
     for n in range(10):
         queue.add(key("a", f"c{n}"))
-    held = [queue.get_nowait() for _ in range(6)]  # a's ceiling
+    held = [queue.get_nowait() for _ in range(6)]  # all but the reserve
     queue.add(key("b", "c0"))
     queue.add(key("b", "c1"))
-    assert take(queue, 2) == ["b", "b"]  # the reserve
-    queue.add(key("b", "c2"))
-    queue.done(held[0])  # a worker frees from a: a holds 5, b 2
-    assert take(queue, 1) == ["b"]  # b has fewer in flight
-    queue.add(key("b", "c3"))
-    queue.done(held[1])  # a 4, b 3: b again
+    assert take(queue, 2) == ["b"]  # b's first; its second would eat into the reserve
+    queue.done(held[0])  # a worker frees from a: a holds 5, b 1, 2 free
+    assert take(queue, 1) == []  # still kept for a namespace holding none
+    queue.done(held[1])  # a 4, b 1, 3 free: b has fewer in flight
     assert take(queue, 1) == ["b"]
-    queue.done(held[2])  # a 3, b 4: a's turn
+    queue.add(key("b", "c2"))
+    queue.done(held[2])  # a 3, b 2: b again
+    assert take(queue, 1) == ["b"]
+    queue.done(held[3])  # a 2, b 3: a's turn
     assert take(queue, 1) == ["a"]
 
 
-def test_the_ceiling_lifts_when_the_other_namespace_goes() -> None:
+def test_two_busy_namespaces_leave_a_worker_for_a_third_at_once() -> None:
+    queue = fair(8, 3)
+    for n in range(1000):
+        queue.add(key("a", f"c{n}"))
+        queue.add(key("b", f"c{n}"))
+    assert Counter(take(queue, 8)) == {"a": 3, "b": 3}  # two kept free
+    queue.add(key("c", "only"))
+    assert queue.get_nowait() == key("c", "only")  # no reconcile had to end first
+    queue.add(key("d", "only"))
+    assert queue.get_nowait() == key("d", "only")  # the reserve's second worker
+
+
+def test_one_busy_namespace_uses_all_but_the_reserve() -> None:
+    queue = fair(8, 3)  # two idle tenants known
+    for n in range(1000):
+        queue.add(key("a", f"c{n}"))
+    assert take(queue, 8) == ["a"] * 6
+
+
+def test_the_reserve_lifts_when_the_other_namespace_goes() -> None:
     tenants = [2]
     queue = WorkQueue(clock=FakeClock(), concurrency=4, tenants=lambda: tenants[0])
     for n in range(6):
@@ -148,7 +167,7 @@ async def test_a_late_tenant_finds_a_parked_worker() -> None:
         queue.add(key("a", f"slow-{n}"))
     held = [await asyncio.wait_for(queue.get(), SAFETY) for _ in range(3)]
     waits = metrics.QUEUE_FAIR_WAITS._value.get()
-    spare = asyncio.create_task(queue.get())  # the fourth worker: a is at its ceiling
+    spare = asyncio.create_task(queue.get())  # the fourth worker: kept for another
     await asyncio.sleep(0)
     assert not spare.done()
     assert metrics.QUEUE_FAIR_WAITS._value.get() == waits + 1
@@ -199,9 +218,9 @@ class Workers:
     def busy(self) -> Counter[str]:
         return Counter(k[1] for k in self.held)
 
-    def limit(self) -> float:
+    def kept(self) -> int:
         known = set(self.busy()) | {str(namespace_of(k)) for k in self._waiting()}
-        return ceiling(self.concurrency, self.tenants > 1 or len(known) > 1)
+        return reserve(self.concurrency, self.tenants > 1 or len(known) > 1)
 
     def add(self, k: Key) -> None:
         self.tick += 1
@@ -211,13 +230,13 @@ class Workers:
     def take(self) -> None:
         if len(self.held) >= self.concurrency:
             return
-        before = self.busy()
+        before, free, kept = self.busy(), self.concurrency - len(self.held), self.kept()
         ready = {str(namespace_of(k)) for k in self._waiting()}
-        eligible = {ns for ns in ready if before[ns] < self.limit()}
+        eligible = {ns for ns in ready if before[ns] == 0 or free > kept}
         try:
             k = cast(Key, self.queue.get_nowait())
         except asyncio.QueueEmpty:
-            assert not eligible, "a worker idles while a namespace below its share waits"
+            assert not eligible, "a worker idles while a namespace may take it"
             return
         assert k not in self.held, "a key in two workers"
         assert k[1] in eligible
@@ -225,8 +244,8 @@ class Workers:
         self.held.append(k)
         self.tick += 1
         self.started[k] = self.tick
-        if self.tenants > 1:  # the ceiling holds from the start
-            assert self.busy()[k[1]] <= self.limit()
+        if before[k[1]] and self.tenants > 1:  # the reserve holds from the start
+            assert self.concurrency - len(self.held) >= kept, "the reserve was taken"
 
     def done(self, index: int) -> None:
         if self.held:
@@ -272,7 +291,7 @@ def test_any_sequence_is_fair_and_serves_every_key(
 def test_the_shared_flow_of_keys_that_are_not_controller_keys() -> None:
     assert namespace_of(("cluster", "ns", "c")) == "ns"
     assert namespace_of("a") == namespace_of(("x", "y")) is None
-    queue = fair(4)  # one flow: no ceiling, FIFO order
+    queue = fair(4)  # one flow: no reserve, FIFO order
     for name in "abcde":
         queue.add(name)
     assert queue.ready_keys() == list("abcde")

@@ -8,10 +8,14 @@ afterwards; a failure retries with exponential backoff; ``requeue_after`` schedu
 Fair sharing (kube-apiserver's API Priority and Fairness, fair queuing over flows):
 each namespace is a flow with its own FIFO of ready keys. The next key comes from the
 flow with the fewest keys in flight among those with ready keys, the one served
-longest ago on a tie (round-robin). While more than one namespace is known, no flow
-holds more than ``ceiling`` workers, so a tenant whose clusters answer slowly cannot
-take every worker: a quarter of them (at least one) stays free for the others. One
-namespace alone uses every worker.
+longest ago on a tie (round-robin). While more than one namespace is known, a
+``reserve`` of the workers (a quarter, at least one) is kept for the namespaces
+holding none, counted over all of them: a flow already holding a worker takes
+another only while more than the reserve stays free. However many tenants answer
+slowly, a tenant with nothing in flight finds a worker free at once (unless more
+such tenants than the reserve arrive together: the others then wait for the first
+reconcile to end); one busy tenant still uses all but the reserve, and one namespace
+alone uses every worker.
 
 Every time read and every wait goes through an injected ``WaitingClock``, and the
 timer step (``fire_due``) is synchronous, so tests drive time by hand and look at
@@ -30,7 +34,7 @@ from crs_controller.engine.io import metrics
 from crs_controller.engine.io.waiting import LoopClock, WaitingClock
 from crs_controller.engine.runtime.queue_metrics import QueueMetrics
 
-__all__ = ["WorkQueue", "ceiling", "namespace_of"]
+__all__ = ["WorkQueue", "namespace_of", "reserve"]
 
 
 def namespace_of(key: Hashable) -> Hashable:
@@ -42,15 +46,14 @@ def namespace_of(key: Hashable) -> Hashable:
     return None
 
 
-def ceiling(concurrency: int | None, shared: bool) -> float:
-    """How many workers one namespace may hold: every one when it is alone; else all
-    but a reserve of a quarter (at least one) kept for the other namespaces, so a
-    tenant arriving late finds a worker free. With one worker there is nothing to keep
-    back: namespaces then only take turns."""
+def reserve(concurrency: int | None, shared: bool) -> int:
+    """How many free workers are kept for the namespaces holding none: none when one
+    namespace is alone or no concurrency is given (namespaces then only take turns);
+    else a quarter of the workers, at least one, so a tenant arriving late finds a
+    worker free however many other tenants keep theirs busy."""
     if concurrency is None or not shared:
-        return math.inf
-    reserve = max(1, concurrency // 4)
-    return max(1, concurrency - reserve)
+        return 0
+    return max(1, concurrency // 4)
 
 
 @dataclass(order=True)
@@ -74,10 +77,12 @@ class _Flow:
         return (self.busy, self.served, self.since)
 
 
-def _pick(flows: Iterable[_Flow], limit: float) -> _Flow | None:
-    """The flow whose first ready key goes next: below ``limit``, fewest in flight,
-    then served longest ago, then the oldest (ranks are unique: ``since`` is)."""
-    eligible = (flow for flow in flows if flow.ready and flow.busy < limit)
+def _pick(flows: Iterable[_Flow], free: float, kept: int) -> _Flow | None:
+    """The flow whose first ready key goes next, with ``free`` workers free of which
+    ``kept`` are kept for flows holding none: fewest in flight, then served longest
+    ago, then the oldest (ranks are unique: ``since`` is)."""
+    room = not kept or free > kept  # for a flow already holding a worker
+    eligible = (f for f in flows if f.ready and (room or f.busy == 0))
     return min(eligible, key=_Flow.rank, default=None)
 
 
@@ -100,7 +105,7 @@ class WorkQueue:
         tenants: Callable[[], int] = lambda: 0,
         metrics: QueueMetrics | None = None,
     ) -> None:
-        """``concurrency``: the workers that share the queue (None: no ceiling, only
+        """``concurrency``: the workers that share the queue (None: no reserve, only
         turns). ``tenants``: how many namespaces have objects, idle ones included, so
         the reserve is kept before a second tenant's first key arrives. ``metrics``:
         where adds, waits and work are counted (None: nowhere)."""
@@ -130,10 +135,10 @@ class WorkQueue:
 
     def ready_keys(self) -> list[Hashable]:
         """The keys ``get`` would hand out now, in order, if none were done meanwhile
-        (a key held back by its namespace's ceiling is not); takes nothing."""
+        (a key held back by the reserve is not); takes nothing."""
         flows = [_Flow(f.since, dict(f.ready), f.busy, f.served) for f in self._flows.values()]
-        limit, tick, keys = self._limit(), self._tick, []
-        while (flow := _pick(flows, limit)) is not None:
+        free, kept, tick, keys = self._free(), self._reserve(), self._tick, []
+        while (flow := _pick(flows, free - len(keys), kept)) is not None:
             tick += 1
             keys.append(_serve(flow, tick))
         return keys
@@ -186,9 +191,9 @@ class WorkQueue:
     async def get(self) -> Hashable:
         """The next key, once there is one this worker may take."""
         counted = False
-        while (flow := _pick(self._flows.values(), self._limit())) is None:
+        while (flow := self._next_flow()) is None:
             if self._queued and not counted:
-                # Keys are ready but every one's namespace holds its share.
+                # Keys are ready but the free workers are kept for other namespaces.
                 metrics.QUEUE_FAIR_WAITS.inc()
                 counted = True
             waiter = asyncio.get_running_loop().create_future()
@@ -202,7 +207,7 @@ class WorkQueue:
 
     def get_nowait(self) -> Hashable:
         """Take the next key without waiting; ``asyncio.QueueEmpty`` if none may go."""
-        flow = _pick(self._flows.values(), self._limit())
+        flow = self._next_flow()
         if flow is None:
             raise asyncio.QueueEmpty
         return self._take(flow)
@@ -250,9 +255,19 @@ class WorkQueue:
     def _next_due(self) -> float | None:
         return self._timers[0].due if self._timers else None
 
-    def _limit(self) -> float:
+    def _next_flow(self) -> _Flow | None:
+        return _pick(self._flows.values(), self._free(), self._reserve())
+
+    def _free(self) -> float:
+        """Workers not holding a key (unbounded without ``concurrency``); only compared
+        with the reserve: without one, a worker that asks takes what is ready."""
+        if self._concurrency is None:
+            return math.inf
+        return self._concurrency - len(self._active)
+
+    def _reserve(self) -> int:
         shared = len(self._flows) > 1 or self._tenants() > 1
-        return ceiling(self._concurrency, shared)
+        return reserve(self._concurrency, shared)
 
     def _flow(self, name: Hashable) -> _Flow:
         flow = self._flows.get(name)
