@@ -21,7 +21,7 @@ SOURCE_PARSES = Counter("crs_source_parses_total", "ConfigMap/Secret contents pa
 QUEUE_FAIR_WAITS = Counter(
     "crs_queue_fair_waits_total",
     "Times a worker waited although keys were ready, because the namespace of every "
-    "ready key already held its share of the workers",
+    "ready key already held a worker and the free ones are kept for namespaces holding none",
 )
 LEADER = Gauge("crs_leader", "1 while this process acts (holds the lease, or runs unelected)")
 LEADER.set(1)
