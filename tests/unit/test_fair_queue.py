@@ -12,7 +12,6 @@ Keys are the controller's ``(kind, namespace, name)``. Workers are simulated wit
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass, field
