@@ -291,16 +291,20 @@ class ClusterScope:
         reason) gives its place back, or leaves the line. Applied and not Ready yet,
         it still updates; failed, it keeps its place for its retry (as a Deployment's
         failing Pod counts against maxUnavailable): given back, a retry on the revision
-        it already has would update beside the clusters that took the place. A failed
-        pair that only waited steps aside: at the head of the line, a pass that keeps
-        failing before it can ask (a broken kubeconfig) would hold every cluster behind
-        it, of any namespace, with a place free."""
+        it already has would update beside the clusters that took the place. Not for
+        ever, though: a holder failing for long while its namespace holds more than
+        its share and another namespace waits gives it back (``Budget.failed``). A
+        failed pair that only waited steps aside: at the head of the line, a pass that
+        keeps failing before it can ask (a broken kubeconfig) would hold every cluster
+        behind it with a place free."""
         failed = outcome.state == "Failed"
         still = failed or (outcome.state == "Applied" and not outcome.ready)
         if outcome.reason != BUDGET_WAIT and not still:
             self.ctx.budget.release(self.key, crs_name)
         elif failed:
-            self.ctx.budget.step_aside(self.key, crs_name)
+            self.ctx.budget.failed(self.key, crs_name)
+        else:
+            self.ctx.budget.going(self.key)
         _count(self.ctx)
 
     def forget_left(self) -> None:
@@ -473,7 +477,7 @@ def forget_budget(ctx: ClusterContext, key: tuple[str, str]) -> None:
 def step_aside(ctx: ClusterContext, key: tuple[str, str]) -> None:
     """A cluster pass ended without an outcome (timed out, crashed): its waiting pairs
     leave the line and ask again on the retry, behind the others; a place it holds
-    stays (the budget wakes the clusters that may go now)."""
+    stays, as after a failed pass (the budget wakes the clusters that may go now)."""
     ctx.budget.step_aside_cluster(key)
     _count(ctx)
 
