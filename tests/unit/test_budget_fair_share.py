@@ -15,8 +15,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crs_controller.engine.memory.budget import FAILING_HOLD, Budget, ClusterKey
 from crs_controller.core.state.status import Outcome
+from crs_controller.engine.memory.budget import FAILING_HOLD, Budget, ClusterKey
 from crs_controller.engine.reconcile.admission import BudgetExhausted, Go, Held
 from crs_controller.engine.reconcile.scope import CRSPass
 
