@@ -252,7 +252,7 @@ class Budget:
             for ns, line in self._lines.items()
         ]
         heapq.heapify(turns)
-        tick, up = self._served_last(), []
+        tick, up = max(self._served.values(), default=0), list[ClusterKey]()
         while turns and len(up) < count:
             held, _, entry, at = heapq.heappop(turns)
             up.append(entry[3])
@@ -260,9 +260,6 @@ class Budget:
             if at + 1 < len(line):
                 heapq.heappush(turns, (held + 1, tick, line[at + 1], at + 1))
         return up
-
-    def _served_last(self) -> int:
-        return max(self._served.values(), default=0)
 
     def _hold(self, cluster: ClusterKey, crs: str) -> None:
         self._held[cluster] = {crs}

@@ -137,7 +137,8 @@ class WorkQueue:
         """The keys ``get`` would hand out now, in order, if none were done meanwhile
         (a key held back by the reserve is not); takes nothing."""
         flows = [_Flow(f.since, dict(f.ready), f.busy, f.served) for f in self._flows.values()]
-        free, kept, tick, keys = self._free(), self._reserve(), self._tick, []
+        free, kept, tick = self._free(), self._reserve(), self._tick
+        keys: list[Hashable] = []
         while (flow := _pick(flows, free - len(keys), kept)) is not None:
             tick += 1
             keys.append(_serve(flow, tick))
