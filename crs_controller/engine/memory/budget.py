@@ -247,6 +247,8 @@ class Budget:
         the fewest places, then the one served longest ago (never yet: first), then
         the one whose next waiter came first; within a namespace, its line's order."""
         count = len(self._entries) if self._limit is None else self._free()
+        if count <= 0:
+            return []
         turns: list[_Turn] = [
             (self._holding[ns], self._served.get(ns, 0), line[0], 0)
             for ns, line in self._lines.items()
