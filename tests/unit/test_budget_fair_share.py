@@ -118,23 +118,25 @@ def test_a_failing_tenant_comes_down_to_its_share_while_another_waits() -> None:
     assert budget.pairs(failing[2]) == {"set"} and budget.pairs(failing[0]) == frozenset()
 
 
-def test_a_failing_holder_keeps_its_place_while_only_its_own_namespace_waits() -> None:
+def failing_holder(waiter: ClusterKey) -> tuple[FakeClock, Budget]:
+    """One place, held by ("a", "x") whose pass just failed; ``waiter`` waits."""
     clock = FakeClock()
     budget = Budget(1, clock)
     assert budget.ask(("a", "x"), "set", 0)
-    assert not budget.ask(("a", "y"), "set", 0)
-    budget.failed(("a", "x"), "set")
+    assert not budget.ask(waiter, "set", 0)
+    assert budget.failed(("a", "x"), "set") == ()
+    return clock, budget
+
+
+def test_a_failing_holder_keeps_its_place_while_only_its_own_namespace_waits() -> None:
+    clock, budget = failing_holder(("a", "y"))
     clock.advance(10 * FAILING_HOLD)
     assert budget.failed(("a", "x"), "set") == ()
     assert budget.updating == 1 and not budget.may_go(("a", "y"))
 
 
 def test_a_holder_that_goes_on_between_failures_starts_counting_again() -> None:
-    clock = FakeClock()
-    budget = Budget(1, clock)
-    assert budget.ask(("a", "x"), "set", 0)
-    assert not budget.ask(("b", "y"), "set", 0)
-    budget.failed(("a", "x"), "set")
+    clock, budget = failing_holder(("b", "y"))
     clock.advance(FAILING_HOLD - 1)
     budget.going(("a", "x"))  # applied, waiting to become Ready
     clock.advance(2)
