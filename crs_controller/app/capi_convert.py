@@ -27,9 +27,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION
-from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, ObjectMeta
+from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND
 from crs_controller.core.errors import InvalidSpec
-from crs_controller.core.spec.objects import describe_validation, parse_crs
+from crs_controller.core.spec.objects import describe_validation, parse_crs_document
 
 __all__ = ["CAPI_GROUP", "CAPI_VERSIONS", "convert_crs", "convert_documents"]
 
@@ -274,10 +274,7 @@ def _mode(who: str, strategy: Any) -> str:
 def _check(who: str, converted: Obj) -> None:
     """What the controller would refuse is refused here, not after kubectl apply."""
     try:
-        # The controller keeps only the metadata it reads: the labels and
-        # annotations the API server would refuse are checked whole here.
-        ObjectMeta.model_validate(converted.get("metadata") or {})
-        problem = parse_crs(converted).problem
+        problem = parse_crs_document(converted).problem
     except ValidationError as exc:  # metadata the API server would refuse too
         problem = InvalidSpec(describe_validation(exc, "metadata"))
     if problem is not None:

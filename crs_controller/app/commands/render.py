@@ -71,7 +71,7 @@ from crs_controller.core.spec.objects import (
     Cluster,
     describe_validation,
     parse_cluster,
-    parse_crs,
+    parse_crs_document,
 )
 from crs_controller.core.versions.cluster_version import (
     CONTROL_PLANE_GROUP,
@@ -391,7 +391,7 @@ def _parsed_crs(where: str, doc: Obj) -> CRS:
         # As kubectl apply would be answered (strict field validation).
         raise UsageError(f"{where}: ClusterResourceSet {name}: {describe_unknown(unknown)}")
     try:
-        crs = parse_crs(doc)
+        crs = parse_crs_document(doc)
     except ValidationError as exc:  # metadata: the API server would refuse it
         what = describe_validation(exc, "metadata")
         raise UsageError(f"{where}: ClusterResourceSet {name}: {what}") from None

@@ -278,6 +278,14 @@ CRS_META_READ = (
 CRS_ANNOTATIONS_READ = (PAUSED_ANNOTATION, APPROVE_ANNOTATION, ROLLBACK_ANNOTATION)
 
 
+def parse_crs_document(raw: Mapping[str, Any]) -> CRS:
+    """``parse_crs`` of a document not yet sent to the API server (a file, a
+    conversion): its metadata is checked whole first, as the server would check it,
+    since the parse keeps only what the controller reads."""
+    _meta(raw)
+    return parse_crs(raw)
+
+
 def parse_crs(raw: Mapping[str, Any]) -> CRS:
     meta_raw = raw.get("metadata")
     if isinstance(meta_raw, Mapping):
