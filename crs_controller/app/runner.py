@@ -272,9 +272,24 @@ async def _run_sharded(
             supervised(group, elector.keep(), "leader-lease")
             supervised(group, controller.sweep_contributions(), "contribution-sweep")
     finally:
-        await asyncio.shield(membership.release())
-        await asyncio.shield(elector.release())
-        await asyncio.shield(contributions.drop_own())
+        await asyncio.shield(_leave(membership, elector, contributions))
+
+
+async def _leave(
+    membership: ShardMembership,
+    elector: LeaderElector,
+    contributions: ContributionStore[Contribution],
+) -> None:
+    """A clean shutdown: give up the shard Lease, the leader Lease and this member's
+    contributions, so the others take over at once. Not while standing aside for
+    another process under this identity: all three are that process's then."""
+    aside = membership.standing_aside
+    await membership.release()
+    if aside:
+        log.info("left to the other process under this identity", identity=membership.identity)
+        return
+    await elector.release()
+    await contributions.drop_own()
 
 
 def _contributions(

@@ -21,15 +21,22 @@ from typing import Any, cast
 
 import pytest
 
+from crs_controller.app import runner
 from crs_controller.clients.api import Obj
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.errors import APIError, Unreachable
 from crs_controller.core.membership.lease import INCARNATION_ANNOTATION, LEASE_API, LeaseRecord
 from crs_controller.core.membership.shard import incarnation_of, members_stamp, owner
+from crs_controller.core.state.contribution import Contribution
+from crs_controller.engine.io.contributions import ContributionStore
 from crs_controller.engine.runtime import membership as membership_module
 from crs_controller.engine.runtime.membership import (
     LAPSE,
     RENEW_DEADLINE,
+    STALE_AFTER,
+    TOKENS_KEPT,
+    LeaderElector,
+    Leases,
     ShardMembership,
     member_identity,
 )
@@ -42,14 +49,17 @@ KEYS = [("fleet", f"c{i:02d}") for i in range(60)]
 
 
 def membership(
-    clock: FakeClock, client: object = None, lease_seconds: float = LEASE
+    clock: FakeClock,
+    client: object = None,
+    lease_seconds: float = LEASE,
+    identity: str = "replica-a",
 ) -> tuple[ShardMembership, list[tuple[set[str], set[str]]]]:
     """Without a ``client``: for the decisions that never call the server."""
     changes: list[tuple[set[str], set[str]]] = []
     shard = ShardMembership(
         cast(KubeClient, client),
         "crs-system",
-        "replica-a",
+        identity,
         lease_seconds=lease_seconds,
         clock=clock,
         on_change=lambda before, after: changes.append((set(before), set(after))),
@@ -162,6 +172,25 @@ def test_a_replica_that_cannot_renew_stops_acting_before_the_others_take_over() 
     assert shard.members == {"replica-a", "replica-b"}
 
 
+def test_past_its_renew_deadline_it_owns_nothing_before_any_loop_looks_again() -> None:
+    """Its acting window ends while nothing calls ``refresh`` (the loop that would is
+    held up): from that moment it owns no Cluster and acts with nobody, so it never
+    acts on a Cluster the others, counting it out a third of the lease later, take."""
+    clock = FakeClock()
+    shard, changes = membership(clock)
+    renew(shard, "a1")
+    shard.on_lease(None, lease("replica-b", "b1"))
+    shard.refresh()
+    assert mine(shard) and shard.members == {"replica-a", "replica-b"}
+    clock.advance(LEASE * RENEW_DEADLINE - 0.01)
+    assert mine(shard)
+    clock.advance(0.01)
+    assert (mine(shard), shard.members, shard.incarnations) == (set(), set(), {})
+    assert changes == [(set(), {"replica-a", "replica-b"})]  # on_change not told yet
+    renew(shard, "a2")  # renewed again: it acts with the members as last looked at
+    assert shard.members == {"replica-a", "replica-b"}
+
+
 def test_its_own_lease_deleted_stops_it_at_once() -> None:
     shard, changes = membership(FakeClock())
     shard.renewed()
@@ -188,6 +217,38 @@ def test_a_departed_member_goes_at_once() -> None:
     shard.on_lease(lease("replica-b", "t1"), None)  # deleted on its clean shutdown
     shard.refresh()
     assert shard.members == {"replica-a"}
+
+
+def test_it_forgets_the_lease_names_of_members_gone() -> None:
+    """Members come and go under new pod names: what it remembers of each (the name of
+    its Lease) goes with its Lease, so a long-lived member holds no more for it."""
+    shard, _ = membership(FakeClock())
+    renew(shard, "a1")
+    for n in range(200):
+        record = lease(f"pod-{n}", "t1")
+        shard.on_lease(None, record)
+        shard.on_lease(record, None)  # deleted on its clean shutdown
+    shard.on_lease(None, lease("replica-b", "b1"))
+    assert shard._lease_names == {"replica-b": "crs-controller-shard-replica-b"}
+
+
+async def test_a_departed_members_lease_is_deleted_by_its_name_and_forgotten() -> None:
+    """replica-d died; its Lease, named by hand, is silent for the lease duration and
+    STALE_AFTER more: this member deletes it by the name it was seen under, and
+    remembers nothing of it afterwards."""
+    clock, client = FakeClock(), MemoryKube("management")
+    shard, _ = membership(clock, client)
+    left = member_body("replica-d", "d1")
+    left["metadata"]["name"] = "lease-of-d"
+    await client.apply(left, field_manager="other")
+    shard.on_lease(None, replace(lease("replica-d", "d1"), name="lease-of-d"))
+    for n in range(int(LEASE * (1 + STALE_AFTER) / (LEASE / 3))):
+        clock.advance(LEASE / 3)
+        renew(shard, f"a{n}")
+    await shard._clear_stale()
+    assert ("delete", "Lease/lease-of-d") in client.requests
+    assert await client.get(LEASE_API, "Lease", "lease-of-d", "crs-system") is None
+    assert shard._lease_names == {}
 
 
 def test_a_lease_is_read_from_its_api_form() -> None:
@@ -659,6 +720,48 @@ async def test_of_two_processes_under_one_identity_one_stands_aside() -> None:
             task.cancel()
 
 
+class Contributions:
+    """A member's contributions, as far as its shutdown goes: whether it dropped them."""
+
+    def __init__(self) -> None:
+        self.dropped = False
+
+    async def drop_own(self) -> None:
+        self.dropped = True
+
+
+async def test_of_two_processes_under_one_identity_the_one_aside_leaves_all_to_the_other() -> None:
+    """The process standing aside shuts down cleanly: the shard Lease, the leader
+    Lease and the identity's contributions are the other's, which acts on: it
+    releases none of them (the other would lose leadership, and its contributions
+    be gone, at once). The one acting releases them all on its own shutdown."""
+    clock, client = FakeClock(), SharedLease()
+    one, _ = membership(clock, client)
+    two, _ = membership(clock, client)
+    client.shards = [one, two]
+    loops = [asyncio.ensure_future(s._renew_loop()) for s in (one, two)]
+    try:
+        for _ in range(18):  # three lease durations: one stands aside
+            clock.advance(LEASE / 6)
+            await clock.until_idle(2)
+    finally:
+        for task in loops:
+            task.cancel()
+    (standing,) = [s for s in (one, two) if s.standing_aside]
+    (acting,) = {one, two} - {standing}
+    leases = Leases(cast(KubeClient, client), "crs-system")
+    leader = LeaderElector(leases, clock=clock, identity="replica-a", lease_seconds=LEASE)
+    await leader.acquire()  # held by the identity: by either process, as each sees it
+    for shard, kept in [(standing, True), (acting, False)]:
+        contributions = Contributions()
+        await runner._leave(shard, leader, cast(ContributionStore[Contribution], contributions))
+        raw = await client.get(LEASE_API, "Lease", "crs-controller", "crs-system")
+        assert raw is not None and LeaseRecord.parse(raw).holder == ("replica-a" if kept else "")
+        assert contributions.dropped is not kept
+        shard_lease = await client.get(LEASE_API, "Lease", shard.lease, "crs-system")
+        assert (shard_lease is not None) is kept
+
+
 @pytest.fixture
 def falling_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each incarnation this replica draws is smaller than the one before, and all
@@ -718,10 +821,15 @@ def test_standing_aside_lasts_while_the_other_renews_whatever_its_token() -> Non
 
 
 @pytest.mark.usefixtures("falling_tokens")
-async def test_its_own_renewal_committed_late_is_not_taken_for_another_process() -> None:
+@pytest.mark.parametrize("outage", [24.0, 100.0])
+async def test_its_own_renewal_committed_late_is_not_taken_for_another_process(
+    outage: float,
+) -> None:
     """Its window lapsed; a renewal's request goes unanswered (yet is committed),
-    then many are refused, each in a new incarnation. When the watch finally shows
-    the one committed, its token is still known as its own: no standing aside."""
+    then every one is refused for ``outage`` seconds, each in a new incarnation (also
+    for longer than the request timeout and a lease duration: 36 s). When the watch,
+    back, lists the Lease with the one committed, its token is still known as its
+    own: no standing aside."""
     clock, client = FakeClock(), MemoryKube("management")
     shard, _ = membership(clock, client)
     await shard._renew()
@@ -736,8 +844,8 @@ async def test_its_own_renewal_committed_late_is_not_taken_for_another_process()
 
     shard._leases.apply = unanswered  # type: ignore[method-assign]
     await shard._renew()
-    client.fail_with = APIError("throttled", status=429)
-    for _ in range(12):  # each refused in a new incarnation
+    client.fail_with = APIError("unavailable", status=503)
+    for _ in range(int(outage / 2.0)):  # each refused in a new incarnation
         clock.advance(2.0)
         await shard._renew()
     client.fail_with = None
@@ -745,6 +853,23 @@ async def test_its_own_renewal_committed_late_is_not_taken_for_another_process()
     assert shard._aside_until < clock.now()
     await shard._renew()
     assert shard._acting(clock.now())
+
+
+async def test_its_own_tokens_are_kept_until_a_later_one_is_shown() -> None:
+    """The tokens its renewals carried are kept however long none is shown, the
+    latest TOKENS_KEPT at most, and forgotten once the watch shows a later one: the
+    watch shows the Lease's renewals in order, so no earlier one can come."""
+    clock, client = FakeClock(), MemoryKube("management")
+    shard, _ = membership(clock, client)
+    client.fail_with = APIError("unavailable", status=503)
+    drawn = []
+    for _ in range(TOKENS_KEPT + 10):  # each refused in a new incarnation
+        await shard._renew()
+        drawn.append(shard._incarnation)
+        clock.advance(2.0)
+    assert list(shard._tokens) == drawn[-TOKENS_KEPT:]
+    shard.on_lease(None, own(shard, "a1"))
+    assert list(shard._tokens) == [shard._incarnation] and not shard.standing_aside
 
 
 async def test_a_renewal_shown_before_its_answer_tells_how_far_the_watch_has_come() -> None:
@@ -843,3 +968,77 @@ async def test_a_silent_watch_is_listed_again_and_the_others_stay_in() -> None:
     running.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await running
+
+
+class Partitioned(SharedLease):
+    """Shows each Lease applied to the members at once, as their watches would (its
+    own watch shows nothing more after its list). Deleting a Lease never gets an
+    answer (``deleting`` notes each attempt); once ``cut_off`` is set, neither does an
+    apply: this replica is cut off from the API server."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleting: list[str] = []
+        self.cut_off = False
+
+    async def apply(self, obj: Any, **kw: Any) -> Obj:
+        if self.cut_off:
+            await asyncio.Event().wait()
+        return await super().apply(obj, **kw)
+
+    async def delete(self, api_version: str, kind: str, name: str, *a: Any, **kw: Any) -> bool:
+        self.deleting.append(name)
+        await asyncio.Event().wait()
+        return False
+
+    async def watch(self, *args: Any, **kw: Any) -> Any:
+        await asyncio.Event().wait()
+        yield ("ADDED", {})
+
+
+async def side_by_side(
+    clock: FakeClock, shard: ShardMembership, other: ShardMembership, n: int
+) -> list[tuple[str, str]]:
+    """A sixth of the lease duration on, ``other`` renewing every other step, shown to
+    both at once: the Clusters both own then."""
+    clock.advance(LEASE / 6)
+    if n % 2 == 0:
+        renew(other, f"b{n}")
+        shard.on_lease(
+            None, replace(lease(other.identity, f"b{n}"), incarnation=other._incarnation)
+        )
+    for _ in range(10):  # the turns of shard's loops
+        await asyncio.sleep(0)
+    other.refresh()
+    return [key for key in KEYS if shard.owns(*key) and other.owns(*key)]
+
+
+async def test_a_stale_lease_delete_that_hangs_never_leaves_a_cluster_with_two_owners() -> None:
+    """replica-d died long ago, its Lease left; replica-a deletes it just as the API
+    server stops answering replica-a. Its renewals go unanswered; replica-b renews on
+    and takes replica-a's Clusters once it has seen its Lease unchanged for the lease
+    duration. replica-a has stopped acting on them before (at its renew deadline),
+    and its members are told they changed then, whatever the delete still awaits."""
+    clock, client = FakeClock(), Partitioned()
+    await client.apply(member_body("replica-d", "d1"), field_manager="other")
+    shard, changes = membership(clock, client)
+    other, _ = membership(clock, identity="replica-b")
+    client.shards = [shard, other]
+    running = asyncio.ensure_future(shard.run())
+    overlaps = []
+    try:
+        for n in range(100):  # until it deletes replica-d's Lease
+            overlaps += await side_by_side(clock, shard, other, n)
+            if client.deleting:
+                break
+        assert client.deleting == ["crs-controller-shard-replica-d"] and shard.members
+        client.cut_off = True
+        for n in range(12):  # two lease durations
+            overlaps += await side_by_side(clock, shard, other, n)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    assert "replica-a" not in other.members and mine(other) == {name for _, name in KEYS}
+    assert overlaps == []
+    assert changes[-1][1] == set()  # told: its passes in flight are stopped

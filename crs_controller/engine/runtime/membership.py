@@ -27,10 +27,12 @@ is not taken as current (``core.membership.shard.members_stamp``). This replica
 counts itself live only while its last renewal is younger than two thirds of the
 lease duration, timed from when it was sent: the others wait for the full duration
 before they take its Clusters, so a replica cut off from the API server stops acting
-before anyone else starts. A renewal refused is tried again within seconds, in time
-to be answered before that deadline; one not answered is cut off at that deadline,
-not left to the client's longer request timeout. A retry cut off is followed at once
-by a renewal in a new incarnation. Any other renewal cut off, or answered too late to
+before anyone else starts. What it owns is asked of that window each time, never of
+a loop that must wake to look again, and no loop that does awaits a request. A
+renewal refused is tried again within seconds, in time to be answered before that
+deadline; one not answered is cut off at that deadline, not left to the client's
+longer request timeout. A retry cut off is followed at once by a renewal in a new
+incarnation. Any other renewal cut off, or answered too late to
 act on, may still have been committed, so the others would see this replica renewing while it
 does not act: it renews no more for LAPSE lease durations, so they count it out and
 take its Clusters, then starts again in a new incarnation. A Lease
@@ -57,6 +59,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import structlog
 
@@ -87,7 +90,10 @@ RETRY_SECONDS = 2.0  # after a failed renewal, at most a sixth of the lease dura
 ATTEMPT_FLOOR = 1.0  # seconds a shard Lease renewal request is given at least
 STALE_AFTER = 4  # lease durations past expiry
 SENT_KEPT = 8  # renewals remembered until the watch shows them
+TOKENS_KEPT = 64  # own incarnation tokens remembered until a later one is shown
 LAPSE = 4 / 3  # of the lease duration: no renewal after one answered too late to act on
+
+_T = TypeVar("_T")
 
 Changed = Callable[[frozenset[str], frozenset[str]], None]  # members before, after
 
@@ -244,6 +250,14 @@ class LeaderElector:
         return free_for(record, self.identity, self._seen, self._clock.now(), self._lease_seconds)
 
 
+def _forget_before(kept: dict[str, _T], key: str) -> None:
+    """Delete the entries of ``kept`` put in before ``key`` (all, if it is not there)."""
+    for older in list(kept):
+        if older == key:
+            return
+        del kept[older]
+
+
 def member_identity(record: LeaseRecord) -> str:
     """The member a shard Lease stands for: its holder, else (written by hand) its name."""
     return record.holder or record.name
@@ -271,7 +285,7 @@ class ShardMembership:
         self._retry = min(RETRY_SECONDS, lease_seconds / 6)
         self._clock = clock
         self._on_change = on_change
-        self._members = Members(kept_for=REQUEST_TIMEOUT + lease_seconds)  # as _tokens
+        self._members = Members(kept_for=REQUEST_TIMEOUT + lease_seconds)
         self._lease_names: dict[str, str] = {}  # identity -> its Lease's name
         self._renewed_at: float | None = None  # when our last renewal acted on was sent
         self._unseen_since: float | None = None  # first renewal the watch has not shown
@@ -282,9 +296,9 @@ class ShardMembership:
         self._retrying = False  # the next renewal tries a refused one again
         self._view: frozenset[str] = frozenset()
         # This replica's incarnation token, drawn anew whenever it starts acting again,
-        # those its renewals may still show (``_sending``), and the view's members'.
+        # those its renewals may still show, as drawn (``_sending``), the members'.
         self._incarnation = new_incarnation()
-        self._tokens = {self._incarnation: clock.now()}  # each: when last sent
+        self._tokens: dict[str, None] = {self._incarnation: None}
         self._view_incarnations: Mapping[str, str] = {}
         # Another process renewing our Lease (``_seen_own``): the watch showed one of
         # ours since we last stood aside; until when we stand aside, if we do.
@@ -299,26 +313,39 @@ class ShardMembership:
 
     @property
     def members(self) -> frozenset[str]:
-        return self._view
+        """The members this replica acts with; none once its acting window has ended,
+        from that very moment: not when a loop wakes to ``refresh`` (which tells
+        ``on_change``), as a loop held up by a request that hangs would wake late,
+        while the others, waiting the full lease duration, take its Clusters."""
+        return self._view if self._acting(self._clock.now()) else frozenset()
 
     @property
     def incarnations(self) -> Mapping[str, str]:
         """The incarnation token of each of ``members`` ("": its Lease carries none):
         the member set's stamp covers them, never its buckets."""
-        return self._view_incarnations
+        return self._view_incarnations if self._acting(self._clock.now()) else {}
+
+    @property
+    def standing_aside(self) -> bool:
+        """Another process renews this replica's Lease (two under one identity), and
+        this one stands aside: what the identity holds is that process's."""
+        return self._aside_until > self._clock.now()
 
     def owns(self, namespace: str, name: str) -> bool:
-        return owner(self._view, f"{namespace}/{name}") == self.identity
+        return owner(self.members, f"{namespace}/{name}") == self.identity
 
     # -- running ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Renew, watch, and look again when a member may have expired."""
+        """Renew, watch, look again when a member may have expired, and delete the
+        Leases departed members left: each in a task of its own, so that a request the
+        server never answers holds up none of the others."""
         async with asyncio.TaskGroup() as group:
             supervised(group, self._renew_loop(), "shard-lease")
             supervised(group, self._watch_loop(), "watch-shard-leases")
             await self.join(self._informer.synced)
             supervised(group, self._expiry_loop(), "shard-expiry")
+            supervised(group, self._stale_loop(), "shard-stale-leases")
 
     async def join(self, listed: asyncio.Event) -> None:
         """Start acting once the members' Leases have settled: this replica's own Lease
@@ -341,7 +368,7 @@ class ShardMembership:
         aside: the Lease is another process's then."""
         self._renewed_at = None
         self.refresh()
-        if self._aside_until > self._clock.now():
+        if self.standing_aside:
             return
         try:
             await self._leases.delete(self.lease)
@@ -386,8 +413,8 @@ class ShardMembership:
 
     async def _renew_loop(self) -> None:
         while True:
-            while (aside := self._aside_until) > self._clock.now():
-                await self._clock.sleep_until(aside, asyncio.Event())  # pushed on meanwhile?
+            while self.standing_aside:  # pushed on meanwhile? then again
+                await self._clock.sleep_until(self._aside_until, asyncio.Event())
             wait = await self._renew()
             self._wake.set()
             await sleep_for(self._clock, wait)
@@ -460,15 +487,16 @@ class ShardMembership:
     def _sending(self, marker: str, now: float) -> None:
         """A renewal with renew marker ``marker`` goes out now, in our incarnation.
         The marker is noted before the answer: the watch may show the renewal first.
-        Forget the tokens last sent so long ago that no request carrying them can
-        still land (the client's request timeout) and be shown (a lease duration
-        more): at most one is drawn per retry period, so a few dozen are kept,
-        however many attempts were refused."""
+        So is the token, kept until the watch shows a renewal in a token drawn later
+        (``_seen_own``), however long that takes: a renewal whose request went
+        unanswered may be committed, and shown only when a watch down meanwhile lists
+        the Leases again. Of those, the latest TOKENS_KEPT drawn: one is drawn only
+        when a renewal is sent while not acting, at most one per retry period, so
+        they cover two minutes of renewals refused with none shown."""
         self._note_sent(marker, now)
-        self._tokens[self._incarnation] = now
-        for token, sent in list(self._tokens.items()):
-            if now - sent > REQUEST_TIMEOUT + self._lease_seconds:
-                del self._tokens[token]
+        self._tokens[self._incarnation] = None  # a token sent before keeps its place
+        while len(self._tokens) > TOKENS_KEPT:
+            del self._tokens[next(iter(self._tokens))]
 
     async def _apply_by_deadline(self, body: Obj, sent: float) -> None:
         """Apply this replica's Lease, cut off at the renew deadline (of its acting
@@ -484,10 +512,11 @@ class ShardMembership:
             raise _CutOff(f"no answer within {deadline - sent:.1f}s") from None
 
     async def _expiry_loop(self) -> None:
+        """Tell ``on_change`` of the members as they change without a Lease event: at a
+        member's expiry, at our own renew deadline, when the watch would be stale, and
+        every lease duration anyway. It awaits no request, so it is never late."""
         while True:
             now = self._clock.now()
-            # A member's expiry, our own renew deadline, or now and then anyway, to
-            # clear Leases left by replicas that died.
             deadlines = [self._members.next_expiry(now), self._own_deadline(), self._stale_at()]
             due = min([d for d in deadlines if d is not None and d > now], default=None)
             await self._clock.sleep_until(
@@ -496,24 +525,47 @@ class ShardMembership:
             self._wake.clear()
             self.refresh()
             self._check_watch()
+
+    async def _stale_loop(self) -> None:
+        """Clear the Leases left by replicas that died, every lease duration."""
+        while True:
+            await sleep_for(self._clock, self._lease_seconds)
             await self._clear_stale()
 
     async def _clear_stale(self) -> None:
         """Delete the Leases of members silent for STALE_AFTER lease durations: a
-        replacement pod has a new name, so nobody else would ever renew them."""
-        now = self._clock.now()
-        if not self._acting(now) or self._watch_stale(now):
+        replacement pod has a new name, so nobody else would ever renew them. Only
+        while acting, each request cut off at our renew deadline, as the renewals are:
+        a replica that stopped acting deletes nothing."""
+        now, deadline = self._clock.now(), self._own_deadline()
+        if deadline is None or now >= deadline or self._watch_stale(now):
             return  # nothing is known of the others while the watch is stale
         grace = self._lease_seconds * STALE_AFTER
         for identity in self._members.stale(self._known_up_to(now), grace):
-            name = self._lease_names.get(identity, lease_name(identity))
-            try:
-                await self._leases.delete(name)
-                log.info("removed the lease of a departed member", identity=identity)
-            except CRSError as exc:
-                where = self._where(name)
-                log_lease_failure("stale lease not removed", where, exc, identity=identity)
-            self._members.forget(identity)
+            if not await self._remove_stale(identity, deadline):
+                return
+
+    async def _remove_stale(self, identity: str, deadline: float) -> bool:
+        """Delete the Lease ``identity`` left by ``deadline``, and forget the member
+        (refused too: a list that shows it again brings it back). False when cut off
+        at the deadline: it is kept, to be tried again while acting."""
+        name = self._lease_names.get(identity, lease_name(identity))
+        try:
+            await by_deadline(self._clock, deadline, self._leases.delete(name))
+            log.info("removed the lease of a departed member", identity=identity)
+        except TimeoutError:
+            log.warning("stale lease not removed by the renew deadline", lease=self._where(name))
+            return False
+        except CRSError as exc:
+            where = self._where(name)
+            log_lease_failure("stale lease not removed", where, exc, identity=identity)
+        self._forget(identity)
+        return True
+
+    def _forget(self, identity: str) -> None:
+        """Another member's Lease is gone, or deleted by us: it is counted out."""
+        self._members.forget(identity)
+        self._lease_names.pop(identity, None)
 
     def _where(self, name: str) -> str:
         return f"{self._leases.namespace}/{name}"
@@ -545,9 +597,12 @@ class ShardMembership:
         """The watch showed this replica's Lease: one of its renewals, or another
         process's (``_rival``)."""
         if record.incarnation not in self._tokens:
-            if self._own_shown or self._aside_until > self._clock.now():
+            if self._own_shown or self.standing_aside:
                 self._rival(record.incarnation)
             return  # else left by a process before this one, or by hand
+        # The watch shows the Lease's renewals in order: none in a token drawn
+        # before this one can be shown any more.
+        _forget_before(self._tokens, record.incarnation)
         self._own_shown = True
         self._shown(record.renew_marker)
 
@@ -562,7 +617,7 @@ class ShardMembership:
         The tokens are compared only to decide whether to stand aside: while standing
         aside, any renewal not our own extends it, whatever its token (the other
         process may have started a new incarnation meanwhile)."""
-        standing = self._aside_until > self._clock.now()
+        standing = self.standing_aside
         if not standing and token and token < self._incarnation:
             log.error(
                 "another process renews this shard member's lease; it stands aside",
@@ -586,10 +641,8 @@ class ShardMembership:
         self._unseen_since = None
         if (sent := self._sent.get(marker)) is not None:
             self._shown_up_to = sent
-            for older in list(self._sent):
-                del self._sent[older]
-                if older == marker:
-                    break
+            _forget_before(self._sent, marker)
+            del self._sent[marker]
 
     def _known_up_to(self, now: float) -> float:
         """Until when the others' renewals are known: now, or when the watch was last
@@ -615,10 +668,11 @@ class ShardMembership:
         now = self._clock.now()
         if new is None:
             assert old is not None
-            self._members.forget(member_identity(old))
             if member_identity(old) == self.identity:
                 # Deleted under us: the others already count us out.
                 self._renewed_at = None
+            else:
+                self._forget(member_identity(old))
         elif (identity := member_identity(new)) != self.identity:
             self._lease_names[identity] = new.name
             self._members.observe(identity, new.renew_marker, new.duration, now, new.incarnation)
