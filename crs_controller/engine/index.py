@@ -1,15 +1,15 @@
 """The caches as the reconcilers see them: read-only queries over the informers, and
 the indexes that answer them without scanning (which CRS references which
-ConfigMap/Secret, which bindings name a CRS). Rebuilt from the watches alone; only
-the runtime's watch handlers update the indexes (and a hand-over, reshaping what is
-kept of a binding).
+ConfigMap/Secret, which bindings name a CRS, which Clusters a CRS selects). Rebuilt
+from the watches alone; only the runtime's watch handlers update the indexes (and a
+hand-over, reshaping what is kept of a binding).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from crs_controller.core.api.models import CRSBinding, ResourceRef, SourceKey
 from crs_controller.core.spec.objects import CRS, Binding, Cluster, depends_on
@@ -17,6 +17,7 @@ from crs_controller.core.values.dependencies import Dependencies
 from crs_controller.engine.io.informer import Informer
 
 K = TypeVar("K")
+Selection = tuple[bool, bool]  # a CRS's selection of a Cluster: (before, now)
 
 
 def read_by(crs: CRS) -> list[ResourceRef]:
@@ -63,6 +64,11 @@ class Index:
         self._holders: dict[tuple[str, str], set[str]] = defaultdict(set)  # (ns, CRS) -> clusters
         self._indexed_refs: dict[tuple[str, str], set[SourceKey]] = {}
         self._indexed_bindings: dict[tuple[str, str], Binding] = {}  # as last indexed
+        # (ns, CRS) -> the Clusters it selects, and its selector as last indexed: kept
+        # as Clusters and selectors change, so that whether a CRS selects any Cluster
+        # is known without matching the namespace's Clusters again.
+        self._selected: dict[tuple[str, str], set[str]] = {}
+        self._selectors: dict[tuple[str, str], Mapping[str, Any] | None] = {}
         self._population: dict[str, int] = {}  # namespace -> its CRSs and Clusters
         # namespace -> CRS -> its dependsOn; the graph built from it, until it changes.
         self._depends: dict[str, dict[str, tuple[str, ...]]] = defaultdict(dict)
@@ -85,18 +91,46 @@ class Index:
         self._note_dependencies(crs.namespace, crs.name, None if new is None else depends_on(new))
         if new is None:
             self._leave(self._names, crs.namespace, crs.name)
+            self._selected.pop(key, None)
+            self._selectors.pop(key, None)
             return {source for source in before if source not in self._refs}
+        self._select(new)
         self._indexed_refs[key] = refs = referenced_sources(new)
         for source in refs:
             self._refs[source].add(new.name)
         self._join(self._names, new.namespace, new.name)
         return {source for source in before if source not in self._refs}
 
-    def update_cluster(self, old: Cluster | None, new: Cluster | None) -> None:
+    def _select(self, crs: CRS) -> None:
+        """The Clusters ``crs`` selects, matched again only when its selector is not
+        the one last indexed (a status write, an edit elsewhere in the spec: no)."""
+        key = (crs.namespace, crs.name)
+        if key in self._selectors and self._selectors[key] == crs.selector:
+            return
+        self._selectors[key] = crs.selector
+        self._selected[key] = {c.name for c in self.clusters_in(crs.namespace) if crs.selects(c)}
+
+    def update_cluster(self, old: Cluster | None, new: Cluster | None) -> dict[str, Selection]:
+        """Index the Cluster as it is now; gives each CRS of its namespace that
+        selected it as last indexed, or selects it now: (selected before, now)."""
+        cluster = new or old
+        assert cluster is not None
+        namespace, name = cluster.namespace, cluster.name
         if new is not None:
-            self._join(self._cluster_names, new.namespace, new.name)
-        elif old is not None:
-            self._leave(self._cluster_names, old.namespace, old.name)
+            self._join(self._cluster_names, namespace, name)
+        else:
+            self._leave(self._cluster_names, namespace, name)
+        moved: dict[str, Selection] = {}
+        for crs in self.crss_in(namespace):
+            selected = self._selected.setdefault((namespace, crs.name), set())
+            was, now = name in selected, new is not None and crs.selects(new)
+            if now:
+                selected.add(name)
+            else:
+                selected.discard(name)
+            if was or now:
+                moved[crs.name] = (was, now)
+        return moved
 
     def update_binding(self, old: Binding | None, new: Binding | None) -> set[str]:
         """Index ``new`` (None: the binding is gone) and return the CRSs whose entry
@@ -188,6 +222,10 @@ class Index:
 
     def matching_clusters(self, crs: CRS) -> list[Cluster]:
         return [c for c in self.clusters_in(crs.namespace) if crs.selects(c)]
+
+    def selects_any(self, namespace: str, crs: str) -> bool:
+        """Does this CRS select any Cluster (as indexed)? Looked up, not matched."""
+        return bool(self._selected.get((namespace, crs)))
 
     def matching_crss(self, cluster: Cluster) -> list[CRS]:
         return [c for c in self.crss_in(cluster.namespace) if c.selects(cluster)]

@@ -3,9 +3,10 @@ change queues a look at the sources of each CRS naming it, whatever the fleet; e
 CRS's clusters are woken when its look is taken, one CRS at a time (and only when
 the content moved: tests/unit/test_source_wake). A Cluster change that
 leaves which CRSs select it as it was (its status, an annotation, another label)
-queues their status passes after the same settle as a binding write; one that
-changes the selection (created, deleted, a label selected or let go, its deletion
-begun) queues them now. Nothing here runs a server or sleeps."""
+queues their status passes after the same settle as a binding write, and so does one
+that changes the selection (created, deleted, a label selected or let go): the
+Cluster's own pass comes now. One whose deletion begins queues them now. Nothing here
+runs a server or sleeps."""
 
 from __future__ import annotations
 
@@ -133,18 +134,25 @@ async def test_a_cluster_annotated_queues_its_crss_after_the_status_settle() -> 
     assert set(fired) == {crs_key(NS, f"set-{n}") for n in range(3)}
 
 
-async def test_a_cluster_whose_selection_changes_queues_its_crss_now() -> None:
-    controller, _ = await fleet(2, 2, 0)
-    await changed(controller, "c-0", lambda m: m.update(labels={"env": "dev"}))
+async def test_a_cluster_whose_selection_changes_queues_its_crss_after_the_status_settle() -> None:
+    controller, clock = await fleet(2, 2, 0)
     every = {crs_key(NS, "set-0"), crs_key(NS, "set-1")}
-    assert crs_keys_ready(controller) == every  # let go: counted out now
-    drain(controller)
+
+    def after_the_settle(cluster: str) -> None:
+        # The Cluster's own pass now; its CRSs' status passes once the settle is over.
+        assert controller.queue.ready_keys() == [cluster_key(NS, cluster)]
+        drain(controller)
+        clock.advance(status_settle(0.0))
+        assert set(controller.queue.fire_due(clock.now())) == every
+        drain(controller)
+
+    await changed(controller, "c-0", lambda m: m.update(labels={"env": "dev"}))
+    after_the_settle("c-0")  # let go
     await changed(controller, "c-0", lambda m: m.update(labels={"env": "prod"}))
-    assert crs_keys_ready(controller) == every  # selected again
-    drain(controller)
+    after_the_settle("c-0")  # selected again
     informer = controller.informers[1]
     controller._on_cluster(informer.remove(NS, "c-1"), None)
-    assert crs_keys_ready(controller) == every  # deleted
+    after_the_settle("c-1")  # deleted
 
 
 async def test_a_cluster_whose_deletion_begins_queues_its_crss_now() -> None:

@@ -42,20 +42,20 @@ def crs(version: int, *sources: str) -> dict[str, Any]:
     }
 
 
-def make_index() -> tuple[Index, Informer[Any], Informer[Any]]:
+def make_index() -> tuple[Index, Informer[Any], Informer[Any], Informer[Any]]:
     client: Any = None
 
     def nothing(old: Any, new: Any) -> None:
         pass
 
     crss = Informer(client, WatchSpec("x/v1", "ClusterResourceSet"), parse_crs, nothing)
-    clusters = Informer(client, WatchSpec("x/v1", "Cluster"), parse_crs, nothing)
+    clusters = Informer(client, WatchSpec("x/v1", "Cluster"), parse_cluster, nothing)
     bindings = Informer(client, WatchSpec("x/v1", "B"), parse_binding_object, nothing)
-    return Index(crss, clusters, bindings), crss, bindings
+    return Index(crss, clusters, bindings), crss, bindings, clusters
 
 
 def test_holders_follow_a_write_cached_before_its_watch_event() -> None:
-    index, _, bindings = make_index()
+    index, _, bindings, _ = make_index()
     index.update_binding(None, bindings.put(binding(1, "keep", "drop")))
     assert index.holders(NS, "drop") == ["c1"]
     # The controller writes version 2 and caches it at once ...
@@ -69,7 +69,7 @@ def test_holders_follow_a_write_cached_before_its_watch_event() -> None:
 
 
 def test_references_follow_a_write_cached_before_its_watch_event() -> None:
-    index, crss, _ = make_index()
+    index, crss, _, _ = make_index()
     index.update_crs(None, crss.put(crs(1, "old")))
     assert [c.name for c in index.referencing(NS, "ConfigMap", "old")] == ["a"]
     written = crss.put(crs(2, "new"))
@@ -138,7 +138,7 @@ def fresh(index: Index, namespace: str) -> Dependencies:
 def test_the_graph_is_built_again_only_when_a_namespace_s_dependencies_change(
     edit: Callable[[], dict[str, Any]], rebuilt: bool
 ) -> None:
-    index, crss, _ = make_index()
+    index, crss, _, _ = make_index()
     for raw in (depending("a"), depending("b", "a")):
         index.update_crs(None, crss.put(raw))
     before = index.dependencies(NS)
@@ -167,7 +167,7 @@ crs_updates = st.lists(
 def test_the_cached_graph_is_always_a_fresh_one(
     updates: list[tuple[str, list[str] | None]],
 ) -> None:
-    index, crss, _ = make_index()
+    index, crss, _, _ = make_index()
     for version, (name, deps) in enumerate(updates, start=1):
         old = crss.get(NS, name)
         if deps is None:
@@ -227,7 +227,7 @@ class Counted(list[Any]):
 
 
 def test_an_entry_lookup_walks_no_entry_list() -> None:
-    index, _, bindings = make_index()
+    index, _, bindings, _ = make_index()
     names = [f"set-{n}" for n in range(1000)]
     cached = bindings.put(binding(1, *names))
     spec = cached.valid.spec
@@ -242,7 +242,7 @@ def test_an_entry_lookup_walks_no_entry_list() -> None:
 
 
 def test_a_crs_named_twice_in_a_binding_reads_its_first_entry() -> None:
-    index, _, bindings = make_index()
+    index, _, bindings, _ = make_index()
     raw = binding(1, "a", "b", "a")
     raw["spec"]["bindings"][0]["outcome"] = {"reason": "Applied"}
     raw["spec"]["bindings"][2]["outcome"] = {"reason": "ApplyFailed"}
@@ -251,3 +251,61 @@ def test_a_crs_named_twice_in_a_binding_reads_its_first_entry() -> None:
     assert entry is not None and entry.outcome is not None
     assert entry.outcome.reason == "Applied"
     assert index.entry(NS, "c1", "missing") is None
+
+
+# --- which Clusters each CRS selects, kept as they change ----------------------------
+
+LABELS = st.sampled_from([{}, {"env": "prod"}, {"env": "dev"}, {"env": "prod", "tier": "a"}])
+SELECTORS = st.sampled_from(
+    [{"matchLabels": {"env": "prod"}}, {"matchLabels": {"env": "dev"}}, {"matchLabels": {}}]
+)
+# (kind, name, labels or selector, gone): a Cluster or CRS written, or deleted.
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("cluster"), st.sampled_from("pqr"), LABELS, st.booleans()),
+        st.tuples(st.just("crs"), st.sampled_from("ab"), SELECTORS, st.booleans()),
+    ),
+    max_size=30,
+)
+
+
+def selecting(name: str, selector: dict[str, Any], version: int) -> dict[str, Any]:
+    raw = named(name, NS, version)
+    raw["spec"].update(clusterSelector=selector, resources=[{"kind": "ConfigMap", "name": "s"}])
+    return raw
+
+
+def labelled(name: str, labels: dict[str, str], version: int) -> dict[str, Any]:
+    raw = named(name, NS, version)
+    raw["metadata"]["labels"] = labels
+    return raw
+
+
+@settings(max_examples=200, deadline=None)
+@given(STEPS)
+def test_each_crs_selection_agrees_with_matching_the_clusters_again(
+    steps: list[tuple[str, str, dict[str, Any], bool]],
+) -> None:
+    index, crss, _, clusters = make_index()
+    for version, (kind, name, value, gone) in enumerate(steps, start=1):
+        if kind == "crs":
+            old = crss.get(NS, name)
+            new = None if gone else crss.put(selecting(name, value, version))
+            if gone:
+                crss.remove(NS, name)
+            if old is not None or new is not None:
+                index.update_crs(old, new)
+        else:
+            held = clusters.get(NS, name)
+            before = {c.name: held is not None and c.selects(held) for c in index.crss_in(NS)}
+            new = None if gone else clusters.put(labelled(name, value, version))
+            if gone:
+                clusters.remove(NS, name)
+            if held is None and new is None:
+                continue
+            told = index.update_cluster(held, new)
+            now = {c.name: new is not None and c.selects(new) for c in index.crss_in(NS)}
+            moved = {n: (before[n], now[n]) for n in now if before[n] or now[n]}
+            assert told == moved
+        for each in index.crss_in(NS):
+            assert index.selects_any(NS, each.name) == bool(index.matching_clusters(each))

@@ -254,6 +254,11 @@ class CRS(_Named):
         back = rollout.rolled_back_from if rollout is not None else None
         return decide(sources, request, back, self.status.revision)
 
+    @property
+    def selector(self) -> Mapping[str, Any] | None:
+        """The selector in API form, as ``selects`` reads it (None: it selects none)."""
+        return self._selector
+
     def selects(self, cluster: Cluster) -> bool:
         """Its selector matches the Cluster (same namespace only). A refused Cluster
         (its labels are not kept) is selected by none, not as one without labels."""

@@ -340,7 +340,7 @@ class Controller:
 
     def _on_cluster(self, old: Cluster | None, new: Cluster | None) -> None:
         self._say_refused(old, new)
-        self.index.update_cluster(old, new)
+        selections = self.index.update_cluster(old, new)
         self._track_owned(old, new)
         self.control_planes.track(old, new)
         cluster = new or old
@@ -348,19 +348,20 @@ class Controller:
         namespace = cluster.namespace
         if new is None:
             self._served.discard((namespace, cluster.name))  # its reconcile forgets it
+        # The Cluster's own pass comes now: one newly selected takes the CRS's
+        # resources, one let go removes them, without waiting for any CRS's pass.
         self.queue.add(cluster_key(namespace, cluster.name))
-        for crs in self.index.crss_in(namespace):
-            was, now = old is not None and crs.selects(old), new is not None and crs.selects(new)
-            if not (was or now):
-                continue
-            key = crs_key(namespace, crs.name)
-            if was != now or _deletion_moved(old, new):
-                # Selected or let go, created, deleted: the counts change now.
+        for crs in sorted(selections):
+            key = crs_key(namespace, crs)
+            if _deletion_moved(old, new):
+                # Its deletion began (once in its life): a CRS being deleted waits on it.
                 self.queue.add(key)
             else:
-                # Still selected (status, annotations, other labels): spaced as
-                # binding writes are, so a burst of Cluster writes is one pass.
-                self.queue.add_after(key, self._status_settle(namespace, crs.name))
+                # Its status, annotations or labels changed, selected or let go,
+                # created or deleted: each CRS's status pass (which matches every
+                # Cluster of the namespace) spaced as after a binding write, so labels
+                # flapped in a loop are one pass per CRS and settle, not one per write.
+                self.queue.add_after(key, self._status_settle(namespace, crs))
 
     def _say_refused(self, old: Cluster | None, new: Cluster | None) -> None:
         """A Cluster refused (its labels over the bound), said once by its owner: as it
@@ -559,13 +560,14 @@ class Controller:
         if crs is None:
             return
         key = crs_key(namespace, name)
-        # With no Cluster matching there is nothing to wake, and the status pass reads
-        # no source. A Cluster that starts matching meanwhile is queued by its event.
-        matching = self.index.matching_clusters(crs)
-        if not matching or not await self._sources_moved(crs):
+        # With no Cluster selected there is nothing to wake, and the status pass reads
+        # no source: none is fetched. A Cluster that starts matching meanwhile is
+        # queued by its event. Whether one is selected is looked up, not matched; the
+        # Clusters are matched only once the content moved, as they are then woken.
+        if not self.index.selects_any(namespace, name) or not await self._sources_moved(crs):
             self.queue.add_after(key, self._status_settle(namespace, name))
             return
-        for cluster in matching:
+        for cluster in self.index.matching_clusters(crs):
             self.queue.add(cluster_key(namespace, cluster.name))
         self.queue.add(key)
 
