@@ -259,11 +259,11 @@ async def test_the_pass_time_of_a_deleted_crs_is_not_kept() -> None:
         with capture_logs() as logs:
             await controller._process(crs_key(NS, name))
         assert [e["event"] for e in logs if e["log_level"] in ("warning", "error")] == []
-        assert (NS, name) in controller._crs_pass_seconds  # its pass was timed
+        assert controller._pass_times.seconds(NS, name) is not None  # its pass was timed
         await mgmt.delete(API_VERSION, "ClusterResourceSet", name, NS)
         controller._on_crs(crss.remove(NS, name), None)
         await controller._process(crs_key(NS, name))
-    assert controller._crs_pass_seconds == {}
+    assert len(controller._pass_times) == 0
 
 
 def restarted(world: World) -> tuple[CRSContext, ClusterContext]:

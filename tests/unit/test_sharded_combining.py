@@ -498,7 +498,7 @@ async def test_a_pass_waiting_for_a_contribution_looks_again_spaced_by_its_last_
     contribution coming in wakes it through the store's watch."""
     store = Store("m-a")
     controller, _, _ = await a_leader_combining(store)
-    controller._crs_pass_seconds[(NS, "a")] = 0.5
+    controller._pass_times.note(NS, "a", 0.5)
     waited = await reconcile_crs(controller.crs_ctx, NS, "a")
     assert waited.requeue_after == status_settle(0.5) == 10.0
     drained(controller)

@@ -84,10 +84,12 @@ log = structlog.get_logger(__name__)
 STATUS_SETTLE_SECONDS = 1.0
 # A CRS's pass reads every matching cluster's binding (the leader folds the status,
 # and with a rollout every member plans it): its cost grows with the fleet, and a
-# burst of binding writes (an edit reaching every cluster) would pay it once a second
-# for as long as the burst lasts, which also grows with the fleet. Spaced after each
-# pass by this many times what the pass took, the passes take at most 1/20 of the
-# time whatever the fleet, and the status lags a burst by at most the cap.
+# burst of binding writes (an edit reaching every cluster), or a tenant writing its
+# Clusters' labels in a loop, would pay it once a second for as long as the burst
+# lasts, once for each of the namespace's CRSs. Spaced after each pass by this many
+# times what the last passes of all the namespace's CRSs took, one namespace's status
+# passes take at most 1/20 of the time whatever its fleet and its number of CRSs (as
+# long as that is under the cap), and the status lags a burst by at most the cap.
 STATUS_PASS_SPACING = 20
 STATUS_SETTLE_MAX_SECONDS = 30.0
 # How long start-up waits for the control plane kinds the Clusters name to be read.
@@ -171,7 +173,7 @@ class Controller:
         self.leading = True
         self._served: set[tuple[str, str]] = set()  # clusters this replica has reconciled
         self._passes: dict[tuple[str, str], asyncio.Task[Result]] = {}  # clusters' in flight
-        self._crs_pass_seconds: dict[tuple[str, str], float] = {}  # each CRS's last pass
+        self._pass_times = PassTimes()  # each CRS's last status pass
         self._woken: dict[tuple[str, str], Seen] = {}  # sources as clusters last woken for
 
     def _look_again(self, namespace: str, name: str) -> None:
@@ -312,7 +314,7 @@ class Controller:
         namespace = crs.namespace
         self.queue.add(crs_key(namespace, crs.name))
         if new is None:
-            self._crs_pass_seconds.pop((namespace, crs.name), None)
+            self._pass_times.forget(namespace, crs.name)
             self._woken.pop((namespace, crs.name), None)
         if _status_only(old, new):
             return
@@ -430,7 +432,11 @@ class Controller:
             self.queue.add_after(crs_key(namespace, crs), self._status_settle(namespace, crs))
 
     def _status_settle(self, namespace: str, crs: str) -> float:
-        return status_settle(self._crs_pass_seconds.get((namespace, crs), 0.0))
+        """The wait before a status pass of ``crs``, the same for every CRS of its
+        namespace: spaced by what the last passes of all of them took, the namespace's
+        passes together (not each CRS's) take at most 1/STATUS_PASS_SPACING of the
+        time."""
+        return status_settle(self._pass_times.namespace_seconds(namespace))
 
     def _on_source(self, kind: str) -> Callable[[SourceMeta | None, SourceMeta | None], None]:
         def handler(old: SourceMeta | None, new: SourceMeta | None) -> None:
@@ -543,7 +549,7 @@ class Controller:
         finally:
             # A deleted CRS's pass (its key comes once more) leaves nothing behind.
             if kind == "crs" and self.index.crs(namespace, name) is not None:
-                self._crs_pass_seconds[(namespace, name)] = time.monotonic() - started
+                self._pass_times.note(namespace, name, time.monotonic() - started)
         metrics.reconciled(kind, time.monotonic() - started, _result_label(result))
         log.debug("reconciled", kind=kind, key=f"{namespace}/{name}", retry=result.retry)
         self._follow(key, result)
@@ -851,10 +857,46 @@ class Controller:
 
 def status_settle(pass_seconds: float) -> float:
     """How long a binding write waits before its CRSs' pass, gathering the writes that
-    follow into one status write: a second, or STATUS_PASS_SPACING times the CRS's last
-    pass (``pass_seconds``) when that is longer, at most STATUS_SETTLE_MAX_SECONDS."""
+    follow into one status write: a second, or STATUS_PASS_SPACING times the last
+    passes of the namespace's CRSs (``pass_seconds``, their sum) when that is longer,
+    at most STATUS_SETTLE_MAX_SECONDS."""
     spaced = max(STATUS_SETTLE_SECONDS, STATUS_PASS_SPACING * pass_seconds)
     return min(spaced, STATUS_SETTLE_MAX_SECONDS)
+
+
+class PassTimes:
+    """How long each CRS's last pass took, and their sum per namespace, summed as each
+    pass ends (not at each wake: a burst of binding writes asks for it once per
+    write). A deleted CRS is forgotten: names come and go without growing this."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, dict[str, float]] = {}  # namespace -> CRS -> seconds
+        self._sums: dict[str, float] = {}
+
+    def note(self, namespace: str, crs: str, seconds: float) -> None:
+        last = self._last.setdefault(namespace, {})
+        last[crs] = seconds
+        self._sums[namespace] = sum(last.values())
+
+    def forget(self, namespace: str, crs: str) -> None:
+        last = self._last.get(namespace, {})
+        if last.pop(crs, None) is None:
+            return
+        if last:
+            self._sums[namespace] = sum(last.values())
+        else:
+            del self._last[namespace], self._sums[namespace]
+
+    def seconds(self, namespace: str, crs: str) -> float | None:
+        """The CRS's last pass (None: none kept)."""
+        return self._last.get(namespace, {}).get(crs)
+
+    def namespace_seconds(self, namespace: str) -> float:
+        """The last passes of the namespace's CRSs, together."""
+        return self._sums.get(namespace, 0.0)
+
+    def __len__(self) -> int:
+        return sum(len(last) for last in self._last.values())
 
 
 def _result_label(result: Result) -> str:
