@@ -1,7 +1,9 @@
 """The indexes behind the reconcilers' caches (``engine.index``): which bindings hold
 a CRS and which CRSs reference a source stay right when this controller cached its
 own write (``Informer.put``) before the watch brought the same version; a CRS's entry
-in a binding is looked up, not searched for, and is the first when named twice."""
+in a binding is looked up, not searched for, and is the first when named twice; the
+Clusters each CRS selects, kept as Clusters and selectors change, agree with
+matching them again."""
 
 from __future__ import annotations
 
