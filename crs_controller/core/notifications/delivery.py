@@ -19,7 +19,8 @@ ATTEMPTS = 4  # one POST and at most three retries
 FIRST_BACKOFF = 1.0  # seconds before the first retry, doubled for each next one
 MAX_BACKOFF = 30.0
 DEADLINE = 10.0  # seconds one POST may take, connecting and the answer included
-QUEUE_LIMIT = 100  # notifications waiting for one receiver; past it the oldest goes
+QUEUE_LIMIT = 100  # notifications waiting for one receiver; past it one goes (line.py)
+DROPS_LOGGED_EVERY = 60.0  # seconds: one line for the notifications a receiver's line dropped
 _LABEL = re.compile(r"[a-z0-9_-]{1,63}")
 
 
@@ -53,6 +54,23 @@ def receiver_url(text: str) -> str:
     if parts.username is not None or parts.password is not None:
         raise ValueError("credentials in the URL are refused: use --notify-token-file")
     return text
+
+
+def in_clear(url: str) -> bool:
+    """Whether what is sent to ``url`` (a ``receiver_url``) crosses a network in clear
+    text: http to a host other than this machine's loopback."""
+    parts = urlsplit(url)
+    return parts.scheme == "http" and not loopback(parts.hostname or "")
+
+
+def loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
+    if host.lower().removesuffix(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def host_name(host: str) -> bool:

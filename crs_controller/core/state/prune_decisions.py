@@ -21,6 +21,8 @@ from crs_controller.core.api.models import CRSBinding, ObjectKey, ObjectRef, Res
 from crs_controller.core.manifests.documents import object_ref
 from crs_controller.core.manifests.ordering import delete_order
 
+DELETION_REFUSED = "DeletionRefused"  # the Event reason for an object refused
+
 
 def inventory(entries: Iterable[CRSBinding]) -> set[ObjectRef]:
     return {o for entry in entries for resource in entry.resources for o in resource.objects}

@@ -1,7 +1,8 @@
 """Events about what the cluster passes did, told once per CRS and not once per
 cluster: an edit that reaches 500 clusters is one Event ("applied ConfigMap/cni to
 500 clusters"), not 500; so are deletions ("deleted apps/v1 DaemonSet ... from 500
-clusters").
+clusters") and their refusals and keeps (one ``DeletionRefused`` Warning for every
+cluster, and so one notification, not one per cluster).
 
 Cluster reconciles ``note`` what happened; the CRS reconcile ``take``s the notes once
 they have settled (no new note for ``quiet`` seconds, or ``longest`` after the
@@ -24,6 +25,7 @@ from typing import Literal
 from crs_controller.core.api.models import CRSKey
 from crs_controller.core.clock import Clock
 from crs_controller.core.state.deletion_guard import DELETION_SKIPPED
+from crs_controller.core.state.prune_decisions import DELETION_REFUSED
 from crs_controller.core.text import safe
 
 EventType = Literal["Normal", "Warning"]
@@ -36,7 +38,7 @@ GRACED_REASONS = frozenset({"ResourceNotFound"})
 # Two CRSs apply one object with different content on a cluster (reconcile.scope).
 OBJECT_CONFLICT = "ObjectConflict"
 # Warnings that tell of no failure: the clusters they name did not fail.
-NOT_FAILURES = frozenset({DELETION_SKIPPED, OBJECT_CONFLICT})
+NOT_FAILURES = frozenset({DELETION_SKIPPED, DELETION_REFUSED, OBJECT_CONFLICT})
 NAMES_SHOWN = 5
 # Resources (or, for deletions, objects) named in one Event; the count of the rest.
 RESOURCES_SHOWN = 20

@@ -50,7 +50,7 @@ from crs_controller.core.state.deletion_guard import (
     carried,
     describe,
 )
-from crs_controller.core.state.prune_decisions import inventory, wanted_keys
+from crs_controller.core.state.prune_decisions import DELETION_REFUSED, inventory, wanted_keys
 from crs_controller.core.state.status import WARNING_REASONS, Outcome
 from crs_controller.core.values.dependencies import removal_order
 from crs_controller.core.versions.ranges import version_match
@@ -405,8 +405,8 @@ class ClusterScope:
         return wanted_keys(manifest.objects)
 
     async def _tell_pruned(self, pruned: Pruned) -> Result:
-        """Deletions told as applies are: one Event per CRS for every cluster's
-        (memory/notes); refusals and failures as Warnings at once."""
+        """Deletions and their refusals told as applies are: one Event per CRS and
+        reason for every cluster's (memory/notes); failures as Warnings at once."""
         ctx, (namespace, name) = self.ctx, self.key
         then = NOTHING
         for crs_name, deleted in pruned.deleted.items():
@@ -416,12 +416,11 @@ class ClusterScope:
             quiet = ctx.announcements.note(namespace, crs_name, note)
             then |= Result.waking(Wake(crs_key(namespace, crs_name), quiet))
         for crs_name, refused in pruned.refused.items():
-            # A binding entry naming objects we cannot show we applied: forged or stale.
-            if owner := ctx.caches.crs(namespace, crs_name):
-                message = f"cluster {name}: {refused}"
-                await ctx.events.emit(
-                    owner, "Warning", "DeletionRefused", message, clusters=(name,)
-                )
+            # A binding entry naming objects we cannot show we applied: forged or
+            # stale. Told with the other clusters' (one notification, not one each).
+            note = Note("Warning", DELETION_REFUSED, name, message=refused)
+            quiet = ctx.announcements.note(namespace, crs_name, note)
+            then |= Result.waking(Wake(crs_key(namespace, crs_name), quiet))
         for crs_name, kept in pruned.kept.items():
             then |= await self._tell_kept(crs_name, kept)
         for crs_name, errors in pruned.errors.items():

@@ -3,9 +3,10 @@
 For every CRS recorded in the cluster's binding that asks for it: apply its
 ``beforeDelete`` hook objects and wait for the Jobs among them (``before_delete``); a
 failed Job aborts (deleted, and retried with backoff; nothing deleted meanwhile); then
-delete what the CRS applied, in reverse order, sparing what other CRSs recorded and refusing (with a
-DeletionRefused event) what the live object does not show we applied, keeping (with
-a DeletionSkipped event) the CustomResourceDefinitions and Namespaces no allowDelete
+delete what the CRS applied, in reverse order, sparing what other CRSs recorded and
+refusing what the live object does not show we applied (a DeletionRefused event, one
+for every cluster's as ``memory.notes`` gathers them), keeping (with a
+DeletionSkipped event) the CustomResourceDefinitions and Namespaces no allowDelete
 names. The entry leaves the binding once done, which is what the BeforeClusterDelete
 hook reports on.
 """
@@ -26,12 +27,18 @@ from crs_controller.core.state.deletion_guard import (
     describe,
     guard,
 )
-from crs_controller.core.state.prune_decisions import inventory, stale_objects, without
+from crs_controller.core.state.prune_decisions import (
+    DELETION_REFUSED,
+    inventory,
+    stale_objects,
+    without,
+)
 from crs_controller.core.state.uninstall_decisions import cleanup_due
 from crs_controller.core.values.dependencies import removal_order
 from crs_controller.engine.index import Caches
+from crs_controller.engine.memory.notes import Note
 from crs_controller.engine.reconcile.context import ClusterContext
-from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result
+from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
 from crs_controller.engine.reconcile.workload.before_delete import report, run_hooks
 from crs_controller.engine.reconcile.workload.pruning import Deletion, delete_objects
 
@@ -122,8 +129,10 @@ async def _delete(
     except Unreachable as exc:
         done = Deletion(failed=[str(exc)])
     if done.refused:
-        message = f"cluster {cluster.name}: {done.refusals()}"
-        await ctx.events.emit(crs, "Warning", "DeletionRefused", message, clusters=(cluster.name,))
+        # Told with the other clusters' (memory/notes): one Event and notification.
+        note = Note("Warning", DELETION_REFUSED, cluster.name, message=done.refusals())
+        quiet = ctx.announcements.note(crs.namespace, name, note)
+        cleanup.then |= Result.waking(Wake(crs_key(crs.namespace, name), quiet))
     if done.failed:
         await report(ctx, crs, cluster, "; ".join(done.failed))
         forgotten = [*done.refused_refs, *(k.ref for k in stale.kept)]
