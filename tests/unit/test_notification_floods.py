@@ -176,7 +176,9 @@ def test_refusals_on_many_clusters_are_one_warning_and_no_failure() -> None:
         Note("Warning", DELETION_REFUSED, f"c{n:05}", message="refused to delete what it ...")
         for n in range(10_000)
     ]
-    [told] = gather(notes)
+    deleted = Note("Normal", "Deleted", "c00000", resources=("v1 ConfigMap default/cm",))
+    done, told = gather([deleted, *notes])
+    assert done.message == "deleted v1 ConfigMap default/cm from cluster c00000"  # no failure
     assert (told.type, told.reason, len(told.clusters)) == ("Warning", DELETION_REFUSED, 10_000)
     assert told.message.startswith("DeletionRefused on 10000 clusters: c00000: refused")
     assert told.message.endswith("; and 9997 more")
