@@ -21,7 +21,7 @@ from crs_controller.app.commands.common import (
     duration,
 )
 from crs_controller.clients.workload import WARM_CLIENTS
-from crs_controller.core.notifications.delivery import Receiver, receiver_url
+from crs_controller.core.notifications.delivery import Receiver, in_clear, receiver_url
 from crs_controller.core.notifications.payloads import FORMATS
 from crs_controller.engine.io.webhooks import postable
 from crs_controller.engine.reconcile.context import Settings
@@ -67,11 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, commands = _parser(_needed(argv))
     _log_argument_errors(commands["run"], argv)
+    for each in (parser, *commands.values()):
+        _redact_argument_errors(each, argv)
     args, extra = parser.parse_known_args(argv)
     if extra:
         # The subcommand's own usage, not the top level's: that is where the
-        # unknown flag was given.
-        commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        # unknown flag was given. Its flags only: a value may be a secret.
+        shown = " ".join(_flag_only(arg) for arg in extra)
+        commands[args.command].error(f"unrecognized arguments: {shown}")
     if hasattr(args, "func"):
         code: int = args.func(args)
         return code
@@ -82,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from crs_controller.app.demo import demo  # noqa: PLC0415 - needs the test bed
 
         return demo(workloads=args.workloads, keep=args.keep)
-    return _run(args)
+    return _run(args, _receivers(commands["run"], args))
 
 
 def _log_argument_errors(run: argparse.ArgumentParser, argv: list[str]) -> None:
@@ -97,6 +100,40 @@ def _log_argument_errors(run: argparse.ArgumentParser, argv: list[str]) -> None:
         sys.exit(2)
 
     run.error = error  # type: ignore[method-assign]
+
+
+def _redact_argument_errors(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An argument error never repeats a value given (a receiver's URL is a secret,
+    and a typo in its flag's name makes it a value argparse would quote)."""
+    shown = parser.error
+
+    def error(message: str) -> NoReturn:
+        shown(_redacted(message, argv))
+
+    parser.error = error  # type: ignore[method-assign]
+
+
+def _redacted(message: str, argv: list[str]) -> str:
+    """``message`` with every value of ``argv`` (an argument not starting with '-',
+    or what follows '=' in one that does) replaced by '…' where argparse would show
+    it: quoted, or after '='."""
+    for arg in argv:
+        _, equals, value = arg.partition("=")
+        if not arg.startswith("-"):
+            value = arg
+        elif not equals:
+            continue
+        if value:
+            message = message.replace(repr(value), "'…'").replace(f"={value}", "=…")
+    return message
+
+
+def _flag_only(arg: str) -> str:
+    """``arg`` as an error may show it: a flag without its value, a value as '…'."""
+    if not arg.startswith("-"):
+        return "…"
+    flag, equals, _ = arg.partition("=")
+    return f"{flag}=…" if equals else flag
 
 
 def _given(argv: list[str], flag: str) -> str | None:
@@ -337,7 +374,17 @@ def _run_notify_options(run: argparse.ArgumentParser) -> None:
         type=_notify_url,
         default=[],
         help="POST a notification here when a rollout halts, waits for approval or "
-        "completes, a validation fails or a deletion is refused (repeatable; http or https)",
+        "completes, a validation fails or a deletion is refused (repeatable; http or https); "
+        "shown in the process's command line: prefer --notify-url-file",
+    )
+    run.add_argument(
+        "--notify-url-file",
+        metavar="FILE",
+        action="append",
+        type=_url_file,
+        default=[],
+        help="the receivers' URLs, one a line ('#' opens a comment line), e.g. mounted "
+        "from a Secret (repeatable)",
     )
     run.add_argument(
         "--notify-format",
@@ -363,6 +410,28 @@ def _notify_url(text: str) -> str:
     if not postable(url):  # the host as the HTTP client encodes it
         raise argparse.ArgumentTypeError("the host is not a valid host name")
     return url
+
+
+def _url_file(path: str) -> tuple[str, ...]:
+    """The receivers' URLs the file holds (read once, at start): one a line, blank
+    lines and lines starting with '#' left out. An error names the file and the line,
+    never what the line holds."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"{path}: cannot be read ({type(exc).__name__})") from exc
+    urls = []
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            urls.append(_notify_url(text))
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"{path}:{number}: {exc}") from None
+    if not urls:
+        raise argparse.ArgumentTypeError(f"{path}: holds no URL")
+    return tuple(urls)
 
 
 def _token_file(path: str) -> str:
@@ -405,7 +474,21 @@ def _lease_duration(text: str) -> float:
     return seconds
 
 
-def _run(args: argparse.Namespace) -> int:
+def _receivers(run: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Receiver, ...]:
+    """The receivers of ``--notify-url`` and ``--notify-url-file``. A token is never
+    sent in clear text: with one, an http URL to a host other than loopback ends
+    ``run`` (exit 2, as any argument error)."""
+    urls = [*args.notify_url, *(url for urls in args.notify_url_file for url in urls)]
+    token = args.notify_token_file
+    if token is not None and any(in_clear(url) for url in urls):
+        run.error(
+            "argument --notify-token-file: the token would cross the network in clear "
+            "text to an http receiver: use https (http only to a loopback host)"
+        )
+    return tuple(Receiver(url, args.notify_format, token) for url in urls)
+
+
+def _run(args: argparse.Namespace, told: tuple[Receiver, ...]) -> int:
     from crs_controller.app.runner import RunOptions, main  # noqa: PLC0415 - keeps `hash` light
 
     logs.configure(args.log_format, args.log_level)
@@ -430,9 +513,7 @@ def _run(args: argparse.Namespace) -> int:
         extension_addr=args.extension_addr,
         extension_cert_dir=args.extension_cert_dir,
         extension_hooks=args.extension_hooks,
-        receivers=tuple(
-            Receiver(url, args.notify_format, args.notify_token_file) for url in args.notify_url
-        ),
+        receivers=told,
     )
     # Every line it writes is a log line, its failure too (JSON with --log-format json).
     return main(options)

@@ -354,7 +354,8 @@ def test_status_timeout_is_for_watch(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["status", "--timeout", "5s"]) == 2
     assert capsys.readouterr().err == "crs-controller status: --timeout is for --watch\n"
     code, _, err = exits(capsys, ["status", "-w", "--timeout", "soon"])
-    assert code == 2 and "argument --timeout: invalid duration 'soon'" in err
+    # The value given is never repeated (it could be a secret put in the wrong place).
+    assert code == 2 and "argument --timeout: invalid duration '…'" in err and "soon" not in err
 
 
 def record(name: str, *clusters: dict[str, Any], ns: str = "fleet") -> dict[str, Any]:
@@ -454,7 +455,7 @@ def test_run_refuses_an_unknown_extension_hook(capsys: pytest.CaptureFixture[str
 
 @pytest.mark.parametrize(
     ("given", "error"),
-    [("soon", "argument --lease-duration: invalid duration 'soon'"),
+    [("soon", "argument --lease-duration: invalid duration '\\u2026'"),
      ("1s", "argument --lease-duration: a lease must last at least 3s")],
 )  # fmt: skip
 def test_run_reads_the_lease_duration_as_status_reads_its_timeout(

@@ -144,7 +144,7 @@ def test_an_uncaught_exception_is_one_json_record() -> None:
         (["--bogus"], "crs-controller run: unrecognized arguments: --bogus"),
         (
             ["--concurrency", "x"],
-            "crs-controller run: argument --concurrency: invalid int value: 'x'",
+            "crs-controller run: argument --concurrency: invalid int value: '\u2026'",
         ),
     ],
 )
