@@ -44,6 +44,13 @@ def test_a_receiver_that_is_not_http_exits_2_naming_the_flag(
     assert "secret" not in err
 
 
+def holding(path: Path, content: str | None) -> Path:
+    """``path`` holding ``content``; missing when None."""
+    if content is not None:
+        path.write_text(content)
+    return path
+
+
 def test_an_unknown_format_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = exits(capsys, ["run", "--notify-format", "teams"])
     assert code == 2 and "argument --notify-format: invalid choice: '\\u2026'" in err
@@ -92,9 +99,7 @@ def test_an_argument_error_never_repeats_a_value(
 def test_a_token_file_must_hold_one_token(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str | None, error: str
 ) -> None:
-    path = tmp_path / "token"
-    if content is not None:
-        path.write_text(content)
+    path = holding(tmp_path / "token", content)
     code, err = exits(capsys, ["run", "--notify-token-file", str(path)])
     assert code == 2 and f"argument --notify-token-file: {path}: " in err and error in err
     assert "cret" not in err  # the token is never repeated
@@ -154,9 +159,7 @@ def test_receivers_are_read_from_a_file_one_a_line(tmp_path: Path) -> None:
 def test_a_url_file_error_names_the_file_and_line_never_the_url(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str | None, error: str
 ) -> None:
-    path = tmp_path / "urls"
-    if content is not None:
-        path.write_text(content)
+    path = holding(tmp_path / "urls", content)
     code, err = exits(capsys, ["run", "--notify-url-file", str(path)])
     assert code == 2
     assert f"argument --notify-url-file: {error.format(path=path)}" in err

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-import pytest
 import structlog
 
 from crs_controller.core.notifications.delivery import DEADLINE, DROPS_LOGGED_EVERY, backoff
@@ -40,6 +39,12 @@ def of(namespace: str, crs_name: str, reason: str = "RolloutHalted", cluster: st
     )
     assert made is not None
     return made
+
+
+def hanging() -> tuple[FakeClock, FakeReceiver]:
+    """A clock, and a receiver whose first POST hangs (then answers 200)."""
+    clock = FakeClock()
+    return clock, FakeReceiver(clock, answers=[HANG])
 
 
 def subjects(line: Line) -> list[str]:
@@ -94,12 +99,10 @@ def test_a_repeated_notice_is_merged_in_its_place_naming_the_clusters_of_both() 
     assert line.take().namespace == "team-b"
 
 
-async def test_a_flood_of_another_tenant_never_pushes_out_a_waiting_notice(
-    clock: FakeClock, receiver: FakeReceiver
-) -> None:
+async def test_a_flood_of_another_tenant_never_pushes_out_a_waiting_notice() -> None:
     """The receiver is busy with one slow POST; team-b's RolloutHalted waits; then 150
     DeletionRefused notices of team-a's CRSs come. team-b's is still sent."""
-    receiver.answers = [HANG]
+    clock, receiver = hanging()
     dropped = metrics.NOTIFICATIONS_DROPPED._value.get()
     notifier = sender(clock, receiver)
     with structlog.testing.capture_logs() as logs:
@@ -119,10 +122,8 @@ async def test_a_flood_of_another_tenant_never_pushes_out_a_waiting_notice(
     assert [(e["dropped"], e["namespaces"]) for e in lines] == [(1, {"team-a": 1})]
 
 
-async def test_one_crs_refused_on_every_cluster_is_one_notice(
-    clock: FakeClock, receiver: FakeReceiver
-) -> None:
-    receiver.answers = [HANG]
+async def test_one_crs_refused_on_every_cluster_is_one_notice() -> None:
+    clock, receiver = hanging()
     notifier = sender(clock, receiver)
     async for _ in running(notifier):
         notifier.tell(of("team-b", "web"))
@@ -140,10 +141,8 @@ async def test_one_crs_refused_on_every_cluster_is_one_notice(
     assert data["clustersOmitted"] + len(data["clusters"]) == 10_000
 
 
-async def test_drops_are_logged_once_per_interval_with_their_counts(
-    clock: FakeClock, receiver: FakeReceiver
-) -> None:
-    receiver.answers = [HANG]
+async def test_drops_are_logged_once_per_interval_with_their_counts() -> None:
+    clock, receiver = hanging()
     notifier = sender(clock, receiver, limit=2)
     with structlog.testing.capture_logs() as logs:
 
@@ -207,13 +206,3 @@ async def test_a_pass_refusing_a_deletion_notes_it_for_the_crs_and_emits_nothing
     [told] = [t for t in world.ctx.announcements.take(HERE, "a") if t.reason == DELETION_REFUSED]
     assert (told.type, told.clusters) == ("Warning", ("c1",))
     assert "gone" in told.message and "other-tool" not in told.message
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def receiver(clock: FakeClock) -> FakeReceiver:
-    return FakeReceiver(clock)
