@@ -33,6 +33,7 @@ from crs_controller.engine.runtime import membership as membership_module
 from crs_controller.engine.runtime.membership import (
     LAPSE,
     RENEW_DEADLINE,
+    SERVER_REQUEST_TIMEOUT,
     STALE_AFTER,
     TOKENS_KEPT,
     LeaderElector,
@@ -668,6 +669,27 @@ def test_a_late_renewal_does_not_bring_a_member_back_in_its_old_incarnation() ->
     assert members_stamp(shard.members, shard.incarnations) != before
 
 
+def test_a_renewal_landing_within_the_servers_timeout_leaves_a_member_out() -> None:
+    """With the default 15 s lease, replica-b's renewal b2 is cut off (it counts out in
+    that incarnation), it comes back in a new one and is counted out in that too;
+    then b2 is committed, 58 s after it was sent (within the server's 60 s request
+    timeout): replica-b stays out, in both."""
+    clock = FakeClock()
+    shard, _ = membership(clock, lease_seconds=15.0)
+    old, new = "a" * 32, "b" * 32
+    start = clock.now()
+    shown = {0.0: ("b1", old), 30.0: ("b3", new), 63.0: ("b2", old)}
+    for at in [0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0, 55.0, 60.0, 63.0]:
+        clock.advance(start + at - clock.now())
+        renew(shard, f"a{at}")
+        if at in shown:
+            marker, token = shown[at]
+            renewal = replace(lease("replica-b", marker), duration=15.0, incarnation=token)
+            shard.on_lease(None, renewal)
+        shard.refresh()
+        assert ("replica-b" in shard.members) is (at < 15.0 or 30.0 <= at < 45.0)
+
+
 class SharedLease(MemoryKube):
     """One server for two processes under one identity; every Lease applied is shown
     to both at once, as their watches would."""
@@ -827,9 +849,9 @@ async def test_its_own_renewal_committed_late_is_not_taken_for_another_process(
 ) -> None:
     """Its window lapsed; a renewal's request goes unanswered (yet is committed),
     then every one is refused for ``outage`` seconds, each in a new incarnation (also
-    for longer than the request timeout and a lease duration: 36 s). When the watch,
-    back, lists the Lease with the one committed, its token is still known as its
-    own: no standing aside."""
+    for longer than the server's request timeout and a lease duration: 66 s). When
+    the watch, back, lists the Lease with the one committed, its token is still known
+    as its own (none drawn later was shown): no standing aside."""
     clock, client = FakeClock(), MemoryKube("management")
     shard, _ = membership(clock, client)
     await shard._renew()
@@ -855,20 +877,64 @@ async def test_its_own_renewal_committed_late_is_not_taken_for_another_process(
     assert shard._acting(clock.now())
 
 
-async def test_its_own_tokens_are_kept_until_a_later_one_is_shown() -> None:
+@pytest.mark.usefixtures("falling_tokens")
+async def test_its_own_renewal_committed_after_a_later_ones_is_not_taken_for_another() -> None:
+    """With the default 15 s lease, a renewal cut off at its deadline is committed by
+    a slow server 55 s after it was sent (within the server's 60 s request timeout),
+    after the renewals of the incarnation it started next were shown. The token is
+    still known as its own: it neither stands aside nor stops acting."""
+    clock, client = FakeClock(), MemoryKube("management")
+    shard, _ = membership(clock, client, lease_seconds=15.0)
+    await shard._renew()
+    first = shard._incarnation
+    shard.on_lease(None, own(shard, "m1"))
+    clock.advance(5.0)
+    real, held = shard._leases.apply, []
+
+    async def committed_later(body: Obj) -> None:
+        shard._leases.apply = real  # type: ignore[method-assign]  # this one alone
+        held.append(LeaseRecord.parse(body))
+        await clock.sleep_until(None, asyncio.Event())
+
+    shard._leases.apply = committed_later  # type: ignore[method-assign]
+    sent = clock.now()
+    renewing = asyncio.ensure_future(shard._renew())  # m2, in the first incarnation
+    await clock.until_asleep(2)  # the request, and its cut-off
+    clock.advance(5.0)  # the window m1 opened ends: m2 cut off
+    clock.advance(await renewing)  # the lapse
+    for n in range(3, 9):  # m3 to m8 renewed and shown, in a new incarnation
+        await shard._renew()
+        shard.on_lease(None, own(shard, f"m{n}"))
+        clock.advance(5.0)
+    assert shard._incarnation != first == held[0].incarnation
+    clock.advance(sent + 55.0 - clock.now())
+    shard.on_lease(None, held[0])  # m2 committed at last
+    assert not shard.standing_aside and shard._acting(clock.now())
+    shard.refresh()
+    assert mine(shard) == {name for _, name in KEYS}
+
+
+async def test_its_own_tokens_are_kept_while_a_renewal_in_them_may_be_shown() -> None:
     """The tokens its renewals carried are kept however long none is shown, the
-    latest TOKENS_KEPT at most, and forgotten once the watch shows a later one: the
-    watch shows the Lease's renewals in order, so no earlier one can come."""
+    latest TOKENS_KEPT at most. Once the watch shows a later one, each is kept until
+    the server can no longer commit a renewal sent in it: its request timeout and a
+    lease duration after that renewal's sending."""
     clock, client = FakeClock(), MemoryKube("management")
     shard, _ = membership(clock, client)
     client.fail_with = APIError("unavailable", status=503)
-    drawn = []
+    drawn: dict[str, float] = {}
     for _ in range(TOKENS_KEPT + 10):  # each refused in a new incarnation
+        sent = clock.now()
         await shard._renew()
-        drawn.append(shard._incarnation)
+        drawn[shard._incarnation] = sent
         clock.advance(2.0)
-    assert list(shard._tokens) == drawn[-TOKENS_KEPT:]
+    assert list(shard._tokens) == list(drawn)[-TOKENS_KEPT:]
     shard.on_lease(None, own(shard, "a1"))
+    landing = SERVER_REQUEST_TIMEOUT + LEASE
+    recent = [token for token, sent in drawn.items() if clock.now() - sent <= landing]
+    assert list(shard._tokens) == recent and 1 < len(recent) < TOKENS_KEPT
+    clock.advance(landing)
+    shard.on_lease(None, own(shard, "a2"))
     assert list(shard._tokens) == [shard._incarnation] and not shard.standing_aside
 
 

@@ -64,7 +64,6 @@ from typing import TypeVar
 import structlog
 
 from crs_controller.clients.api import KubeAPI, Obj
-from crs_controller.clients.kube import REQUEST_TIMEOUT
 from crs_controller.core.errors import APIError, CRSError, Unreachable, failure_level
 from crs_controller.core.membership.lease import (
     LEASE_API,
@@ -90,7 +89,8 @@ RETRY_SECONDS = 2.0  # after a failed renewal, at most a sixth of the lease dura
 ATTEMPT_FLOOR = 1.0  # seconds a shard Lease renewal request is given at least
 STALE_AFTER = 4  # lease durations past expiry
 SENT_KEPT = 8  # renewals remembered until the watch shows them
-TOKENS_KEPT = 64  # own incarnation tokens remembered until a later one is shown
+TOKENS_KEPT = 64  # own incarnation tokens remembered, the latest drawn
+SERVER_REQUEST_TIMEOUT = 60.0  # seconds: the API server's default --request-timeout
 LAPSE = 4 / 3  # of the lease duration: no renewal after one answered too late to act on
 
 _T = TypeVar("_T")
@@ -285,7 +285,7 @@ class ShardMembership:
         self._retry = min(RETRY_SECONDS, lease_seconds / 6)
         self._clock = clock
         self._on_change = on_change
-        self._members = Members(kept_for=REQUEST_TIMEOUT + lease_seconds)
+        self._members = Members(kept_for=self._landing)
         self._lease_names: dict[str, str] = {}  # identity -> its Lease's name
         self._renewed_at: float | None = None  # when our last renewal acted on was sent
         self._unseen_since: float | None = None  # first renewal the watch has not shown
@@ -295,10 +295,10 @@ class ShardMembership:
         self._rewatch = asyncio.Event()
         self._retrying = False  # the next renewal tries a refused one again
         self._view: frozenset[str] = frozenset()
-        # This replica's incarnation token, drawn anew whenever it starts acting again,
-        # those its renewals may still show, as drawn (``_sending``), the members'.
+        # This replica's incarnation token, drawn anew whenever it starts acting again;
+        # those its renewals may still show (``_sending``), the latest shown; the members'.
         self._incarnation = new_incarnation()
-        self._tokens: dict[str, None] = {self._incarnation: None}
+        self._tokens, self._shown_token = {self._incarnation: clock.now()}, ""
         self._view_incarnations: Mapping[str, str] = {}
         # Another process renewing our Lease (``_seen_own``): the watch showed one of
         # ours since we last stood aside; until when we stand aside, if we do.
@@ -487,14 +487,12 @@ class ShardMembership:
     def _sending(self, marker: str, now: float) -> None:
         """A renewal with renew marker ``marker`` goes out now, in our incarnation.
         The marker is noted before the answer: the watch may show the renewal first.
-        So is the token, kept until the watch shows a renewal in a token drawn later
-        (``_seen_own``), however long that takes: a renewal whose request went
-        unanswered may be committed, and shown only when a watch down meanwhile lists
-        the Leases again. Of those, the latest TOKENS_KEPT drawn: one is drawn only
-        when a renewal is sent while not acting, at most one per retry period, so
-        they cover two minutes of renewals refused with none shown."""
+        So is the token, with the time (``_forget_tokens`` tells how long it is
+        kept). Of the tokens, the latest TOKENS_KEPT drawn: one is drawn only when a
+        renewal is sent while not acting, at most one per retry period, so they cover
+        two minutes of renewals refused with none shown."""
         self._note_sent(marker, now)
-        self._tokens[self._incarnation] = None  # a token sent before keeps its place
+        self._tokens[self._incarnation] = now  # a token sent before keeps its place
         while len(self._tokens) > TOKENS_KEPT:
             del self._tokens[next(iter(self._tokens))]
 
@@ -596,15 +594,42 @@ class ShardMembership:
     def _seen_own(self, record: LeaseRecord) -> None:
         """The watch showed this replica's Lease: one of its renewals, or another
         process's (``_rival``)."""
-        if record.incarnation not in self._tokens:
+        token, now = record.incarnation, self._clock.now()
+        self._forget_tokens(now)
+        if token not in self._tokens:
             if self._own_shown or self.standing_aside:
-                self._rival(record.incarnation)
+                self._rival(token)
             return  # else left by a process before this one, or by hand
-        # The watch shows the Lease's renewals in order: none in a token drawn
-        # before this one can be shown any more.
-        _forget_before(self._tokens, record.incarnation)
+        if token not in self._drawn_before_shown():
+            self._shown_token = token
+            self._forget_tokens(now)
         self._own_shown = True
         self._shown(record.renew_marker)
+
+    def _forget_tokens(self, now: float) -> None:
+        """Forget our tokens no renewal can be shown in any more: those drawn before
+        one the watch has shown, and last sent over ``_landing`` ago. Both: a
+        renewal cut off may be committed long after it was sent (on a slow server,
+        after the next incarnation's renewals were shown), up to ``_landing``; and
+        one committed in time is shown only when a watch that was down lists the
+        Leases again, however long after, but before any renewal sent later."""
+        for token in self._drawn_before_shown():
+            if now - self._tokens[token] > self._landing:
+                del self._tokens[token]
+
+    def _drawn_before_shown(self) -> list[str]:
+        """Our tokens drawn before the latest the watch has shown (none once that
+        one is no longer kept: every token kept was drawn after it)."""
+        drawn = list(self._tokens)
+        return drawn[: drawn.index(self._shown_token)] if self._shown_token in drawn else []
+
+    @property
+    def _landing(self) -> float:
+        """How long after its sending a request may still be committed. The server
+        decides, not our client: it is never told our deadlines, and goes on with a
+        request whose client has gone, until its request timeout; then storage may
+        still commit what it was handed before, for which a lease duration is given."""
+        return SERVER_REQUEST_TIMEOUT + self._lease_seconds
 
     def _rival(self, token: str) -> None:
         """Another process renewed this replica's Lease after the watch showed ours:
