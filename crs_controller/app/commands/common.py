@@ -130,9 +130,22 @@ def management(args: argparse.Namespace) -> KubeClient:
     return KubeClient(access.endpoint, name="management cluster", limits=MANAGEMENT_LIMITS)
 
 
+async def get_object(
+    client: KubeAPI, api_version: str, kind: str, name: str, namespace: str | None
+) -> Obj | None:
+    """One object as the API server has it now, None when there is no such object.
+    A kind the server does not serve (its CRD not installed, or a kubeconfig or
+    context naming another cluster) is not a missing object: it raises discovery's
+    NotFound, worded as a LIST of that kind words it ("… is not served: is its CRD
+    installed?"), which ``guarded`` prints with exit code 2."""
+    await client.resource_info(api_version, kind)
+    return await client.get(api_version, kind, name, namespace)
+
+
 async def get_crs(client: KubeClient, namespace: str, name: str) -> CRS:
-    """The CRS as the API server has it now; UsageError (exit 2) when there is none."""
-    raw = await client.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, name, namespace)
+    """The CRS as the API server has it now; UsageError (exit 2) when there is none,
+    NotFound (exit 2) when the server serves no ClusterResourceSets."""
+    raw = await get_object(client, API_VERSION, CLUSTER_RESOURCE_SET_KIND, name, namespace)
     if raw is None:
         raise UsageError(f"ClusterResourceSet {namespace}/{name} not found")
     return parse_crs(raw)

@@ -57,6 +57,7 @@ from crs_controller.app.commands.common import (
     add_output,
     command_parser,
     emit,
+    get_object,
     guarded,
     management,
     read_snapshot,
@@ -212,7 +213,7 @@ async def _diff(args: argparse.Namespace) -> Report:
 
 
 async def _target(mgmt: KubeClient, args: argparse.Namespace) -> _Target:
-    raw = await mgmt.get(API_VERSION, CLUSTER_RESOURCE_SET_KIND, args.crs, args.namespace)
+    raw = await get_object(mgmt, API_VERSION, CLUSTER_RESOURCE_SET_KIND, args.crs, args.namespace)
     if raw is None:
         raise UsageError(f"ClusterResourceSet {args.namespace}/{args.crs} not found")
     if unknown := unknown_fields(raw, CRS_SCHEMA):
@@ -224,7 +225,7 @@ async def _target(mgmt: KubeClient, args: argparse.Namespace) -> _Target:
     if crs.problem is not None:
         raise UsageError(f"ClusterResourceSet {args.namespace}/{args.crs}: {crs.problem}")
     version = await mgmt.preferred_version(CLUSTER_GROUP) or f"{CLUSTER_GROUP}/v1beta1"
-    cluster = await mgmt.get(version, "Cluster", args.cluster, args.namespace)
+    cluster = await get_object(mgmt, version, "Cluster", args.cluster, args.namespace)
     if cluster is None:
         raise UsageError(f"Cluster {args.namespace}/{args.cluster} not found")
     found = await mgmt.get(
