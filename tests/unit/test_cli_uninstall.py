@@ -12,6 +12,11 @@ prefix; calling a Service of the release's namespace) before the Deployment, and
 other; it deletes nothing while a ClusterResourceSet is left in any namespace, and
 keeps the CRDs when one appears while the rest of the release goes.
 
+The leader Lease is looked for with --controller-namespace, else in the namespace
+the --delete-release file runs the controller in (prefixed or not), else crs-system;
+a release running it in two namespaces is refused, asking which; a refusal for want
+of a leader names --controller-namespace.
+
 uninstall -n NAMESPACE says the release can be deleted only when no namespace has a
 ClusterResourceSet left, else names the namespaces that have (exit 0 either way: the
 namespace asked for is cleaned up).
@@ -32,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from crs_controller.app.cli import main
 from crs_controller.app.commands.common import UsageError
 from crs_controller.app.commands.release_deletion import (
     EXTENSION_API,
@@ -503,3 +510,75 @@ async def test_a_forced_removal_reads_large_bindings_page_by_page() -> None:
     said = await uninstalling(kube, None, force=True)
     assert said[1].startswith("left behind by fleet/cni: 1 object(s) stay on the workload")
     assert said[2] == "  v1 ConfigMap kube-system/a"
+
+
+# --- where the leader Lease is looked for ------------------------------------------------
+
+
+def uninstall_command(
+    kube: MemoryKube,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *argv: str,
+) -> tuple[int, str, str]:
+    """``crs-controller uninstall argv`` against ``kube``, a Lease renewed at every read
+    (no wait between reads): exit code, stdout, stderr."""
+    renewing(kube)
+
+    async def no_wait(clock: Any, seconds: float) -> None:
+        pass
+
+    monkeypatch.setattr("crs_controller.app.commands.uninstall.management", lambda _: kube)
+    monkeypatch.setattr("crs_controller.app.commands.uninstall.sleep_for", no_wait)
+    code = main(["uninstall", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_refusal_for_want_of_a_leader_names_controller_namespace(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kube = asyncio.run(installed(a_set("fleet", "cni")))
+    code, _, err = uninstall_command(kube, monkeypatch, capsys, "-A", "--yes")
+    assert code == 2
+    assert "no controller holds the leader Lease crs-system/crs-controller" in err
+    assert "--controller-namespace" in err
+    assert deleted(kube) == []
+
+
+def moved_release(tmp_path: Path, *namespaces: str) -> str:
+    """A release file running the controller (prefixed, labelled) in ``namespaces``."""
+    documents = []
+    for namespace in namespaces:
+        deployment = placed("Deployment", "team-crs-controller", "apps/v1", namespace)
+        deployment["metadata"]["labels"] = OURS
+        documents += [placed("Namespace", namespace, namespace=None), deployment]
+    path = tmp_path / "install.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    return str(path)
+
+
+def test_the_lease_is_looked_for_where_the_release_runs_the_controller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    moved = placed("Lease", "crs-controller", "coordination.k8s.io/v1", "addons")
+    kube = asyncio.run(installed({**moved, **lease("pod-1", RENEWED)}, a_set("fleet", "cni")))
+    release = moved_release(tmp_path, "addons")
+    code, out, err = uninstall_command(kube, monkeypatch, capsys, "-A", "--delete-release", release)
+    assert (code, err) == (0, "")
+    assert "would delete 1 ClusterResourceSet(s): fleet/cni" in out
+    # --controller-namespace, given, is the one looked in.
+    args = ("-A", "--delete-release", release, "--controller-namespace", SYSTEM)
+    code, _, err = uninstall_command(kube, monkeypatch, capsys, *args)
+    assert code == 2 and "leader Lease crs-system/crs-controller" in err
+
+
+def test_a_release_running_controllers_in_two_namespaces_asks_which(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kube = asyncio.run(installed(fresh_lease(), a_set("fleet", "cni")))
+    release = moved_release(tmp_path, "addons", "team-a")
+    code, _, err = uninstall_command(kube, monkeypatch, capsys, "-A", "--delete-release", release)
+    assert code == 2
+    assert "2 namespaces (addons, team-a)" in err and "--controller-namespace" in err
+    assert kube.requests == []

@@ -34,6 +34,7 @@ BINDINGS_CRD = "clusterresourcesetbindings.addons.crs.dev"
 EXTENSION_API = "runtime.cluster.x-k8s.io/v1alpha1"
 EXTENSION_KIND = "ExtensionConfig"
 EXTENSION_NAME = "crs-controller"  # config/extension's, before any name prefix
+CONTROLLER_NAME = "crs-controller"  # config/manager's Deployment, before any name prefix
 APP_LABEL = "app.kubernetes.io/name"  # crs-controller on config/'s objects, prefix or not
 CRD_KIND = "CustomResourceDefinition"
 
@@ -90,6 +91,20 @@ def release_namespaces(release: Iterable[Obj]) -> set[str]:
             found.add(str(meta["namespace"]))
         if document.get("kind") == "Namespace" and meta.get("name"):
             found.add(str(meta["name"]))
+    return found
+
+
+def controller_namespaces(release: Iterable[Obj]) -> set[str]:
+    """The namespaces of the release's controller Deployments (named crs-controller or
+    labelled app.kubernetes.io/name=crs-controller, whatever name prefix an overlay
+    gave them): where the controller holds its leader Lease."""
+    found = set()
+    for document in release:
+        meta = metadata(document)
+        labels = meta.get("labels") or {}
+        ours = meta.get("name") == CONTROLLER_NAME or labels.get(APP_LABEL) == CONTROLLER_NAME
+        if document.get("kind") == "Deployment" and ours and meta.get("namespace"):
+            found.add(str(meta["namespace"]))
     return found
 
 

@@ -7,9 +7,10 @@ its rights next, the CRDs last and the bindings CRD last of all).
 
 Nothing is deleted without ``--yes``: the command says what it would do. It refuses
 (exit code 2) when no controller holds the leader Lease, since nothing would clean
-up; ``--force`` then removes the finalizers itself and lists what that leaves
-behind: the objects on the workload clusters, and the bindings that still record
-them."""
+up, and names ``--controller-namespace`` (the Lease is looked for in crs-system, or
+in the namespace of the ``--delete-release`` file's controller); ``--force`` then
+removes the finalizers itself and lists what that leaves behind: the objects on the
+workload clusters, and the bindings that still record them."""
 
 from __future__ import annotations
 
@@ -39,7 +40,11 @@ from crs_controller.app.commands.common import (
     printable,
     read_documents,
 )
-from crs_controller.app.commands.release_deletion import delete_release, plan_release
+from crs_controller.app.commands.release_deletion import (
+    controller_namespaces,
+    delete_release,
+    plan_release,
+)
 from crs_controller.clients.kube import KubeClient
 from crs_controller.core.api.models import (
     API_VERSION,
@@ -132,8 +137,10 @@ def decide(holder: str | None, *, force: bool, lease: str) -> Wait | Force | Ref
     if holder is None:
         return Refuse(
             f"no controller holds the leader Lease {lease}: nothing would remove the "
-            f"ClusterResourceSets' finalizer {FINALIZER} (start the controller, or see "
-            "--force for what removing it leaves behind)"
+            f"ClusterResourceSets' finalizer {FINALIZER} (a controller running in another "
+            "namespace: --controller-namespace NS; none running, or one without leader "
+            "election: start it with --leader-elect; --force removes the finalizer but "
+            "cleans nothing up)"
         )
     return Wait(holder)
 
@@ -239,8 +246,8 @@ def register(sub: Subcommands) -> None:
     parser.add_argument(
         "--controller-namespace",
         metavar="NS",
-        default=SYSTEM_NAMESPACE,
-        help="where the controller's leader Lease is (default: %(default)s)",
+        help="where the controller's leader Lease is (default: the namespace of the "
+        f"--delete-release file's controller Deployment, else {SYSTEM_NAMESPACE})",
     )
     add_cluster_access(parser)
     parser.set_defaults(func=guarded("uninstall", run))
@@ -252,7 +259,23 @@ def run(args: argparse.Namespace) -> int:
     release = (
         [doc for _, doc in read_documents([args.delete_release])] if args.delete_release else []
     )
+    args.controller_namespace = controller_namespace(args.controller_namespace, release)
     return asyncio.run(_uninstall(args, release))
+
+
+def controller_namespace(given: str | None, release: Sequence[Obj]) -> str:
+    """Where the leader Lease is looked for: ``given`` (--controller-namespace), else
+    the namespace of the release file's controller Deployment, else crs-system;
+    UsageError when the release runs controllers in several namespaces."""
+    if given is not None:
+        return given
+    found = sorted(controller_namespaces(release))
+    if len(found) > 1:
+        raise UsageError(
+            f"--delete-release runs the controller in {len(found)} namespaces "
+            f"({', '.join(found)}): name the one to watch with --controller-namespace"
+        )
+    return found[0] if found else SYSTEM_NAMESPACE
 
 
 def _out(message: str) -> None:
