@@ -15,7 +15,9 @@ policy refuses other binding writers there, and anyone but the controller a shar
 set's contribution ConfigMap (created, relabelled or deleted), while a tenant's
 other ConfigMaps stay open; likewise the leader Lease and the shard members' Leases
 (by name or label: created, taken over or deleted), which the namespace controller
-still deletes, while a tenant's other Leases stay open. hack/release.py renders config/default and
+still deletes, while a tenant's other Leases stay open. Two namespaced installs with
+config/namespaced-extension register two ExtensionConfigs, each named after its
+namespace and selecting only it. hack/release.py renders config/default and
 config/extension (its kustomize var included) exactly as kustomize does."""
 
 from __future__ import annotations
@@ -131,6 +133,33 @@ def test_a_namespace_overlay_leaves_nothing_in_crs_system(tmp_path: Path) -> Non
     assert grant["subjects"] == [
         {"kind": "ServiceAccount", "name": account["name"], "namespace": "addons"}
     ]
+
+
+def test_namespaced_installs_register_an_extension_each_for_their_namespace(
+    tmp_path: Path,
+) -> None:
+    names = {}
+    for namespace in ("team-a", "team-b"):
+        bases = ["namespaced", "namespaced-extension"]
+        documents = build(overlay(tmp_path / namespace, bases, namespace=namespace))
+        service, extension = one(documents, "Service"), one(documents, "ExtensionConfig")
+        assert extension["spec"]["namespaceSelector"] == {
+            "matchLabels": {"kubernetes.io/metadata.name": namespace}
+        }
+        assert extension["spec"]["clientConfig"]["service"] == {
+            "name": service["metadata"]["name"],
+            "namespace": namespace,
+            "port": 443,
+        }
+        annotation = "runtime.cluster.x-k8s.io/inject-ca-from-secret"
+        assert extension["metadata"]["annotations"][annotation] == (
+            f"{namespace}/crs-controller-extension-tls"
+        )
+        # What the documented removal of one install deletes by label.
+        for kept in (service, extension):
+            assert kept["metadata"]["labels"]["app.kubernetes.io/name"] == "crs-controller"
+        names[namespace] = extension["metadata"]["name"]
+    assert names == {"team-a": "crs-controller-team-a", "team-b": "crs-controller-team-b"}
 
 
 def _confined(namespace: str) -> list[Obj]:
@@ -274,8 +303,9 @@ def test_the_namespaced_variant_reconciles_inside_its_namespace_only(
             control_plane.management, *args, user=user, env=env, extension=True
         ) as process:
             _reconcile_fully(mgmt, control_plane, workload_clients[0], namespace)
-            # Cluster API calls the hooks for every namespace (config/extension has no
-            # namespaceSelector): a Cluster of another is nothing to do, and unread.
+            # config/namespaced-extension has Cluster API call the hooks for this
+            # namespace only; one called for a Cluster of another (config/extension,
+            # which selects every namespace) is nothing to do, and unread.
             other = hook(process, {"metadata": {"name": "elsewhere", "namespace": "default"}})
             assert other["retryAfterSeconds"] == 0, other
         audit_caught_up([control_plane.management])

@@ -11,8 +11,9 @@ Lease and looks at the cluster again, and writes nothing to the workload cluster
 to the binding.
 A `deletionPolicy: Delete` set is applied to a workload cluster. Then every
 `crs-controller` line of the section's commands runs, in order, up to and including
-the one-step variant (`--delete-release`): the `kubectl delete` line is the two-step
-variant's second step, which the one-step line replaces. Afterwards the set's object
+the one-step variant (`--delete-release`): the `kubectl delete` lines (the
+ExtensionConfig, then the release) are the two-step variant's last steps, which the
+one-step line replaces. Afterwards the set's object
 is gone from the workload cluster (the inventory was used), no CRD is left, not even
 Terminating, and every object of the release is gone (the Namespace is Terminating:
 the test bed runs no namespace controller to empty it).
@@ -172,7 +173,10 @@ def test_the_uninstall_section_leaves_no_crd_and_uses_the_inventories(
             capsys.readouterr()
             skipped = follow(commands, kubeconfig, release_file)
             out = capsys.readouterr().out
-            assert skipped == [f"kubectl delete -f {RELEASE_FILE}"], skipped
+            assert skipped == [
+                "kubectl delete extensionconfig crs-controller --ignore-not-found",
+                f"kubectl delete -f {RELEASE_FILE}",
+            ], skipped
             assert "would delete 1 ClusterResourceSet(s): team-a/addon" in out, out
             assert "release deleted" in out, process.log_tail()
         # The controller removed the set's object before the release went.
