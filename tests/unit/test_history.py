@@ -197,12 +197,15 @@ def test_the_request_annotation_is_read(value: str | None, request_: Request | N
         ("s", Request("s", None), "s", "p", Undo("s", resumed=True)),
         # A request for the sources' own revision is no rollback.
         ("s", Request("s", "s"), None, "s", Undo("s")),
+        # A request to a revision not in the history is refused: it changes nothing.
+        ("s", Request("s", "x"), None, "s", Undo("s", refused="revision x has no snapshot")),
+        ("s", Request("s", "x"), "s", "p", Undo("p", "s", refused="revision x has no snapshot")),
     ],
 )
 def test_what_is_rolled_out(
     sources: str, request_: Request | None, back: str | None, out: str, undo: Undo
 ) -> None:
-    assert decide(sources, request_, back, out) == undo
+    assert decide(sources, request_, back, out, kept=("p", "s", "n")) == undo
 
 
 @pytest.mark.parametrize(

@@ -214,6 +214,63 @@ async def test_a_rollback_whose_snapshot_went_holds_its_clusters_and_stays_in_fo
     assert len(held) == 1 and held[0]["log_level"] == "warning"
 
 
+async def test_a_rollback_to_a_revision_not_in_the_history_is_refused_never_held() -> None:
+    """A request naming a revision the history does not hold (a typo, a prefix, a
+    stale manifest) is refused as one whose snapshot is gone, pass after pass: the
+    status and a Warning say so, the sources stay rolled out and the cluster is not
+    held. The history and the snapshots stay as they were, at revisionHistoryLimit
+    too: the revision asked for never enters the history."""
+    world = await world_with(crs("a", "src", revisionHistoryLimit=2))
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    first, second = await two_revisions(world, ctx, shown)
+    kept = status(world)["history"]
+    bogus = "xxh3:0123456789abcdef"
+    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{bogus}"})
+    with capture_logs() as logs:
+        for _ in range(2):
+            await reconcile_crs(ctx, NS, "a")
+            await reconcile(world)
+            watch_snapshots(world, shown)
+    written = status(world)
+    assert written["history"] == kept
+    assert (written["revision"], written["rollout"].get("rolledBackFrom")) == (second, None)
+    why = f"revision {bogus} has no snapshot"
+    assert written["rollout"]["message"].endswith(f"; rollback refused: {why}")
+    assert warnings(world, "RollbackRefused") == [why]
+    assert snapshot_names(world) == sorted(snapshot_name("a", r) for r in (first, second))
+    entry = world.index.entry(NS, "c1", "a")
+    assert entry is not None and entry.outcome is not None
+    assert entry.outcome.reason == "Applied" and "held" not in entry.outcome.message
+    assert addon_on_c1(world) == "2"
+    assert not [e for e in logs if e["event"] == "rollback held"]
+
+
+async def test_a_held_rollback_keeps_the_history_and_the_snapshots() -> None:
+    """A rollback to a revision of the history whose snapshot this process cannot
+    read (not in its watch) is held: the status keeps it, but the history is not
+    advanced by it and no snapshot is deleted. Once the snapshot is read, the
+    history records the rollback."""
+    world = await world_with(crs("a", "src", revisionHistoryLimit=2))
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    first, second = await two_revisions(world, ctx, shown)
+    kept = status(world)["history"]
+    world.forget("ConfigMap", NS, snapshot_name("a", first))
+    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
+    for _ in range(2):
+        await reconcile_crs(ctx, NS, "a")
+        await reconcile(world)
+    written = status(world)
+    assert (written["revision"], written["rollout"]["rolledBackFrom"]) == (first, second)
+    assert "rollback refused" in written["rollout"]["message"]
+    assert written["history"] == kept
+    assert snapshot_names(world) == sorted(snapshot_name("a", r) for r in (first, second))
+    assert addon_on_c1(world) == "2"  # held: what it had
+    watch_snapshots(world, set())  # the snapshot comes into the watch
+    await reconcile_crs(ctx, NS, "a")
+    back = [(r["revision"], r["outcome"]) for r in status(world)["history"]]
+    assert back == [(second, "RolledBack"), (first, "Progressing")]
+
+
 async def test_a_snapshot_name_another_object_holds_is_told_once_not_written() -> None:
     world = await world_with(crs("a", "src"))
     ctx = world.crs_context()

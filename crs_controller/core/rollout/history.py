@@ -21,6 +21,9 @@ Where the SPEC is silent, decided here (as ``kubectl rollout undo`` does):
   while the sources are on that revision, so an edit of the sources (a new revision)
   ends the rollback by itself. ``<from>/resume`` rolls ``<from>`` out again; a failure
   of it then halts, without a second rollback by itself, until the sources change.
+- A request to a revision that is not in the history (a typo, a prefix, a stale
+  manifest) is refused, as one whose snapshot is gone: it changes nothing (the
+  rollback the status records, else the sources) and never enters the history.
 - The rollback is also kept in the status (``status.revision`` is the revision
   rolled out, ``status.rollout.rolledBackFrom`` the sources'): a request annotation
   removed (a GitOps tool re-applying the CRS) does not undo it.
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from crs_controller.core.api.models import RevisionOutcome, RevisionRecord
+from crs_controller.core.rollout.snapshots import no_snapshot
 
 __all__ = [
     "RESUME",
@@ -73,11 +77,13 @@ class Request:
 class Undo:
     """What is rolled out now: ``target``; ``rolled_back_from`` the sources' revision
     it replaces (None: no rollback); ``resumed``, the operator asked for the sources'
-    revision again."""
+    revision again; ``refused``, why the rollback request was refused (None: none
+    was)."""
 
     target: str
     rolled_back_from: str | None = None
     resumed: bool = False
+    refused: str | None = None
 
 
 def parse_request(value: str | None) -> Request | None:
@@ -91,20 +97,28 @@ def parse_request(value: str | None) -> Request | None:
 
 
 def decide(
-    sources: str, request: Request | None, rolled_back_from: str | None, rolled_out: str | None
+    sources: str,
+    request: Request | None,
+    rolled_back_from: str | None,
+    rolled_out: str | None,
+    kept: Collection[str],
 ) -> Undo:
     """What is rolled out while the sources are on ``sources``: a request about them
     first, else the rollback the status records (``rolled_back_from`` and the revision
-    ``rolled_out`` then), else the sources."""
+    ``rolled_out`` then), else the sources. A request to a revision not ``kept`` (the
+    history's) is refused, saying why, and changes nothing."""
+    refused = None
     if request is not None and request.source == sources:
         if request.to is None:
             return Undo(sources, resumed=True)
-        if request.to != sources:
+        if request.to != sources and request.to in kept:
             return Undo(request.to, sources)
+        if request.to != sources:
+            refused = no_snapshot(request.to)
     if rolled_back_from == sources and rolled_out not in (None, sources):
         assert rolled_out is not None
-        return Undo(rolled_out, sources)
-    return Undo(sources)
+        return Undo(rolled_out, sources, refused=refused)
+    return Undo(sources, refused=refused)
 
 
 def rollback_on_failure(

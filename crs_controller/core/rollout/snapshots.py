@@ -42,6 +42,7 @@ __all__ = [
     "SnapshotRefused",
     "SnapshotTooLarge",
     "build",
+    "no_snapshot",
     "read",
     "size_of",
     "snapshot_name",
@@ -74,6 +75,12 @@ class SnapshotTooLarge(CRSError):
     """The sources of a revision are larger than a snapshot holds."""
 
     reason = "SnapshotTooLarge"
+
+
+def no_snapshot(rev: str) -> str:
+    """Why a rollback to ``rev`` is refused when it has no snapshot: none was found,
+    or ``rev`` is not in the history (whose revisions alone keep theirs)."""
+    return f"revision {rev} has no snapshot"
 
 
 def snapshot_name(crs_name: str, rev: str) -> str:
@@ -120,7 +127,7 @@ def read(
     """The raw sources of revision ``rev`` of the CRS with ``uid``, naming
     ``resources`` (spec order), from its snapshot objects; raises SnapshotRefused."""
     if configmap is None:
-        raise SnapshotRefused(f"revision {rev} has no snapshot")
+        raise SnapshotRefused(no_snapshot(rev))
     found = _decode(configmap, uid, rev, resources)
     if any(kind == "Secret" for kind, _ in resources):
         if secret is None:

@@ -252,7 +252,8 @@ class CRS(_Named):
         request = parse_request(self.meta.annotations.get(ROLLBACK_ANNOTATION))
         rollout = self.status.rollout
         back = rollout.rolled_back_from if rollout is not None else None
-        return decide(sources, request, back, self.status.revision)
+        kept = [record.revision for record in self.status.history or ()]
+        return decide(sources, request, back, self.status.revision, kept)
 
     @property
     def selector(self) -> Mapping[str, Any] | None:

@@ -67,8 +67,9 @@ def history(
 ) -> list[RevisionRecord] | None:
     """The history with this pass's revision recorded: how its rollout stands (the
     plan's phase; without a rollout, Complete once Ready). The revisions it drops
-    lose their snapshots once it is written (``sweep``)."""
-    if rolled is None:
+    lose their snapshots once it is written (``sweep``). A rollback ``held`` (its
+    snapshot cannot be read) records nothing: the history stays as it is."""
+    if rolled is None or rolled.held:
         return crs.status.history
     if made is not None:
         outcome = outcome_of_phase(made.phase)
@@ -95,7 +96,10 @@ async def sweep(
     a status the leader before wrote (a revision that has just entered the history):
     with anything to delete, the CRS is read again and its history kept instead. A
     request that fails, or a process that stops before it, leaves them to the next
-    pass, which looks again (what the watch shows labelled with the CRS's uid)."""
+    pass, which looks again (what the watch shows labelled with the CRS's uid). A
+    rollback ``held`` deletes nothing: a later pass does, once it is not."""
+    if rolled is not None and rolled.held:
+        return
     keep = _kept(status, rolled)
     try:
         if not confirmed and ctx.snapshots.others(crs, keep):

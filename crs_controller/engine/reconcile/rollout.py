@@ -42,9 +42,11 @@ class RolledOut:
     """What a CRS rolls out now: ``undo`` says the target (and the sources' revision a
     rollback replaces), ``hashes`` are the target's sources' hashes, ``snapshot`` its
     sources when they come from a snapshot (None: the sources as they are), and
-    ``refused`` why a rollback asked for could not be used (its snapshot): it is
-    ``held`` then. ``current`` are the sources as they are, as loaded when their
-    revision (``sources``) was hashed: what that revision's snapshot is written from."""
+    ``refused`` why a rollback asked for could not be used: its snapshot (it is
+    ``held`` then), or a request to a revision not in the history (``Undo.refused``:
+    refused, never held). ``current`` are the sources as they are, as loaded when
+    their revision (``sources``) was hashed: what that revision's snapshot is written
+    from."""
 
     undo: Undo
     hashes: Hashes
@@ -67,7 +69,7 @@ class RolledOut:
         process's watch yet, deleted, refused): its clusters are held, nothing
         admitted, first installs neither, and the revision rolled back from is never
         applied in its place; ``hashes`` are then the sources', for counting alone."""
-        return self.refused is not None and self.undo.rolled_back_from is not None
+        return self.undo.rolled_back_from is not None and self.snapshot is None
 
 
 async def rolled_out(ctx: ClusterContext | CRSContext, crs: CRS) -> RolledOut | None:
@@ -89,15 +91,16 @@ async def roll_to(
 ) -> RolledOut:
     """``undo`` with its snapshot read and checked; a snapshot refused keeps the
     rollback, ``held`` (saying why), with the hashes of the sources as they are
-    (``current``, hashed to ``live``): never the revision rolled back from instead."""
+    (``current``, hashed to ``live``): never the revision rolled back from instead.
+    A request ``undo`` refused is said too (``refused``)."""
     if undo.rolled_back_from is None:
-        return RolledOut(undo, live, current=current)
+        return RolledOut(undo, live, refused=undo.refused, current=current)
     try:
         snapshot = await ctx.snapshots.sources_of(crs, undo.target)
     except SnapshotRefused as exc:
         return RolledOut(undo, live, refused=str(exc), current=current)
     hashes = {key: source.hash for key, source in snapshot.items()}
-    return RolledOut(undo, hashes, snapshot, current=current)
+    return RolledOut(undo, hashes, snapshot, refused=undo.refused, current=current)
 
 
 async def current_sources(ctx: ClusterContext | CRSContext, crs: CRS) -> dict[Key, Source] | None:
