@@ -324,9 +324,7 @@ def blind(two: Pair) -> tuple[Pair, Informer[SourceMeta]]:
     snapshots (not in yet, or deleted); the watch is returned, to show them later."""
     world = two.world
     watch = Informer(world.mgmt, WatchSpec("v1", "ConfigMap"), parse_source_meta, _no_handler)
-    for (_, kind, _, _), obj in world.mgmt.objects.items():
-        if kind == "ConfigMap" and SNAPSHOT_LABEL not in obj["metadata"].get("labels", {}):
-            watch.put(obj)
+    show_configmaps(world, watch, snapshots=False)
     sources = Sources(world.mgmt, watch, world.secrets)
     snapshots = Snapshots(world.mgmt, sources, watch, world.secrets)
     follower = replace(two.follower, sources=sources, snapshots=snapshots)
@@ -373,17 +371,61 @@ async def test_a_follower_that_cannot_read_the_rollback_snapshot_holds_its_clust
     assert addon_on(workload) == "1"  # what it had: nothing of the failed revision
     warned = [e for e in logs if e["event"] == "rollback held"]
     assert warned and warned[0]["log_level"] == "warning" and warned[0]["crs"] == f"{NS}/a"
-    refused = [o for k, o in world.mgmt.objects.items() if k[1] == "Event"]
-    assert [e for e in refused if e["reason"] == "RollbackRefused" and "m-b" in e["message"]]
+    assert member_refusals(world)
     # The snapshots come in: c1 goes back to the revision rolled back to.
-    for (_, kind, _, _), obj in world.mgmt.objects.items():
-        if kind == "ConfigMap":
-            watch.put(obj)
+    show_configmaps(world, watch, snapshots=True)
     for _ in range(2):
         await held.a_round()
     done = status(world)["rollout"]
     assert (done["phase"], done["rolledBackFrom"]) == ("RolledBack", failed)
     assert revision_on_c1(world) == first and addon_on(workload) == "1"
+
+
+def member_refusals(world: World) -> list[str]:
+    """The RollbackRefused Events the follower (m-b) gave."""
+    events = [o for k, o in world.mgmt.objects.items() if k[1] == "Event"]
+    refused = [e["message"] for e in events if e["reason"] == "RollbackRefused"]
+    return [message for message in refused if "m-b" in message]
+
+
+def show_configmaps(world: World, watch: Informer[SourceMeta], snapshots: bool) -> None:
+    """Show every ConfigMap to the follower's own watch, the snapshots or not."""
+    for (_, kind, namespace, name), obj in world.mgmt.objects.items():
+        if kind != "ConfigMap":
+            continue
+        if snapshots or SNAPSHOT_LABEL not in obj["metadata"].get("labels", {}):
+            watch.put(obj)
+        else:
+            watch.remove(namespace, name)
+
+
+async def test_a_follower_holding_a_rollback_again_for_the_same_reason_says_so_again() -> None:
+    """The follower holds the rollback (the snapshots not in its watch), then reads
+    them, then loses them again (a relist): the second hold, for the same reason as
+    the first, is told again, at warning and by a RollbackRefused Event."""
+    world = await world_with(crs("a", "src", rollout={"maxConcurrent": 1, "onFailure": "Rollback"}))
+    two = pair(world)
+    await two.a_round()
+    workload = await fails_on_c1(two)
+    held, watch = blind(two)
+    workload.fail_with = None
+    with capture_logs() as logs:
+        for _ in range(2):
+            await held.a_round()
+    assert len([e for e in logs if e["event"] == "rollback held"]) == 1
+    first = member_refusals(world)
+    assert len(first) == 1
+    show_configmaps(world, watch, snapshots=True)
+    for _ in range(2):
+        await held.a_round()
+    assert status(world)["rollout"]["phase"] == "RolledBack"
+    show_configmaps(world, watch, snapshots=False)  # gone from its watch again
+    with capture_logs() as logs:
+        for _ in range(2):
+            await held.a_round()
+    again = [e for e in logs if e["event"] == "rollback held"]
+    assert len(again) == 1 and again[0]["log_level"] == "warning"
+    assert member_refusals(world) == first * 2
 
 
 async def test_a_member_taking_over_counts_nothing_before_its_new_shares_bindings_are_in() -> None:

@@ -151,11 +151,13 @@ async def _contribute(ctx: CRSContext, crs: CRS) -> Result:
 
 async def _tell_held(ctx: CRSContext, crs: CRS, rolled: RolledOut | None) -> None:
     """A rollback this process holds (``RolledOut.held``: its snapshot cannot be read
-    here) is told once per reason, at warning. A follower also gives the Warning
-    Event a refused rollback gives (``RollbackRefused``), naming itself: the leader's
-    status may not say it, as the leader's own view of the snapshot may be fine."""
+    here) is told once per reason, at warning, and again once a pass that held none
+    came between. A follower also gives the Warning Event a refused rollback gives
+    (``RollbackRefused``), naming itself: the leader's status may not say it, as the
+    leader's own view of the snapshot may be fine."""
     why = rolled.refused if rolled is not None and rolled.held else None
-    if rolled is None or why is None or not ctx.rollouts.refusal(crs.namespace, crs.name, why):
+    news = ctx.rollouts.refusal(crs.namespace, crs.name, why)  # None: forgotten
+    if rolled is None or why is None or not news:
         return
     where, me = f"{crs.namespace}/{crs.name}", ctx.combining.me
     log.warning("rollback held", crs=where, to=rolled.target, reason=why, member=me)
