@@ -245,6 +245,30 @@ async def test_a_rollback_to_a_revision_not_in_the_history_is_refused_never_held
     assert not [e for e in logs if e["event"] == "rollback held"]
 
 
+async def test_a_refused_request_leaves_the_rollback_in_force_as_it_is() -> None:
+    """A rollback is in force (in the status, its request gone); a request to a
+    revision not in the history is refused and changes nothing: the rollback stays,
+    with its history, and the refusal is told."""
+    world = await world_with(crs("a", "src"))
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    first, second = await two_revisions(world, ctx, shown)
+    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
+    await reconcile_crs(ctx, NS, "a")
+    await reconcile(world)
+    await annotate(world, {})
+    await reconcile_crs(ctx, NS, "a")
+    kept = status(world)["history"]
+    bogus = "xxh3:0123456789abcdef"
+    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{bogus}"})
+    await reconcile_crs(ctx, NS, "a")
+    await reconcile(world)
+    written = status(world)
+    assert (written["revision"], written["rollout"]["rolledBackFrom"]) == (first, second)
+    assert written["rollout"]["phase"] == "RolledBack" and written["history"] == kept
+    assert warnings(world, "RollbackRefused") == [f"revision {bogus} has no snapshot"]
+    assert addon_on_c1(world) == "1"
+
+
 async def test_a_held_rollback_keeps_the_history_and_the_snapshots() -> None:
     """A rollback to a revision of the history whose snapshot this process cannot
     read (not in its watch) is held: the status keeps it, but the history is not
