@@ -182,29 +182,45 @@ def addon_on_c1(world: World) -> str:
     return str(workload.objects[("v1", "ConfigMap", "default", "addon")]["data"]["v"])
 
 
+async def rolled_back(world: World) -> tuple[CRSContext, set[tuple[str, str]], str, str]:
+    """Two revisions, then a rollback by hand to the first, done on the cluster, its
+    request gone (a GitOps tool re-applied the CRS): the status keeps it. Returns the
+    leader's context, the snapshots shown, and the two revisions, oldest first."""
+    ctx, shown = world.crs_context(), set[tuple[str, str]]()
+    first, second = await two_revisions(world, ctx, shown)
+    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
+    await reconcile_crs(ctx, NS, "a")
+    await reconcile(world)
+    await annotate(world, {})
+    await reconcile_crs(ctx, NS, "a")
+    return ctx, shown, first, second
+
+
+async def passes_held(world: World, ctx: CRSContext, first: str, second: str) -> dict[str, Any]:
+    """Two rounds of CRS and cluster passes while the rollback from ``second`` to
+    ``first`` cannot read its snapshot: the status keeps it, saying it is refused.
+    Returns the status."""
+    for _ in range(2):
+        await reconcile_crs(ctx, NS, "a")
+        await reconcile(world)
+    written = status(world)
+    assert (written["revision"], written["rollout"]["rolledBackFrom"]) == (first, second)
+    assert "rollback refused" in written["rollout"]["message"]
+    return written
+
+
 async def test_a_rollback_whose_snapshot_went_holds_its_clusters_and_stays_in_force() -> None:
     """One process, the leader: a rollback by hand is in force, its request gone (a
     GitOps tool re-applied the CRS), and its snapshot is deleted. The status keeps the
     rollback, never the revision rolled back from rolled out in its place; a Warning
     says why, and the cluster keeps what it has, held."""
     world = await world_with(crs("a", "src"))
-    ctx, shown = world.crs_context(), set[tuple[str, str]]()
-    first, second = await two_revisions(world, ctx, shown)
-    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
-    await reconcile_crs(ctx, NS, "a")
-    await reconcile(world)
-    await reconcile_crs(ctx, NS, "a")
+    ctx, shown, first, second = await rolled_back(world)
     assert (addon_on_c1(world), status(world)["rollout"]["phase"]) == ("1", "RolledBack")
-    await annotate(world, {})
     await world.mgmt.delete("v1", "ConfigMap", snapshot_name("a", first), NS)
     watch_snapshots(world, shown)
     with capture_logs() as logs:
-        for _ in range(2):
-            await reconcile_crs(ctx, NS, "a")
-            await reconcile(world)
-    written = status(world)
-    assert (written["revision"], written["rollout"]["rolledBackFrom"]) == (first, second)
-    assert "rollback refused" in written["rollout"]["message"]
+        await passes_held(world, ctx, first, second)
     assert [m for m in warnings(world, "RollbackRefused") if first in m]
     assert addon_on_c1(world) == "1"
     entry = world.index.entry(NS, "c1", "a")
@@ -250,13 +266,7 @@ async def test_a_refused_request_leaves_the_rollback_in_force_as_it_is() -> None
     revision not in the history is refused and changes nothing: the rollback stays,
     with its history, and the refusal is told."""
     world = await world_with(crs("a", "src"))
-    ctx, shown = world.crs_context(), set[tuple[str, str]]()
-    first, second = await two_revisions(world, ctx, shown)
-    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
-    await reconcile_crs(ctx, NS, "a")
-    await reconcile(world)
-    await annotate(world, {})
-    await reconcile_crs(ctx, NS, "a")
+    ctx, _, first, second = await rolled_back(world)
     kept = status(world)["history"]
     bogus = "xxh3:0123456789abcdef"
     await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{bogus}"})
@@ -280,12 +290,7 @@ async def test_a_held_rollback_keeps_the_history_and_the_snapshots() -> None:
     kept = status(world)["history"]
     world.forget("ConfigMap", NS, snapshot_name("a", first))
     await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
-    for _ in range(2):
-        await reconcile_crs(ctx, NS, "a")
-        await reconcile(world)
-    written = status(world)
-    assert (written["revision"], written["rollout"]["rolledBackFrom"]) == (first, second)
-    assert "rollback refused" in written["rollout"]["message"]
+    written = await passes_held(world, ctx, first, second)
     assert written["history"] == kept
     assert snapshot_names(world) == sorted(snapshot_name("a", r) for r in (first, second))
     assert addon_on_c1(world) == "2"  # held: what it had

@@ -2,9 +2,9 @@
 new revision of the sources (written once per revision, never per cluster),
 ``status.history`` with at most ``spec.revisionHistoryLimit`` entries whose
 snapshots hold at most ``MAX_HISTORY_BYTES`` together, the deletion of the snapshots
-of the revisions neither in it nor rolled out (on every pass, until they are gone),
-and the rollback a halted rollout starts by itself under ``spec.rollout.onFailure:
-Rollback`` (``core.rollout.history`` decides).
+of the revisions neither in it nor rolled out (on every pass, until they are gone;
+a rollback held touches neither), and the rollback a halted rollout starts by
+itself under ``spec.rollout.onFailure: Rollback`` (``core.rollout.history`` decides).
 """
 
 from __future__ import annotations
