@@ -32,7 +32,10 @@ from crs_controller.core.spec.objects import (
     parse_cluster_summary,
     parse_crs,
 )
+from crs_controller.engine.io.parsed_crss import ParsedCRSs
 from crs_controller.engine.reconcile.context import Settings
+from crs_controller.engine.reconcile.hook import HOOK_RETRY_SECONDS, NOTHING_TO_DO, hook_status
+from crs_controller.engine.reconcile.result import NOTHING
 from crs_controller.engine.runtime.controller import Controller
 
 from .builders import NS, Obj, cluster, crs, reconcile, world_with
@@ -221,8 +224,9 @@ async def test_a_refused_cluster_is_left_alone() -> None:
     await world.update(raw)
     workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
     with capture_logs() as logs:
-        await reconcile(world)
-    assert [e["event"] for e in logs] == ["cluster refused: left alone"]
+        result = await reconcile(world)
+    # Said once as it came (by the controller, below), not at every pass.
+    assert (result, logs) == (NOTHING, [])
     assert workload.requests == []
     assert world.ctx.outcomes.get(NS, "a", "c1") is None
     assert world.bindings.get(NS, "c1") is None
@@ -267,3 +271,31 @@ def test_a_binding_over_the_bound_whose_label_names_no_bucket_is_kept_as_its_rec
         "metadata": {"name": "c1", "namespace": NS, "resourceVersion": "3"},
     }
     assert controller._parse_mislabelled(binding_with({}))["spec"] == raw["spec"]
+
+
+async def test_a_refused_cluster_being_deleted_is_cleaned_up_and_the_hook_lets_it_go() -> None:
+    """Its labels only select: the cleanup reads the binding, so a Cluster refused
+    after its first install still has its add-ons removed as it is deleted, and the
+    BeforeClusterDelete hook holds its deletion only while they are (not until
+    uninstall.timeout for a cleanup that never runs)."""
+    world = await world_with(crs("a", "src", uninstall={"ensure": True}))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    assert await workload.get("v1", "ConfigMap", "addon", NS) is not None
+    raw = await world.mgmt.get(CLUSTER_API, "Cluster", "c1", NS)
+    assert raw is not None
+    raw["metadata"]["labels"] = {**labels(MAX_LABELS + 44), "env": "prod"}
+    raw["metadata"]["deletionTimestamp"] = "2099-01-01T00:00:00Z"
+    await world.update(raw)
+    assert world.ctx.caches.cluster(NS, "c1").problem is not None  # type: ignore[union-attr]
+    mgmt: Any = world.mgmt
+    now = world.ctx.clock.wall()
+    held = await hook_status(mgmt, CLUSTER_API, raw, now, parsed=ParsedCRSs())
+    assert held == (HOOK_RETRY_SECONDS, "crs-controller: removing add-ons of a")
+    with capture_logs() as logs:
+        await reconcile(world)
+    assert ("delete", "ConfigMap/addon") in workload.writes()
+    assert await workload.get("v1", "ConfigMap", "addon", NS) is None
+    assert "cluster refused: left alone" not in [e["event"] for e in logs]
+    answer = await hook_status(mgmt, CLUSTER_API, raw, now, parsed=ParsedCRSs())
+    assert answer == (0, NOTHING_TO_DO)

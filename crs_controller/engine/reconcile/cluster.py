@@ -52,15 +52,13 @@ async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
         # Another replica's Cluster until now (or too large to keep whole): read
         # whole, as its values are. One refused is left alone as it is cached.
         cluster = await ctx.clusters.read_whole(namespace, name)
-    if cluster is not None and (cluster.paused or cluster.problem):
+    if cluster is not None and (cluster.paused or _refused_alive(cluster)):
         # Left alone, it takes no revision: its budget place goes back meanwhile. Its
         # binding is not judged either (clusterctl move pauses a Cluster it recreates
-        # until the binding is copied too). A refused Cluster (said once, as it came)
-        # too: selected by no CRS, nothing is applied to it or removed from it.
+        # until the binding is copied too). A refused Cluster too, said once as it
+        # came (not at every pass): selected by no CRS, nothing is applied to it.
         if cluster.paused:
             log.info("cluster paused: left alone", cluster=f"{namespace}/{name}")
-        else:
-            log.info("cluster refused: left alone", cluster=f"{namespace}/{name}")
         forget_budget(ctx, (namespace, name))
         return NOTHING
     binding = await _binding(ctx, cluster, namespace, name)
@@ -77,6 +75,13 @@ async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
             binding = await _binding(ctx, cluster, namespace, name, uncached=True)
         return await _clean_up(ctx, cluster, binding)
     return await _reconcile_live(ctx, cluster, binding)
+
+
+def _refused_alive(cluster: Cluster) -> bool:
+    """A refused Cluster (its labels over the bound) not being deleted. Being deleted,
+    it is cleaned up as any other: the cleanup reads the binding's entries and the
+    CRSs they name, never the Cluster's labels, which only select."""
+    return cluster.problem is not None and not cluster.deleting
 
 
 async def _reconcile_live(
