@@ -19,10 +19,16 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION
-from crs_controller.core.api.models import CLUSTER_UID_ANNOTATION
+from crs_controller.core.api.models import API_VERSION, CLUSTER_UID_ANNOTATION
+from crs_controller.core.errors import InvalidSpec
 from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
 from crs_controller.core.rollout.plan import APPROVE_ANNOTATION
-from crs_controller.core.spec.metadata import MAX_LABEL_CHARACTERS, MAX_LABELS, labels_problem
+from crs_controller.core.spec.metadata import (
+    MAX_ANNOTATION_BYTES,
+    MAX_LABEL_CHARACTERS,
+    MAX_LABELS,
+    labels_problem,
+)
 from crs_controller.core.spec.objects import (
     MAX_KEPT_BYTES,
     parse_binding_object,
@@ -38,7 +44,7 @@ from crs_controller.engine.reconcile.hook import HOOK_RETRY_SECONDS, NOTHING_TO_
 from crs_controller.engine.reconcile.result import NOTHING
 from crs_controller.engine.runtime.controller import Controller
 
-from .builders import NS, Obj, cluster, crs, reconcile, world_with
+from .builders import NS, Obj, cluster, configmap_source, crs, payload, reconcile, world_with
 from .memory_kube import CLUSTER_API, MemoryKube
 
 # As measured of the objects a tenant could write before: 15,557 labels, 1.4 MiB.
@@ -299,3 +305,64 @@ async def test_a_refused_cluster_being_deleted_is_cleaned_up_and_the_hook_lets_i
     assert "cluster refused: left alone" not in [e["event"] for e in logs]
     answer = await hook_status(mgmt, CLUSTER_API, raw, now, parsed=ParsedCRSs())
     assert answer == (0, NOTHING_TO_DO)
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+@pytest.mark.parametrize(
+    ("total", "refused"),
+    [
+        (MAX_ANNOTATION_BYTES, False),
+        (MAX_ANNOTATION_BYTES + 1, True),
+    ],
+)
+@pytest.mark.parametrize("char", ["x", "é"])  # counted in bytes, as the API server does
+def test_the_bound_on_a_bindings_annotations_is_the_api_servers(
+    total: int, refused: bool, char: str
+) -> None:
+    width = len(char.encode())
+    text = char * ((total - len(LAST_APPLIED)) // width)
+    text += "x" * (total - len(LAST_APPLIED) - len(text) * width)
+    parsed = parse_binding_object(binding_with({"annotations": {LAST_APPLIED: text}}))
+    assert (parsed.model is None) is refused
+    if refused:
+        assert str(parsed.problem) == (
+            f"binding {NS}/c1: metadata.annotations: more than {MAX_ANNOTATION_BYTES} bytes"
+            " of keys and values"
+        )
+        assert text not in repr(parsed)
+
+
+@pytest.mark.parametrize(("size", "refused"), [(34_000, False), (MAX_ANNOTATION_BYTES, True)])
+async def test_a_binding_kubectl_applied_is_reconciled_within_the_api_servers_bound(
+    size: int, refused: bool
+) -> None:
+    """``kubectl apply`` keeps the whole binding in an annotation: some 190 recorded
+    objects take it past the labels' bound, which a binding's annotations are not held
+    to. Written back whole, the annotation stays as it was."""
+    world = await world_with(crs("a", "src"))
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    await reconcile(world)
+    live = await world.mgmt.get(API_VERSION, "ClusterResourceSetBinding", "c1", NS)
+    assert live is not None
+    text = json.dumps(live)
+    text += " " * (size - len(text))
+    live["metadata"]["annotations"][LAST_APPLIED] = text
+    await world.mgmt.replace(live)
+    world.sync_bindings()
+    source = await world.mgmt.get("v1", "ConfigMap", "src", NS)
+    assert source is not None
+    source["data"] = configmap_source("src", payload("addon", "v2"))["data"]
+    await world.update(source)
+    workload.requests.clear()
+    if refused:
+        with pytest.raises(InvalidSpec, match=r"metadata\.annotations: more than 262144 bytes"):
+            await reconcile(world)
+        assert workload.writes() == []
+        return
+    await reconcile(world)
+    assert workload.writes() == [("apply", "ConfigMap/addon")]
+    written = world.mgmt.objects[(API_VERSION, "ClusterResourceSetBinding", NS, "c1")]
+    assert written["metadata"]["annotations"][LAST_APPLIED] == text
+    assert written["metadata"]["resourceVersion"] != live["metadata"]["resourceVersion"]

@@ -49,7 +49,7 @@ from crs_controller.core.rollout.plan import APPROVE_ANNOTATION
 from crs_controller.core.rollout.policy import Policy, compile_windows, policy_of
 from crs_controller.core.rollout.snapshots import SNAPSHOT_LABEL, size_of
 from crs_controller.core.spec.ignore import NO_IGNORES, Ignores, compile_ignores
-from crs_controller.core.spec.metadata import kept_meta, labels_problem
+from crs_controller.core.spec.metadata import annotations_problem, kept_meta, labels_problem
 from crs_controller.core.spec.modes import ApplyOnce, Reconcile, Strategy, compile_strategy
 from crs_controller.core.values.substitution import readable_part
 from crs_controller.core.versions.cluster_version import (
@@ -482,13 +482,13 @@ BINDING_META_READ = ("name", "namespace", "uid", "resourceVersion", "ownerRefere
 
 
 def binding_meta_problem(raw: Mapping[str, Any]) -> str | None:
-    """Why a binding is refused for its metadata (labels or annotations over the bound
-    of ``core.spec.metadata``; a write keeps them, so they are kept whole or not at
-    all), None when it is not."""
+    """Why a binding is refused for its metadata (labels or annotations over their
+    bounds in ``core.spec.metadata``; a write sends them back, so they are kept whole
+    or not at all), None when it is not."""
     meta = raw.get("metadata")
     if not isinstance(meta, Mapping):
         return None
-    return labels_problem(meta.get("labels"), "metadata.labels") or labels_problem(
+    return labels_problem(meta.get("labels"), "metadata.labels") or annotations_problem(
         meta.get("annotations"), "metadata.annotations"
     )
 
