@@ -1,9 +1,11 @@
 """What the caches keep of the metadata tenants write (``core.spec.metadata``): a
 CRS's labels and the annotations the controller does not read are not kept; a
 Cluster's labels over the bound are not kept and the Cluster is refused, selected by
-no selector (an empty one, a negative one included) and left alone; a binding's are
-refused; a Cluster of one's own over MAX_KEPT_BYTES is kept as its summary. Each such
-object holds a bounded amount of memory, where 15,000 labels held 3.1 MiB before."""
+no selector (an empty one, a negative one included) and left alone until it is
+deleted, then cleaned up; a binding's are refused, its annotations up to the API
+server's own bound kept whole; a Cluster of one's own over MAX_KEPT_BYTES is kept as
+its summary. Each such object holds a bounded amount of memory, where 15,000 labels
+held 3.1 MiB before."""
 
 from __future__ import annotations
 
