@@ -50,7 +50,8 @@ async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
     cluster = ctx.caches.cluster(namespace, name)
     if cluster is not None and not cluster.whole and cluster.problem is None:
         # Another replica's Cluster until now (or too large to keep whole): read
-        # whole, as its values are. One refused is left alone as it is cached.
+        # whole, as its values are. One refused is taken as it is cached: left
+        # alone, or cleaned up, which reads no value of it (``_refused_alive``).
         cluster = await ctx.clusters.read_whole(namespace, name)
     if cluster is not None and (cluster.paused or _refused_alive(cluster)):
         # Left alone, it takes no revision: its budget place goes back meanwhile. Its
