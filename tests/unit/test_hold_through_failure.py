@@ -3,7 +3,8 @@ whatever its passes met before: a pass that cannot contact it records no revisio
 was taking, and a cluster whose failed pass was taking one when the hold was set stays
 where it is until the hold is lifted. The same holds for its rollout: a retry part-way
 through a revision goes only while the plan admits the cluster (its step, a change
-window, an approval)."""
+window, an approval). Held, the retry keeps the failure it retries as the cluster's
+outcome: its rollout still counts it failed."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ import pytest
 from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION
 from crs_controller.core.errors import Unreachable
 from crs_controller.core.rollout.plan import Plan
+from crs_controller.engine.reconcile.admission import Held, RolloutStep, UpdateHeld
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 
 from .memory_kube import CLUSTER_API, World
-from .test_admission import NS, edited_world
+from .test_admission import NS, admit_c1, edited_world
 
 
 def unreachable(*args: Any, **kwargs: Any) -> Any:
@@ -66,9 +68,9 @@ async def test_a_cluster_held_part_way_through_a_revision_stays_until_released()
     outcome = world.ctx.outcomes.get(NS, "a", "c1")
     assert outcome is not None and outcome.revision != ""
     await set_hold(world, True)
+    assert await admit_c1(world) == Held(UpdateHeld(), 1, retrying=outcome.revision)
     await reconcile_cluster(world.ctx, NS, "c1")
-    found = world.ctx.outcomes.get(NS, "a", "c1")
-    assert found is not None and found.reason == "UpdateHeld", found
+    assert world.ctx.outcomes.get(NS, "a", "c1") == outcome  # the failure it retries
     assert await addon_value(world) == "1"
     await set_hold(world, False)
     await reconcile_cluster(world.ctx, NS, "c1")
@@ -83,7 +85,8 @@ async def test_a_retry_part_way_through_a_revision_waits_for_the_plan(waiting_fo
     assert outcome is not None and outcome.revision != ""
     closed = Plan(frozenset(), "Progressing", 1, 0, "waiting", None, waiting_for=waiting_for)
     world.ctx.rollouts.set(NS, "a", outcome.revision, closed)
+    held = Held(RolloutStep(waiting_for), 1, retrying=outcome.revision)
+    assert await admit_c1(world) == held
     await reconcile_cluster(world.ctx, NS, "c1")
-    found = world.ctx.outcomes.get(NS, "a", "c1")
-    assert found is not None and found.state == "Progressing", found  # it looked
+    assert world.ctx.outcomes.get(NS, "a", "c1") == outcome  # the failure it retries
     assert await addon_value(world) == "1"

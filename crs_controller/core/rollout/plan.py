@@ -36,7 +36,10 @@ Where the SPEC is silent, decided here:
 - Halted is recomputed on every call, never remembered: a halted revision resumes
   by itself if its failed clusters recover (an Unhealthy cluster turning Ready, a
   failed cluster leaving), and since revisions are content-addressed the same
-  content rolled out again later is not refused forever.
+  content rolled out again later is not refused forever. A failed cluster whose
+  retry is held (by this plan, a hold, the budget) is still ``failed``: the caller
+  keeps its failure as its outcome while it waits, else the halt would lift, the
+  retry be admitted, fail again and halt it again on every other pass.
 - ``maxConcurrent`` of 0 (or ``0%``) is taken as 1 while there are clusters: a
   rollout that can never move would sit in Progressing forever, and freezing is
   what ``paused`` is for. Percentages are whole numbers from 0 to 100, as

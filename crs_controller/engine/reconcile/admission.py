@@ -11,7 +11,10 @@ cluster's step has not come yet, the change windows are closed, the step awaits
 approval), and the fleet-wide budget of clusters updating at once
 (``memory.budget``). A first install is never held by the last three. The answer
 is a value, ``Go`` or ``Held``, and ``describe`` is the one place a held CRS's
-outcome is made.
+outcome is made. A held pass records it unless the outcome before says more: a
+cluster whose failed pass was part-way through a revision keeps that failure while
+its retry is held, so its rollout still counts it failed (a halted rollout stays
+halted until the failure is cured or the operator acts).
 
 "Done" is read from one source of truth, the cluster's binding, through the pass's
 scope (``reconcile.scope``): the entry this pass has recorded so far (a dependency
@@ -24,7 +27,7 @@ the CRS reconcile's, kept in memory (``memory.plans``) because it is computed th
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from crs_controller.core.api.models import CRSBinding
 from crs_controller.core.spec.objects import CRS
@@ -101,20 +104,42 @@ Hold = Wait | Missing | Cycle | RollbackHeld | RolloutStep | UpdateHeld | Budget
 
 @dataclass(frozen=True)
 class Held:
-    """The pass does not run: ``why``, for the CRS at ``generation``."""
+    """The pass does not run: ``why``, for the CRS at ``generation``; ``retrying`` is
+    the revision whose retry it holds, on a cluster whose failed pass was part-way
+    through it ("": none)."""
 
     why: Hold
     generation: int
+    retrying: str = ""
 
     def outcome(self, recorded: CRSBinding | None) -> Outcome:
         """The outcome to record, ``recorded`` being the CRS's entry before the pass:
         a hold whose plan is not known yet keeps the recorded outcome, so a restart
-        rewrites no binding of a cluster waiting for its step."""
-        if isinstance(self.why, RolloutStep) and not self.why.planned:
-            kept = outcome_of(recorded)
-            if kept is not None:
-                return kept
+        rewrites no binding of a cluster waiting for its step; a held retry keeps the
+        failure it retries (``keeps``)."""
+        kept = outcome_of(recorded)
+        if kept is not None and isinstance(self.why, RolloutStep) and not self.why.planned:
+            return kept
+        if kept is not None and self.keeps(kept):
+            return replace(kept, generation=self.generation)
         return describe(self)
+
+    def keeps(self, recorded: Outcome | None) -> bool:
+        """Does the pass keep ``recorded``, the failure of taking the revision whose
+        retry this holds? Waiting for its turn, the cluster has not stopped failing
+        that revision: recorded as held instead, its rollout would count it failed no
+        more, and a halted rollout would go on until the retry failed again."""
+        return (
+            bool(self.retrying)
+            and recorded is not None
+            and recorded.state == "Failed"
+            and recorded.revision == self.retrying
+        )
+
+    def hold(self, recorded: CRSBinding | None) -> Outcome | None:
+        """The hold's own outcome when the pass records another (a failure it
+        keeps): what the fleet-wide budget goes by, as it waits or gives a place back."""
+        return describe(self) if self.keeps(outcome_of(recorded)) else None
 
 
 Admission = Go | Held
@@ -189,7 +214,7 @@ class Gate:
             # steps, change windows, approvals; and its budget place).
             partly = on is not None and entry_revision(crs, entry, now) != target
             if partly and (why := self._update_held(crs, target, limit)) is not None:
-                return Held(why, crs.generation)
+                return Held(why, crs.generation, retrying=target)
             validate = ctx.rollouts.validating(crs.namespace, crs.name, cluster.name, target)
             return Go(rollout_target, validate)
         why = self._update_held(crs, target, limit)

@@ -213,7 +213,9 @@ async def _pass(scope: ClusterScope, gate: Gate, crs: CRS) -> CRSPass:
     try:
         admitted = await gate.admit(crs)
         if isinstance(admitted, Held):
-            return CRSPass(scope.kept(crs.name), admitted.outcome(scope.before(crs.name)))
+            before = scope.before(crs.name)
+            outcome, hold = admitted.outcome(before), admitted.hold(before)
+            return CRSPass(scope.kept(crs.name), outcome, hold=hold)
         return await reconcile_pair(scope, crs, admitted)
     except Unreachable as exc:
         # The cluster stopped answering, or answered more than we read, before the pass

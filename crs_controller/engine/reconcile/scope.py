@@ -82,11 +82,14 @@ REFERENCE_START = "${"  # how every reference a substitution replaces begins
 @dataclass(frozen=True)
 class CRSPass:
     """How one CRS's pass on one cluster ended: its binding entry and outcome, and
-    what should happen next."""
+    what should happen next; ``hold`` is the outcome of what held the pass when it
+    records another (a held retry keeps its failure: ``admission.Held.keeps``), which
+    the fleet-wide budget goes by."""
 
     entry: CRSBinding
     outcome: Outcome
     then: Result = NOTHING
+    hold: Outcome | None = None
 
 
 class ClusterScope:
@@ -110,6 +113,7 @@ class ClusterScope:
         self._taken = {n: objects for n, objects in noted.items() if n not in keep}
         self._before = with_unrecorded(recorded, self._taken)
         self._settled: set[str] = set()  # the CRSs whose pass ran here
+        self._budget_waits: set[str] = set()  # the CRSs whose pass waits for the budget
         self._sources: dict[tuple[str, str], Source] = {}
         self._rolled: dict[str, RolledOut | None] = {}
 
@@ -258,7 +262,7 @@ class ClusterScope:
         self._now[crs.name] = told
         self._settled.add(crs.name)
         then = done.then
-        self._budget_after(crs.name, done.outcome)
+        self._budget_after(crs.name, done.hold or done.outcome)
         changed = ctx.outcomes.record(crs.namespace, crs.name, self.cluster.name, done.outcome)
         if changed and _news(previous, told, done.outcome):
             then |= self._warn(crs, done.outcome)
@@ -283,7 +287,7 @@ class ClusterScope:
         """The pairs told to wait for the budget earlier in this pass, if the cluster
         may go now (another cluster freed a place meanwhile, or a later pair of this
         cluster took one): they go in the same pass."""
-        held = [n for n in order if _reason(self._now.get(n)) == BUDGET_WAIT]
+        held = [n for n in order if n in self._budget_waits]
         return held if held and self.ctx.budget.may_go(self.key) else []
 
     def _budget_after(self, crs_name: str, outcome: Outcome) -> None:
@@ -299,6 +303,10 @@ class ClusterScope:
         behind it with a place free."""
         failed = outcome.state == "Failed"
         still = failed or (outcome.state == "Applied" and not outcome.ready)
+        if outcome.reason == BUDGET_WAIT:
+            self._budget_waits.add(crs_name)
+        else:
+            self._budget_waits.discard(crs_name)
         if outcome.reason != BUDGET_WAIT and not still:
             self.ctx.budget.release(self.key, crs_name)
         elif failed:
@@ -485,11 +493,6 @@ def _count(ctx: ClusterContext) -> None:
     """The gauge of clusters updating, set on every pair, not only on a release: the
     gate may have granted a place just now."""
     metrics.UPDATING_CLUSTERS.set(ctx.budget.updating)
-
-
-def _reason(entry: CRSBinding | None) -> str | None:
-    outcome = entry.outcome if entry is not None else None
-    return outcome.reason if outcome is not None else None
 
 
 def _news(previous: CRSBinding | None, told: CRSBinding, outcome: Outcome) -> bool:
