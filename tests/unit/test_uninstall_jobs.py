@@ -3,7 +3,8 @@ clients: a paused CRS runs no hook, deletes nothing and does not hold the deleti
 Job that sets ttlSecondsAfterFinished is refused, naming the field, never created; a
 failed Job is deleted so that the retry runs it again; and a Job of the same name
 created for another CRS's hook is neither run nor read as this CRS's result, the
-collision named."""
+collision named. Nothing of a CRS is cleaned up while a CRS that depends on it still
+is."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from crs_controller.engine.io.parsed_crss import ParsedCRSs
 from crs_controller.engine.reconcile.hook import hook_status
 from crs_controller.engine.reconcile.workload.uninstall import Cleanup, uninstall
 
-from .builders import NS, configmap_source, crs, reconcile, world_with
+from .builders import NS, configmap_source, crs, payload, reconcile, world_with
 from .memory_kube import CLUSTER_API, MemoryKube, World
 
 Obj = dict[str, Any]
@@ -137,3 +138,32 @@ async def test_another_crss_hook_job_of_the_same_name_is_not_this_crss_result() 
     assert "b" in (await clean_up(world, "b")).remaining  # held: not b's Job
     assert workload.writes()[before:] == []  # neither applied over a's nor deleted
     assert any("default/pre-delete" in m and "default/a" in m for m in told(world))
+
+
+async def test_a_dependency_is_cleaned_up_only_once_its_dependent_is() -> None:
+    """Removal runs the other way: while the hook Job of ``csi`` runs, nothing of
+    ``cni``, which it depends on, is deleted; once the Job completes, both go,
+    ``csi``'s objects first."""
+    world = await world_with(
+        crs("cni", "src", deletionPolicy="Delete", uninstall={"ensure": True}),
+        crs(
+            "csi",
+            "csi-src",
+            deletionPolicy="Delete",
+            uninstall=CLEANUP,
+            dependsOn=[{"name": "cni"}],
+        ),
+    )
+    await world.add(configmap_source("csi-src", payload("csi-addon")))
+    await world.add(configmap_source("pre", hook_job()))
+    await reconcile(world)
+    await mark(world, CLUSTER_API, "Cluster", "c1", deletionTimestamp="2026-11-22T10:00:00Z")
+    workload = world.ctx.workloads.clients["c1"]
+    workload.keeps_status = True
+    await reconcile(world)
+    assert JOB in workload.objects  # the positive sign: csi's cleanup began
+    assert ("delete", "ConfigMap/addon") not in workload.writes()
+    finish(workload, "Complete")
+    await reconcile(world)
+    deleted = [w for w in workload.writes() if w[0] == "delete" and "addon" in w[1]]
+    assert deleted == [("delete", "ConfigMap/csi-addon"), ("delete", "ConfigMap/addon")]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, TypeVar, cast
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from semver import Version
 
 from crs_controller.core.api.clusters import (
@@ -33,9 +33,12 @@ from crs_controller.core.api.models import (
     ClusterResourceSetBinding,
     ClusterResourceSetStatus,
     CRSBinding,
+    DeletionPolicy,
+    Dependency,
     ObjectMeta,
     ObjectRef,
     ResourceBinding,
+    SourceRef,
     ValidationRecord,
     to_api,
 )
@@ -158,6 +161,8 @@ class CRS(_Named):
     _ignores: Ignores = NO_IGNORES
     # spec.healthCheck.rules compiled once (CEL), in spec order.
     _rules: tuple[CompiledRule, ...] = ()
+    # A refused spec: what deleting it needs, read from the raw spec alone.
+    refused: RefusedDeletion | None = None
 
     @property
     def generation(self) -> int:
@@ -180,8 +185,26 @@ class CRS(_Named):
     @property
     def left_alone(self) -> bool:
         """Its binding entries stay exactly as they are: paused, a spec the model
-        refuses, or awaiting its finalizer (nothing it applied is touched)."""
-        return self.paused or self.model is None or self.awaits_finalizer
+        refuses (unless it is being deleted and its deletionPolicy can be read), or
+        awaiting its finalizer (nothing it applied is touched)."""
+        refused = self.model is None and not (self.deleting and self.deletion_policy is not None)
+        return self.paused or refused or self.awaits_finalizer
+
+    @property
+    def deletion_policy(self) -> DeletionPolicy | None:
+        """``spec.deletionPolicy``; for a refused spec, as read from the raw spec alone
+        (None: refused too, ``refused.problem`` says why)."""
+        if self.model is not None:
+            return self.model.spec.deletion_policy
+        return None if self.refused is None else self.refused.policy
+
+    @property
+    def deletion_resources(self) -> tuple[SourceRef, ...]:
+        """``spec.resources`` as deleting reads them (their allowDelete): for a refused
+        spec, those that can be read alone (one that cannot allows nothing)."""
+        if self.model is not None:
+            return tuple(self.model.spec.resources)
+        return () if self.refused is None else self.refused.resources
 
     @property
     def awaits_finalizer(self) -> bool:
@@ -312,13 +335,73 @@ def parse_crs(raw: Mapping[str, Any]) -> CRS:
         ignores = compile_ignores(model.spec.ignore)
         rules = compile_rules(model.spec.health_check.rules if model.spec.health_check else [])
     except ValidationError as exc:
-        return CRS(meta, None, InvalidSpec(describe_validation(exc)), status)
+        problem = InvalidSpec(describe_validation(exc))
+        return CRS(meta, None, problem, status, refused=refused_deletion(raw))
     except InvalidSpec as exc:  # a selector or mode the API server refuses too, a huge duration
-        return CRS(meta, None, exc, status)
+        return CRS(meta, None, exc, status, refused=refused_deletion(raw))
     selector_api = to_api(model.spec.cluster_selector)
     return CRS(
         meta, model, None, model.status, selector_api, strategy, policy, versions, ignores, rules
     )
+
+
+@dataclass(frozen=True)
+class RefusedDeletion:
+    """What deleting a CRS whose spec the model refuses needs, read from the raw spec
+    alone, none of the refused parts: its ``deletionPolicy`` (None: refused too,
+    ``problem`` names the field), the ``spec.resources`` whose kind, name and
+    ``allowDelete`` can be read (for the protected kinds they let go) and the names
+    in its ``dependsOn`` that can be read (for the removal order)."""
+
+    policy: DeletionPolicy | None
+    problem: str = ""
+    resources: tuple[SourceRef, ...] = ()
+    depends_on: tuple[str, ...] = ()
+
+
+_POLICY: TypeAdapter[DeletionPolicy] = TypeAdapter(DeletionPolicy)
+_DEPENDENCY: TypeAdapter[Dependency] = TypeAdapter(Dependency)
+
+
+def refused_deletion(raw: Mapping[str, Any]) -> RefusedDeletion:
+    """``RefusedDeletion`` of a raw CRS; a part that cannot be read is left out."""
+    spec = raw.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    try:
+        policy: DeletionPolicy | None = _POLICY.validate_python(
+            spec.get("deletionPolicy", "Orphan")
+        )
+        problem = ""
+    except ValidationError:
+        policy, problem = None, "spec.deletionPolicy: must be Delete or Orphan"
+    resources = tuple(
+        _readable(SourceRef, r, ("kind", "name", "allowDelete")) for r in _items(spec, "resources")
+    )
+    names = tuple(_readable(Dependency, d, ("name",)) for d in _items(spec, "dependsOn"))
+    return RefusedDeletion(
+        policy,
+        problem,
+        tuple(r for r in resources if r is not None),
+        tuple(d.name for d in names if d is not None),
+    )
+
+
+def _items(spec: Mapping[str, Any], key: str) -> list[Any]:
+    value = spec.get(key)
+    return value if isinstance(value, list) else []
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _readable(model: type[M], item: Any, keys: tuple[str, ...]) -> M | None:
+    """``item``'s ``keys`` as ``model`` reads them, None when they cannot be read."""
+    if not isinstance(item, Mapping):
+        return None
+    try:
+        return model.model_validate({k: item[k] for k in keys if k in item})
+    except ValidationError:
+        return None
 
 
 def _versions(model: ClusterResourceSet) -> tuple[VersionRange | None, ...]:
@@ -650,8 +733,12 @@ def parse_source_meta(raw: Mapping[str, Any]) -> SourceMeta:
 
 def depends_on(crs: CRS) -> tuple[str, ...]:
     """The names in a CRS's ``spec.dependsOn``, in spec order; a CRS the model refuses
-    depends on nothing it could say."""
-    return tuple(d.name for d in crs.model.spec.depends_on) if crs.model else ()
+    depends on nothing it could say, unless it is being deleted: then on the names
+    that can be read (its objects still go before theirs)."""
+    if crs.model is not None:
+        return tuple(d.name for d in crs.model.spec.depends_on)
+    refused = crs.refused if crs.deleting else None
+    return () if refused is None else refused.depends_on
 
 
 def dependency_graph(crss: Iterable[CRS]) -> dict[str, list[str]]:

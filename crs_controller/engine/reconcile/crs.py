@@ -4,7 +4,9 @@ Applying happens per cluster (``reconcile/cluster``); this folds the per-cluster
 outcomes and the state of the referenced resources into the status, written once and
 only when it changed. On deletion (Orphan) the finalizer goes once no binding names
 the CRS any more; the cluster reconciles remove the entries. A paused CRS only says
-so (``Paused`` True, ``Ready`` Unknown); a spec the model refuses is told once.
+so (``Paused`` True, ``Ready`` Unknown); a spec the model refuses is told once. A
+refused spec does not hold a deletion (its deletionPolicy is read alone), unless the
+deletionPolicy itself cannot be read: the status says the deletion waits, and why.
 """
 
 from __future__ import annotations
@@ -244,11 +246,12 @@ async def _write_paused_status(ctx: CRSContext, crs: CRS) -> None:
         log.info("paused", crs=f"{crs.namespace}/{crs.name}")
 
 
-async def _write_invalid_status(ctx: CRSContext, crs: CRS) -> None:
-    """The model refuses the spec: say so on this CRS alone, nothing else changes. A
-    problem the status did not hold yet is told once, as a Warning, once written."""
+async def _write_invalid_status(ctx: CRSContext, crs: CRS, message: str = "") -> None:
+    """The model refuses the spec: say so on this CRS alone (``message``, else the
+    problem), nothing else changes. A problem the status did not hold yet is told
+    once, as a Warning, once written."""
     when = ctx.clock.wall()
-    status = invalid_spec(crs.status, crs.generation, str(crs.problem), when)
+    status = invalid_spec(crs.status, crs.generation, message or str(crs.problem), when)
     status = not_paused(status, crs.status, crs.generation, when)
     if to_api(status) == to_api(crs.status):
         return
@@ -261,6 +264,11 @@ async def _write_invalid_status(ctx: CRSContext, crs: CRS) -> None:
 
 async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
     if FINALIZER not in crs.meta.finalizers:
+        return Result()
+    if crs.model is None and crs.deletion_policy is None and not crs.paused:
+        # Whether to delete what it applied cannot be read: nothing is deleted or
+        # released (an edit of the spec wakes this pass and its clusters).
+        await _write_invalid_status(ctx, crs, _deletion_waits(crs))
         return Result()
     # What the clusters' cleanups deleted (or kept) is told as for any pass; the
     # finalizer stays until it is, since the CRS's memory goes with it.
@@ -285,6 +293,16 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
     await ctx.crss.set_finalizers(crs, [f for f in crs.meta.finalizers if f != FINALIZER])
     ctx.outcomes.drop_crs(crs.namespace, crs.name)
     return Result()
+
+
+def _deletion_waits(crs: CRS) -> str:
+    """The InvalidSpec message of a CRS being deleted whose deletionPolicy cannot be
+    read: its deletion is blocked, and why."""
+    why = crs.refused.problem if crs.refused is not None else "spec.deletionPolicy: unreadable"
+    return (
+        f"deletion waits: {why}: nothing is deleted or released until it is set "
+        f"(removing the finalizer {FINALIZER} by hand leaves every object behind); {crs.problem}"
+    )
 
 
 async def _holding(ctx: CRSContext, crs: CRS) -> Combined | Waiting:

@@ -336,7 +336,8 @@ class ClusterScope:
         ctx, namespace = self.ctx, self.cluster.namespace
         present = ctx.caches.crss_in(namespace)
         deciding = [c for c in present if not c.left_alone]
-        policies = {c.name: c.valid.spec.deletion_policy for c in deciding}
+        # Read alone from a refused spec of a CRS being deleted (CRS.deletion_policy).
+        policies = {c.name: c.deletion_policy or "Orphan" for c in deciding}
         before = dict(self._before)
         gone = self._gone({c.name for c in present})
         for name, terms in gone.items():
@@ -347,9 +348,10 @@ class ClusterScope:
         if not any(policies.get(n) == "Delete" for n in before):
             return NOTHING
         allowed: dict[str, Allowances] = {
-            c.name: allowances(c.valid.spec.resources) for c in deciding
+            c.name: allowances(c.deletion_resources) for c in deciding
         }
         allowed |= {name: terms.allowed for name, terms in gone.items()}
+        order = removal_order(before, ctx.caches.dependencies(namespace))
         ctx.still_ours(*self.key)
         pruned = await prune(
             self.client,
@@ -357,13 +359,30 @@ class ClusterScope:
             self._now,
             policies,
             await self._wanted(crss),
-            removal_order(before, ctx.caches.dependencies(namespace)),
+            order,
             allowed=allowed,
+            after=self._dependents_first(present, order),
             field_manager=ctx.settings.field_manager,
         )
         self._now = self._without_gone(pruned.entries, gone)
         then = await self._tell_pruned(pruned)
-        return then | (RETRY if pruned.errors else NOTHING)
+        return then | (RETRY if pruned.errors or pruned.waiting else NOTHING)
+
+    def _dependents_first(
+        self, present: Iterable[CRS], order: Sequence[str]
+    ) -> dict[str, list[str]]:
+        """Removal runs the other way: a CRS being deleted deletes nothing here while a
+        CRS that depends on it, being deleted too, still has objects here (its own
+        deletion failed, or waits: it is paused, say). A dependent that stays is not
+        waited for: deleting the CRS it depends on is what was asked. Only dependents
+        earlier in the removal ``order`` count, so no two CRSs wait for each other."""
+        graph = self.ctx.caches.dependencies(self.cluster.namespace).graph
+        rank = {name: index for index, name in enumerate(order)}
+        deleting = sorted(c.name for c in present if c.deleting and c.name in rank)
+        return {
+            name: [d for d in deleting if name in graph.get(d, ()) and rank[d] < rank[name]]
+            for name in deleting
+        }
 
     def _gone(self, present: Collection[str]) -> dict[str, Terms]:
         """The CRSs no longer in the cache whose noted objects this pass took, with the
@@ -431,6 +450,11 @@ class ClusterScope:
             then |= Result.waking(Wake(crs_key(namespace, crs_name), quiet))
         for crs_name, kept in pruned.kept.items():
             then |= await self._tell_kept(crs_name, kept)
+        for crs_name, waits_for in pruned.waiting.items():
+            where = f"{namespace}/{name}"
+            log.info(
+                "deletion waits for a dependent", crs=crs_name, cluster=where, dependent=waits_for
+            )
         for crs_name, errors in pruned.errors.items():
             message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
             log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")

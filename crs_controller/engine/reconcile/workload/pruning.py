@@ -63,6 +63,8 @@ class Pruned:
     refused: dict[str, str] = field(default_factory=dict)
     deleted: dict[str, list[ObjectRef]] = field(default_factory=dict)
     kept: dict[str, list[Kept]] = field(default_factory=dict)
+    # A CRS whose deletion waits for a dependent's objects to go first -> that CRS.
+    waiting: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -98,6 +100,7 @@ async def prune(
     order: Sequence[str] = (),
     *,
     allowed: Mapping[str, Allowances] | None = None,
+    after: Mapping[str, Sequence[str]] | None = None,
     field_manager: str = Settings.field_manager,
 ) -> Pruned:
     """Delete stale objects of every CRS whose policy is Delete (``client`` None: the
@@ -109,12 +112,10 @@ async def prune(
     ``wanted`` holds what the matching CRSs' sources ask for now. A CRS whose
     deletion did not finish keeps its old inventory in the returned entries.
     ``order``: the CRS names in removal order (dependents before what they depend
-    on); names not in it come after, by name. Only objects ``field_manager``
-    applied are deleted; of the protected kinds, only those the CRS's ``allowed``
-    (by CRS name; none: nothing allowed) lets go.
-    """
-    pruned = Pruned(dict(new_entries))
-    new_entries = pruned.entries
+    on); names not in it come after, by name; ``after``: the CRSs whose objects go
+    first (``_waits``). Only objects ``field_manager`` applied are deleted; of the
+    protected kinds, only those ``allowed`` (by CRS name; none: none) let go."""
+    new_entries = (pruned := Pruned(dict(new_entries))).entries
     rank = {name: index for index, name in enumerate(order)}
     ordered = sorted(old_entries.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0]))
     for name, old in ordered:
@@ -123,12 +124,24 @@ async def prune(
         stale = stale_objects(old, inventory(new_entries.values()), wanted)
         if not stale:
             continue
-        if client is None:  # not contactable now: remember, delete later
+        if client is None or _waits(pruned, name, (after or {}).get(name, ())):
+            # Not contactable now, or not yet: delete later.
             new_entries[name] = keep_pending(new_entries.get(name), old)
             continue
         guarded = guard(old, stale, (allowed or {}).get(name, {}))
         await _prune_one(client, name, old, guarded, field_manager, pruned)
     return pruned
+
+
+def _waits(pruned: Pruned, name: str, first: Sequence[str]) -> bool:
+    """Does CRS ``name`` wait for one of ``first`` whose entry still lists objects on
+    the cluster? The first such is noted in ``pruned.waiting``."""
+    for other in first:
+        entry = pruned.entries.get(other)
+        if entry is not None and inventory([entry]):
+            pruned.waiting[name] = other
+            return True
+    return False
 
 
 def _keep(pruned: Pruned, name: str, kept: Sequence[Kept]) -> None:

@@ -91,6 +91,8 @@ async def uninstall(
         if not inventory([entry]):
             del cleanup.remaining[name]  # nothing was ever applied: no hook, nothing to do
             continue
+        if _dependent_left(ctx, cluster, cleanup, crss, name):
+            continue  # the dependent's own outcome brings the pass back
         if client is None:
             cleanup.then |= RETRY
             continue
@@ -107,6 +109,22 @@ async def uninstall(
             continue
         await _delete(ctx, client, cluster, crs, cleanup)
     return cleanup
+
+
+def _dependent_left(
+    ctx: ClusterContext, cluster: Cluster, cleanup: Cleanup, crss: list[CRS], name: str
+) -> bool:
+    """Removal runs the other way: nothing of CRS ``name`` (no hook, no deletion) runs
+    while a CRS before it in ``crss`` (removal order) that depends on it still has
+    objects here (its hook runs, or its deletion failed)."""
+    graph = ctx.caches.dependencies(cluster.namespace).graph
+    for crs in crss:
+        if crs.name == name:
+            return False
+        entry = cleanup.remaining.get(crs.name)
+        if name in graph.get(crs.name, ()) and entry is not None and inventory([entry]):
+            return True
+    return False
 
 
 async def _delete(
