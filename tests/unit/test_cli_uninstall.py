@@ -21,6 +21,9 @@ uninstall -n NAMESPACE says the release can be deleted only when no namespace ha
 ClusterResourceSet left, else names the namespaces that have (exit 0 either way: the
 namespace asked for is cleaned up).
 
+uninstall deletes, in each namespace, the sets that depend on others first (removal
+runs the other way); at its timeout it says of each set left why it may wait.
+
 One tenant's large objects (a last-applied annotation of many commas) do not stop
 either command for everyone: the sets, bindings and ExtensionConfigs are read page by
 page, each page bounded on its own as a KubeClient bounds it, and only an object
@@ -53,12 +56,15 @@ from crs_controller.app.commands.uninstall import (
     Wait,
     _Run,
     _sets,
+    _timed_out,
     decide,
     describe_leftovers,
+    kept,
     leader,
     leftovers,
     release_verdict,
 )
+from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import API_VERSION, FINALIZER
 from crs_controller.core.errors import APIError, CRSError
 
@@ -582,3 +588,51 @@ def test_a_release_running_controllers_in_two_namespaces_asks_which(
     assert code == 2
     assert "2 namespaces (addons, team-a)" in err and "--controller-namespace" in err
     assert kube.requests == []
+
+
+# --- the order of deletion, and why a set left waits -----------------------------------
+
+
+def depending(namespace: str, name: str, *on: str) -> Any:
+    crs = a_set(namespace, name)
+    crs["spec"] = {"dependsOn": [{"name": n} for n in on]}
+    return crs
+
+
+async def test_uninstall_deletes_dependents_before_what_they_depend_on() -> None:
+    kube = await installed(
+        fresh_lease(),
+        a_set("fleet", "cni"),
+        depending("fleet", "csi", "cni"),
+        depending("fleet", "storage", "csi"),
+        a_set("team-b", "web"),
+    )
+    await uninstalling(kube, None)
+    order = [what.split("/")[1] for what in deleted(kube) if what.startswith("ClusterResource")]
+    assert order == ["web", "storage", "csi", "cni"]
+
+
+async def test_a_timeout_says_why_each_set_left_waits() -> None:
+    paused = a_set("fleet", "paused")
+    paused["metadata"]["annotations"] = {PAUSED_ANNOTATION: ""}
+    blocked = a_set("fleet", "refused")
+    waits = "deletion waits: spec.deletionPolicy: must be Delete or Orphan"
+    ready = {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": waits}
+    blocked["status"] = {"conditions": [ready]}
+    left = [
+        kept(c) for c in (paused, blocked, a_set("fleet", "cni"), depending("fleet", "csi", "cni"))
+    ]
+    kube = await installed(fresh_lease())
+    args = argparse.Namespace(controller_namespace=SYSTEM)
+    said: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("crs_controller.app.commands.uninstall._out", said.append)
+        await _timed_out(_Run(kube, "fleet", args, Hurried()), left)  # type: ignore[arg-type]
+    assert said[1] == f"  fleet/paused: blocked: annotation {PAUSED_ANNOTATION} is set " + (
+        "(nothing goes until it is removed)"
+    )
+    assert said[2] == f"  fleet/refused: blocked: {waits}"
+    assert (
+        said[3] == "  fleet/cni: waits for fleet/csi, which depend(s) on it, to be cleaned up first"
+    )
+    assert said[4] == "  fleet/csi: no status yet"

@@ -37,6 +37,7 @@ from crs_controller.app.commands.common import (
     listed,
     management,
     metadata,
+    named,
     printable,
     read_documents,
 )
@@ -46,6 +47,7 @@ from crs_controller.app.commands.release_deletion import (
     plan_release,
 )
 from crs_controller.clients.kube import KubeClient
+from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
@@ -55,7 +57,9 @@ from crs_controller.core.api.models import (
 from crs_controller.core.errors import APIError, Conflict, NotFound
 from crs_controller.core.membership.lease import LeaseRecord
 from crs_controller.core.membership.shard import Members
+from crs_controller.core.spec.objects import deletion_spec
 from crs_controller.core.state.bindings import parse_binding
+from crs_controller.core.values.dependencies import removal_order
 from crs_controller.engine.io.waiting import LoopClock, WaitingClock, sleep_for
 
 LEASE_API = "coordination.k8s.io/v1"
@@ -159,6 +163,57 @@ def release_verdict(crss: Sequence[Obj]) -> str:
         f"{len(crss)} ClusterResourceSet(s) are still in namespace(s) {shown}: "
         "do not delete the release yet (uninstall -A deletes every namespace's)"
     )
+
+
+def kept(crs: Obj) -> Obj:
+    """What uninstall keeps of a listed set: its name and deletion (``named``), the
+    names it depends on (dependents are deleted first) and what says why its deletion
+    may wait (paused; its Ready condition), never its content."""
+    meta, status = metadata(crs), crs.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    ready = [c for c in conditions or [] if isinstance(c, dict) and c.get("type") == "Ready"]
+    return {
+        **named(crs),
+        "dependsOn": list(deletion_spec(crs).depends_on),
+        "paused": PAUSED_ANNOTATION in (meta.get("annotations") or {}),
+        "ready": {k: str(ready[0].get(k, "")) for k in ("reason", "message")} if ready else {},
+    }
+
+
+def deletion_order(crss: Sequence[Obj]) -> list[Obj]:
+    """The sets (as ``kept`` keeps them) in the order they are deleted: in each
+    namespace, a set that depends on another before it, as the controller removes
+    their objects (the others by name)."""
+    by_key = {"/".join(_key(c)): c for c in crss}
+    graph = {
+        key: [f"{_key(crs)[0]}/{name}" for name in crs.get("dependsOn", [])]
+        for key, crs in by_key.items()
+    }
+    return [by_key[key] for key in removal_order(by_key, graph)]
+
+
+def why_waiting(crs: Obj, left: Sequence[Obj]) -> str:
+    """Why the deletion of ``crs`` (as ``kept`` keeps it) may be waiting, among the
+    sets ``left``: paused, a dependent of it still there, or what its Ready
+    condition says."""
+    namespace, name = _key(crs)
+    if crs.get("paused"):
+        return f"blocked: annotation {PAUSED_ANNOTATION} is set (nothing goes until it is removed)"
+    dependents = [
+        "/".join(_key(o))
+        for o in left
+        if _key(o)[0] == namespace and name in o.get("dependsOn", [])
+    ]
+    if dependents:
+        return f"waits for {', '.join(dependents)}, which depend(s) on it, to be cleaned up first"
+    ready = crs.get("ready") or {}
+    if ready.get("reason") == "InvalidSpec" and ready.get("message", "").startswith(
+        "deletion waits"
+    ):
+        return f"blocked: {ready['message']}"
+    if ready.get("reason"):
+        return f"Ready {ready['reason']}: {ready.get('message', '')}"
+    return "no status yet"
 
 
 @dataclass(frozen=True)
@@ -293,9 +348,14 @@ class _Run:
     clock: WaitingClock = field(default_factory=LoopClock)
 
     async def crss(self) -> list[Obj]:
-        """The sets in scope, each by its name and deletion: read page by page, so a
-        tenant's large sets do not stop the command for every namespace."""
-        return await listed(self.client, API_VERSION, CLUSTER_RESOURCE_SET_KIND, self.namespace)
+        """The sets in scope, as ``kept`` keeps them: read page by page, so a tenant's
+        large sets do not stop the command for every namespace."""
+        found: list[Obj] = []
+        async for page, _ in self.client.pages(
+            API_VERSION, CLUSTER_RESOURCE_SET_KIND, self.namespace
+        ):
+            found += [kept(obj) for obj in page]
+        return found
 
     async def every_crs(self) -> list[Obj] | None:
         """The sets of every namespace, by name; None when this user may not list
@@ -351,7 +411,7 @@ async def _sets(work: _Run) -> int:
         _out(f"would delete {len(crss)} ClusterResourceSet(s): {', '.join(_names(crss))}")
         _out("nothing deleted: run again with --yes")
         return OK
-    for crs in crss:
+    for crs in deletion_order(crss):
         await _delete(work.client, crs)
     if isinstance(decision, Force):
         return await _force(work, crss)
@@ -412,9 +472,14 @@ async def _gone(work: _Run, said: str) -> int:
 async def _timed_out(work: _Run, left: list[Obj]) -> int:
     keys = {_key(c) for c in left}
     _out(f"timed out: {len(left)} ClusterResourceSet(s) still being cleaned up")
+    for crs in left:
+        _out(f"  {'/'.join(_key(crs))}: {why_waiting(crs, left)}")
     for item in await work.left_behind(keys):
         _out(f"  {item.crs} still bound in ClusterResourceSetBinding {item.binding}")
-    _out("their Conditions and the controller's log say why; do not delete the release yet")
+    _out(
+        "their Conditions and the controller's log say more; do not delete the release yet "
+        "(--force leaves behind every object of a set whose deletionPolicy is Delete)"
+    )
     return FINDING
 
 

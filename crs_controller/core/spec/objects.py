@@ -162,7 +162,7 @@ class CRS(_Named):
     # spec.healthCheck.rules compiled once (CEL), in spec order.
     _rules: tuple[CompiledRule, ...] = ()
     # A refused spec: what deleting it needs, read from the raw spec alone.
-    refused: RefusedDeletion | None = None
+    refused: DeletionSpec | None = None
 
     @property
     def generation(self) -> int:
@@ -336,9 +336,9 @@ def parse_crs(raw: Mapping[str, Any]) -> CRS:
         rules = compile_rules(model.spec.health_check.rules if model.spec.health_check else [])
     except ValidationError as exc:
         problem = InvalidSpec(describe_validation(exc))
-        return CRS(meta, None, problem, status, refused=refused_deletion(raw))
+        return CRS(meta, None, problem, status, refused=deletion_spec(raw))
     except InvalidSpec as exc:  # a selector or mode the API server refuses too, a huge duration
-        return CRS(meta, None, exc, status, refused=refused_deletion(raw))
+        return CRS(meta, None, exc, status, refused=deletion_spec(raw))
     selector_api = to_api(model.spec.cluster_selector)
     return CRS(
         meta, model, None, model.status, selector_api, strategy, policy, versions, ignores, rules
@@ -346,12 +346,13 @@ def parse_crs(raw: Mapping[str, Any]) -> CRS:
 
 
 @dataclass(frozen=True)
-class RefusedDeletion:
-    """What deleting a CRS whose spec the model refuses needs, read from the raw spec
-    alone, none of the refused parts: its ``deletionPolicy`` (None: refused too,
-    ``problem`` names the field), the ``spec.resources`` whose kind, name and
-    ``allowDelete`` can be read (for the protected kinds they let go) and the names
-    in its ``dependsOn`` that can be read (for the removal order)."""
+class DeletionSpec:
+    """What deleting a CRS needs of its spec, read from the raw spec alone (for one the
+    model refuses: none of the refused parts; for ``uninstall``: its order): its
+    ``deletionPolicy`` (None: refused too, ``problem`` names the field), the
+    ``spec.resources`` whose kind, name and ``allowDelete`` can be read (for the
+    protected kinds they let go) and the names in its ``dependsOn`` that can be read
+    (for the removal order)."""
 
     policy: DeletionPolicy | None
     problem: str = ""
@@ -363,8 +364,8 @@ _POLICY: TypeAdapter[DeletionPolicy] = TypeAdapter(DeletionPolicy)
 _DEPENDENCY: TypeAdapter[Dependency] = TypeAdapter(Dependency)
 
 
-def refused_deletion(raw: Mapping[str, Any]) -> RefusedDeletion:
-    """``RefusedDeletion`` of a raw CRS; a part that cannot be read is left out."""
+def deletion_spec(raw: Mapping[str, Any]) -> DeletionSpec:
+    """``DeletionSpec`` of a raw CRS; a part that cannot be read is left out."""
     spec = raw.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
     try:
@@ -378,7 +379,7 @@ def refused_deletion(raw: Mapping[str, Any]) -> RefusedDeletion:
         _readable(SourceRef, r, ("kind", "name", "allowDelete")) for r in _items(spec, "resources")
     )
     names = tuple(_readable(Dependency, d, ("name",)) for d in _items(spec, "dependsOn"))
-    return RefusedDeletion(
+    return DeletionSpec(
         policy,
         problem,
         tuple(r for r in resources if r is not None),
