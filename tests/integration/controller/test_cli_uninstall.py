@@ -4,7 +4,8 @@ up (a `deletionPolicy: Delete` set's objects gone from the workload cluster, its
 binding entry released, no CRS and no finalizer left); with the controller stopped
 it refuses (exit 2) and deletes nothing; `--force` then removes the finalizer and
 names what stays: the object on the workload cluster, still recorded in the binding
-and managed by the field manager crs-controller."""
+and managed by the field manager crs-controller. A Delete set whose spec the
+controller refuses (a kubernetesVersions the CRD takes) is cleaned up all the same."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from .support import (
     manifests,
     source_configmap,
     unique,
+    until_no_conflict,
     wait_condition,
     wait_object,
 )
@@ -92,6 +94,35 @@ def test_uninstall_waits_until_the_controller_removed_a_delete_sets_objects(
         named = [line.split("namespace(s) ")[1] for line in out.splitlines() if "still in" in line]
         assert all(namespace not in n.split(":")[0].split(", ") for n in named), out
         # Returned only after the cleanup: nothing to wait for here.
+        assert mgmt.get(CRS_API, KIND, "un", namespace) is None
+        assert workload_clients[0].get("v1", "ConfigMap", name, "default") is None
+        assert binding_entry(mgmt, namespace, "un1", "un") is None
+
+
+def test_uninstall_removes_the_objects_of_a_delete_set_whose_spec_the_controller_refuses(
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workload_clients,
+    workloads,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    install_rbac(mgmt)
+    clear_leases(mgmt)
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    with leader(control_plane, namespace):
+        name = applied_delete_set(mgmt, workload_clients[0], workloads[0], namespace)
+
+        def refuse() -> None:  # a range the CRD takes and the controller does not
+            crs = mgmt.get(CRS_API, KIND, "un", namespace)
+            assert crs is not None
+            crs["spec"]["resources"][0]["kubernetesVersions"] = "banana"
+            mgmt.update(crs)
+
+        until_no_conflict(refuse)
+        wait_condition(mgmt, namespace, "un", "Ready", "False", "InvalidSpec")
+        assert uninstall(kubeconfig, namespace, "--yes") == 0, capsys.readouterr().out
         assert mgmt.get(CRS_API, KIND, "un", namespace) is None
         assert workload_clients[0].get("v1", "ConfigMap", name, "default") is None
         assert binding_entry(mgmt, namespace, "un1", "un") is None
