@@ -5,10 +5,12 @@ binding entry released, no CRS and no finalizer left); with the controller stopp
 it refuses (exit 2) and deletes nothing; `--force` then removes the finalizer and
 names what stays: the object on the workload cluster, still recorded in the binding
 and managed by the field manager crs-controller. A Delete set whose spec the
-controller refuses (a kubernetesVersions the CRD takes) is cleaned up all the same."""
+controller refuses (a kubernetesVersions the CRD takes) is cleaned up all the same;
+a set's objects are deleted before those of the set it depends on."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,7 @@ from .support import (
     configmap_obj,
     crs_obj,
     manifests,
+    requests_by,
     source_configmap,
     unique,
     until_no_conflict,
@@ -126,6 +129,38 @@ def test_uninstall_removes_the_objects_of_a_delete_set_whose_spec_the_controller
         assert mgmt.get(CRS_API, KIND, "un", namespace) is None
         assert workload_clients[0].get("v1", "ConfigMap", name, "default") is None
         assert binding_entry(mgmt, namespace, "un1", "un") is None
+
+
+def test_uninstall_deletes_a_dependents_objects_before_its_dependencys(
+    control_plane: ControlPlane,
+    mgmt: TestbedClient,
+    workloads,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    install_rbac(mgmt)
+    clear_leases(mgmt)
+    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    made = {"cni": unique("cni"), "csi": unique("csi")}
+    user = unique("uninst-deps")
+    with leader(control_plane, namespace):
+        for crs_name, deps in (("cni", []), ("csi", [{"name": "cni"}])):
+            source = {"a": manifests(configmap_obj(made[crs_name]))}
+            mgmt.create(source_configmap(namespace, crs_name, source))
+            crs = crs_obj(namespace, crs_name, [("ConfigMap", crs_name)], {"dep": "1"})
+            crs["spec"].update(deletionPolicy="Delete", dependsOn=deps)
+            mgmt.create(crs)
+        add_cluster(mgmt, workloads[1], namespace, "dep1", {"dep": "1"}, user=user)
+        wait_condition(mgmt, namespace, "csi", "Ready", "True", "Applied")
+        since = time.time()
+        assert uninstall(kubeconfig, namespace, "--yes") == 0
+
+    def deleted() -> list[str] | None:
+        found = requests_by([workloads[1]], {user}, since, {"delete"})
+        names = [r.rsplit("/", 1)[1] for r in found if " configmaps/" in r]
+        return names if len(names) == 2 else None
+
+    assert wait_for(deleted, TIMEOUT) == [made["csi"], made["cni"]]
 
 
 def test_without_a_leader_it_refuses_and_force_names_what_stays(
