@@ -12,6 +12,8 @@ from typing import Any
 
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import API_VERSION
+from crs_controller.core.spec.objects import depends_on, parse_crs
+from crs_controller.core.state.deletion_guard import allowances
 from crs_controller.engine.reconcile.crs import reconcile_crs
 
 from .builders import NS, configmap_source, crs, payload, reconcile, world_with
@@ -143,3 +145,35 @@ async def test_a_dependency_deleted_alone_is_removed_under_its_dependent() -> No
     await delete(world, "cni")
     await reconcile(world)
     assert not on_workload(world, "addon") and on_workload(world, "csi-addon")
+
+
+def test_what_deleting_needs_is_read_from_a_refused_spec_alone() -> None:
+    raw = {
+        "metadata": {"name": "a", "namespace": NS, "deletionTimestamp": DELETING},
+        "spec": {
+            "clusterSelector": {"matchLabels": {"env": "prod"}},
+            "resources": [
+                {
+                    "kind": "ConfigMap",
+                    "name": "crds",
+                    "kubernetesVersions": "banana",
+                    "allowDelete": ["CustomResourceDefinition"],
+                },
+                {"kind": "ConfigMap", "name": "odd", "allowDelete": ["Pod"]},
+                "not a resource",
+            ],
+            "dependsOn": [{"name": "cni"}, {"nom": "x"}],
+            "deletionPolicy": "Delete",
+        },
+    }
+    refused = parse_crs(raw)
+    assert refused.model is None and not refused.left_alone
+    assert refused.deletion_policy == "Delete"
+    assert allowances(refused.deletion_resources) == {
+        ("ConfigMap", "crds"): frozenset({"CustomResourceDefinition"})
+    }
+    assert depends_on(refused) == ("cni",)
+    unreadable = parse_crs({**raw, "spec": {**raw["spec"], "deletionPolicy": "Sometimes"}})
+    assert unreadable.deletion_policy is None and unreadable.left_alone
+    assert unreadable.refused is not None
+    assert unreadable.refused.problem == "spec.deletionPolicy: must be Delete or Orphan"
