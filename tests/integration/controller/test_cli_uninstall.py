@@ -65,6 +65,23 @@ def applied_delete_set(
     return name
 
 
+def ready_to_lead(control_plane: ControlPlane, mgmt: TestbedClient, tmp_path: Path) -> str:
+    """The controller's rights installed and no leader Lease left; an admin kubeconfig."""
+    install_rbac(mgmt)
+    clear_leases(mgmt)
+    return admin_kubeconfig(control_plane, tmp_path)
+
+
+def cleaned_up(
+    mgmt: TestbedClient, workload_client: TestbedClient, namespace: str, name: str
+) -> None:
+    """The set ``un`` gone, its object ``name`` gone from the workload cluster, its entry
+    released."""
+    assert mgmt.get(CRS_API, KIND, "un", namespace) is None
+    assert workload_client.get("v1", "ConfigMap", name, "default") is None
+    assert binding_entry(mgmt, namespace, "un1", "un") is None
+
+
 def uninstall(kubeconfig: str, namespace: str, *extra: str) -> int:
     argv = ["uninstall", "-n", namespace, "--kubeconfig", kubeconfig, "--timeout", "90s"]
     return main([*argv, *extra])
@@ -79,9 +96,7 @@ def test_uninstall_waits_until_the_controller_removed_a_delete_sets_objects(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    install_rbac(mgmt)
-    clear_leases(mgmt)
-    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    kubeconfig = ready_to_lead(control_plane, mgmt, tmp_path)
     with leader(control_plane, namespace):
         name = applied_delete_set(mgmt, workload_clients[0], workloads[0], namespace)
         assert uninstall(kubeconfig, namespace) == 0  # without --yes: only says what
@@ -97,9 +112,7 @@ def test_uninstall_waits_until_the_controller_removed_a_delete_sets_objects(
         named = [line.split("namespace(s) ")[1] for line in out.splitlines() if "still in" in line]
         assert all(namespace not in n.split(":")[0].split(", ") for n in named), out
         # Returned only after the cleanup: nothing to wait for here.
-        assert mgmt.get(CRS_API, KIND, "un", namespace) is None
-        assert workload_clients[0].get("v1", "ConfigMap", name, "default") is None
-        assert binding_entry(mgmt, namespace, "un1", "un") is None
+        cleaned_up(mgmt, workload_clients[0], namespace, name)
 
 
 def test_uninstall_removes_the_objects_of_a_delete_set_whose_spec_the_controller_refuses(
@@ -109,11 +122,8 @@ def test_uninstall_removes_the_objects_of_a_delete_set_whose_spec_the_controller
     workloads,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    install_rbac(mgmt)
-    clear_leases(mgmt)
-    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    kubeconfig = ready_to_lead(control_plane, mgmt, tmp_path)
     with leader(control_plane, namespace):
         name = applied_delete_set(mgmt, workload_clients[0], workloads[0], namespace)
 
@@ -125,10 +135,8 @@ def test_uninstall_removes_the_objects_of_a_delete_set_whose_spec_the_controller
 
         until_no_conflict(refuse)
         wait_condition(mgmt, namespace, "un", "Ready", "False", "InvalidSpec")
-        assert uninstall(kubeconfig, namespace, "--yes") == 0, capsys.readouterr().out
-        assert mgmt.get(CRS_API, KIND, "un", namespace) is None
-        assert workload_clients[0].get("v1", "ConfigMap", name, "default") is None
-        assert binding_entry(mgmt, namespace, "un1", "un") is None
+        assert uninstall(kubeconfig, namespace, "--yes") == 0
+        cleaned_up(mgmt, workload_clients[0], namespace, name)
 
 
 def test_uninstall_deletes_a_dependents_objects_before_its_dependencys(
@@ -138,9 +146,7 @@ def test_uninstall_deletes_a_dependents_objects_before_its_dependencys(
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    install_rbac(mgmt)
-    clear_leases(mgmt)
-    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    kubeconfig = ready_to_lead(control_plane, mgmt, tmp_path)
     made = {"cni": unique("cni"), "csi": unique("csi")}
     user = unique("uninst-deps")
     with leader(control_plane, namespace):
@@ -172,9 +178,7 @@ def test_without_a_leader_it_refuses_and_force_names_what_stays(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    install_rbac(mgmt)
-    clear_leases(mgmt)
-    kubeconfig = admin_kubeconfig(control_plane, tmp_path)
+    kubeconfig = ready_to_lead(control_plane, mgmt, tmp_path)
     with leader(control_plane, namespace) as process:
         try:
             name = applied_delete_set(mgmt, workload_clients[0], workloads[0], namespace)
