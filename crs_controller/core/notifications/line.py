@@ -1,9 +1,12 @@
 """One receiver's line of waiting notices: bounded, fair between tenants, repeats
 merged. Pure: the sender (``engine.runtime.notifying``) adds, takes and counts.
 
-A notice for a CRS and reason already waiting is merged into the waiting one, which
-keeps its place: the newer message and revision, the clusters of both. So a CRS
-that keeps failing holds one place, however often it is told.
+A notice for a CRS and reason already waiting is merged into the waiting one: the
+newer message and revision, the clusters of both. A CRS's notices leave in the order
+they came, and its last to leave is its newest: the merged one keeps its place when
+it is its CRS's last waiting, else it moves to the end of the line (the CRS's later
+notices of other reasons must not go after it). So a CRS holds at most one place
+per reason, however often it is told.
 
 A full line drops from the tenant (namespace) holding the most notices, and within
 it from the CRS holding the most, its oldest. A tie with the new notice's namespace
@@ -34,7 +37,11 @@ class Line:
         notice dropped to make room, if one was (``told`` itself, maybe)."""
         for at, waiting in enumerate(self._waiting):
             if same_subject(waiting, told):
-                self._waiting[at] = merged(waiting, told)
+                if any(same_crs(later, told) for later in self._waiting[at + 1 :]):
+                    del self._waiting[at]
+                    self._waiting.append(merged(waiting, told))
+                else:
+                    self._waiting[at] = merged(waiting, told)
                 return None
         self._waiting.append(told)
         if len(self._waiting) <= self._limit:
@@ -46,8 +53,12 @@ class Line:
         return self._waiting.pop(0)
 
 
+def same_crs(a: Notice, b: Notice) -> bool:
+    return (a.namespace, a.crs) == (b.namespace, b.crs)
+
+
 def same_subject(a: Notice, b: Notice) -> bool:
-    return (a.namespace, a.crs, a.reason) == (b.namespace, b.crs, b.reason)
+    return same_crs(a, b) and a.reason == b.reason
 
 
 def merged(older: Notice, newer: Notice) -> Notice:

@@ -1,0 +1,122 @@
+"""A receiver's line (``core.notifications.line``) hands a CRS's notices on in the
+order they came, and the last it hands on for a CRS is the newest: a receiver that
+opens on ``RolloutHalted`` and closes on ``RolloutComplete`` ends showing the CRS's
+state, whatever merging and dropping did on the way."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from crs_controller.core.notifications.line import Line
+from crs_controller.core.notifications.payloads import Notice, notice
+
+COMPLETE, HALTED = "RolloutComplete", "RolloutHalted"
+
+
+def told(n: int, reason: str, namespace: str = "team-a", crs: str = "web") -> Notice:
+    """The ``n``th notice told (its revision ``r{n}``)."""
+    made = notice(
+        reason,
+        namespace,
+        crs,
+        f"{reason} at r{n}",
+        revision=f"r{n}",
+        clusters=[f"c{n}"],
+        id=f"{namespace}/{crs}/{n}",
+        time=datetime.now(UTC),
+    )
+    assert made is not None
+    return made
+
+
+def taken(line: Line) -> list[tuple[str, str, str | None]]:
+    out = []
+    while len(line):
+        each = line.take()
+        out.append((each.crs, each.reason, each.revision))
+    return out
+
+
+def test_a_crs_that_halted_after_a_completion_ends_on_its_newer_completion() -> None:
+    line = Line(100)
+    line.add(told(1, COMPLETE))
+    line.add(told(2, HALTED))
+    assert line.add(told(3, COMPLETE)) is None
+    assert taken(line) == [("web", HALTED, "r2"), ("web", COMPLETE, "r3")]
+
+
+def test_a_merged_notice_moved_on_still_names_the_clusters_of_both() -> None:
+    line = Line(100)
+    line.add(told(1, COMPLETE))
+    line.add(told(2, HALTED))
+    line.add(told(3, COMPLETE))
+    line.take()
+    assert line.take().clusters == ("c1", "c3")
+
+
+def test_a_repeat_that_is_its_crs_newest_keeps_its_place_before_other_crss() -> None:
+    line = Line(100)
+    line.add(told(1, HALTED))
+    line.add(told(2, HALTED, crs="db"))
+    line.add(told(3, HALTED))
+    assert taken(line) == [("web", HALTED, "r3"), ("db", HALTED, "r2")]
+
+
+def test_a_flapping_crs_holds_one_place_per_reason_and_pushes_out_no_other_tenant() -> None:
+    line = Line(3)
+    line.add(told(0, HALTED, namespace="team-b", crs="quiet"))
+    for n in range(1, 1000):
+        assert line.add(told(n, (COMPLETE, HALTED)[n % 2])) is None
+    assert taken(line) == [
+        ("quiet", HALTED, "r0"),
+        ("web", COMPLETE, "r998"),
+        ("web", HALTED, "r999"),
+    ]
+
+
+CRSS = [("team-a", "web"), ("team-a", "db"), ("team-b", "web")]
+REASONS = [COMPLETE, HALTED, "RolloutRolledBack"]
+steps = st.lists(
+    st.one_of(st.none(), st.tuples(st.sampled_from(CRSS), st.sampled_from(REASONS))),
+    max_size=40,
+)
+
+
+@given(st.integers(min_value=1, max_value=6), steps)
+@example(6, [(CRSS[0], COMPLETE), (CRSS[0], HALTED), (CRSS[0], COMPLETE)])
+def test_a_crs_is_told_in_order_and_ends_on_its_newest(
+    limit: int, sequence: list[tuple[tuple[str, str], str] | None]
+) -> None:
+    """Any notices, any line bound, taken at any moment (``None``): for each CRS,
+    what is taken comes in the order told, and the last taken is the newest told
+    unless the line dropped that one."""
+    line = Line(limit)
+    delivered: dict[tuple[str, str], list[int]] = defaultdict(list)
+    newest: dict[tuple[str, str], int] = {}
+    dropped: set[int] = set()
+
+    def take() -> None:
+        each = line.take()
+        delivered[each.namespace, each.crs].append(int((each.revision or "")[1:]))
+
+    for n, step in enumerate(sequence):
+        if step is None:
+            if len(line):
+                take()
+            continue
+        (namespace, crs), reason = step
+        newest[namespace, crs] = n
+        out = line.add(told(n, reason, namespace, crs))
+        if out is not None:
+            dropped.add(int((out.revision or "")[1:]))
+        assert len(line) <= limit
+    while len(line):
+        take()
+    for subject, last in newest.items():
+        assert delivered[subject] == sorted(set(delivered[subject]))
+        if last not in dropped:
+            assert delivered[subject][-1] == last
