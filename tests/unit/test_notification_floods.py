@@ -26,13 +26,19 @@ from tests.unit.fake_clock import FakeClock
 from tests.unit.test_notifier import HANG, FakeReceiver, running, sender, until
 
 
-def of(namespace: str, crs_name: str, reason: str = "RolloutHalted", cluster: str = "c1") -> Notice:
+def of(
+    namespace: str,
+    crs_name: str,
+    reason: str = "RolloutHalted",
+    cluster: str = "c1",
+    revision: str = "r1",
+) -> Notice:
     made = notice(
         reason,
         namespace,
         crs_name,
         f"{reason} on {cluster}",
-        revision="r1",
+        revision=revision,
         clusters=[cluster],
         id=f"{namespace}/{crs_name}/{reason}/{cluster}",
         time=datetime.now(UTC),

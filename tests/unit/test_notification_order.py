@@ -6,31 +6,20 @@ state, whatever merging and dropping did on the way."""
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime
 
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from crs_controller.core.notifications.line import Line
-from crs_controller.core.notifications.payloads import Notice, notice
+from crs_controller.core.notifications.payloads import Notice
+from tests.unit.test_notification_floods import of
 
 COMPLETE, HALTED = "RolloutComplete", "RolloutHalted"
 
 
 def told(n: int, reason: str, namespace: str = "team-a", crs: str = "web") -> Notice:
-    """The ``n``th notice told (its revision ``r{n}``)."""
-    made = notice(
-        reason,
-        namespace,
-        crs,
-        f"{reason} at r{n}",
-        revision=f"r{n}",
-        clusters=[f"c{n}"],
-        id=f"{namespace}/{crs}/{n}",
-        time=datetime.now(UTC),
-    )
-    assert made is not None
-    return made
+    """The ``n``th notice told: revision ``r{n}``, on cluster ``c{n}``."""
+    return of(namespace, crs, reason, f"c{n}", revision=f"r{n}")
 
 
 def taken(line: Line) -> list[tuple[str, str, str | None]]:
