@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Collection, Sequence
 from importlib import metadata
@@ -67,8 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, commands = _parser(_needed(argv))
     _log_argument_errors(commands["run"], argv)
+    own = _own_words(parser)
     for each in (parser, *commands.values()):
-        _redact_argument_errors(each, argv)
+        _redact_argument_errors(each, argv, own)
     args, extra = parser.parse_known_args(argv)
     if extra:
         # The subcommand's own usage, not the top level's: that is where the
@@ -102,38 +104,62 @@ def _log_argument_errors(run: argparse.ArgumentParser, argv: list[str]) -> None:
     run.error = error  # type: ignore[method-assign]
 
 
-def _redact_argument_errors(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+def _redact_argument_errors(
+    parser: argparse.ArgumentParser, argv: list[str], own: Collection[str]
+) -> None:
     """An argument error never repeats a value given (a receiver's URL is a secret,
     and a typo in its flag's name makes it a value argparse would quote)."""
     shown = parser.error
 
     def error(message: str) -> NoReturn:
-        shown(_redacted(message, argv))
+        shown(_redacted(message, argv, own))
 
     parser.error = error  # type: ignore[method-assign]
 
 
-def _redacted(message: str, argv: list[str]) -> str:
-    """``message`` with every value of ``argv`` (an argument not starting with '-',
-    or what follows '=' in one that does) replaced by '…' where argparse would show
-    it: quoted, or after '='."""
+# A string as repr() quotes it, not part of a word (an apostrophe in "can't" opens none).
+_QUOTED = re.compile(r"""(?<!\w)(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+
+
+def _redacted(message: str, argv: list[str], own: Collection[str]) -> str:
+    """``message`` with every quoted string that is not one of the parser's ``own``
+    (``_own_words``) shown as '…', and the value of a ``--flag=value`` of ``argv`` as
+    '…' where argparse shows the argument unquoted (an ambiguous option). Argparse
+    quotes what it repeats of a value: all of it, or a part (what follows a short
+    flag glued to it, ``-hVALUE``), so no part of a value is left."""
     for arg in argv:
-        _, equals, value = arg.partition("=")
-        if not arg.startswith("-"):
-            value = arg
-        elif not equals:
-            continue
-        if value:
-            message = message.replace(repr(value), "'…'").replace(f"={value}", "=…")
-    return message
+        flag, equals, value = arg.partition("=")
+        if arg.startswith("-") and equals and value:
+            message = message.replace(arg, f"{flag}=…")
+    return _QUOTED.sub(lambda quoted: quoted[0] if quoted[0] in own else "'…'", message)
+
+
+def _own_words(parser: argparse.ArgumentParser) -> frozenset[str]:
+    """Every flag and choice of ``parser`` and its commands, quoted as argparse
+    quotes them (``invalid choice: '…' (choose from 'run', 'demo', ...)``)."""
+    words: set[str] = set()
+    for action in parser._actions:
+        words.update(repr(word) for word in (*action.option_strings, *(action.choices or ())))
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                words |= _own_words(command)
+    return frozenset(words)
 
 
 def _flag_only(arg: str) -> str:
-    """``arg`` as an error may show it: a flag without its value, a value as '…'."""
+    """``arg`` as an error may show it: a flag without its value, a value as '…'. A
+    short flag's value may be glued to it (``-uVALUE``), and a long flag's (a missing
+    '='): what follows the flag's name, as far as a name goes, is a value."""
     if not arg.startswith("-"):
         return "…"
     flag, equals, _ = arg.partition("=")
-    return f"{flag}=…" if equals else flag
+    name = flag[:2]
+    if name == "--":
+        name += _NOT_IN_A_NAME.split(flag[2:], maxsplit=1)[0]
+    return name + ("…" if name != flag else "") + ("=…" if equals else "")
+
+
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9-]")
 
 
 def _given(argv: list[str], flag: str) -> str | None:

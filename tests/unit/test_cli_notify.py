@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from crs_controller.app.cli import _parser, _receivers, main
+from crs_controller.app.cli import COMMANDS, _parser, _receivers, main
 
 
 def exits(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str]:
@@ -71,6 +71,17 @@ SECRET_URL = "https://hooks.slack.com/services/T0/B0/SECRET"
         (["status", "cni", "--notify-url", SECRET_URL], "unrecognized arguments: --notify-url …"),
         (["demo", "--workloads", SECRET_URL], "invalid int value: '…'"),
         ([SECRET_URL], "invalid choice: '…'"),
+        # A value glued to a short flag: argparse quotes what follows the flag.
+        (["run", f"-h{SECRET_URL}"], "argument -h/--help: ignored explicit argument '\\u2026'"),
+        ([f"-h{SECRET_URL}"], "argument -h/--help: ignored explicit argument '…'"),
+        (["diff", f"-h{SECRET_URL}"], "argument -h/--help: ignored explicit argument '…'"),
+        (["status", "cni", f"-u{SECRET_URL}"], "unrecognized arguments: -u…"),
+        (
+            ["status", "cni", f"--notify-url{SECRET_URL}"],
+            "unrecognized arguments: --notify-urlhttps…",
+        ),
+        # Part of a value quoted by the command's own message.
+        (["uninstall", "--timeout", "5mSECRET"], "invalid duration '…': unknown unit '…'"),
     ],
 )
 def test_an_argument_error_never_repeats_a_value(
@@ -80,8 +91,17 @@ def test_an_argument_error_never_repeats_a_value(
         code, err = exits(capsys, argv)
     assert code == 2
     assert shown in err
-    assert "SECRET" not in err and "hooks.slack.com" not in err
-    assert "SECRET" not in repr(logs)
+    for part in ("SECRET", "hooks.slack.com", "://", "services"):
+        assert part not in err and part not in repr(logs)
+
+
+def test_an_unknown_command_lists_every_command_even_one_given_elsewhere(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, err = exits(capsys, [SECRET_URL, "run", "--notify-url", "status"])
+    commands = ", ".join(repr(name) for name in ("run", "demo", *COMMANDS, "completion"))
+    assert code == 2 and f"invalid choice: '…' (choose from {commands})" in err
+    assert "SECRET" not in err
 
 
 @pytest.mark.parametrize(
