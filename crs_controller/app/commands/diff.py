@@ -17,8 +17,9 @@ one still to be created goes whole.
 A Secret's values are masked as kubectl diff masks them: ``***``, or ``*** (before)``
 and ``*** (after)`` for a value that changes.
 
-What the controller would not do is not a change, and stderr says why: a cluster
-the CRS does not select gets nothing (with deletionPolicy: Delete, what the CRS
+What the controller would not do is not a change, and stderr says why: a Cluster
+refused for its labels (over the bound) and not being deleted is left alone, nothing
+applied nor removed; a cluster the CRS does not select gets nothing (with deletionPolicy: Delete, what the CRS
 applied there before is listed as removed); under mode ApplyOnce an object already
 on the cluster is never changed, and a resource already applied is never applied
 again; an object changed or deleted on the cluster since the controller applied the
@@ -308,6 +309,10 @@ async def _compare(
 ) -> Report:
     crs, report, cluster = target.crs, Report(), parse_cluster(target.cluster)
     plan = _Plan(holds=Holds(left_alone(crs, cluster)))
+    if cluster.refused_alive:
+        # Selected by no CRS, yet nothing it has is removed either: no change at all.
+        report.notes.append(str(plan.holds.everything))
+        return report
     if crs.selects(cluster):
         plan = await _planned(mgmt, target, cluster)
         report.notes += [plan.note] if plan.note else []

@@ -1,6 +1,7 @@
 """Why the controller would hold a change on a cluster now, as ``diff`` says it.
 
-The same facts, read as the controller reads them: a paused Cluster (``spec.paused``
+The same facts, read as the controller reads them: a Cluster refused (its labels over
+the bound, core/spec/metadata) and not being deleted, a paused Cluster (``spec.paused``
 or the ``cluster.x-k8s.io/paused`` annotation) or a paused ClusterResourceSet (that
 annotation) is left alone, nothing sent (engine/reconcile/cluster); a new revision of
 the sources waits on a cluster that has the CRS installed while the Cluster holds
@@ -70,6 +71,11 @@ def drift_left(crs: CRS, recorded: ResourceBinding | None, digest: str) -> str |
 
 def left_alone(crs: CRS, cluster: Cluster) -> str | None:
     """Why the controller would not touch the cluster for the CRS at all."""
+    if cluster.refused_alive:
+        return (
+            f"Cluster {cluster.namespace}/{cluster.name} is refused: {cluster.problem}; "
+            "the controller leaves it alone (nothing applied or removed)"
+        )
     if cluster.paused:
         return (
             f"Cluster {cluster.namespace}/{cluster.name} is paused (spec.paused or the "

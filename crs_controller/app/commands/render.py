@@ -151,8 +151,9 @@ def _target(args: argparse.Namespace, documents: list[tuple[str, Obj]]) -> _Targ
     cluster = _cluster_manifest(args.cluster, beside) if args.cluster else None
     version = flag or cluster_version_in(cluster, documents + beside)
     labels = parse_labels(args.cluster_labels) if args.cluster_labels else None
-    if labels is None and cluster is not None:
-        labels = dict(_cluster_labels(args.cluster, cluster))
+    if cluster is not None:
+        found = _cluster_labels(args.cluster, cluster)
+        labels = dict(found) if labels is None else labels
     overrides = parse_pairs(args.set, "--set")
     values = ClusterValues(cluster or {}, overrides) if cluster or overrides else None
     if values is None and args.output == "manifests":
@@ -314,10 +315,18 @@ def _cluster_manifest(path: str, documents: list[tuple[str, Obj]]) -> Obj:
 
 
 def _cluster_labels(path: str, cluster: Obj) -> dict[str, str]:
+    """The Cluster's labels; UsageError for a Cluster the controller refuses (its
+    labels over the bound: it applies nothing there), naming the field, no value."""
     try:
-        return parse_cluster(cluster).meta.labels
+        parsed = parse_cluster(cluster)
     except ValidationError as exc:
         raise UsageError(f"{path}: Cluster: {describe_validation(exc, 'metadata')}") from None
+    if parsed.problem is not None:
+        raise UsageError(
+            f"{path}: Cluster {parsed.name} is refused: {parsed.problem}; the controller "
+            "selects no ClusterResourceSet for it and applies nothing there"
+        )
+    return parsed.meta.labels
 
 
 def _at(crs: CRS, labels: dict[str, str]) -> Cluster:

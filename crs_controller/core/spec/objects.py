@@ -455,6 +455,13 @@ class Cluster(_Named):
         return self.meta.deletion_timestamp is not None
 
     @property
+    def refused_alive(self) -> bool:
+        """Refused (its labels over the bound) and not being deleted: left alone, nothing
+        applied or pruned. Being deleted, it is cleaned up as any other: the cleanup
+        reads the binding's entries and the CRSs they name, never the labels."""
+        return self.problem is not None and not self.deleting
+
+    @property
     def holds_updates(self) -> bool:
         """It takes no new revision of any CRS (first installs still go)."""
         return self.meta.annotations.get(HOLD_UPDATES_ANNOTATION) == "true"

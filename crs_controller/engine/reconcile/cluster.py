@@ -51,9 +51,9 @@ async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
     if cluster is not None and not cluster.whole and cluster.problem is None:
         # Another replica's Cluster until now (or too large to keep whole): read
         # whole, as its values are. One refused is taken as it is cached: left
-        # alone, or cleaned up, which reads no value of it (``_refused_alive``).
+        # alone, or cleaned up, which reads no value of it (``Cluster.refused_alive``).
         cluster = await ctx.clusters.read_whole(namespace, name)
-    if cluster is not None and (cluster.paused or _refused_alive(cluster)):
+    if cluster is not None and (cluster.paused or cluster.refused_alive):
         # Left alone, it takes no revision: its budget place goes back meanwhile. Its
         # binding is not judged either (clusterctl move pauses a Cluster it recreates
         # until the binding is copied too). A refused Cluster too, said once as it
@@ -76,13 +76,6 @@ async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
             binding = await _binding(ctx, cluster, namespace, name, uncached=True)
         return await _clean_up(ctx, cluster, binding)
     return await _reconcile_live(ctx, cluster, binding)
-
-
-def _refused_alive(cluster: Cluster) -> bool:
-    """A refused Cluster (its labels over the bound) not being deleted. Being deleted,
-    it is cleaned up as any other: the cleanup reads the binding's entries and the
-    CRSs they name, never the Cluster's labels, which only select."""
-    return cluster.problem is not None and not cluster.deleting
 
 
 async def _reconcile_live(
