@@ -240,6 +240,40 @@ async def test_a_refused_cluster_is_left_alone() -> None:
     assert world.bindings.get(NS, "c1") is None
 
 
+async def test_a_refused_cluster_gets_one_warning_event_as_it_comes_refused() -> None:
+    """Not one at every pass; one again when it comes refused again after its labels
+    were within the bound. It names the field and who waits on it, never a label."""
+    world = await world_with(crs("a", "src"))
+
+    async def labelled(found: dict[str, str]) -> None:
+        raw = await world.mgmt.get(CLUSTER_API, "Cluster", "c1", NS)
+        assert raw is not None
+        raw["metadata"]["labels"] = found
+        await world.update(raw)
+
+    def told() -> list[Obj]:
+        events = (o for k, o in world.mgmt.objects.items() if k[1] == "Event")
+        return [o for o in events if o["involvedObject"]["kind"] == "Cluster"]
+
+    await labelled({f"k{n}": SECRET for n in range(MAX_LABELS + 1)})
+
+    assert await reconcile(world) == NOTHING and await reconcile(world) == NOTHING
+    (event,) = told()
+    assert (event["type"], event["reason"]) == ("Warning", "ClusterRefused")
+    about = event["involvedObject"]
+    assert (about["kind"], about["namespace"], about["name"]) == ("Cluster", NS, "c1")
+    assert about["apiVersion"] == CLUSTER_API
+    assert f"metadata.labels: more than {MAX_LABELS} entries" in event["message"]
+    assert "a ClusterResourceSet being deleted waits on them" in event["message"]
+    assert SECRET not in repr(event)
+    await labelled({"env": "prod"})
+    await reconcile(world)
+    assert len(told()) == 1
+    await labelled({f"k{n}": SECRET for n in range(MAX_LABELS + 1)})
+    await reconcile(world)
+    assert len(told()) == 2
+
+
 def test_a_refused_cluster_is_said_once_naming_the_field_never_a_value() -> None:
     controller = Controller(MemoryKube("management"), Settings(), CLUSTER_API)
     clusters = controller.informers[1]

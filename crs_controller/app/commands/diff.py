@@ -19,16 +19,16 @@ and ``*** (after)`` for a value that changes.
 
 What the controller would not do is not a change, and stderr says why: a Cluster
 refused for its labels (over the bound) and not being deleted is left alone, nothing
-applied nor removed; a cluster the CRS does not select gets nothing (with deletionPolicy: Delete, what the CRS
-applied there before is listed as removed); under mode ApplyOnce an object already
-on the cluster is never changed, and a resource already applied is never applied
-again; an object changed or deleted on the cluster since the controller applied the
-content it has now (drift) is left so unless the CRS corrects drift
-(spec.driftDetection) or reapplies on an interval (spec.reapplyInterval). A change
-the controller holds for now is shown, and stderr says what holds it: a paused
-Cluster or CRS, a Cluster that holds updates, a paused rollout, Cluster API
-upgrading the cluster, a rollback whose snapshot cannot be read (-o json|yaml: each
-change's "held").
+applied nor removed; a cluster the CRS does not select gets nothing (with
+deletionPolicy: Delete, what the CRS applied there before is listed as removed);
+under mode ApplyOnce an object already on the cluster is never changed, and a
+resource already applied is never applied again; an object changed or deleted on the
+cluster since the controller applied the content it has now (drift) is left so
+unless the CRS corrects drift (spec.driftDetection) or reapplies on an interval
+(spec.reapplyInterval). A change the controller holds for now is shown, and stderr
+says what holds it: a paused Cluster or CRS, a Cluster that holds updates, a paused
+rollout, Cluster API upgrading the cluster, a rollback whose snapshot cannot be read
+(-o json|yaml: each change's "held").
 
 A ClusterResourceSet with a field this version's schema does not declare is refused,
 naming it as the API server does (unknown field "spec.healthCheck.wiat").

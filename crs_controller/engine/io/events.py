@@ -1,4 +1,5 @@
-"""Kubernetes Events on ClusterResourceSets. Emitted only when something happened or
+"""Kubernetes Events on ClusterResourceSets, and on a Cluster about itself (one
+refused). Emitted only when something happened or
 an outcome changed, never on a reconcile that found nothing to do."""
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ from typing import Literal
 import structlog
 
 from crs_controller.clients.api import KubeAPI, Obj
-from crs_controller.core.api.models import API_VERSION, CLUSTER_RESOURCE_SET_KIND, rfc3339
+from crs_controller.core.api.models import (
+    API_VERSION,
+    CLUSTER_RESOURCE_SET_KIND,
+    ObjectMeta,
+    rfc3339,
+)
 from crs_controller.core.errors import CRSError
 from crs_controller.core.notifications.payloads import Notice, notice
-from crs_controller.core.spec.objects import CRS
+from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.text import safe
 
 log = structlog.get_logger(__name__)
@@ -53,11 +59,20 @@ class EventRecorder:
         names them too, bounded); ``revision``: the one it is about, when not the
         status's."""
         self._tell(crs, reason, message, clusters, revision or crs.status.revision)
+        await self._create(_event(_about_crs(crs), kind, reason, message))
+
+    async def emit_on_cluster(
+        self, cluster: Cluster, kind: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None:
+        """An Event on a Cluster, about the Cluster itself (no CRS's: never notified)."""
+        await self._create(_event(_about_cluster(cluster), kind, reason, message))
+
+    async def _create(self, event: Obj) -> None:
         try:
-            await self._client.create(_event(crs, kind, reason, message))
+            await self._client.create(event)
         except CRSError as exc:
             # Events are best effort: losing one must never fail a reconcile.
-            log.warning("event not recorded", reason=reason, error=str(exc))
+            log.warning("event not recorded", reason=event["reason"], error=str(exc))
 
     def _tell(
         self, crs: CRS, reason: str, message: str, clusters: Sequence[str], revision: str | None
@@ -78,24 +93,35 @@ class EventRecorder:
             self._notify(told)
 
 
-def _event(crs: CRS, kind: Literal["Normal", "Warning"], reason: str, message: str) -> Obj:
-    meta = crs.meta
+def _about_crs(crs: CRS) -> Obj:
+    return _involved(API_VERSION, CLUSTER_RESOURCE_SET_KIND, crs.meta)
+
+
+def _about_cluster(cluster: Cluster) -> Obj:
+    return _involved(cluster.api_version, "Cluster", cluster.meta)
+
+
+def _involved(api_version: str, kind: str, meta: ObjectMeta) -> Obj:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": meta.name,
+        "namespace": meta.namespace,
+        "uid": meta.uid,
+        "resourceVersion": meta.resource_version,
+    }
+
+
+def _event(involved: Obj, kind: Literal["Normal", "Warning"], reason: str, message: str) -> Obj:
     now = rfc3339(datetime.now(UTC))
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": event_name(meta.name),
-            "namespace": meta.namespace,
+            "name": event_name(involved["name"]),
+            "namespace": involved["namespace"],
         },
-        "involvedObject": {
-            "apiVersion": API_VERSION,
-            "kind": CLUSTER_RESOURCE_SET_KIND,
-            "name": meta.name,
-            "namespace": meta.namespace,
-            "uid": meta.uid,
-            "resourceVersion": meta.resource_version,
-        },
+        "involvedObject": involved,
         # Every Event goes out through here: messages quote tenants' names and
         # servers' answers, so they are made safe here, once.
         "reason": safe(reason, REASON_LIMIT),

@@ -53,6 +53,7 @@ async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
         # whole, as its values are. One refused is taken as it is cached: left
         # alone, or cleaned up, which reads no value of it (``Cluster.refused_alive``).
         cluster = await ctx.clusters.read_whole(namespace, name)
+    await _tell_refused(ctx, (namespace, name), cluster)
     if cluster is not None and (cluster.paused or cluster.refused_alive):
         # Left alone, it takes no revision: its budget place goes back meanwhile. Its
         # binding is not judged either (clusterctl move pauses a Cluster it recreates
@@ -76,6 +77,30 @@ async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
             binding = await _binding(ctx, cluster, namespace, name, uncached=True)
         return await _clean_up(ctx, cluster, binding)
     return await _reconcile_live(ctx, cluster, binding)
+
+
+# The reason of the Warning Event on a Cluster refused for its labels.
+CLUSTER_REFUSED = "ClusterRefused"
+
+
+async def _tell_refused(ctx: ClusterContext, key: tuple[str, str], cluster: Cluster | None) -> None:
+    """One Warning Event on a Cluster as it comes refused (its labels over the bound,
+    not being deleted), again only if the refusal changes; naming the field and the
+    bound, never a label. Who waits on it is said too: its binding's entries stay."""
+    if cluster is None or not cluster.refused_alive:
+        ctx.refusals_told.pop(key, None)
+        return
+    said = f"{cluster.meta.uid}/{cluster.problem}"
+    if ctx.refusals_told.get(key) == said:
+        return
+    ctx.refusals_told[key] = said
+    message = (
+        f"Cluster {key[0]}/{key[1]} refused: {cluster.problem}; selected by no "
+        "ClusterResourceSet and left alone (nothing applied or removed) until its labels "
+        "are within the bound: its binding's entries stay, and a ClusterResourceSet "
+        "being deleted waits on them"
+    )
+    await ctx.events.emit_on_cluster(cluster, "Warning", CLUSTER_REFUSED, message)
 
 
 async def _reconcile_live(

@@ -104,6 +104,9 @@ class ClusterContext(Shared):
     # Whether the binding cache holds every binding there is (alone, or a member not
     # knowing its share yet); a shard member's holds only those its watches select.
     holds_every_binding: Callable[[], bool] = _always
+    # (namespace, Cluster): the refusal its Event told (uid and problem), so that a
+    # refused Cluster's Event is written once as it comes, not at every pass.
+    refusals_told: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def still_ours(self, namespace: str, name: str) -> None:
         """Raise NotOurs unless this replica owns the Cluster now: asked right before
