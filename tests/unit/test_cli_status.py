@@ -10,6 +10,7 @@ its own."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -25,9 +26,11 @@ from crs_controller.app.commands.status import (
     _version_following,
     table_rows,
 )
+from crs_controller.app.dashboard import view
 from crs_controller.core.api.models import API_VERSION, CRSBinding, KeptObject, ResourceRef
 from crs_controller.core.errors import APIError
 from crs_controller.core.manifests.hashing import resource_hash
+from crs_controller.core.spec.metadata import MAX_LABELS
 from crs_controller.core.spec.objects import (
     CRS,
     Binding,
@@ -341,3 +344,23 @@ async def test_a_tenants_large_sets_do_not_stop_the_status_of_every_namespace() 
     assert state.versions[CRS_KIND] == str(kube._version)
     names = [r["name"] for r in state.document(None)["clusterResourceSets"]]
     assert names == ["cni", "large-0", "large-1", "large-2"]
+
+
+def test_a_refused_cluster_is_marked_in_its_rows_and_cells() -> None:
+    """A Cluster the controller refuses (its labels over the bound) keeps the row of
+    its binding's entry, marked: the controller leaves it alone, so the outcome is
+    the last recorded. The wide MESSAGE and the dashboard's cell say so, naming the
+    field, never a label."""
+    state = tenants(count=1, own=2, others=0)
+    raw = state.objects["Cluster"][("tenant-0", "c1")]
+    raw["metadata"]["labels"] = {f"k{n}": "s3cr3t" for n in range(MAX_LABELS + 1)}
+    (record,) = state.document(None)["clusterResourceSets"]
+    rows = {row["cluster"]: row for row in record["clusters"]}
+    refusal = f"metadata.labels: more than {MAX_LABELS} entries"
+    assert rows["c1"]["refused"] == refusal and rows["c1"]["reason"] == "Applied"
+    assert "refused" not in rows["c0"] and "refused" not in rows["gone"]
+    message = dict(table_rows([record], wide=True))[("tenant-0/addons", "c1")][-1]
+    assert message.startswith(f"Cluster refused: {refusal}; left alone")
+    cell = view.build(state, datetime(2026, 1, 1, tzinfo=UTC))["cells"]["tenant-0/addons/c1"]
+    assert cell["refused"] == refusal and cell["message"].startswith("Cluster refused: ")
+    assert "s3cr3t" not in repr(record) + repr(cell)

@@ -67,9 +67,10 @@ from crs_controller.app.commands.uninstall import (
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION
 from crs_controller.core.api.models import API_VERSION, FINALIZER
 from crs_controller.core.errors import APIError, CRSError
+from crs_controller.core.spec.metadata import MAX_LABELS
 
 from .fake_clock import FakeClock
-from .memory_kube import MemoryKube
+from .memory_kube import CLUSTER_API, MemoryKube
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -636,3 +637,44 @@ async def test_a_timeout_says_why_each_set_left_waits() -> None:
         said[3] == "  fleet/cni: waits for fleet/csi, which depend(s) on it, to be cleaned up first"
     )
     assert said[4] == "  fleet/csi: no status yet"
+
+
+def bound(namespace: str, cluster: str, *crss: str) -> Any:
+    binding = placed("ClusterResourceSetBinding", cluster, API_VERSION, namespace)
+    entries = [{"clusterResourceSetName": name, "resources": []} for name in crss]
+    binding["spec"] = {"clusterName": cluster, "bindings": entries}
+    return binding
+
+
+async def test_a_timeout_names_the_refused_clusters_whose_entries_stay() -> None:
+    """A Cluster the controller refuses (its labels over the bound) is left alone: a
+    set being deleted waits on the entry its binding holds for as long as it is
+    refused. The timeout says so, naming the field, never a label."""
+    refused = placed("Cluster", "big", CLUSTER_API, "fleet")
+    refused["metadata"]["labels"] = {f"k{n}": "s3cr3t" for n in range(MAX_LABELS + 1)}
+    kube = await installed(
+        fresh_lease(),
+        refused,
+        placed("Cluster", "small", CLUSTER_API, "fleet"),
+        bound("fleet", "big", "cni", "csi"),
+        bound("fleet", "small", "cni"),
+    )
+    args = argparse.Namespace(controller_namespace=SYSTEM)
+    said: list[str] = []
+    left = [kept(a_set("fleet", "cni")), kept(a_set("fleet", "csi"))]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("crs_controller.app.commands.uninstall._out", said.append)
+        await _timed_out(_Run(kube, "fleet", args, Hurried()), left)  # type: ignore[arg-type]
+    why = (
+        f": its Cluster is refused (metadata.labels: more than {MAX_LABELS} entries) and left "
+        "alone, so the entry stays until its labels are within the bound or the Cluster is "
+        "deleted"
+    )
+    assert said[3:6] == [
+        f"  fleet/cni still bound in ClusterResourceSetBinding fleet/big{why}",
+        f"  fleet/csi still bound in ClusterResourceSetBinding fleet/big{why}",
+        "  fleet/cni still bound in ClusterResourceSetBinding fleet/small",
+    ]
+    assert "s3cr3t" not in repr(said)
+    read = [r for r in kube.requests if r[1].startswith("Cluster/")]
+    assert read == [("get", "Cluster/big"), ("get", "Cluster/small")]  # once each

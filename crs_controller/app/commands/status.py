@@ -422,8 +422,12 @@ class _Fold:
     ) -> None:
         self.bindings = bindings
         self.clusters: dict[str, list[Cluster]] = defaultdict(list)
+        # (namespace, cluster): why the controller refuses it and leaves it alone.
+        self.refused: dict[tuple[str, str], str] = {}
         for cluster in clusters:
             self.clusters[cluster.namespace].append(cluster)
+            if cluster.refused_alive:
+                self.refused[(cluster.namespace, cluster.name)] = str(cluster.problem)
         # (namespace, cluster): its binding's entries by CRS name, each binding's
         # built once per fold, not once for each of the many CRSs over its cluster.
         self.entries: dict[tuple[str, str], dict[str, CRSBinding]] = {}
@@ -441,6 +445,11 @@ class _Fold:
         names = {c.name for c in self.clusters.get(crs.namespace, ()) if crs.selects(c)}
         names |= self.bound.get((crs.namespace, crs.name), set())
         rows = [_row(crs, name, self._entry(crs, name), now) for name in sorted(names)]
+        for row in rows:
+            refused = self.refused.get((crs.namespace, row["cluster"]))
+            if refused is not None:
+                # Bound, not selected: its entry stays as last recorded, untouched.
+                row["refused"] = refused
         return _record(crs, rows)
 
     def _entry(self, crs: CRS, cluster: str) -> CRSBinding | None:
@@ -550,12 +559,25 @@ def row_message(crs: Obj, row: Obj) -> str:
     are as they were before), or no cluster to show."""
     if crs_state(crs) == "InvalidSpec" or not crs["clusters"]:
         return str(crs.get("message") or "")
-    message = str(row.get("message") or "")
+    message = with_refusal(row, str(row.get("message") or ""))
     kept = row.get("deletionsSkipped") or []
     if kept:
         names = ", ".join(f"{k['kind']}/{k['name']}" for k in kept)
         message += f"{'; ' if message else ''}kept (not deleted): {names}"
     return message
+
+
+def with_refusal(row: Obj, message: str) -> str:
+    """A row's ``message``, after why its Cluster is refused when it is: the
+    controller leaves it alone, so its outcome is the last recorded."""
+    refused = row.get("refused")
+    if not refused:
+        return message
+    said = (
+        f"Cluster refused: {refused}; left alone (nothing applied or removed), "
+        "outcome as last recorded"
+    )
+    return f"{said}; {message}" if message else said
 
 
 def rollout_cells(rollout: Obj | None, now: datetime) -> list[str]:

@@ -47,7 +47,7 @@ from crs_controller.app.commands.release_deletion import (
     plan_release,
 )
 from crs_controller.clients.kube import KubeClient
-from crs_controller.core.api.clusters import PAUSED_ANNOTATION
+from crs_controller.core.api.clusters import CLUSTER_GROUP, PAUSED_ANNOTATION
 from crs_controller.core.api.models import (
     API_VERSION,
     CLUSTER_RESOURCE_SET_BINDING_KIND,
@@ -57,7 +57,7 @@ from crs_controller.core.api.models import (
 from crs_controller.core.errors import APIError, Conflict, NotFound
 from crs_controller.core.membership.lease import LeaseRecord
 from crs_controller.core.membership.shard import Members
-from crs_controller.core.spec.objects import deletion_spec
+from crs_controller.core.spec.objects import deletion_spec, parse_cluster
 from crs_controller.core.state.bindings import parse_binding
 from crs_controller.core.values.dependencies import removal_order
 from crs_controller.engine.io.waiting import LoopClock, WaitingClock, sleep_for
@@ -375,6 +375,23 @@ class _Run:
             found += leftovers(page, crss)
         return found
 
+    async def refused(self, binding: str) -> str | None:
+        """Why the controller refuses the Cluster of ``binding`` (namespace/name, the
+        Cluster's): its labels over the bound. It leaves that Cluster alone, so the
+        binding keeps its entries until the labels are within the bound or the
+        Cluster is deleted. None: not refused, gone, or not readable by this user."""
+        namespace, _, name = binding.partition("/")
+        try:
+            version = await self.client.preferred_version(CLUSTER_GROUP)
+            api = version or f"{CLUSTER_GROUP}/v1beta1"
+            raw = await self.client.get(api, "Cluster", name, namespace)
+        except APIError:
+            return None
+        if raw is None:
+            return None
+        cluster = parse_cluster(raw)
+        return cluster.problem if cluster.refused_alive else None
+
     async def holder(self) -> str | None:
         return await leader(self._lease, self.clock)
 
@@ -474,8 +491,17 @@ async def _timed_out(work: _Run, left: list[Obj]) -> int:
     _out(f"timed out: {len(left)} ClusterResourceSet(s) still being cleaned up")
     for crs in left:
         _out(f"  {'/'.join(_key(crs))}: {why_waiting(crs, left)}")
+    refusals: dict[str, str | None] = {}
     for item in await work.left_behind(keys):
-        _out(f"  {item.crs} still bound in ClusterResourceSetBinding {item.binding}")
+        said = f"  {item.crs} still bound in ClusterResourceSetBinding {item.binding}"
+        if item.binding not in refusals:
+            refusals[item.binding] = await work.refused(item.binding)
+        if (refused := refusals[item.binding]) is not None:
+            said += (
+                f": its Cluster is refused ({refused}) and left alone, so the entry stays "
+                "until its labels are within the bound or the Cluster is deleted"
+            )
+        _out(said)
     _out(
         "their Conditions and the controller's log say more; do not delete the release yet "
         "(--force leaves behind every object of a set whose deletionPolicy is Delete)"

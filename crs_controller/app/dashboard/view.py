@@ -22,6 +22,7 @@ from crs_controller.app.commands.status import (
     FleetState,
     crs_state,
     waiting,
+    with_refusal,
 )
 from crs_controller.core.api.models import MESSAGE_LIMIT, to_api
 from crs_controller.core.rollout.policy import step_of
@@ -106,7 +107,8 @@ def _cell(key: str, crs: CRS, cluster: Cluster | None, row: Obj) -> Obj:
         "cluster": row["cluster"],
         "state": row["state"],
         "reason": row.get("reason"),
-        "message": row.get("message"),
+        "message": with_refusal(row, row.get("message") or "") or None,
+        "refused": row.get("refused"),
         "revision": (revision or "")[:SHORT_REVISION],
         "current": None if revision is None else revision == crs.status.revision,
         "since": row.get("since"),
