@@ -1,5 +1,6 @@
-"""What `diff` says holds a change (``app.commands.holds``), as a table: a paused
-Cluster (spec.paused or the annotation) or CRS holds everything; a Cluster that holds
+"""What `diff` says holds a change (``app.commands.holds``), as a table: a Cluster
+refused for its labels (not being deleted), a paused Cluster (spec.paused or the
+annotation) or CRS holds everything; a Cluster that holds
 updates and a paused rollout hold a new revision on a cluster that has the CRS, never
 a first install nor a cluster on the revision; Cluster API upgrading the cluster
 holds a resource applied there whose content changed, unless the CRS gates upgrades;
@@ -18,6 +19,7 @@ from crs_controller.app.commands.holds import Holds, drift_left, holds
 from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION
 from crs_controller.core.api.models import CRSBinding, ResourceBinding
 from crs_controller.core.manifests.hashing import resource_hash
+from crs_controller.core.spec.metadata import MAX_LABELS
 from crs_controller.core.spec.objects import parse_cluster, parse_crs
 from crs_controller.core.versions.cluster_version import ClusterVersion
 from crs_controller.engine.reconcile.rollout import revision_of
@@ -43,6 +45,16 @@ def _annotated(obj: dict[str, Any], key: str, value: str) -> dict[str, Any]:
     return obj
 
 
+def _refused(*, deleting: bool = False) -> dict[str, Any]:
+    """A Cluster the controller refuses: its labels over the bound."""
+    obj = cluster("c1")
+    obj["metadata"]["labels"] = {f"k{n}": "v" for n in range(MAX_LABELS + 1)}
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return obj
+
+
+REFUSED = f"Cluster default/c1 is refused: metadata.labels: more than {MAX_LABELS} entries"
 PAUSED_CLUSTER = "Cluster default/c1 is paused (spec.paused or the cluster.x-k8s.io/paused"
 PAUSED_CRS = "ClusterResourceSet default/x is paused (the cluster.x-k8s.io/paused annotation)"
 HELD = 'Cluster c1 holds updates (addons.crs.dev/hold-updates: "true")'
@@ -71,6 +83,10 @@ FROZEN = "the rollout of ClusterResourceSet default/x is paused (spec.rollout.pa
             PAUSED_CRS,
             None,
             id="crs-paused",
+        ),
+        pytest.param(crs("x", "src"), _refused(), OLD, REFUSED, None, id="cluster-refused"),
+        pytest.param(
+            crs("x", "src"), _refused(deleting=True), OLD, None, None, id="refused-being-deleted"
         ),
         pytest.param(
             crs("x", "src"),

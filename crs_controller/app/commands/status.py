@@ -5,6 +5,9 @@ its resources are applied, its outcome, and when it was last applied. A CRS with
 rollout shows its phase and step, what it waits for (a change window, an approval,
 a validation, the update budget) and how many of its clusters hold updates.
 
+A Cluster the controller refuses (its labels over the bound) keeps the rows of its
+binding's entries, marked ``refused``: left alone, its outcomes are the last recorded.
+
 A cluster's revision is the controller's count: a resource with kubernetesVersions
 that the cluster does not have is on its source's content now, so the sources of
 those resources are read and hashed too."""
