@@ -1,7 +1,8 @@
 """A halted rollout stays halted while its failed clusters merely wait: the retry of
-a cluster whose failed pass was part-way through the revision, held by the rollout
-(halted, it admits nobody) or by the fleet-wide budget (a failing holder's place
-given back), keeps that failure as the cluster's outcome. So the phase does not flap
+a cluster whose failed pass was taking the revision, held by the rollout (halted, it
+admits nobody), by the fleet-wide budget (a failing holder's place given back), by a
+CRS it depends on failing there, or by a rollback whose snapshot cannot be read,
+keeps that failure as the cluster's outcome. So the phase does not flap
 between Halted and Progressing and ``RolloutHalted`` is told once. The halt ends when
 the operator changes the sources, or when the failures are cured: a failed cluster
 whose retry runs (it has all of the revision) and succeeds."""
@@ -14,14 +15,26 @@ from typing import Any
 import pytest
 
 from crs_controller.core.api.models import API_VERSION
+from crs_controller.core.rollout.history import ROLLBACK_ANNOTATION
+from crs_controller.core.rollout.snapshots import snapshot_name
 from crs_controller.engine.memory.budget import FAILING_HOLD, Budget
 from crs_controller.engine.reconcile.cluster import reconcile_cluster
 from crs_controller.engine.reconcile.context import ClusterContext
 from crs_controller.engine.reconcile.crs import reconcile_crs
 
-from .builders import NS, cluster, kubeconfig_secret, payload
-from .memory_kube import MemoryKube, Woken, World
+from .builders import (
+    NS,
+    cluster,
+    configmap_source,
+    crs,
+    kubeconfig_secret,
+    payload,
+    reconcile,
+    world_with,
+)
+from .memory_kube import CLUSTER_API, MemoryKube, Woken, World
 from .test_crs_status import restarted
+from .test_revisions import annotate, two_revisions
 from .test_rollout_failures import (
     CLUSTERS,
     canary_world,
@@ -39,10 +52,12 @@ pytestmark = pytest.mark.asyncio
 HALTED = "halted: 1 cluster failed (maximum 0): c1"
 
 
-def reason_on(world: World, name: str) -> str:
-    """The reason of CRS ``a``'s outcome the binding of cluster ``name`` records."""
+def reason_on(world: World, name: str, crs_name: str = "a") -> str:
+    """The reason of CRS ``crs_name``'s outcome the binding of cluster ``name`` records."""
     binding = world.mgmt.objects[(API_VERSION, "ClusterResourceSetBinding", NS, name)]
-    return str(binding["spec"]["bindings"][0]["outcome"]["reason"])
+    entries = binding["spec"]["bindings"]
+    entry = next(e for e in entries if e["clusterResourceSetName"] == crs_name)
+    return str(entry["outcome"]["reason"])
 
 
 def addon_on(world: World, name: str) -> str:
@@ -160,3 +175,100 @@ async def test_a_failing_holders_place_given_back_does_not_lift_the_halt() -> No
         world.sync_bindings()
         assert reason_on(world, "c1") == "UnresolvedVariable"
     assert len(told(world, "RolloutHalted")) == 1
+
+
+async def depending_world() -> World:
+    """CRS ``a`` (two resources, the second substituted; maxConcurrent 2, maxFailures
+    1) depends on CRS ``dep``, whose resource takes ``ZONE`` from each Cluster's label
+    ``zone``; c1, c2 and c3 have the label."""
+    rollout = {"maxConcurrent": 2, "maxFailures": 1, "onFailure": "Halt"}
+    spec = crs("a", "src", rollout=rollout, dependsOn=[{"name": "dep"}])
+    spec["spec"]["resources"].append({"kind": "ConfigMap", "name": "src2", "substitute": True})
+    zone = {"name": "ZONE", "valueFrom": {"clusterField": "metadata.labels['zone']"}}
+    dep = crs("dep", "dsrc", variables=[zone])
+    dep["spec"]["resources"] = [{"kind": "ConfigMap", "name": "dsrc", "substitute": True}]
+    world = await world_with(spec, dep)
+    await world.add(configmap_source("src2", payload("two", "plain")))
+    await world.add(configmap_source("dsrc", payload("zone", "${ZONE}")))
+    for name in CLUSTERS[1:]:
+        world.ctx.workloads.clients[name] = MemoryKube(name)  # type: ignore[attr-defined]
+        await world.add(cluster(name))
+        await world.add(kubeconfig_secret(name))
+    for name in CLUSTERS:
+        await zone_label(world, name, "west")
+    return world
+
+
+async def zone_label(world: World, name: str, zone: str | None) -> None:
+    """Set (or, with None, remove) Cluster ``name``'s label ``zone``."""
+    obj = await world.mgmt.get(CLUSTER_API, "Cluster", name, NS)
+    labels = obj["metadata"]["labels"]
+    labels.pop("zone", None)
+    if zone is not None:
+        labels["zone"] = zone
+    await world.update(obj)
+
+
+HALTED_TWO = "halted: 2 clusters failed (maximum 1): c1, c2"
+
+
+@pytest.mark.parametrize("failing", [("c1",), CLUSTERS], ids=["on-c1", "everywhere"])
+async def test_a_dependency_failing_keeps_the_held_retry_failed(failing: tuple[str, ...]) -> None:
+    """c1 and c2 fail part-way through ``a``'s revision: halted. Then ``dep`` fails
+    (on c1 alone, or everywhere), holding ``a``'s retries there: they keep their
+    failure, so the rollout stays halted, is told once, and c3 never takes the
+    halted revision."""
+    world = await depending_world()
+    first = restarted(world)
+    await passes(world, first, *CLUSTERS)
+    assert [reason_on(world, name) for name in CLUSTERS] == ["Applied"] * 3
+    await edit(world, "src", payload("addon", "2"))  # applies
+    await edit(world, "src2", missing_variable(world))  # then fails
+    await passes(world, first, *CLUSTERS)
+    assert (status(world)["rollout"]["phase"], status(world)["rollout"]["message"]) == (
+        "Halted",
+        HALTED_TWO,
+    )
+    for name in failing:
+        await zone_label(world, name, None)  # dep cannot be applied there any more
+    for _ in range(4):
+        await passes(world, first, *CLUSTERS)
+        assert [reason_on(world, name, "dep") for name in failing] == ["UnresolvedVariable"] * len(
+            failing
+        )
+        rollout = status(world)["rollout"]
+        assert (rollout["phase"], rollout["message"]) == ("Halted", HALTED_TWO)
+        assert [reason_on(world, name) for name in ("c1", "c2")] == ["UnresolvedVariable"] * 2
+        assert status(world)["failedClusters"] == 2
+        world.ctx.clock.advance(300)  # type: ignore[attr-defined]
+    assert len(told(world, "RolloutHalted")) == 1
+    assert [addon_on(world, name) for name in CLUSTERS] == ["2", "2", "1"]  # c3 untouched
+    await reconcile_crs(restarted(world)[0], NS, "a")  # from the bindings alone
+    assert status(world)["rollout"]["phase"] == "Halted"
+
+
+async def test_a_rollback_it_cannot_read_keeps_the_failed_retry_failed() -> None:
+    """A rollback by hand to the first revision is in force; c1 cannot be contacted
+    as it takes it: it failed taking the rollback's target. Contacted again, its
+    retry is held, the rollback's snapshot not being readable: it keeps its failure,
+    so the rollback's phase stays what that failure made it."""
+    world = await world_with(crs("a", "src"))
+    ctx = world.crs_context()
+    first, second = await two_revisions(world, ctx, set())
+    await annotate(world, {ROLLBACK_ANNOTATION: f"{second}/{first}"})
+    await reconcile_crs(ctx, NS, "a")
+    cut_off(world.ctx, "c1")
+    await reconcile(world)
+    await reconcile_crs(ctx, NS, "a")
+    assert reason_on(world, "c1") == "ClusterUnreachable"
+    halted = status(world)["rollout"]
+    assert halted["phase"] == "Halted"
+    reconnect(world.ctx)
+    world.forget("ConfigMap", NS, snapshot_name("a", first))  # cannot be read here
+    for _ in range(3):
+        await reconcile(world)
+        await reconcile_crs(ctx, NS, "a")
+        assert reason_on(world, "c1") == "ClusterUnreachable"
+        assert status(world)["rollout"]["phase"] == "Halted"
+        assert status(world)["failedClusters"] == 1
+    assert addon_on(world, "c1") == "2"  # held: what it had

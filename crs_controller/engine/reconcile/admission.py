@@ -12,9 +12,10 @@ approval), and the fleet-wide budget of clusters updating at once
 (``memory.budget``). A first install is never held by the last three. The answer
 is a value, ``Go`` or ``Held``, and ``describe`` is the one place a held CRS's
 outcome is made. A held pass records it unless the outcome before says more: a
-cluster whose failed pass was part-way through a revision keeps that failure while
-its retry is held, so its rollout still counts it failed (a halted rollout stays
-halted until the failure is cured or the operator acts).
+cluster whose failed pass was taking the revision its rollout rolls out keeps that
+failure while its retry is held, whatever holds it, so its rollout still counts it
+failed (a halted rollout stays halted until the failure is cured or the operator
+acts).
 
 "Done" is read from one source of truth, the cluster's binding, through the pass's
 scope (``reconcile.scope``): the entry this pass has recorded so far (a dependency
@@ -35,7 +36,7 @@ from crs_controller.core.state.status import Outcome, outcome_of
 from crs_controller.core.values.dependencies import Cycle, Missing, Wait
 from crs_controller.core.values.dependencies import Go as DependenciesDone
 from crs_controller.core.values.dependencies import describe as describe_dependency
-from crs_controller.engine.reconcile.rollout import entry_revision, on_revision
+from crs_controller.engine.reconcile.rollout import RolledOut, entry_revision, on_revision
 from crs_controller.engine.reconcile.scope import ClusterScope
 
 __all__ = [
@@ -105,8 +106,8 @@ Hold = Wait | Missing | Cycle | RollbackHeld | RolloutStep | UpdateHeld | Budget
 @dataclass(frozen=True)
 class Held:
     """The pass does not run: ``why``, for the CRS at ``generation``; ``retrying`` is
-    the revision whose retry it holds, on a cluster whose failed pass was part-way
-    through it ("": none)."""
+    the revision whose retry it holds, the one its rollout rolls out, on a cluster
+    whose last pass failed taking it ("": none), whatever holds it."""
 
     why: Hold
     generation: int
@@ -126,9 +127,10 @@ class Held:
 
     def keeps(self, recorded: Outcome | None) -> bool:
         """Does the pass keep ``recorded``, the failure of taking the revision whose
-        retry this holds? Waiting for its turn, the cluster has not stopped failing
-        that revision: recorded as held instead, its rollout would count it failed no
-        more, and a halted rollout would go on until the retry failed again."""
+        retry this holds, whatever holds it (its rollout, a hold, the budget, a CRS it
+        depends on, a rollback it cannot read)? Waiting, the cluster has not stopped
+        failing that revision: recorded as held instead, its rollout would count it
+        failed no more, and a halted rollout would go on until the retry failed again."""
         return (
             bool(self.retrying)
             and recorded is not None
@@ -188,16 +190,15 @@ class Gate:
         self._dependencies = graph.gates(*_questions(scope))
 
     async def admit(self, crs: CRS) -> Admission:
-        """May ``crs`` run its pass on this cluster now?"""
-        if crs.valid.spec.depends_on:
-            decided = self._dependencies(crs.name)
-            if not isinstance(decided, DependenciesDone):
-                return Held(decided, crs.generation)
+        """May ``crs`` run its pass on this cluster now? Whatever holds it, a held
+        retry of the revision the cluster failed taking keeps that failure as its
+        outcome (``Held.retrying``)."""
         scope = self._scope
         ctx, cluster, entry = scope.ctx, scope.cluster, scope.before(crs.name)
         rolled = await scope.rolled(crs)  # once per pass: the pair reads it too
-        if rolled is not None and rolled.held:
-            return Held(RollbackHeld(rolled.target, rolled.refused or ""), crs.generation)
+        retrying = _retrying(entry, rolled)
+        if (why := self._blocked(crs, rolled)) is not None:
+            return Held(why, crs.generation, retrying)
         limit = ctx.settings.max_updating_clusters
         if crs.policy is None and not cluster.holds_updates and limit is None:
             return Go()
@@ -214,11 +215,23 @@ class Gate:
             # steps, change windows, approvals; and its budget place).
             partly = on is not None and entry_revision(crs, entry, now) != target
             if partly and (why := self._update_held(crs, target, limit)) is not None:
-                return Held(why, crs.generation, retrying=target)
+                return Held(why, crs.generation, retrying)
             validate = ctx.rollouts.validating(crs.namespace, crs.name, cluster.name, target)
             return Go(rollout_target, validate)
         why = self._update_held(crs, target, limit)
-        return Go(rollout_target) if why is None else Held(why, crs.generation)
+        return Go(rollout_target) if why is None else Held(why, crs.generation, retrying)
+
+    def _blocked(self, crs: CRS, rolled: RolledOut | None) -> Hold | None:
+        """What holds every pass of ``crs`` here, a first install too: a CRS it
+        depends on that is not done (or missing, or on a cycle), else a rollback in
+        force whose snapshot cannot be read."""
+        if crs.valid.spec.depends_on:
+            decided = self._dependencies(crs.name)
+            if not isinstance(decided, DependenciesDone):
+                return decided
+        if rolled is not None and rolled.held:
+            return RollbackHeld(rolled.target, rolled.refused or "")
+        return None
 
     def _update_held(self, crs: CRS, target: str, limit: int | None) -> Hold | None:
         """What holds a new revision back on this cluster, which has the CRS."""
@@ -240,6 +253,15 @@ class Gate:
             return 1
         made = self._scope.ctx.rollouts.plan(crs.namespace, crs.name)
         return made[1].step if made is not None else 1
+
+
+def _retrying(entry: CRSBinding | None, rolled: RolledOut | None) -> str:
+    """The revision whose retry a held pass holds: the one its rollout rolls out, if
+    the cluster's last pass failed taking it ("": none)."""
+    outcome = outcome_of(entry)
+    if rolled is None or outcome is None or outcome.state != "Failed":
+        return ""
+    return rolled.target if outcome.revision == rolled.target else ""
 
 
 def _questions(scope: ClusterScope) -> tuple[Question, Question, Question]:
