@@ -5,7 +5,8 @@ CRS it depends on failing there, or by a rollback whose snapshot cannot be read,
 keeps that failure as the cluster's outcome. So the phase does not flap
 between Halted and Progressing and ``RolloutHalted`` is told once. The halt ends when
 the operator changes the sources, or when the failures are cured: a failed cluster
-whose retry runs (it has all of the revision) and succeeds."""
+whose retry runs (it has all of the revision) and succeeds, or one whose Cluster is
+being deleted (it has left the rollout, however long finalizers keep it)."""
 
 from __future__ import annotations
 
@@ -272,3 +273,39 @@ async def test_a_rollback_it_cannot_read_keeps_the_failed_retry_failed() -> None
         assert status(world)["rollout"]["phase"] == "Halted"
         assert status(world)["failedClusters"] == 1
     assert addon_on(world, "c1") == "2"  # held: what it had
+
+
+async def test_a_failed_cluster_being_deleted_leaves_the_halted_rollout() -> None:
+    """c1 took the new revision and cannot be contacted while its rollout goes on:
+    halted. Its Cluster is then deleted, held by a finalizer that never goes: it has
+    left the rollout, which goes on over c2 and c3 and completes without it, never
+    admitting c1 again. Its failure still shows in ``failedClusters`` until the
+    Cluster is gone."""
+    world = await three_clusters()
+    first = restarted(world)
+    await passes(world, first, *CLUSTERS)
+    await edit(world, "src", payload("addon", "2"))
+    await passes(world, first, "c1")
+    cut_off(first[1], "c1")
+    await passes(world, first, *CLUSTERS)
+    assert (status(world)["rollout"]["phase"], status(world)["rollout"]["message"]) == (
+        "Halted",
+        HALTED,
+    )
+    c1 = await world.mgmt.get(CLUSTER_API, "Cluster", "c1", NS)
+    c1["metadata"]["finalizers"] = ["infrastructure.example.com/never"]
+    c1["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z"
+    await world.update(c1)
+    for _ in range(3):
+        await passes(world, first, *CLUSTERS)
+        made = first[0].rollouts.plan(NS, "a")
+        assert made is not None and "c1" not in made[1].admit
+    rollout = status(world)["rollout"]
+    assert (rollout["phase"], rollout["updatedClusters"]) == ("Complete", 2)
+    assert [addon_on(world, name) for name in CLUSTERS[1:]] == ["2", "2"]
+    assert (status(world)["matchingClusters"], status(world)["failedClusters"]) == (3, 1)
+    ready = next(c for c in status(world)["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ClusterUnreachable")
+    assert len(told(world, "RolloutHalted")) == 1
+    await reconcile_crs(restarted(world)[0], NS, "a")  # from the bindings alone
+    assert status(world)["rollout"]["phase"] == "Complete"

@@ -274,8 +274,13 @@ def share_for(
     """The share of ``clusters`` in the rollout of what ``crs`` rolls out, and their
     states; its halted revision is the one a rollback in force returns from (the
     others are found once the members' shares are combined: ``halting``). Without
-    ``spec.rollout`` (a rollback), every cluster at once."""
-    states = _states_of(ctx, crs, rolled.target, clusters, rolled.hashes)
+    ``spec.rollout`` (a rollback), every cluster at once. A Cluster being deleted
+    has left the rollout: it takes no revision any more (its passes only clean up),
+    so it is in no step, counts toward neither ``maxConcurrent`` nor ``maxFailures``
+    (a failure of its own no longer halts), and is never admitted, however long
+    finalizers keep it."""
+    staying = [c for c in clusters if not c.deleting]
+    states = _states_of(ctx, crs, rolled.target, staying, rolled.hashes)
     halted = rolled.undo.rolled_back_from
     return share_of(rolled.target, states, crs.policy or Policy(), halted), states
 
