@@ -62,7 +62,7 @@ async def _reconcile(ctx: ClusterContext, namespace: str, name: str) -> Result:
         if cluster.paused:
             log.info("cluster paused: left alone", cluster=f"{namespace}/{name}")
         forget_budget(ctx, (namespace, name))
-        return NOTHING
+        return NOTHING if cluster.paused else await _release_refused(ctx, cluster)
     binding = await _binding(ctx, cluster, namespace, name)
     if cluster is None:
         return await _forget_cluster(ctx, namespace, name, binding)
@@ -101,6 +101,29 @@ async def _tell_refused(ctx: ClusterContext, key: tuple[str, str], cluster: Clus
         "being deleted waits on them"
     )
     await ctx.events.emit_on_cluster(cluster, "Warning", CLUSTER_REFUSED, message)
+
+
+async def _release_refused(ctx: ClusterContext, cluster: Cluster) -> Result:
+    """A refused Cluster not being deleted still lets go of the CRSs being deleted, so
+    it holds no finalizer for ever: an Orphan one's entry leaves the binding (a
+    binding write alone), a Delete one's recorded objects are deleted as any pruning
+    deletes them (the binding and the workload cluster; no label is read), sparing
+    what the other entries record. Every other entry stays exactly as it is."""
+    key = (cluster.namespace, cluster.name)
+    binding = await _binding(ctx, cluster, *key)
+    found = (ctx.caches.crs(cluster.namespace, n) for n in entries_by_crs(binding))
+    leaving = [c for c in found if c is not None and c.deleting and not c.left_alone]
+    if not leaving:
+        return NOTHING
+    scope = ClusterScope(ctx, cluster, binding)
+    scope.keep_as_recorded(set(scope.entries()) - {c.name for c in leaving})
+    result = NOTHING
+    if any(c.deletion_policy == "Delete" for c in leaving) and await scope.connect():
+        result = RETRY  # not contactable now: its objects stay recorded until it is
+    result |= await scope.prune([])
+    result |= await scope.record()
+    scope.forget_left()
+    return result
 
 
 async def _reconcile_live(

@@ -143,6 +143,11 @@ class ClusterScope:
         resource = (ref.kind, ref.name)
         self.ctx.unrecorded.note(self.key, self.uid, crs.name, resource, sent, terms)
 
+    def keep_as_recorded(self, names: Collection[str]) -> None:
+        """The entries of ``names`` stay as recorded before this pass (with what
+        earlier passes applied and did not record): no pass of theirs runs here."""
+        self._now |= {n: e for n, e in self._before.items() if n in names}
+
     @property
     def workload(self) -> KubeAPI:
         """The workload cluster's client: a pair's pass runs only once connected."""
