@@ -8,15 +8,21 @@ what its binding records) while every other entry stays."""
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from crs_controller.core.api.clusters import PAUSED_ANNOTATION
+from crs_controller.core.api.models import Uninstall, rfc3339
 from crs_controller.core.spec.metadata import MAX_LABELS
 from crs_controller.core.state.bindings import entries_by_crs
+from crs_controller.core.state.uninstall_decisions import waits_for_dependents
+from crs_controller.engine.reconcile.workload.uninstall import DEPENDENT_NOT_WAITED
 
 from .builders import NS, configmap_source, crs, payload, reconcile, world_with
 from .memory_kube import CLUSTER_API, World
 from .test_refused_deletion import delete, finalize, finalized, on_workload, stored
+from .test_uninstall_jobs import CLEANUP, JOB, hook_job, mark
 
 
 def entries(world: World) -> set[str]:
@@ -53,3 +59,65 @@ async def test_a_refused_cluster_lets_go_of_the_crss_being_deleted() -> None:
     for name in ("orphan", "gone"):
         await finalize(world, name)
         assert finalized(world, name)
+
+
+def events(world: World, reason: str) -> list[str]:
+    found = [o for (_, kind, _, _), o in world.mgmt.objects.items() if kind == "Event"]
+    return [e["message"] for e in found if e.get("reason") == reason]
+
+
+async def test_a_dependency_stops_waiting_for_a_dependent_before_its_own_deadline() -> None:
+    """cni's cleanup has a 1m timeout; csi depends on it, its hook Job runs on for its
+    30m. cni waits for it 45s (its timeout less a quarter), then cleans up anyway and
+    says whom it stopped waiting for: its objects never stay behind unsaid."""
+    world = await world_with(
+        crs("cni", "src", deletionPolicy="Delete", uninstall={"ensure": True, "timeout": "1m"}),
+        crs(
+            "csi",
+            "csi-src",
+            deletionPolicy="Delete",
+            uninstall={**CLEANUP, "timeout": "30m"},
+            dependsOn=[{"name": "cni"}],
+        ),
+    )
+    await world.add(configmap_source("csi-src", payload("csi-addon")))
+    await world.add(configmap_source("pre", hook_job()))
+    await reconcile(world)
+    now = rfc3339(world.ctx.clock.wall())
+    await mark(world, CLUSTER_API, "Cluster", "c1", deletionTimestamp=now)
+    workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
+    workload.keeps_status = True
+    await reconcile(world)
+    assert JOB in workload.objects  # the positive sign: csi's cleanup began
+    world.ctx.clock.advance(40)  # type: ignore[attr-defined]
+    await reconcile(world)
+    assert on_workload(world, "addon") and events(world, DEPENDENT_NOT_WAITED) == []
+    world.ctx.clock.advance(10)  # type: ignore[attr-defined]
+    await reconcile(world)
+    assert not on_workload(world, "addon") and on_workload(world, "csi-addon")
+    assert events(world, DEPENDENT_NOT_WAITED) == [
+        "cluster c1: stopped waiting for the cleanup of ClusterResourceSet csi, which "
+        "depends on it, before its own uninstall.timeout ends"
+    ]
+    assert entries(world) == {"csi"}
+
+
+@pytest.mark.parametrize(
+    ("timeout", "elapsed", "waits"),
+    [
+        ("1m", 44, True),
+        ("1m", 45, False),
+        ("10m", 449, True),
+        ("10m", 450, False),
+        ("1h", 3299, True),
+        ("1h", 3300, False),
+        (None, 449, True),
+        (None, 450, False),
+    ],
+)
+def test_a_dependency_waits_until_its_deadline_less_a_quarter_at_most_5m(
+    timeout: str | None, elapsed: int, waits: bool
+) -> None:
+    started = datetime(2026, 11, 22, tzinfo=UTC)
+    spec = Uninstall(ensure=True, timeout=timeout)
+    assert waits_for_dependents(spec, started, started + timedelta(seconds=elapsed)) is waits

@@ -36,6 +36,25 @@ def cleanup_due(uninstall: Uninstall | None, started: datetime | None, now: date
     return until is not None and now < until
 
 
+# A dependency stops waiting for its dependents' cleanups this share of its own
+# timeout before it ends (at most MAX_WAIT_MARGIN): the time left is its own hook's
+# and deletions', so that it is never dropped from the cleanup unrun.
+WAIT_MARGIN_SHARE = 0.25
+MAX_WAIT_MARGIN = timedelta(minutes=5)
+
+
+def waits_for_dependents(
+    uninstall: Uninstall | None, started: datetime | None, now: datetime
+) -> bool:
+    """Does a CRS whose cleanup has ``uninstall`` still wait at ``now`` for the
+    cleanups of the CRSs that depend on it, on a Cluster deleted since ``started``?
+    Until its own deadline less the margin; past it, it cleans up anyway."""
+    if uninstall is None or started is None:
+        return False
+    timeout = timedelta(seconds=parse_duration(uninstall.timeout or DEFAULT_TIMEOUT))
+    return now < started + timeout - min(timeout * WAIT_MARGIN_SHARE, MAX_WAIT_MARGIN)
+
+
 def job_state(job: Mapping[str, Any]) -> JobState:
     """A batch/v1 Job's verdict from its conditions (Complete / Failed)."""
     for condition in (job.get("status") or {}).get("conditions") or []:

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+import structlog
+
 from crs_controller.clients.api import KubeAPI
 from crs_controller.core.api.models import CRSBinding
 from crs_controller.core.errors import CRSError, ResourceError, Unreachable
@@ -33,7 +35,7 @@ from crs_controller.core.state.prune_decisions import (
     stale_objects,
     without,
 )
-from crs_controller.core.state.uninstall_decisions import cleanup_due
+from crs_controller.core.state.uninstall_decisions import cleanup_due, waits_for_dependents
 from crs_controller.core.values.dependencies import removal_order
 from crs_controller.engine.index import Caches
 from crs_controller.engine.memory.notes import Note
@@ -42,7 +44,11 @@ from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake,
 from crs_controller.engine.reconcile.workload.before_delete import report, run_hooks
 from crs_controller.engine.reconcile.workload.pruning import Deletion, delete_objects
 
+log = structlog.get_logger(__name__)
+
 JOB_POLL = 2.0
+# The Warning Event of a dependency whose cleanup stopped waiting for a dependent's.
+DEPENDENT_NOT_WAITED = "DependentNotWaited"
 
 
 @dataclass
@@ -91,7 +97,8 @@ async def uninstall(
         if not inventory([entry]):
             del cleanup.remaining[name]  # nothing was ever applied: no hook, nothing to do
             continue
-        if _dependent_left(ctx, cluster, cleanup, crss, name):
+        dependent = _dependent_left(ctx, cluster, cleanup, crss, name)
+        if dependent is not None and _waits(ctx, cluster, crs):
             continue  # the dependent's own outcome brings the pass back
         if client is None:
             cleanup.then |= RETRY
@@ -107,32 +114,53 @@ async def uninstall(
         if hooks == "Failed":
             cleanup.then |= RETRY
             continue
-        await _delete(ctx, client, cluster, crs, cleanup)
+        await _delete(ctx, client, cluster, crs, cleanup, dependent)
     return cleanup
 
 
 def _dependent_left(
     ctx: ClusterContext, cluster: Cluster, cleanup: Cleanup, crss: list[CRS], name: str
-) -> bool:
+) -> str | None:
     """Removal runs the other way: nothing of CRS ``name`` (no hook, no deletion) runs
     while a CRS before it in ``crss`` (removal order) that depends on it still has
-    objects here (its hook runs, or its deletion failed)."""
+    objects here (its hook runs, or its deletion failed): the first such, or None."""
     graph = ctx.caches.dependencies(cluster.namespace).graph
     for crs in crss:
         if crs.name == name:
-            return False
+            return None
         entry = cleanup.remaining.get(crs.name)
         if name in graph.get(crs.name, ()) and entry is not None and inventory([entry]):
-            return True
-    return False
+            return crs.name
+    return None
+
+
+def _waits(ctx: ClusterContext, cluster: Cluster, crs: CRS) -> bool:
+    """Does ``crs`` still wait for a dependent's cleanup? Only up to its own deadline
+    less a margin (``waits_for_dependents``): past it, its cleanup runs anyway,
+    rather than being dropped unrun once its deadline passes."""
+    started = cluster.meta.deletion_timestamp
+    return waits_for_dependents(crs.valid.spec.uninstall, started, ctx.clock.wall())
 
 
 async def _delete(
-    ctx: ClusterContext, client: KubeAPI, cluster: Cluster, crs: CRS, cleanup: Cleanup
+    ctx: ClusterContext,
+    client: KubeAPI,
+    cluster: Cluster,
+    crs: CRS,
+    cleanup: Cleanup,
+    dependent: str | None = None,
 ) -> None:
     """Delete what ``crs`` applied and no other entry records; its entry leaves
-    ``cleanup.remaining`` once done (refused objects never hold it)."""
+    ``cleanup.remaining`` once done (refused objects never hold it). ``dependent``:
+    the CRS depending on it whose cleanup it stopped waiting for, said first."""
     name, entry = crs.name, cleanup.remaining[crs.name]
+    if dependent is not None:
+        message = (
+            f"cluster {cluster.name}: stopped waiting for the cleanup of ClusterResourceSet "
+            f"{dependent}, which depends on it, before its own uninstall.timeout ends"
+        )
+        log.warning("dependent not waited for", crs=name, cluster=cluster.name, dependent=dependent)
+        await ctx.events.emit(crs, "Warning", DEPENDENT_NOT_WAITED, message)
     others = [e for n, e in cleanup.remaining.items() if n != name]
     stale = guard(
         entry,
