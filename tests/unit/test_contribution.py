@@ -44,6 +44,7 @@ from crs_controller.core.rollout.plan import (
 from crs_controller.core.rollout.shares import Share, share_of
 from crs_controller.core.state.contribution import (
     MAX_TEXT_BYTES,
+    MAX_WAITING,
     Combined,
     Contribution,
     Waiting,
@@ -325,6 +326,8 @@ def test_a_contribution_reads_back_from_its_json(
     share = data.draw(st.sampled_from([None, share_of(TARGET, fleet, policy, halted)]))
     made = contribution("m-a", frozenset(MEMBERS), fleet, told, kept, share)
     made = replace(made, holding=data.draw(st.none() | st.integers(0, 10**9 - 1)))
+    waits = st.lists(st.tuples(st.text(max_size=253), st.integers(1, 10**9 - 1)), max_size=10)
+    made = replace(made, waiting=tuple(data.draw(waits)))
     text = made.to_json()
     assert Contribution.from_json(text) == made
     assert Contribution.from_api(json.loads(text)) == made == Contribution.from_api(made.to_api())
@@ -347,6 +350,8 @@ def test_the_bound_holds_for_the_largest_contribution(steps: int | None) -> None
         for _ in range(SKIPPED_KEPT)
     )
     made = Contribution(face * 253, "f" * 16, "u" * 64, 2**63 - 1, tally, share, skipped, most)
+    waiting = tuple((face * 252 + str(i), most) for i in range(MAX_WAITING))
+    made = replace(made, waiting=waiting)
     assert len(made.to_json().encode()) <= max_json_bytes(steps) <= MAX_TEXT_BYTES
 
 
@@ -404,3 +409,16 @@ def test_the_clusters_still_holding_a_deleted_crs_add_up_once_every_member_count
     parts[unseen] = simple(unseen, members)
     whole = combined(parts, members, UID, GEN, None)
     assert isinstance(whole, Combined) and whole.holding is None
+
+
+def test_the_dependents_a_deletion_waits_for_are_summed_over_the_members() -> None:
+    members = frozenset({"m-a", "m-b"})
+    parts = {
+        "m-a": simple("m-a", members, holding=3, waiting=(("csi", 2), ("mesh", 1))),
+        "m-b": simple("m-b", members, holding=1, waiting=(("csi", 1),)),
+    }
+    whole = combined(parts, members, UID, GEN, None)
+    assert isinstance(whole, Combined)
+    assert (whole.holding, whole.waiting) == (4, {"csi": 3, "mesh": 1})
+    with pytest.raises(ValueError, match="dependents waited for"):
+        simple("m-a", members, waiting=tuple((f"d{i}", 1) for i in range(MAX_WAITING + 1)))

@@ -21,7 +21,14 @@ from crs_controller.engine.reconcile.workload.uninstall import DEPENDENT_NOT_WAI
 
 from .builders import NS, configmap_source, crs, payload, reconcile, world_with
 from .memory_kube import CLUSTER_API, World
-from .test_refused_deletion import delete, finalize, finalized, on_workload, stored
+from .test_refused_deletion import (
+    delete,
+    finalize,
+    finalized,
+    on_workload,
+    stored,
+    two_sets,
+)
 from .test_uninstall_jobs import CLEANUP, JOB, hook_job, mark
 
 
@@ -121,3 +128,47 @@ def test_a_dependency_waits_until_its_deadline_less_a_quarter_at_most_5m(
     started = datetime(2026, 11, 22, tzinfo=UTC)
     spec = Uninstall(ensure=True, timeout=timeout)
     assert waits_for_dependents(spec, started, started + timedelta(seconds=elapsed)) is waits
+
+
+def condition(world: World, name: str, kind: str) -> tuple[str, str, str]:
+    found = stored(world, name)
+    assert found is not None
+    told = next(c for c in found["status"]["conditions"] if c["type"] == kind)
+    return told["status"], told["reason"], told["message"]
+
+
+async def pause(world: World, name: str) -> None:
+    found = stored(world, name)
+    assert found is not None
+    meta = {**found["metadata"], "annotations": {PAUSED_ANNOTATION: ""}}
+    await world.update({**found, "metadata": meta})
+
+
+async def test_a_deletion_held_by_a_paused_dependent_says_so() -> None:
+    world = await two_sets()
+    for name in ("cni", "csi"):
+        await finalize(world, name)  # each status written as it is applied
+    assert condition(world, "cni", "Ready")[:2] == ("True", "Applied")
+    await pause(world, "csi")
+    await delete(world, "csi")
+    await delete(world, "cni")
+    await reconcile(world)
+    assert on_workload(world, "csi-addon") and on_workload(world, "addon")
+    await finalize(world, "cni")
+    assert not finalized(world, "cni")
+    assert condition(world, "cni", "Ready") == (
+        "False",
+        "DependencyNotReady",
+        "deletion waits for csi (paused) on 1 clusters",
+    )
+
+
+async def test_a_crs_paused_once_its_deletion_began_says_it_is_paused() -> None:
+    world = await two_sets()
+    await finalize(world, "csi")
+    await delete(world, "csi")
+    await pause(world, "csi")
+    await finalize(world, "csi")
+    assert not finalized(world, "csi")
+    assert condition(world, "csi", "Paused")[:2] == ("True", "Paused")
+    assert condition(world, "csi", "Ready")[:2] == ("Unknown", "Paused")

@@ -6,7 +6,9 @@ A ``Contribution`` holds the tally of its clusters' outcomes (``tally``), their 
 of the rollout (``shares``; None when the CRS plans no rollout), the first
 ``SKIPPED_KEPT`` protected objects kept on them (as ``skipped_status`` names them)
 and, while the CRS is being deleted, how many of them still hold something of it
-(``holding``; the sum over the members is what its finalizer waits on).
+(``holding``; the sum over the members is what its finalizer waits on), and on how
+many of those its deletion waits for a dependent being deleted too (``waiting``: the
+first ``MAX_WAITING`` dependents by name, each with its count).
 It also carries the revision whose rollout the member saw halt last (``halted``,
 its memory; None: none, or it restarted since), so that every member plans from the
 same one: the combination's ``halted`` is the first of those the members name.
@@ -26,9 +28,11 @@ revision (at most ``MAX_REVISION`` characters) and the holding count (below
 one; nothing without a share) and ``SKIPPED_BYTES`` for the kept objects (20, each
 with a cluster of at most 253 characters, an apiVersion of at most 316, a kind of at
 most 63 and a name of at most 253, as ``skipped_status`` cuts them, a character at
-most 6 bytes). ``from_json``/``from_api`` refuse anything larger, or malformed, with
-ValueError; before parsing, text over ``MAX_TEXT_BYTES`` (256 KiB) is refused unread,
-which a contribution reaches only with a share of over 500 steps.
+most 6 bytes), and ``WAITING_BYTES`` for the dependents waited for (10, each a name
+of at most 253 characters and a count). ``from_json``/``from_api`` refuse anything
+larger, or malformed, with ValueError; before parsing, text over ``MAX_TEXT_BYTES``
+(256 KiB) is refused unread, which a contribution reaches only with a share of over
+434 steps.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from crs_controller.core.state.tally import Tally
 __all__ = [
     "ENVELOPE_BYTES",
     "MAX_TEXT_BYTES",
+    "MAX_WAITING",
     "SKIPPED_BYTES",
     "Combined",
     "Contribution",
@@ -67,13 +72,15 @@ SKIPPED_BYTES = SKIPPED_KEPT * (6 * (253 + 316 + 63 + 253) + 128)
 MAX_TEXT_BYTES = 256 * 1024
 MAX_COUNT = 10**9  # counts of Clusters stay below it (the bounds assume so)
 MAX_REVISION = 64  # characters of a revision (an XXH3-64 digest, prefixed)
+MAX_WAITING = 10  # dependents a deletion is said to wait for
+WAITING_BYTES = MAX_WAITING * (6 * 253 + 32)
 
 
 def max_json_bytes(steps: int | None) -> int:
     """The most bytes a contribution's JSON takes, with a share of ``steps`` steps
     (None: no share)."""
     share = 0 if steps is None else SHARE_BYTES + GROUP_BYTES * (steps + 1)
-    return ENVELOPE_BYTES + TALLY_BYTES + share + SKIPPED_BYTES
+    return ENVELOPE_BYTES + TALLY_BYTES + share + SKIPPED_BYTES + WAITING_BYTES
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,9 @@ class Contribution:
     holding: int | None = None
     # The revision whose rollout the member saw halt last (None: none it remembers).
     halted: str | None = None
+    # The CRS being deleted: the dependents being deleted its deletion waits for, each
+    # with how many of the member's Clusters it holds there (by name, distinct).
+    waiting: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.skipped) > SKIPPED_KEPT:
@@ -103,6 +113,10 @@ class Contribution:
             raise ValueError(f"a contribution's holding count is not in [0, {MAX_COUNT})")
         if self.halted is not None and len(self.halted) > MAX_REVISION:
             raise ValueError(f"a contribution's halted revision is over {MAX_REVISION} characters")
+        if len(self.waiting) > MAX_WAITING:
+            raise ValueError(f"a contribution names over {MAX_WAITING} dependents waited for")
+        if any(not 0 < n < MAX_COUNT or len(name) > 253 for name, n in self.waiting):
+            raise ValueError("a contribution's dependent waited for is out of bounds")
 
     @property
     def target(self) -> str | None:
@@ -175,6 +189,16 @@ class Combined:
         every member; None when a member counted none (it has not seen the deletion)."""
         counts = [c.holding for c in self.parts.values()]
         return None if any(n is None for n in counts) else sum(n or 0 for n in counts)
+
+    @property
+    def waiting(self) -> dict[str, int]:
+        """The CRS being deleted: the dependents its deletion waits for, each with the
+        Clusters of every member it waits on (the first ``MAX_WAITING`` by name)."""
+        counts: dict[str, int] = {}
+        for part in self.parts.values():
+            for name, clusters in part.waiting:
+                counts[name] = counts.get(name, 0) + clusters
+        return {name: counts[name] for name in sorted(counts)[:MAX_WAITING]}
 
     @property
     def halted(self) -> str | None:

@@ -277,6 +277,17 @@ def invalid_spec(
     return previous.model_copy(update={"conditions": conditions, "observed_generation": generation})
 
 
+def deletion_waits(
+    previous: ClusterResourceSetStatus, generation: int, message: str, now: datetime
+) -> ClusterResourceSetStatus:
+    """The status of a CRS whose deletion waits for dependents being deleted too:
+    ``Ready`` False, reason DependencyNotReady (it waits for another CRS), ``message``
+    saying which; everything else as it was (nothing of it is applied any more)."""
+    kept = [c for c in previous.conditions if c.type != READY]
+    ready = _condition(previous, READY, "False", "DependencyNotReady", message, generation, now)
+    return previous.model_copy(update={"conditions": [*kept, ready]})
+
+
 def paused(
     previous: ClusterResourceSetStatus, generation: int, now: datetime
 ) -> ClusterResourceSetStatus:

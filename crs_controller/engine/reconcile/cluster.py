@@ -315,6 +315,7 @@ async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> None
     client (a Cluster gone, or now another replica's)."""
     ctx.outcomes.drop_cluster(namespace, name)
     ctx.unrecorded.drop_cluster((namespace, name))
+    ctx.deletion_waits.drop_cluster(namespace, name)
     ctx.sources.forget(namespace, "Secret", kubeconfig_secret_name(name))
     ctx.drift.forget_cluster(namespace, name)
     forget_budget(ctx, (namespace, name))

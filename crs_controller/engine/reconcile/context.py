@@ -23,6 +23,7 @@ from crs_controller.engine.io.snapshots import Snapshots
 from crs_controller.engine.io.sources import Sources
 from crs_controller.engine.io.stores import BindingStore, ClusterStore, CRSStore
 from crs_controller.engine.memory.budget import Budget
+from crs_controller.engine.memory.deletion_waits import DeletionWaits
 from crs_controller.engine.memory.drift import DriftSchedule
 from crs_controller.engine.memory.notes import Announcements
 from crs_controller.engine.memory.outcomes import Outcomes
@@ -61,6 +62,8 @@ class Shared:
     clock: Clock = field(default_factory=MonotonicClock)
     # What passes applied that no binding write recorded yet, per Cluster.
     unrecorded: Unrecorded = field(default_factory=Unrecorded)
+    # The dependents the CRSs being deleted wait for, per cluster (its last pruning).
+    deletion_waits: DeletionWaits = field(default_factory=DeletionWaits)
 
     def _parts(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(Shared)}

@@ -28,11 +28,12 @@ from crs_controller.core.errors import APIError, CRSError, failure_level
 from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.rollout.shares import ClusterState, Share
 from crs_controller.core.spec.objects import CRS, Cluster
-from crs_controller.core.state.contribution import Combined, Contribution, Waiting
+from crs_controller.core.state.contribution import MAX_WAITING, Combined, Contribution, Waiting
 from crs_controller.core.state.deletion_guard import skipped_status
 from crs_controller.core.state.status import (
     READY,
     Problem,
+    deletion_waits,
     invalid_spec,
     new_problem,
     not_paused,
@@ -82,6 +83,7 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
     crs = ctx.caches.crs(namespace, name)
     if crs is None:
         ctx.outcomes.drop_crs(namespace, name)
+        ctx.deletion_waits.drop_crs(namespace, name)
         ctx.announcements.drop(namespace, name)
         ctx.rollouts.drop(namespace, name)
         fleet_metrics.forget_crs(namespace, name)
@@ -92,10 +94,12 @@ async def reconcile_crs(ctx: CRSContext, namespace: str, name: str) -> Result:
         # Nothing is rolled out: the status's rollout is left as it was, or (refused)
         # cleared, and no plan keeps the rollout series.
         fleet_metrics.clear_rollout(namespace, name)
+    if crs.paused:
+        # Being deleted too, its Paused condition says why its deletion is held.
+        await _write_paused_status(ctx, crs)
     if crs.deleting:
         return await _finalize(ctx, crs)
     if crs.paused:
-        await _write_paused_status(ctx, crs)
         return Result()
     then = NOTHING
     if FINALIZER not in crs.meta.finalizers:
@@ -281,6 +285,7 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
         # Controller._on_crs); check back until their bindings let go, and until
         # what their passes applied and did not record is recorded or deleted, on
         # every member (None: one has not counted since it saw the deletion).
+        await _write_deletion_waits(ctx, crs, whole)
         return Result.after(DELETION_POLL) | told
     if told != NOTHING:
         return told
@@ -293,6 +298,39 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
     await ctx.crss.set_finalizers(crs, [f for f in crs.meta.finalizers if f != FINALIZER])
     ctx.outcomes.drop_crs(crs.namespace, crs.name)
     return Result()
+
+
+async def _write_deletion_waits(ctx: CRSContext, crs: CRS, whole: Combined) -> None:
+    """A deletion held behind dependents being deleted too says so (``Ready`` False,
+    DependencyNotReady): which, why (paused, their own deletion waiting, or their
+    deletes failing) and on how many clusters. A paused CRS's says it is paused."""
+    if crs.paused or not whole.waiting:
+        return
+    said = []
+    for name, clusters in whole.waiting.items():
+        dependent = ctx.caches.crs(crs.namespace, name)
+        said.append(f"{name} ({_why_held(dependent)}) on {clusters} clusters")
+    message = "deletion waits for " + ", ".join(said)
+    status = deletion_waits(crs.status, crs.generation, message, ctx.clock.wall())
+    status = not_paused(status, crs.status, crs.generation, ctx.clock.wall())
+    if to_api(status) == to_api(crs.status):
+        return
+    try:
+        await ctx.crss.put_status(crs, status)
+    except CRSError as exc:  # said again at the next look
+        _log_failure("status write failed", crs, exc)
+        return
+    log.info("deletion waits", crs=f"{crs.namespace}/{crs.name}", message=message)
+
+
+def _why_held(dependent: CRS | None) -> str:
+    """Why a dependent being deleted still holds objects: paused, its own deletion
+    waiting (its deletionPolicy cannot be read), or else its deletes failing."""
+    if dependent is not None and dependent.paused:
+        return "paused"
+    if dependent is not None and dependent.left_alone:
+        return "deletion waits"
+    return "failing"
 
 
 def _deletion_waits(crs: CRS) -> str:
@@ -315,7 +353,15 @@ async def _holding(ctx: CRSContext, crs: CRS) -> Combined | Waiting:
     held |= set(ctx.unrecorded.holders(crs.namespace, crs.name, uid_of))
     count = sum(seam.owns(crs.namespace, name) for name in held)
     uid = crs.meta.uid or ""
-    mine = Contribution(seam.me, seam.stamp(), uid, crs.generation, Tally(), holding=count)
+    waits = ctx.deletion_waits.of(crs.namespace, crs.name)
+    per: dict[str, int] = {}
+    for cluster, dependent in waits.items():
+        if cluster in held and seam.owns(crs.namespace, cluster):
+            per[dependent] = per.get(dependent, 0) + 1
+    waiting = tuple(sorted(per.items())[:MAX_WAITING])
+    mine = Contribution(
+        seam.me, seam.stamp(), uid, crs.generation, Tally(), holding=count, waiting=waiting
+    )
     return await seam.combined(crs, mine)
 
 

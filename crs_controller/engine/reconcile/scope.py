@@ -351,7 +351,7 @@ class ClusterScope:
             before[name] = with_unrecorded({}, {name: self._taken[name]})[name]
             policies[name] = terms.policy
         if not any(policies.get(n) == "Delete" for n in before):
-            return NOTHING
+            return self._waits_over()
         allowed: dict[str, Allowances] = {
             c.name: allowances(c.deletion_resources) for c in deciding
         }
@@ -370,8 +370,14 @@ class ClusterScope:
             field_manager=ctx.settings.field_manager,
         )
         self._now = self._without_gone(pruned.entries, gone)
-        then = await self._tell_pruned(pruned)
+        then = self._waits_over(pruned.waiting) | await self._tell_pruned(pruned)
         return then | (RETRY if pruned.errors or pruned.waiting else NOTHING)
+
+    def _waits_over(self, waiting: Mapping[str, str] | None = None) -> Result:
+        """Noted for the CRS passes: the CRSs being deleted whose deletion waits here
+        for a dependent (``waiting``, by CRS); every other wait here is over."""
+        self.ctx.deletion_waits.settle(self.cluster.namespace, self.cluster.name, waiting or {})
+        return NOTHING
 
     def _dependents_first(
         self, present: Iterable[CRS], order: Sequence[str]
@@ -455,11 +461,6 @@ class ClusterScope:
             then |= Result.waking(Wake(crs_key(namespace, crs_name), quiet))
         for crs_name, kept in pruned.kept.items():
             then |= await self._tell_kept(crs_name, kept)
-        for crs_name, waits_for in pruned.waiting.items():
-            where = f"{namespace}/{name}"
-            log.info(
-                "deletion waits for a dependent", crs=crs_name, cluster=where, dependent=waits_for
-            )
         for crs_name, errors in pruned.errors.items():
             message = f"cluster {name}: deletion incomplete: " + "; ".join(errors)
             log.warning("deletion incomplete", crs=crs_name, cluster=f"{namespace}/{name}")

@@ -114,7 +114,9 @@ async def uninstall(
         if hooks == "Failed":
             cleanup.then |= RETRY
             continue
-        await _delete(ctx, client, cluster, crs, cleanup, dependent)
+        if dependent is not None:  # said as its deletion goes ahead, not at each poll
+            await _tell_not_waited(ctx, cluster, crs, dependent)
+        await _delete(ctx, client, cluster, crs, cleanup)
     return cleanup
 
 
@@ -134,6 +136,16 @@ def _dependent_left(
     return None
 
 
+async def _tell_not_waited(ctx: ClusterContext, cluster: Cluster, crs: CRS, dependent: str) -> None:
+    """A Warning Event naming the dependent whose cleanup ``crs`` stopped waiting for."""
+    message = (
+        f"cluster {cluster.name}: stopped waiting for the cleanup of ClusterResourceSet "
+        f"{dependent}, which depends on it, before its own uninstall.timeout ends"
+    )
+    log.warning("dependent not waited for", crs=crs.name, cluster=cluster.name, dependent=dependent)
+    await ctx.events.emit(crs, "Warning", DEPENDENT_NOT_WAITED, message)
+
+
 def _waits(ctx: ClusterContext, cluster: Cluster, crs: CRS) -> bool:
     """Does ``crs`` still wait for a dependent's cleanup? Only up to its own deadline
     less a margin (``waits_for_dependents``): past it, its cleanup runs anyway,
@@ -143,24 +155,11 @@ def _waits(ctx: ClusterContext, cluster: Cluster, crs: CRS) -> bool:
 
 
 async def _delete(
-    ctx: ClusterContext,
-    client: KubeAPI,
-    cluster: Cluster,
-    crs: CRS,
-    cleanup: Cleanup,
-    dependent: str | None = None,
+    ctx: ClusterContext, client: KubeAPI, cluster: Cluster, crs: CRS, cleanup: Cleanup
 ) -> None:
     """Delete what ``crs`` applied and no other entry records; its entry leaves
-    ``cleanup.remaining`` once done (refused objects never hold it). ``dependent``:
-    the CRS depending on it whose cleanup it stopped waiting for, said first."""
+    ``cleanup.remaining`` once done (refused objects never hold it)."""
     name, entry = crs.name, cleanup.remaining[crs.name]
-    if dependent is not None:
-        message = (
-            f"cluster {cluster.name}: stopped waiting for the cleanup of ClusterResourceSet "
-            f"{dependent}, which depends on it, before its own uninstall.timeout ends"
-        )
-        log.warning("dependent not waited for", crs=name, cluster=cluster.name, dependent=dependent)
-        await ctx.events.emit(crs, "Warning", DEPENDENT_NOT_WAITED, message)
     others = [e for n, e in cleanup.remaining.items() if n != name]
     stale = guard(
         entry,
