@@ -4,10 +4,12 @@ one and why, and a paused one says it is paused; before a Cluster is deleted, a
 dependency waits for a dependent's cleanup only up to its own deadline less a
 margin, then cleans up anyway and says whom it stopped waiting for; and a Cluster
 refused for its labels lets go of the CRSs being deleted (Orphan: its entry, Delete:
-what its binding records) while every other entry stays."""
+what its binding records) while every other entry stays. In a shard set the leader
+says the wait the members count for their own clusters."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,10 +19,12 @@ from crs_controller.core.api.models import Uninstall, rfc3339
 from crs_controller.core.spec.metadata import MAX_LABELS
 from crs_controller.core.state.bindings import entries_by_crs
 from crs_controller.core.state.uninstall_decisions import waits_for_dependents
+from crs_controller.engine.reconcile.crs import reconcile_crs
 from crs_controller.engine.reconcile.workload.uninstall import DEPENDENT_NOT_WAITED
 
 from .builders import NS, configmap_source, crs, payload, reconcile, world_with
 from .memory_kube import CLUSTER_API, World
+from .test_crs_contributions import Board, Member
 from .test_refused_deletion import (
     delete,
     finalize,
@@ -172,3 +176,21 @@ async def test_a_crs_paused_once_its_deletion_began_says_it_is_paused() -> None:
     assert not finalized(world, "csi")
     assert condition(world, "csi", "Paused")[:2] == ("True", "Paused")
     assert condition(world, "csi", "Ready")[:2] == ("Unknown", "Paused")
+
+
+async def test_in_a_shard_set_the_leader_says_the_wait_its_members_count() -> None:
+    world = await two_sets()
+    board = Board(frozenset({"m-a", "m-b"}))
+    leader = replace(world.crs_context(), combining=Member("m-a", board, frozenset()))
+    follower = replace(
+        world.crs_context(leading=False), combining=Member("m-b", board, frozenset({"c1"}))
+    )
+    await pause(world, "csi")
+    await delete(world, "csi")
+    await delete(world, "cni")
+    await reconcile(world)  # m-b's cluster pass: cni waits there for csi
+    await reconcile_crs(follower, NS, "cni")
+    assert board.published["m-b"].waiting == (("csi", 1),)
+    await reconcile_crs(leader, NS, "cni")
+    assert board.published["m-a"].waiting == ()
+    assert condition(world, "cni", "Ready")[2] == "deletion waits for csi (paused) on 1 clusters"
