@@ -647,9 +647,9 @@ def bound(namespace: str, cluster: str, *crss: str) -> Any:
 
 
 async def test_a_timeout_names_the_refused_clusters_whose_entries_stay() -> None:
-    """A Cluster the controller refuses (its labels over the bound) is left alone: a
-    set being deleted waits on the entry its binding holds for as long as it is
-    refused. The timeout says so, naming the field, never a label."""
+    """A Cluster the controller refuses (its labels over the bound) is left alone but
+    for the entries of sets being deleted: one still there at the timeout is said
+    with why it may stay, naming the field, never a label."""
     refused = placed("Cluster", "big", CLUSTER_API, "fleet")
     refused["metadata"]["labels"] = {f"k{n}": "s3cr3t" for n in range(MAX_LABELS + 1)}
     kube = await installed(
@@ -667,8 +667,8 @@ async def test_a_timeout_names_the_refused_clusters_whose_entries_stay() -> None
         await _timed_out(_Run(kube, "fleet", args, Hurried()), left)  # type: ignore[arg-type]
     why = (
         f": its Cluster is refused (metadata.labels: more than {MAX_LABELS} entries) and left "
-        "alone, so the entry stays until its labels are within the bound or the Cluster is "
-        "deleted"
+        "alone but for the entries of sets being deleted: a paused set's stays, a Delete "
+        "set's until its objects there are removed (the cluster out of reach, say)"
     )
     assert said[3:6] == [
         f"  fleet/cni still bound in ClusterResourceSetBinding fleet/big{why}",

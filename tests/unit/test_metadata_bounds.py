@@ -264,7 +264,7 @@ async def test_a_refused_cluster_gets_one_warning_event_as_it_comes_refused() ->
     assert (about["kind"], about["namespace"], about["name"]) == ("Cluster", NS, "c1")
     assert about["apiVersion"] == CLUSTER_API
     assert f"metadata.labels: more than {MAX_LABELS} entries" in event["message"]
-    assert "a ClusterResourceSet being deleted waits on them" in event["message"]
+    assert "ClusterResourceSets being deleted, which are let go" in event["message"]
     assert SECRET not in repr(event)
     await labelled({"env": "prod"})
     await reconcile(world)

@@ -498,8 +498,9 @@ async def _timed_out(work: _Run, left: list[Obj]) -> int:
             refusals[item.binding] = await work.refused(item.binding)
         if (refused := refusals[item.binding]) is not None:
             said += (
-                f": its Cluster is refused ({refused}) and left alone, so the entry stays "
-                "until its labels are within the bound or the Cluster is deleted"
+                f": its Cluster is refused ({refused}) and left alone but for the entries of "
+                "sets being deleted: a paused set's stays, a Delete set's until its objects "
+                "there are removed (the cluster out of reach, say)"
             )
         _out(said)
     _out(

@@ -86,7 +86,7 @@ CLUSTER_REFUSED = "ClusterRefused"
 async def _tell_refused(ctx: ClusterContext, key: tuple[str, str], cluster: Cluster | None) -> None:
     """One Warning Event on a Cluster as it comes refused (its labels over the bound,
     not being deleted), again only if the refusal changes; naming the field and the
-    bound, never a label. Who waits on it is said too: its binding's entries stay."""
+    bound, never a label. What becomes of its binding's entries is said too."""
     if cluster is None or not cluster.refused_alive:
         ctx.refusals_told.pop(key, None)
         return
@@ -96,9 +96,9 @@ async def _tell_refused(ctx: ClusterContext, key: tuple[str, str], cluster: Clus
     ctx.refusals_told[key] = said
     message = (
         f"Cluster {key[0]}/{key[1]} refused: {cluster.problem}; selected by no "
-        "ClusterResourceSet and left alone (nothing applied or removed) until its labels "
-        "are within the bound: its binding's entries stay, and a ClusterResourceSet "
-        "being deleted waits on them"
+        "ClusterResourceSet and left alone (nothing applied) until its labels are within "
+        "the bound: its binding's entries stay, but for those of ClusterResourceSets being "
+        "deleted, which are let go (Delete: once the objects they record are removed)"
     )
     await ctx.events.emit_on_cluster(cluster, "Warning", CLUSTER_REFUSED, message)
 
