@@ -13,12 +13,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 from semver import Version
 
+from crs_controller.core.errors import InvalidSpec
+from crs_controller.core.spec.objects import CRS, parse_crs
 from crs_controller.core.versions.ranges import (
     MAX_COMPARATORS,
     compile_range,
+    overlap,
     parse_version,
+    same_versions,
     version_match,
+    witness,
 )
+
+from .builders import crs
 
 
 def v(text: str) -> Version:
@@ -235,3 +242,160 @@ def test_one_bad_comparator_is_named_by_its_position(
     with pytest.raises(ValueError, match=rf"^comparator {position + 1} is not") as raised:
         compile_range(", ".join(parts))
     assert SECRET not in str(raised.value)
+
+
+# --- ranges sharing a version: overlap, same_versions, and the CRS that refuses them --
+
+V133, V134 = ">=1.33.0, <1.34.0", ">=1.34.0, <1.35.0"  # as README and docs/upgrades.md
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        (V133, V134, False),
+        (">=1.33.0, <=1.34.0", V134, True),  # they touch at 1.34.0
+        (">=1.33.0, <1.35.0", V134, True),
+        ("<1.35.0", ">=1.35.0-0", True),  # 1.35.0-rc.1 is below 1.35.0
+        ("<1.35.0-0", ">=1.35.0-0", False),
+        (">=1.34.0, <1.35.0-0", ">=1.35.0-0, <1.36.0-0", False),
+        (">1.0.0-0, <1.0.0-0.0", ">=0.0.0", False),  # nothing sorts between the two
+        (">=1.0.0-0, <=1.0.0-0.0, !=1.0.0-0", ">=0.0.0-0", True),
+        (">=1.0.0-0, <=1.0.0-0.0, !=1.0.0-0, !=1.0.0-0.0", ">=0.0.0-0", False),
+        (">1.34.9", "<1.35.0-0", True),  # 1.34.10
+        (">=1.34.0, !=1.34.0", "<=1.34.0", False),
+        ("==1.34.2+vmware.1", V134, True),
+        ("==1.34.2", "==1.34.3", False),
+        ("==1.34.2", "!=1.34.2", False),
+        ("<0.0.0-0", "<9.0.0", False),  # nothing sorts before 0.0.0-0
+        (">=1.0.0", "<=1.0.0+build", True),
+    ],
+)
+def test_overlap(a: str, b: str, expected: bool) -> None:
+    assert overlap(compile_range(a), compile_range(b)) is expected
+    assert overlap(compile_range(b), compile_range(a)) is expected
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        (V134, V134, True),
+        (V134, "<1.35.0, >=v1.34.0+b", True),
+        (V134, ">=1.34.0, <=1.34.999", False),  # 1.34.1000 and 1.35.0-rc.1
+        (">=1.34.0, <1.35.0-0", ">1.33.999999, <1.35.0-0, !=1.34.0-0", False),
+        (">1.0.0-0, <1.0.0-0.0.0", "==1.0.0-0.0", True),
+        (V134, ">=1.34.0", False),
+    ],
+)
+def test_same_versions(a: str, b: str, expected: bool) -> None:
+    assert same_versions(compile_range(a), compile_range(b)) is expected
+    assert same_versions(compile_range(b), compile_range(a)) is expected
+
+
+def test_a_next_minor_pre_release_is_outside_an_upper_bound_at_its_pre_release() -> None:
+    """docs/upgrades.md's advice: "<1.35.0-0" leaves 1.35's release candidates out."""
+    assert compile_range(V134).contains(v("v1.35.0-rc.1"))  # strict SemVer, as documented
+    recommended = compile_range(">=1.34.0, <1.35.0-0")
+    assert not recommended.contains(v("v1.35.0-rc.1"))
+    assert not recommended.contains(v("v1.35.0-alpha.0"))
+    assert recommended.contains(v("v1.34.9")) and recommended.contains(v("v1.34.1000"))
+    assert compile_range(">=1.35.0-0, <1.36.0-0").contains(v("v1.35.0-rc.1"))
+
+
+NEAR_PRE = [None, "0", "0.0", "alpha", "alpha.0", "rc.1", "rc.1.0"]
+NEAR = st.builds(
+    Version,
+    major=st.just(1),
+    minor=st.integers(0, 2),
+    patch=st.integers(0, 2),
+    prerelease=st.sampled_from(NEAR_PRE),
+)
+COMPARATORS = st.tuples(st.sampled_from([">=", "<=", ">", "<", "==", "!=", ""]), NEAR).map(
+    lambda pair: f"{pair[0]}{pair[1]}"
+)
+RANGES = st.lists(COMPARATORS, min_size=1, max_size=4).map(", ".join)
+
+
+def following(version: Version, steps: int) -> list[Version]:
+    """``version`` and the ``steps`` versions right after it, from SemVer's rules: after
+    a release the next patch's least pre-release ``-0``; after a pre-release the same
+    one with a ``.0`` identifier more (nothing sorts between them)."""
+    out = [version]
+    for _ in range(steps):
+        last = out[-1]
+        pre = "0" if last.prerelease is None else f"{last.prerelease}.0"
+        patch = last.patch + (last.prerelease is None)
+        out.append(Version(last.major, last.minor, patch, pre))
+    return out
+
+
+@given(RANGES, RANGES, st.lists(NEAR, max_size=5))
+def test_overlap_agrees_with_brute_force(a_text: str, b_text: str, extra: list[Version]) -> None:
+    """A version in both ranges among the bounds, the versions right after them and
+    more drawn makes ``overlap`` true; ``overlap`` true comes with a version in both.
+    Every range's least members are among the candidates, so they decide exactly."""
+    a, b = compile_range(a_text), compile_range(b_text)
+    bounds = [c.version for c in (*a.comparators, *b.comparators)]
+    starts = [Version(0, 0, 0, "0"), *bounds, *extra]
+    candidates = [x for s in starts for x in following(s, 9)]
+    brute = any(a.contains(x) and b.contains(x) for x in candidates)
+    found = witness(a, b)
+    assert overlap(a, b) is brute is (found is not None)
+    assert found is None or (a.contains(found) and b.contains(found))
+
+
+@given(RANGES, RANGES, st.lists(NEAR, max_size=5))
+def test_same_versions_agrees_with_brute_force(
+    a_text: str, b_text: str, extra: list[Version]
+) -> None:
+    a, b = compile_range(a_text), compile_range(b_text)
+    bounds = [c.version for c in (*a.comparators, *b.comparators)]
+    starts = [Version(0, 0, 0, "0"), *bounds, *extra]
+    candidates = [x for s in starts for x in following(s, 9)]
+    brute = all(a.contains(x) == b.contains(x) for x in candidates)
+    assert same_versions(a, b) is brute
+
+
+def crs_with(*ranges: str | None) -> CRS:
+    resources = [
+        {"kind": "ConfigMap", "name": f"cpi-{n}"}
+        if text is None
+        else {"kind": "ConfigMap", "name": f"cpi-{n}", "kubernetesVersions": text}
+        for n, text in enumerate(ranges)
+    ]
+    return parse_crs(crs("cpi", "unused", resources=resources))
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [
+        (V133, V134),  # the documented builds
+        (None, V133, None, V134),
+        (">=1.33.0-0, <1.34.0-0", ">=1.34.0-0, <1.35.0-0", ">=1.35.0-0, <1.36.0-0"),
+        (V134, "<1.35.0, >=v1.34.0", V133),  # one build in two resources, same versions
+    ],
+)
+def test_builds_for_versions_apart_are_accepted(ranges: tuple[str | None, ...]) -> None:
+    parsed = crs_with(*ranges)
+    assert parsed.problem is None and parsed.follows_versions
+
+
+@pytest.mark.parametrize(
+    ("ranges", "first", "second"),
+    [
+        ((">=1.33.0, <=1.34.0", V134), 0, 1),  # touching at 1.34.0: the builds alternated
+        ((V133, None, V134, ">=1.34.5, <1.36.0"), 2, 3),
+        ((V134, ">=1.33.0, <1.34.0", ">=1.30.0"), 0, 2),
+        (("<1.35.0", ">=1.35.0-0, <1.36.0"), 0, 1),  # 1.35's pre-releases
+    ],
+)
+def test_builds_sharing_a_version_are_refused_naming_both(
+    ranges: tuple[str | None, ...], first: int, second: int
+) -> None:
+    parsed = crs_with(*ranges)
+    assert isinstance(parsed.problem, InvalidSpec) and parsed.model is None
+    message = str(parsed.problem)
+    assert message.startswith(
+        f"spec.resources[{first}].kubernetesVersions and "
+        f"spec.resources[{second}].kubernetesVersions share a version"
+    )
+    assert "1.3" not in message  # never the ranges' text

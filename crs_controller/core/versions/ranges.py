@@ -6,7 +6,12 @@ typed, maintained), after dropping the leading ``v`` Kubernetes writes ("v1.34.2
 ``">=1.34.0, <1.35.0"``; an operator is one of ``>= <= > < == !=`` (``=`` or none
 means ``==``) and the version beside it is a full ``MAJOR.MINOR.PATCH``. SemVer's own
 ordering applies: build metadata is ignored, and a pre-release sorts before its
-release (``1.35.0-rc.1`` is inside ``<1.35.0``).
+release (``1.35.0-rc.1`` is inside ``<1.35.0``: an upper bound ``<1.35.0-0`` leaves
+out the next minor's pre-releases too).
+
+``overlap`` and ``same_versions`` decide exactly whether two ranges share a version or
+hold the same ones (pre-releases included): a range is an interval with finitely many
+versions left out, and SemVer's order has a next version after each one.
 
 A range is compiled once, when the CRS is parsed; a malformed one is an error naming
 the comparator, never quoting the text.
@@ -64,6 +69,56 @@ class VersionRange:
 
     def contains(self, version: Version) -> bool:
         return all(c.holds(version) for c in self.comparators)
+
+
+# The least version: nothing sorts before 0.0.0-0.
+_LEAST = Version(0, 0, 0, "0")
+_NEGATION = {">=": "<", "<": ">=", ">": "<=", "<=": ">", "==": "!=", "=": "!=", "!=": "=="}
+
+
+def _next(version: Version) -> Version:
+    """The version right after ``version`` (build metadata aside): none sorts between
+    them. After a release, the next patch's least pre-release; after a pre-release, the
+    same one with a ``0`` identifier appended."""
+    if version.prerelease is None:
+        return Version(version.major, version.minor, version.patch + 1, "0")
+    return Version(version.major, version.minor, version.patch, f"{version.prerelease}.0")
+
+
+def witness(*ranges: VersionRange) -> Version | None:
+    """A version in every one of ``ranges``, None when there is none (exactly)."""
+    comparators = [c for r in ranges for c in r.comparators]
+    pinned = [c.version for c in comparators if c.op in ("==", "=")]
+    if pinned:
+        return pinned[0] if all(c.holds(pinned[0]) for c in comparators) else None
+    lows = [c.version if c.op == ">=" else _next(c.version) for c in comparators if c.op[0] == ">"]
+    candidate = max(lows, default=_LEAST)
+    # The versions from the greatest lower bound on, in order: each != leaves out at
+    # most one, so one of the first len + 1 holds unless an upper bound ends them.
+    for _ in range(len(comparators) + 1):
+        if all(c.holds(candidate) for c in comparators):
+            return candidate
+        if any(c.op[0] == "<" and not c.holds(candidate) for c in comparators):
+            return None
+        candidate = _next(candidate)
+    return None  # not reached: see above
+
+
+def overlap(a: VersionRange, b: VersionRange) -> bool:
+    """Some version is in both ranges."""
+    return witness(a, b) is not None
+
+
+def same_versions(a: VersionRange, b: VersionRange) -> bool:
+    """The two ranges hold exactly the same versions: neither has one outside the
+    other (a version outside a range fails one of its comparators)."""
+    return _within(a, b) and _within(b, a)
+
+
+def _within(a: VersionRange, b: VersionRange) -> bool:
+    return not any(
+        witness(a, VersionRange((_Comparator(_NEGATION[c.op], c.version),))) for c in b.comparators
+    )
 
 
 def compile_range(text: str) -> VersionRange:
