@@ -116,8 +116,10 @@ def same_versions(a: VersionRange, b: VersionRange) -> bool:
 
 
 def _within(a: VersionRange, b: VersionRange) -> bool:
-    return not any(
-        witness(a, VersionRange((_Comparator(_NEGATION[c.op], c.version),))) for c in b.comparators
+    """Every version of ``a`` is in ``b``: none of ``a`` fails a comparator of ``b``."""
+    return all(
+        witness(a, VersionRange((_Comparator(_NEGATION[c.op], c.version),))) is None
+        for c in b.comparators
     )
 
 
