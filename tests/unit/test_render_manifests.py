@@ -429,6 +429,30 @@ def test_the_kubernetes_version_picks_the_resources_of_its_range(
     assert streamed(out) == objects
 
 
+@pytest.mark.parametrize(
+    ("ranges", "said"),
+    [
+        (RANGES, True),  # 1.34's build, bounded <1.35.0, holds 1.35.0-rc.1
+        ({"cpi-1-33": ">=1.33.0-0, <1.34.0-0", "cpi-1-34": ">=1.34.0-0, <1.35.0-0"}, False),
+    ],
+)
+def test_a_pre_release_held_by_the_build_before_is_noted(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ranges: dict[str, str],
+    said: bool,
+) -> None:
+    monkeypatch.setitem(RANGES, "cpi-1-33", ranges["cpi-1-33"])
+    monkeypatch.setitem(RANGES, "cpi-1-34", ranges["cpi-1-34"])
+    path = versioned_inputs(tmp_path)
+    for version in ("v1.35.0-rc.1", "v1.34.2"):
+        code, _, err = render(capsys, "-f", path, "--kubernetes-version", version)
+        noted = "v1.35.0-rc.1 is a pre-release inside the range of ConfigMap cpi-1-34, v1.35.0 is"
+        assert code == 0 and (noted in err) == (said and version == "v1.35.0-rc.1"), err
+        assert ("<1.35.0-0 leaves it out" in err) == (noted in err)
+
+
 def test_a_resource_outside_the_range_is_absent_and_json_says_why(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -9,7 +9,9 @@ A resource with kubernetesVersions is rendered only when the cluster's version i
 its range: the version is --kubernetes-version, else status.version of the control
 plane object the --cluster Cluster names, when that object is among the input
 manifests. Otherwise the version is unknown, and such resources are left out as the
-controller leaves them (WaitingForVersion), said on stderr. A resource left out is
+controller leaves them (WaitingForVersion), said on stderr. A pre-release version a
+range holds while its release is outside (1.35.0-rc.1 and "<1.35.0") is noted there
+too, with the bound that leaves it out. A resource left out is
 absent from every output; -o json|yaml list it under leftOut with its reason.
 
 A ClusterResourceSet with a field its schema does not declare (a typo like
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
+from semver import Version
 
 from crs_controller.app.capi_convert import CAPI_GROUP
 from crs_controller.app.commands.common import (
@@ -83,7 +86,7 @@ from crs_controller.core.versions.cluster_version import (
     parse_control_plane,
     topology_version,
 )
-from crs_controller.core.versions.ranges import parse_version
+from crs_controller.core.versions.ranges import below_its_release, parse_version
 
 EXAMPLES = """examples:
   crs-controller render -f config/samples
@@ -290,7 +293,31 @@ def version_notes(rendered: list[RenderedCRS], cluster: Obj | None) -> list[str]
                 f"{crs}: no resource is for Kubernetes v{version} (NoResourceForVersion): "
                 f"{shown} keeps what it has of the others until one is"
             )
+        if (before := pre_release_note(each, version)) is not None:
+            notes.append(f"{crs}: {before}")
     return notes
+
+
+def pre_release_note(rendered: RenderedCRS, version: Version | None) -> str | None:
+    """Said when ``version`` is a pre-release some resource's range holds but not its
+    release: most likely the build before, bounded ``<1.35.0`` for ``1.35.0-rc.1``."""
+    crs = rendered.crs
+    if version is None or version.prerelease is None:
+        return None
+    names = [
+        f"{ref.kind} {ref.name}"
+        for index, ref in enumerate(crs.valid.spec.resources)
+        if (versions := crs.version_range(index)) is not None
+        and below_its_release(versions, version)
+    ]
+    if not names:
+        return None
+    release = version.finalize_version()
+    return (
+        f"Kubernetes v{version} is a pre-release inside the range of {', '.join(names)}, "
+        f"v{release} is not (in SemVer a pre-release sorts before its release): an "
+        f"upper bound <{release}-0 leaves it out"
+    )
 
 
 def parse_labels(values: list[str]) -> dict[str, str]:

@@ -146,6 +146,17 @@ def compile_range(text: str) -> VersionRange:
 VersionMatch = Literal["yes", "outside", "unknown"]
 
 
+def below_its_release(versions: VersionRange, version: Version) -> bool:
+    """``version`` is a pre-release the range holds while its release is outside it: an
+    upper bound at the release (``<1.35.0``) taking ``1.35.0-rc.1`` for the build
+    before."""
+    return (
+        version.prerelease is not None
+        and versions.contains(version)
+        and not versions.contains(version.finalize_version())
+    )
+
+
 def version_match(versions: VersionRange | None, version: Version | None) -> VersionMatch:
     """Whether a resource whose compiled ``kubernetesVersions`` is ``versions`` (None:
     every version) applies at ``version`` (None: not known)."""
