@@ -4,7 +4,12 @@ comparators and whitespace, pre-releases before their release, malformed ranges
 refused naming the comparator and never quoting the text, too many comparators, and
 ``version_match``; then properties against an independent SemVer ordering — a
 two-sided range holds exactly between its ends, a comparator and its negation split
-every version, a formatted version parses back to itself."""
+every version, a formatted version parses back to itself. Ranges sharing a version:
+``overlap`` and ``same_versions`` in tables (touching ends, pre-releases, nothing
+between a version and the next) and against brute force over the bounds and the
+versions right after them, and a CRS refusing two builds that share a version, naming
+both resources, while the documented 1.33/1.34 ranges and one build split over two
+resources are taken; the documented ``<1.35.0-0`` bound leaves 1.35.0-rc.1 out."""
 
 from __future__ import annotations
 
