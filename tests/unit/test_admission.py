@@ -15,7 +15,7 @@ import yaml
 
 from crs_controller.core.api.clusters import HOLD_UPDATES_ANNOTATION, PAUSED_ANNOTATION
 from crs_controller.core.api.models import API_VERSION, CRSBinding
-from crs_controller.core.errors import ResourceNotFound
+from crs_controller.core.errors import APIError, ResourceNotFound
 from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.state.bindings import with_outcome
 from crs_controller.core.state.status import Outcome, State
@@ -36,6 +36,7 @@ from crs_controller.engine.reconcile.cluster import reconcile_cluster
 from crs_controller.engine.reconcile.rollout import revision_of, source_hashes
 from crs_controller.engine.reconcile.scope import ClusterScope, CRSPass
 
+from .builders import crs, world_with
 from .memory_kube import CLUSTER_API, MemoryKube, Woken, World
 
 NS = "default"
@@ -306,3 +307,68 @@ async def test_a_hold_stands_when_the_gate_cannot_read_the_revision() -> None:
     assert found is not None and found.reason == "Progressing", found
     assert "could not be read" in found.message
     assert result.retry  # decided again soon, when the revision can be read
+
+
+def failed_taking(revision: str) -> CRSBinding:
+    """An entry whose last pass failed taking ``revision``."""
+    failed = Outcome("Failed", "UnresolvedVariable", "variable X is not set", 1, revision=revision)
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    return with_outcome(CRSBinding(cluster_resource_set_name="a"), None, failed, when)
+
+
+@pytest.mark.parametrize(
+    ("why", "reason"),
+    [(Missing("cni"), "DependencyNotFound"), (Cycle(("a", "b")), "DependencyCycle")],
+)
+def test_a_dependency_missing_or_on_a_cycle_says_so_over_the_held_failure(
+    why: Hold, reason: str
+) -> None:
+    """Only the operator lifts these holds: the outcome names them, failed taking the
+    revision the held retry takes, so the rollout still counts the cluster failed."""
+    found = Held(why, 2, "r1").outcome(failed_taking("r1"))
+    assert (found.state, found.reason, found.revision) == ("Failed", reason, "r1")
+    assert found == replace(describe(Held(why, 2)), revision="r1")
+
+
+def test_a_hold_that_lifts_on_its_own_keeps_the_held_failure() -> None:
+    for why in (Wait("cni"), RolloutStep("Window"), UpdateHeld(), BudgetExhausted(1)):
+        found = Held(why, 2, "r1").outcome(failed_taking("r1"))
+        assert (found.reason, found.revision, found.generation) == ("UnresolvedVariable", "r1", 2)
+
+
+def erring_gets(world: World, name: str) -> list[str]:
+    """Every GET of management ConfigMap ``name`` answers 500 from now on; the list
+    records each one asked."""
+    asked: list[str] = []
+    real_get = world.mgmt.get
+
+    async def get(api_version: str, kind: str, obj_name: str, namespace: str | None = None) -> Any:
+        if kind == "ConfigMap" and obj_name == name:
+            asked.append(obj_name)
+            raise APIError("GET configmaps: 500 Internal Server Error", status=500)
+        return await real_get(api_version, kind, obj_name, namespace)
+
+    world.mgmt.get = get  # type: ignore[method-assign]
+    world.ctx.sources.forget(NS, "ConfigMap", name)
+    return asked
+
+
+async def test_a_pass_its_dependency_holds_waits_whatever_its_sources_read_answers() -> None:
+    """The management API server errs on the dependent's source: ``base`` not done
+    holds ``a``'s pass all the same, which waits quietly, never reading it; and one
+    whose last pass failed, whose gate reads it to find the failed revision, finds
+    none to keep and waits too."""
+    world = await world_with(crs("a", "src", dependsOn=[{"name": "base"}]), crs("base", "gone"))
+    asked = erring_gets(world, "src")
+    await reconcile_cluster(world.ctx, NS, "c1")
+    world.sync_bindings()
+    found = world.ctx.outcomes.get(NS, "a", "c1")
+    assert found is not None and (found.state, found.reason) == ("Waiting", "DependencyNotReady")
+    assert asked == []
+    cluster, cached = world.index.cluster(NS, "c1"), world.ctx.caches.binding(NS, "c1")
+    the_crs = world.index.crs(NS, "a")
+    assert cluster is not None and cached is not None and the_crs is not None
+    spec = cached.valid.spec.model_copy(update={"bindings": [failed_taking("r1")]})
+    scope = ClusterScope(world.ctx, cluster, cached.valid.model_copy(update={"spec": spec}))
+    assert await Gate(scope).admit(the_crs) == Held(Wait("base"), 1)
+    assert asked == ["src"]

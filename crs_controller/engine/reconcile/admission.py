@@ -13,9 +13,13 @@ approval), and the fleet-wide budget of clusters updating at once
 is a value, ``Go`` or ``Held``, and ``describe`` is the one place a held CRS's
 outcome is made. A held pass records it unless the outcome before says more: a
 cluster whose failed pass was taking the revision its rollout rolls out keeps that
-failure while its retry is held, whatever holds it, so its rollout still counts it
-failed (a halted rollout stays halted until the failure is cured or the operator
-acts).
+failure while its retry is held by what lifts on its own (a CRS it depends on not
+done yet, its rollout, a hold, the budget, a rollback it cannot read), so its
+rollout still counts it failed (a halted rollout stays halted until the failure is
+cured or the operator acts); a dependency missing or on a cycle records its own
+failure, with the same revision, so it is counted the same. The sources are read
+only once the dependencies let the pass go, or to find that revision for a pass
+they hold: a read failing then holds nothing back, the pass waits as it would.
 
 "Done" is read from one source of truth, the cluster's binding, through the pass's
 scope (``reconcile.scope``): the entry this pass has recorded so far (a dependency
@@ -31,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from crs_controller.core.api.models import CRSBinding
+from crs_controller.core.errors import APIError
 from crs_controller.core.spec.objects import CRS
 from crs_controller.core.state.status import Outcome, outcome_of
 from crs_controller.core.values.dependencies import Cycle, Missing, Wait
@@ -117,18 +122,23 @@ class Held:
         """The outcome to record, ``recorded`` being the CRS's entry before the pass:
         a hold whose plan is not known yet keeps the recorded outcome, so a restart
         rewrites no binding of a cluster waiting for its step; a held retry keeps the
-        failure it retries (``keeps``)."""
+        failure it retries (``keeps``). A dependency missing or on a cycle, which
+        lifts only when the operator acts, says so instead, failed taking the same
+        revision: its rollout still counts it failed."""
         kept = outcome_of(recorded)
         if kept is not None and isinstance(self.why, RolloutStep) and not self.why.planned:
             return kept
         if kept is not None and self.keeps(kept):
+            if isinstance(self.why, Missing | Cycle):
+                return replace(describe(self), revision=kept.revision)
             return replace(kept, generation=self.generation)
         return describe(self)
 
     def keeps(self, recorded: Outcome | None) -> bool:
         """Does the pass keep ``recorded``, the failure of taking the revision whose
         retry this holds, whatever holds it (its rollout, a hold, the budget, a CRS it
-        depends on, a rollback it cannot read)? Waiting, the cluster has not stopped
+        depends on, a rollback it cannot read; a dependency missing or on a cycle keeps
+        the revision alone, see ``outcome``)? Waiting, the cluster has not stopped
         failing that revision: recorded as held instead, its rollout would count it
         failed no more, and a halted rollout would go on until the retry failed again."""
         return (
@@ -195,10 +205,12 @@ class Gate:
         outcome (``Held.retrying``)."""
         scope = self._scope
         ctx, cluster, entry = scope.ctx, scope.cluster, scope.before(crs.name)
+        if (waits := self._dependency(crs)) is not None:
+            return Held(waits, crs.generation, await self._retrying_unread(crs, entry))
         rolled = await scope.rolled(crs)  # once per pass: the pair reads it too
         retrying = _retrying(entry, rolled)
-        if (why := self._blocked(crs, rolled)) is not None:
-            return Held(why, crs.generation, retrying)
+        if rolled is not None and rolled.held:
+            return Held(RollbackHeld(rolled.target, rolled.refused or ""), crs.generation, retrying)
         limit = ctx.settings.max_updating_clusters
         if crs.policy is None and not cluster.holds_updates and limit is None:
             return Go()
@@ -221,17 +233,27 @@ class Gate:
         why = self._update_held(crs, target, limit)
         return Go(rollout_target) if why is None else Held(why, crs.generation, retrying)
 
-    def _blocked(self, crs: CRS, rolled: RolledOut | None) -> Hold | None:
-        """What holds every pass of ``crs`` here, a first install too: a CRS it
-        depends on that is not done (or missing, or on a cycle), else a rollback in
-        force whose snapshot cannot be read."""
+    def _dependency(self, crs: CRS) -> Hold | None:
+        """What holds every pass of ``crs`` here, a first install too, before anything
+        is read: a CRS it depends on that is not done (or missing, or on a cycle)."""
         if crs.valid.spec.depends_on:
             decided = self._dependencies(crs.name)
             if not isinstance(decided, DependenciesDone):
                 return decided
-        if rolled is not None and rolled.held:
-            return RollbackHeld(rolled.target, rolled.refused or "")
         return None
+
+    async def _retrying_unread(self, crs: CRS, entry: CRSBinding | None) -> str:
+        """``_retrying`` for a pass a dependency holds: the sources are read only when
+        the cluster's last pass failed, and a read that fails (the API server erring,
+        refusing, slow) finds nothing to retry, so the pass waits quietly as ever."""
+        outcome = outcome_of(entry)
+        if outcome is None or outcome.state != "Failed" or not outcome.revision:
+            return ""
+        try:
+            rolled = await self._scope.rolled(crs)
+        except APIError:
+            return ""
+        return _retrying(entry, rolled)
 
     def _update_held(self, crs: CRS, target: str, limit: int | None) -> Hold | None:
         """What holds a new revision back on this cluster, which has the CRS."""
