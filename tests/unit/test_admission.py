@@ -356,8 +356,8 @@ def erring_gets(world: World, name: str) -> list[str]:
 async def test_a_pass_its_dependency_holds_waits_whatever_its_sources_read_answers() -> None:
     """The management API server errs on the dependent's source: ``base`` not done
     holds ``a``'s pass all the same, which waits quietly, never reading it; and one
-    whose last pass failed, whose gate reads it to find the failed revision, finds
-    none to keep and waits too."""
+    whose last pass failed, whose gate reads it to find the failed revision, keeps
+    that failure as it is and waits too."""
     world = await world_with(crs("a", "src", dependsOn=[{"name": "base"}]), crs("base", "gone"))
     asked = erring_gets(world, "src")
     await reconcile_cluster(world.ctx, NS, "c1")
@@ -370,5 +370,7 @@ async def test_a_pass_its_dependency_holds_waits_whatever_its_sources_read_answe
     assert cluster is not None and cached is not None and the_crs is not None
     spec = cached.valid.spec.model_copy(update={"bindings": [failed_taking("r1")]})
     scope = ClusterScope(world.ctx, cluster, cached.valid.model_copy(update={"spec": spec}))
-    assert await Gate(scope).admit(the_crs) == Held(Wait("base"), 1)
-    assert asked == ["src"]
+    held = await Gate(scope).admit(the_crs)
+    assert isinstance(held, Held) and held == Held(Wait("base"), 1, "r1") and asked == ["src"]
+    found = held.outcome(failed_taking("r1"))
+    assert (found.reason, found.revision) == ("UnresolvedVariable", "r1")

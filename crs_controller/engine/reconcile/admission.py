@@ -19,7 +19,7 @@ rollout still counts it failed (a halted rollout stays halted until the failure 
 cured or the operator acts); a dependency missing or on a cycle records its own
 failure, with the same revision, so it is counted the same. The sources are read
 only once the dependencies let the pass go, or to find that revision for a pass
-they hold: a read failing then holds nothing back, the pass waits as it would.
+they hold: a read failing then changes nothing, the pass waits as it would.
 
 "Done" is read from one source of truth, the cluster's binding, through the pass's
 scope (``reconcile.scope``): the entry this pass has recorded so far (a dependency
@@ -244,15 +244,16 @@ class Gate:
 
     async def _retrying_unread(self, crs: CRS, entry: CRSBinding | None) -> str:
         """``_retrying`` for a pass a dependency holds: the sources are read only when
-        the cluster's last pass failed, and a read that fails (the API server erring,
-        refusing, slow) finds nothing to retry, so the pass waits quietly as ever."""
+        the cluster's last pass failed taking a revision. A read that fails (the API
+        server erring, refusing, slow) says nothing new, so the failure recorded stays
+        as it is, and the pass waits quietly: the dependency holds it either way."""
         outcome = outcome_of(entry)
         if outcome is None or outcome.state != "Failed" or not outcome.revision:
             return ""
         try:
             rolled = await self._scope.rolled(crs)
         except APIError:
-            return ""
+            return outcome.revision
         return _retrying(entry, rolled)
 
     def _update_held(self, crs: CRS, target: str, limit: int | None) -> Hold | None:
