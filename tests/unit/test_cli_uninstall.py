@@ -677,4 +677,34 @@ async def test_a_timeout_names_the_refused_clusters_whose_entries_stay() -> None
     ]
     assert "s3cr3t" not in repr(said)
     read = [r for r in kube.requests if r[1].startswith("Cluster/")]
-    assert read == [("get", "Cluster/big"), ("get", "Cluster/small")]  # once each
+    assert read == [("list", "Cluster/fleet")]  # one LIST, not a GET per binding
+
+
+async def test_a_timeout_reads_the_clusters_once_however_many_bindings_are_left() -> None:
+    """The controller down, thousands of bindings keep entries: the timeout's report
+    costs one LIST of the Clusters' metadata, not a round trip each past the deadline;
+    a user who may not list them gets the entries without the refusals."""
+    bindings = [bound("fleet", f"c{n}", "cni") for n in range(300)]
+    kube = await installed(fresh_lease(), *bindings)
+    args = argparse.Namespace(controller_namespace=SYSTEM)
+    said: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("crs_controller.app.commands.uninstall._out", said.append)
+        await _timed_out(_Run(kube, "fleet", args, Hurried()), [kept(a_set("fleet", "cni"))])
+    assert sum("still bound in ClusterResourceSetBinding" in line for line in said) == 300
+    assert [r for r in kube.requests if r[1].startswith("Cluster/")] == [("list", "Cluster/fleet")]
+
+    real_pages = kube.pages
+
+    async def forbidden(api_version: str, kind: str, *args: Any, **kw: Any) -> Any:
+        if kind == "Cluster":
+            raise APIError("LIST clusters: 403 Forbidden", status=403)
+        async for page in real_pages(api_version, kind, *args, **kw):
+            yield page
+
+    kube.pages = forbidden  # type: ignore[method-assign]
+    said.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("crs_controller.app.commands.uninstall._out", said.append)
+        await _timed_out(_Run(kube, "fleet", args, Hurried()), [kept(a_set("fleet", "cni"))])
+    assert said[2] == "  fleet/cni still bound in ClusterResourceSetBinding fleet/c0"

@@ -375,22 +375,25 @@ class _Run:
             found += leftovers(page, crss)
         return found
 
-    async def refused(self, binding: str) -> str | None:
-        """Why the controller refuses the Cluster of ``binding`` (namespace/name, the
-        Cluster's): its labels over the bound. It leaves that Cluster alone, so the
-        binding keeps its entries until the labels are within the bound or the
-        Cluster is deleted. None: not refused, gone, or not readable by this user."""
-        namespace, _, name = binding.partition("/")
+    async def refused(self) -> dict[str, str]:
+        """Why the controller refuses each Cluster in scope it refuses (its labels over
+        the bound), by namespace/name, as its binding is named: it leaves such a
+        Cluster alone but for the entries of sets being deleted. One LIST, page by
+        page and of metadata alone (the labels say it), however many bindings are
+        left; none refused when this user may not list them."""
+        found: dict[str, str] = {}
         try:
             version = await self.client.preferred_version(CLUSTER_GROUP)
             api = version or f"{CLUSTER_GROUP}/v1beta1"
-            raw = await self.client.get(api, "Cluster", name, namespace)
+            pages = self.client.pages(api, "Cluster", self.namespace, metadata_only=True)
+            async for page, _ in pages:
+                for raw in page:
+                    cluster = parse_cluster(raw)
+                    if cluster.refused_alive and cluster.problem is not None:
+                        found[f"{cluster.namespace}/{cluster.name}"] = cluster.problem
         except APIError:
-            return None
-        if raw is None:
-            return None
-        cluster = parse_cluster(raw)
-        return cluster.problem if cluster.refused_alive else None
+            return {}
+        return found
 
     async def holder(self) -> str | None:
         return await leader(self._lease, self.clock)
@@ -491,12 +494,11 @@ async def _timed_out(work: _Run, left: list[Obj]) -> int:
     _out(f"timed out: {len(left)} ClusterResourceSet(s) still being cleaned up")
     for crs in left:
         _out(f"  {'/'.join(_key(crs))}: {why_waiting(crs, left)}")
-    refusals: dict[str, str | None] = {}
-    for item in await work.left_behind(keys):
+    left_behind = await work.left_behind(keys)
+    refusals = await work.refused() if left_behind else {}
+    for item in left_behind:
         said = f"  {item.crs} still bound in ClusterResourceSetBinding {item.binding}"
-        if item.binding not in refusals:
-            refusals[item.binding] = await work.refused(item.binding)
-        if (refused := refusals[item.binding]) is not None:
+        if (refused := refusals.get(item.binding)) is not None:
             said += (
                 f": its Cluster is refused ({refused}) and left alone but for the entries of "
                 "sets being deleted: a paused set's stays, a Delete set's until its objects "
