@@ -109,3 +109,39 @@ def test_a_crs_is_told_in_order_and_ends_on_its_newest(
         assert delivered[subject] == sorted(set(delivered[subject]))
         if last not in dropped:
             assert delivered[subject][-1] == last
+
+
+def flapping_share(ticks: int = 400) -> tuple[int, int]:
+    """A receiver taking one notice every 2 ticks behind a backlog of 20 from other
+    tenants, which keep coming as fast as it takes; CRS team-a/web changes reason
+    every 5 ticks. (notices of team-a/web sent, notices sent)."""
+    line = Line(100)
+    others = 0
+
+    def other() -> None:
+        nonlocal others
+        others += 1
+        line.add(told(others, HALTED, namespace=f"tenant-{others}", crs="app"))
+
+    for _ in range(20):
+        other()
+    sent = flapping = 0
+    for tick in range(ticks):
+        if tick % 5 == 0:
+            line.add(told(tick, (COMPLETE, HALTED)[tick // 5 % 2]))
+        if tick % 2 == 0:
+            other()
+            each = line.take()
+            sent += 1
+            flapping += (each.namespace, each.crs) == ("team-a", "web")
+    return flapping, sent
+
+
+def test_a_crs_told_faster_than_the_receiver_takes_is_still_sent() -> None:
+    """Each change merges into the CRS's waiting notice of that reason: moved behind
+    every other tenant's each time, it would never be sent at all. Its places move up
+    as the line is taken, so it is sent at least once per trip through the line (20
+    others and its own 2: 22 sends)."""
+    flapping, sent = flapping_share()
+    assert sent == 200
+    assert flapping >= sent // 22, flapping

@@ -4,9 +4,11 @@ merged. Pure: the sender (``engine.runtime.notifying``) adds, takes and counts.
 A notice for a CRS and reason already waiting is merged into the waiting one: the
 newer message and revision, the clusters of both. A CRS's notices leave in the order
 they came, and its last to leave is its newest: the merged one keeps its place when
-it is its CRS's last waiting, else it moves to the end of the line (the CRS's later
-notices of other reasons must not go after it). So a CRS holds at most one place
-per reason, however often it is told.
+it is its CRS's last waiting, else it moves right behind that CRS's last (its later
+notices of other reasons must not go after it), never to the end of the line: a CRS
+changing reasons faster than the receiver takes would else be put behind every
+other notice each time, and never sent. So a CRS holds at most one place per
+reason, however often it is told, and its places move up as the line is taken.
 
 A full line drops from the tenant (namespace) holding the most notices, and within
 it from the CRS holding the most, its oldest. A tie with the new notice's namespace
@@ -37,16 +39,20 @@ class Line:
         notice dropped to make room, if one was (``told`` itself, maybe)."""
         for at, waiting in enumerate(self._waiting):
             if same_subject(waiting, told):
-                if any(same_crs(later, told) for later in self._waiting[at + 1 :]):
-                    del self._waiting[at]
-                    self._waiting.append(merged(waiting, told))
-                else:
-                    self._waiting[at] = merged(waiting, told)
+                self._move_behind_its_crs(at, merged(waiting, told))
                 return None
         self._waiting.append(told)
         if len(self._waiting) <= self._limit:
             return None
         return self._waiting.pop(victim(self._waiting, told))
+
+    def _move_behind_its_crs(self, at: int, notice: Notice) -> None:
+        """Put ``notice``, merged into the one waiting ``at``, right behind its CRS's
+        last waiting notice (where it is, when that is itself): never at the end of the
+        line, so a CRS told faster than the receiver takes still moves up."""
+        last = max(i for i, n in enumerate(self._waiting) if same_crs(n, notice))
+        del self._waiting[at]
+        self._waiting.insert(last, notice)
 
     def take(self) -> Notice:
         """The oldest waiting notice, which leaves the line (IndexError when none)."""
