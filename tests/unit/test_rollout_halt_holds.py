@@ -309,3 +309,31 @@ async def test_a_failed_cluster_being_deleted_leaves_the_halted_rollout() -> Non
     assert len(told(world, "RolloutHalted")) == 1
     await reconcile_crs(restarted(world)[0], NS, "a")  # from the bindings alone
     assert status(world)["rollout"]["phase"] == "Complete"
+
+
+async def test_a_dependency_cycle_says_so_and_the_rollout_stays_halted() -> None:
+    """c1 and c2 fail part-way through ``a``'s revision: halted. ``dep`` then comes to
+    depend on ``a``: a cycle, which lifts only when the operator acts. ``a``'s
+    outcome there says so (not the old failure), still failed taking the halted
+    revision, so the rollout stays halted and is told once."""
+    world = await depending_world()
+    first = restarted(world)
+    await passes(world, first, *CLUSTERS)
+    await edit(world, "src", payload("addon", "2"))
+    await edit(world, "src2", missing_variable(world))
+    await passes(world, first, *CLUSTERS)
+    assert status(world)["rollout"]["message"] == HALTED_TWO
+    dep = await world.mgmt.get(API_VERSION, "ClusterResourceSet", "dep", NS)
+    dep["spec"]["dependsOn"] = [{"name": "a"}]
+    dep["metadata"]["generation"] += 1
+    await world.update(dep)
+    for _ in range(3):
+        await passes(world, first, *CLUSTERS)
+        assert [reason_on(world, name) for name in CLUSTERS] == ["DependencyCycle"] * 3
+        rollout = status(world)["rollout"]
+        assert (rollout["phase"], rollout["message"]) == ("Halted", HALTED_TWO)
+        world.ctx.clock.advance(300)  # type: ignore[attr-defined]
+    assert len(told(world, "RolloutHalted")) == 1
+    assert [addon_on(world, name) for name in CLUSTERS] == ["2", "2", "1"]
+    await reconcile_crs(restarted(world)[0], NS, "a")  # from the bindings alone
+    assert status(world)["rollout"]["phase"] == "Halted"
