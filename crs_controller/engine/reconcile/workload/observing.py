@@ -8,8 +8,12 @@ so a look reads the objects the CRS applied and nothing else of their namespaces
 Health is looked at only while there is something to wait for: a pass that applied
 nothing to a cluster already Ready reads nothing.
 
-What a pass keeps of its LISTs is bounded by its inventory, not by what the server
-lists: only the entries for the objects the CRS recorded on the cluster (and those asked
+A LIST is read page by page (``KubeAPI.pages``), each page dropped once read: the
+other objects of a kind (every CRD on the cluster, with other tools' managedFields)
+cost one page at a time, never the whole list at once; the client bounds the pages
+and items of one LIST, so a server listing without end is still refused. What a pass
+keeps of its LISTs is bounded by its inventory, not by what the server lists: only
+the entries for the objects the CRS recorded on the cluster (and those asked
 about), their owned fields at most MAX_KEPT_VALUES JSON values in all; past that the
 pass ends as AnswerTooLarge naming the LIST.
 
@@ -143,22 +147,32 @@ class Observer:
             kept = self._lists.get(key)
             if kept is not None and asked <= kept.keys():
                 return kept
-        try:
-            items, _ = await self._client.list(api_version, kind, namespace, metadata_only=True)
-        except NotFound:  # the kind itself is gone, e.g. its CRD was deleted
-            items = []
-        where = f"{self._client.name}: LIST {kind}"
         wanted = self._wanted[(api_version, kind)]
         listed: dict[Place, Live | None] = {
             place: None for place in wanted if namespace is None or place[0] == namespace
         }
-        for item in items:
-            meta = _metadata(item, where)
-            place, generation = _place(meta, where), _generation(meta, where)
-            if place in listed:
-                listed[place] = Live(generation, self._owned(item, where))
+        try:
+            await self._read_pages(api_version, kind, namespace, listed)
+        except NotFound:  # the kind itself is gone, e.g. its CRD was deleted
+            listed = dict.fromkeys(listed)
         self._lists[(api_version, kind, namespace)] = listed
         return listed
+
+    async def _read_pages(
+        self, api_version: str, kind: str, namespace: str | None, listed: dict[Place, Live | None]
+    ) -> None:
+        """Fill ``listed`` (the wanted places) from a LIST read page by page: each page
+        is dropped once its wanted entries are kept, so the kind's other objects (other
+        tools' CRDs and their managedFields) are bounded per page, not in total; the
+        client bounds the pages and items of one LIST."""
+        where = f"{self._client.name}: LIST {kind}"
+        pages = self._client.pages(api_version, kind, namespace, metadata_only=True)
+        async for items, _ in pages:
+            for item in items:
+                meta = _metadata(item, where)
+                place, generation = _place(meta, where), _generation(meta, where)
+                if place in listed:
+                    listed[place] = Live(generation, self._owned(item, where))
 
     def _owned(self, item: Obj, where: str) -> Any:
         """The fields our manager owns on a listed object, counted against
