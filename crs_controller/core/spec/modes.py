@@ -9,25 +9,38 @@ it; nothing is parsed again or compared against a mode's name. Like Cluster API'
 
 Each decision is a pure function of what the binding recorded, the current hash and
 the time, so tables can test it and a restart cannot change it.
+
+A pass uses the strategy of its pair (``for_pair``): the intervals of each CRS on each
+cluster (``reapplyInterval``, ``driftCheckInterval``) moved by a fixed offset of up to
+``JITTER`` of the interval either way, a hash of the pair (``jittered``), so the
+clusters one wave applied do not reapply and check drift as one wave each interval.
+The offset is the same in every replica and after a restart, and applies to every
+period of the pair, the first after an apply or an edit too: a pair may be due up to
+a tenth of its interval earlier than the interval, or later, never under the 10s
+floor (an interval that is the floor stays there or above).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import ClassVar, Literal, Protocol
+
+import xxhash
 
 from crs_controller.core.api.models import (
     DEFAULT_DRIFT_CHECK_INTERVAL,
     ClusterResourceSetSpec,
     HealthCheck,
     Mode,
+    PairKey,
 )
 from crs_controller.core.durations import parse_duration
 from crs_controller.core.errors import InvalidSpec
 
 __all__ = [
+    "JITTER",
     "MIN_INTERVAL",
     "Apply",
     "ApplyOnce",
@@ -42,6 +55,8 @@ __all__ = [
     "Skip",
     "Strategy",
     "compile_strategy",
+    "jittered",
+    "pair_spread",
 ]
 
 DriftMode = Literal["None", "Generation", "Content"]
@@ -55,6 +70,23 @@ DEFAULT_DRIFT_SECONDS = parse_duration(DEFAULT_DRIFT_CHECK_INTERVAL)
 MIN_INTERVAL = "10s"
 MIN_INTERVAL_SECONDS = parse_duration(MIN_INTERVAL)
 DEFAULT_HEALTH_SECONDS = parse_duration(HealthCheck().timeout)
+# How far each pair's reapply and drift intervals move from the spec's, either way.
+JITTER = 0.1
+
+
+def pair_spread(pair: PairKey) -> float:
+    """A number in [-1, 1) fixed for a CRS on a cluster: XXH3-64 of its namespace, CRS
+    and cluster names (NUL-separated, so ("ab", "c") and ("a", "bc") differ), the same
+    in every process and version, unlike Python's salted ``hash``."""
+    digest = xxhash.xxh3_64_intdigest("\x00".join(pair).encode())
+    return digest / 2**63 - 1.0
+
+
+def jittered(interval: float, pair: PairKey) -> float:
+    """``interval`` moved by up to ``JITTER`` of it, by the pair's fixed offset; never
+    below the floor (nor below ``interval`` when that is under the floor)."""
+    moved = interval * (1.0 + JITTER * pair_spread(pair))
+    return max(moved, min(interval, MIN_INTERVAL_SECONDS))
 
 
 class RecordedResource(Protocol):
@@ -92,6 +124,15 @@ class Durations:
         for seconds in (self.health_timeout, *self.pause_after):
             if not (math.isfinite(seconds) and seconds >= 0):
                 raise ValueError(f"a duration must be a non-negative number, not {seconds}")
+
+    def for_pair(self, pair: PairKey) -> Durations:
+        """The reapply and drift intervals of one CRS on one cluster (``jittered``)."""
+        reapply = self.reapply_interval
+        return replace(
+            self,
+            reapply_interval=None if reapply is None else jittered(reapply, pair),
+            drift_check_interval=jittered(self.drift_check_interval, pair),
+        )
 
 
 @dataclass(frozen=True)
@@ -168,6 +209,11 @@ class Strategy(Protocol):
         self, recorded: RecordedResource | None, current_hash: str, now: datetime, drift_due: bool
     ) -> Decision: ...
 
+    def for_pair(self, pair: PairKey) -> Strategy:
+        """This strategy with the intervals of one CRS on one cluster
+        (``Durations.for_pair``): what a pass of the pair decides with."""
+        ...
+
 
 @dataclass(frozen=True)
 class ApplyOnce:
@@ -199,6 +245,9 @@ class ApplyOnce:
         self, recorded: RecordedResource | None, current_hash: str, now: datetime, drift_due: bool
     ) -> Decision:
         return _decide(self, recorded, current_hash, now, "None")
+
+    def for_pair(self, pair: PairKey) -> ApplyOnce:
+        return replace(self, durations=self.durations.for_pair(pair))
 
 
 @dataclass(frozen=True)
@@ -252,6 +301,9 @@ class Reconcile:
         """``drift_due``: this pair's drift check is due in this pass (the schedule's
         answer); it matters only when the strategy checks drift."""
         return _decide(self, recorded, current_hash, now, self.drift_mode if drift_due else "None")
+
+    def for_pair(self, pair: PairKey) -> Reconcile:
+        return replace(self, durations=self.durations.for_pair(pair))
 
 
 def _decide(

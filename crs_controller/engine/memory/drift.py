@@ -18,7 +18,9 @@ class DriftSchedule:
     The time of the last check is kept, not the time the next one is due: the next
     is due one interval after the last, the interval the CRS asks for now, so an
     edited ``driftCheckInterval`` takes effect at once (a shorter one does not wait
-    for the end of the longer one)."""
+    for the end of the longer one). The interval asked with is the pair's own
+    (``core.spec.modes.jittered``): the pairs checked in one pass are not all due in
+    the same later one."""
 
     def __init__(self) -> None:
         # (namespace, CRS, cluster) -> when it was last checked

@@ -162,6 +162,9 @@ class _PairRun:
     go: Go
     now: datetime
     pair: tuple[str, str, str]  # (namespace, CRS, cluster): the drift schedule's key
+    # The CRS's strategy with this pair's intervals (``Strategy.for_pair``): compiled
+    # when the CRS was parsed (core/spec/objects), nothing is parsed here.
+    strategy: Strategy
     drift_wait: float  # seconds until this pair's drift check is due
     observer: Observer  # one read per kind, shared by the resources' drift checks
     hold: bool  # the cluster upgrades: an installed resource keeps its revision
@@ -171,7 +174,8 @@ class _PairRun:
     def start(cls, scope: ClusterScope, crs: CRS, go: Go) -> _PairRun:
         ctx = scope.ctx
         pair = (scope.cluster.namespace, crs.name, scope.cluster.name)
-        wait = ctx.drift.wait(pair, ctx.clock.now(), crs.strategy.drift.interval)
+        strategy = crs.strategy.for_pair(pair)
+        wait = ctx.drift.wait(pair, ctx.clock.now(), strategy.drift.interval)
         # What the CRS recorded on the cluster: all a drift LIST of this pass keeps.
         entry = scope.before(crs.name)
         inventory = [o for r in entry.resources for o in r.objects] if entry else []
@@ -181,16 +185,11 @@ class _PairRun:
         upgrading = scope.version.upgrading and not crs.valid.spec.gate_upgrades
         hold = go.keep_installed or upgrading
         values = PassValues(crs, scope.cluster)
-        return cls(crs, go, ctx.clock.wall(), pair, wait, observer, hold, values)
+        return cls(crs, go, ctx.clock.wall(), pair, strategy, wait, observer, hold, values)
 
     @property
     def drift_due(self) -> bool:
-        return self.crs.strategy.drift.enabled and self.drift_wait == 0
-
-    @property
-    def strategy(self) -> Strategy:
-        # Compiled when the CRS was parsed (core/spec/objects): nothing is parsed here.
-        return self.crs.strategy
+        return self.strategy.drift.enabled and self.drift_wait == 0
 
 
 async def _resources(scope: ClusterScope, run: _PairRun) -> _Progress:
@@ -198,7 +197,7 @@ async def _resources(scope: ClusterScope, run: _PairRun) -> _Progress:
     the entry once the cluster's version has its resources applied (``_swap``), those
     following an unknown one stay as recorded."""
     crs, progress = run.crs, _Progress()
-    drift = crs.strategy.drift
+    drift = run.strategy.drift
     if drift.enabled:
         progress.then = Result.after(run.drift_wait or drift.interval)
     entry = scope.before(crs.name)
