@@ -48,7 +48,7 @@ def test_a_pairs_interval_stays_within_a_tenth_and_above_the_floor(
 ) -> None:
     moved = jittered(interval, pair)
     assert moved == jittered(interval, pair)
-    assert interval * (1 - JITTER) <= moved <= interval * (1 + JITTER)
+    assert interval * (1 - JITTER) <= moved <= interval  # never later than the interval
     assert moved >= MIN_INTERVAL_SECONDS
 
 
@@ -85,7 +85,7 @@ async def _around(name: str, interval: float, **spec: str) -> tuple[list[Request
     world = await world_with(crs(name, "src", **spec))
     workload = world.ctx.workloads.clients["c1"]  # type: ignore[attr-defined]
     due = jittered(interval, ("default", name, "c1"))
-    assert abs(due - interval) > interval / 12  # far enough from the interval to tell apart
+    assert interval - due > interval / 12  # far enough from the interval to tell apart
     result = await reconcile(world)
     assert result.requeue_after == pytest.approx(due)
     clock = world.ctx.clock
@@ -101,16 +101,16 @@ async def _around(name: str, interval: float, **spec: str) -> tuple[list[Request
     return seen[0], seen[1]
 
 
-@pytest.mark.parametrize("name", ["c", "y"], ids=["later", "earlier"])
+@pytest.mark.parametrize("name", ["c", "x"])
 async def test_a_drift_check_comes_at_the_pairs_own_interval(name: str) -> None:
-    """``c`` on c1 is checked about 66 s after the last check, ``y`` about 54 s."""
+    """``c`` on c1 is checked about 54.2 s after the last check, ``x`` about 54.5 s."""
     spec = {"driftDetection": "Generation", "driftCheckInterval": "1m"}
     before, after = await _around(name, 60.0, **spec)
     assert (before, after) == ([], [("list", "ConfigMap/default")])
 
 
-@pytest.mark.parametrize("name", ["c", "y"], ids=["later", "earlier"])
+@pytest.mark.parametrize("name", ["c", "x"])
 async def test_an_interval_reapply_comes_at_the_pairs_own_interval(name: str) -> None:
-    """``c`` on c1 is reapplied about 11 minutes after its apply, ``y`` about 9."""
+    """``c`` on c1 is reapplied about 541.5 s after its apply, ``x`` about 544.7 s."""
     before, after = await _around(name, 600.0, reapplyInterval="10m")
     assert (before, after) == ([], [("apply", "ConfigMap/addon")])

@@ -11,13 +11,13 @@ Each decision is a pure function of what the binding recorded, the current hash 
 the time, so tables can test it and a restart cannot change it.
 
 A pass uses the strategy of its pair (``for_pair``): the intervals of each CRS on each
-cluster (``reapplyInterval``, ``driftCheckInterval``) moved by a fixed offset of up to
-``JITTER`` of the interval either way, a hash of the pair (``jittered``), so the
-clusters one wave applied do not reapply and check drift as one wave each interval.
-The offset is the same in every replica and after a restart, and applies to every
-period of the pair, the first after an apply or an edit too: a pair may be due up to
-a tenth of its interval earlier than the interval, or later, never under the 10s
-floor (an interval that is the floor stays there or above).
+cluster (``reapplyInterval``, ``driftCheckInterval``) shortened by a fixed offset of
+up to ``JITTER`` of the interval, a hash of the pair (``jittered``), so the clusters
+one wave applied do not reapply and check drift as one wave each interval. The
+offset is the same in every replica and after a restart, and applies to every period
+of the pair, the first after an apply or an edit too: a pair is due up to a tenth of
+its interval before the interval, never after it (the interval stays a promise),
+never under the 10s floor (an interval that is the floor stays there).
 """
 
 from __future__ import annotations
@@ -83,9 +83,10 @@ def pair_spread(pair: PairKey) -> float:
 
 
 def jittered(interval: float, pair: PairKey) -> float:
-    """``interval`` moved by up to ``JITTER`` of it, by the pair's fixed offset; never
-    below the floor (nor below ``interval`` when that is under the floor)."""
-    moved = interval * (1.0 + JITTER * pair_spread(pair))
+    """``interval`` shortened by up to ``JITTER`` of it, by the pair's fixed offset, so
+    a pair is still reapplied or checked at least every interval; never below the
+    floor (nor below ``interval`` when that is under the floor)."""
+    moved = interval * (1.0 - JITTER * (pair_spread(pair) + 1.0) / 2.0)
     return max(moved, min(interval, MIN_INTERVAL_SECONDS))
 
 
