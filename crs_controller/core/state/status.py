@@ -36,6 +36,8 @@ from crs_controller.core.state.tally import NAMES_SHOWN, Held, Sample, Tally, ta
 from crs_controller.core.text import safe
 
 __all__ = [
+    "DELETION_GOES_ON",
+    "DELETION_WAITS_FOR",
     "HELD_REASONS",
     "NO_BUILD",
     "PAUSED",
@@ -48,6 +50,8 @@ __all__ = [
     "Outcome",
     "Problem",
     "State",
+    "deletion_goes_on",
+    "deletion_waits",
     "invalid_spec",
     "new_problem",
     "not_paused",
@@ -277,6 +281,12 @@ def invalid_spec(
     return previous.model_copy(update={"conditions": conditions, "observed_generation": generation})
 
 
+# How the Ready message of a CRS whose deletion waits for dependents begins.
+DELETION_WAITS_FOR = "deletion waits for "
+# The Ready message of a CRS being deleted once nothing but its clusters holds it.
+DELETION_GOES_ON = "deletion waits for its clusters to let go of it"
+
+
 def deletion_waits(
     previous: ClusterResourceSetStatus, generation: int, message: str, now: datetime
 ) -> ClusterResourceSetStatus:
@@ -286,6 +296,30 @@ def deletion_waits(
     kept = [c for c in previous.conditions if c.type != READY]
     ready = _condition(previous, READY, "False", "DependencyNotReady", message, generation, now)
     return previous.model_copy(update={"conditions": [*kept, ready]})
+
+
+def deletion_goes_on(
+    previous: ClusterResourceSetStatus, generation: int, now: datetime
+) -> ClusterResourceSetStatus:
+    """The status of a CRS being deleted that no dependent and no pause holds any more:
+    a ``Ready`` that said one did (DependencyNotReady from ``deletion_waits``, or
+    Unknown Paused) becomes False, reason WaitingForClusters, ``DELETION_GOES_ON``;
+    any other stays as it was, like everything else (a deletion changes no status)."""
+    ready = _find(previous, READY)
+    if ready is None or not _deletion_held(ready):
+        return previous
+    kept = [c for c in previous.conditions if c.type != READY]
+    told = _condition(
+        previous, READY, "False", "WaitingForClusters", DELETION_GOES_ON, generation, now
+    )
+    return previous.model_copy(update={"conditions": [*kept, told]})
+
+
+def _deletion_held(ready: Condition) -> bool:
+    """Does this ``Ready`` say a dependent or a pause holds the deletion?"""
+    if ready.reason == "Paused":
+        return True
+    return ready.reason == "DependencyNotReady" and ready.message.startswith(DELETION_WAITS_FOR)
 
 
 def paused(

@@ -43,6 +43,14 @@ WAIT_MARGIN_SHARE = 0.25
 MAX_WAIT_MARGIN = timedelta(minutes=5)
 
 
+def dependents_waited_until(uninstall: Uninstall, started: datetime) -> datetime:
+    """Until when a CRS whose cleanup has ``uninstall`` waits for the cleanups of the
+    CRSs that depend on it, on a Cluster deleted since ``started``: its own deadline
+    less the margin."""
+    timeout = timedelta(seconds=parse_duration(uninstall.timeout or DEFAULT_TIMEOUT))
+    return started + timeout - min(timeout * WAIT_MARGIN_SHARE, MAX_WAIT_MARGIN)
+
+
 def waits_for_dependents(
     uninstall: Uninstall | None, started: datetime | None, now: datetime
 ) -> bool:
@@ -51,8 +59,7 @@ def waits_for_dependents(
     Until its own deadline less the margin; past it, it cleans up anyway."""
     if uninstall is None or started is None:
         return False
-    timeout = timedelta(seconds=parse_duration(uninstall.timeout or DEFAULT_TIMEOUT))
-    return now < started + timeout - min(timeout * WAIT_MARGIN_SHARE, MAX_WAIT_MARGIN)
+    return now < dependents_waited_until(uninstall, started)
 
 
 def job_state(job: Mapping[str, Any]) -> JobState:

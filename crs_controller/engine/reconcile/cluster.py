@@ -311,11 +311,13 @@ def _released(
 
 async def forget_cluster(ctx: ClusterContext, namespace: str, name: str) -> None:
     """Forget what this process kept for a Cluster: its outcomes, its kubeconfig, its
-    drift timers, its budget place (the budget wakes the clusters it lets go) and its
-    client (a Cluster gone, or now another replica's)."""
+    drift timers, its budget place (the budget wakes the clusters it lets go), the
+    DependentNotWaited Events its deletion told and its client (a Cluster gone, or now
+    another replica's)."""
     ctx.outcomes.drop_cluster(namespace, name)
     ctx.unrecorded.drop_cluster((namespace, name))
     ctx.deletion_waits.drop_cluster(namespace, name)
+    ctx.not_waited_told.pop((namespace, name), None)
     ctx.sources.forget(namespace, "Secret", kubeconfig_secret_name(name))
     ctx.drift.forget_cluster(namespace, name)
     forget_budget(ctx, (namespace, name))

@@ -110,6 +110,9 @@ class ClusterContext(Shared):
     # (namespace, Cluster): the refusal its Event told (uid and problem), so that a
     # refused Cluster's Event is written once as it comes, not at every pass.
     refusals_told: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (namespace, Cluster): the Cluster's uid and the CRSs whose DependentNotWaited
+    # its deletion told, once each however often their cleanup is retried.
+    not_waited_told: dict[tuple[str, str], tuple[str, set[str]]] = field(default_factory=dict)
 
     def still_ours(self, namespace: str, name: str) -> None:
         """Raise NotOurs unless this replica owns the Cluster now: asked right before

@@ -31,8 +31,10 @@ from crs_controller.core.spec.objects import CRS, Cluster
 from crs_controller.core.state.contribution import MAX_WAITING, Combined, Contribution, Waiting
 from crs_controller.core.state.deletion_guard import skipped_status
 from crs_controller.core.state.status import (
+    DELETION_WAITS_FOR,
     READY,
     Problem,
+    deletion_goes_on,
     deletion_waits,
     invalid_spec,
     new_problem,
@@ -303,16 +305,18 @@ async def _finalize(ctx: CRSContext, crs: CRS) -> Result:
 async def _write_deletion_waits(ctx: CRSContext, crs: CRS, whole: Combined) -> None:
     """A deletion held behind dependents being deleted too says so (``Ready`` False,
     DependencyNotReady): which, why (paused, their own deletion waiting, or their
-    deletes failing) and on how many clusters. A paused CRS's says it is paused."""
-    if crs.paused or not whole.waiting:
+    deletes failing) and on how many clusters. Once none holds it (nor a pause),
+    ``Ready`` says it waits for its clusters alone and ``Paused`` is False. A paused
+    CRS's says it is paused."""
+    if crs.paused:
         return
-    said = []
-    for name, clusters in whole.waiting.items():
-        dependent = ctx.caches.crs(crs.namespace, name)
-        said.append(f"{name} ({_why_held(dependent)}) on {clusters} clusters")
-    message = "deletion waits for " + ", ".join(said)
-    status = deletion_waits(crs.status, crs.generation, message, ctx.clock.wall())
-    status = not_paused(status, crs.status, crs.generation, ctx.clock.wall())
+    now = ctx.clock.wall()
+    if whole.waiting:
+        message = DELETION_WAITS_FOR + ", ".join(_held_by(ctx, crs, whole.waiting))
+        status = deletion_waits(crs.status, crs.generation, message, now)
+    else:
+        status = deletion_goes_on(crs.status, crs.generation, now)
+    status = not_paused(status, crs.status, crs.generation, now)
     if to_api(status) == to_api(crs.status):
         return
     try:
@@ -320,7 +324,16 @@ async def _write_deletion_waits(ctx: CRSContext, crs: CRS, whole: Combined) -> N
     except CRSError as exc:  # said again at the next look
         _log_failure("status write failed", crs, exc)
         return
-    log.info("deletion waits", crs=f"{crs.namespace}/{crs.name}", message=message)
+    log.info("deletion waits", crs=f"{crs.namespace}/{crs.name}", waiting=whole.waiting)
+
+
+def _held_by(ctx: CRSContext, crs: CRS, waiting: dict[str, int]) -> list[str]:
+    """Each dependent a deletion waits for, why and on how many clusters."""
+    said = []
+    for name, clusters in waiting.items():
+        dependent = ctx.caches.crs(crs.namespace, name)
+        said.append(f"{name} ({_why_held(dependent)}) on {clusters} clusters")
+    return said
 
 
 def _why_held(dependent: CRS | None) -> str:

@@ -35,12 +35,19 @@ from crs_controller.core.state.prune_decisions import (
     stale_objects,
     without,
 )
-from crs_controller.core.state.uninstall_decisions import cleanup_due, waits_for_dependents
+from crs_controller.core.state.uninstall_decisions import cleanup_due, dependents_waited_until
 from crs_controller.core.values.dependencies import removal_order
 from crs_controller.engine.index import Caches
 from crs_controller.engine.memory.notes import Note
 from crs_controller.engine.reconcile.context import ClusterContext
-from crs_controller.engine.reconcile.result import NOTHING, RETRY, Result, Wake, crs_key
+from crs_controller.engine.reconcile.result import (
+    NOTHING,
+    RETRY,
+    Result,
+    Wake,
+    cluster_key,
+    crs_key,
+)
 from crs_controller.engine.reconcile.workload.before_delete import report, run_hooks
 from crs_controller.engine.reconcile.workload.pruning import Deletion, delete_objects
 
@@ -98,8 +105,10 @@ async def uninstall(
             del cleanup.remaining[name]  # nothing was ever applied: no hook, nothing to do
             continue
         dependent = _dependent_left(ctx, cluster, cleanup, crss, name)
-        if dependent is not None and _waits(ctx, cluster, crs):
-            continue  # the dependent's own outcome brings the pass back
+        if dependent is not None and (left := _wait_left(ctx, cluster, crs)) > 0:
+            # A pass lands as the wait ends, whatever the dependent's retries do.
+            cleanup.then |= Result.waking(Wake(cluster_key(cluster.namespace, cluster.name), left))
+            continue
         if client is None:
             cleanup.then |= RETRY
             continue
@@ -137,7 +146,15 @@ def _dependent_left(
 
 
 async def _tell_not_waited(ctx: ClusterContext, cluster: Cluster, crs: CRS, dependent: str) -> None:
-    """A Warning Event naming the dependent whose cleanup ``crs`` stopped waiting for."""
+    """A Warning Event naming the dependent whose cleanup ``crs`` stopped waiting for:
+    once per deletion of the Cluster, not at every retry of its cleanup."""
+    key, uid = (cluster.namespace, cluster.name), cluster.meta.uid or ""
+    told = ctx.not_waited_told.get(key)
+    if told is None or told[0] != uid:
+        told = ctx.not_waited_told[key] = (uid, set())
+    if crs.name in told[1]:
+        return
+    told[1].add(crs.name)
     message = (
         f"cluster {cluster.name}: stopped waiting for the cleanup of ClusterResourceSet "
         f"{dependent}, which depends on it, before its own uninstall.timeout ends"
@@ -146,12 +163,16 @@ async def _tell_not_waited(ctx: ClusterContext, cluster: Cluster, crs: CRS, depe
     await ctx.events.emit(crs, "Warning", DEPENDENT_NOT_WAITED, message)
 
 
-def _waits(ctx: ClusterContext, cluster: Cluster, crs: CRS) -> bool:
-    """Does ``crs`` still wait for a dependent's cleanup? Only up to its own deadline
-    less a margin (``waits_for_dependents``): past it, its cleanup runs anyway,
-    rather than being dropped unrun once its deadline passes."""
+def _wait_left(ctx: ClusterContext, cluster: Cluster, crs: CRS) -> float:
+    """How many seconds ``crs`` still waits for a dependent's cleanup (0: no longer).
+    Only up to its own deadline less a margin (``dependents_waited_until``): past it,
+    its cleanup runs anyway, rather than being dropped unrun once its deadline passes.
+    Its pass is woken then: the dependent's retries back off past that window."""
     started = cluster.meta.deletion_timestamp
-    return waits_for_dependents(crs.valid.spec.uninstall, started, ctx.clock.wall())
+    if started is None:
+        return 0.0
+    until = dependents_waited_until(crs.valid.spec.uninstall, started)
+    return max((until - ctx.clock.wall()).total_seconds(), 0.0)
 
 
 async def _delete(
