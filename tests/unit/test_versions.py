@@ -9,7 +9,9 @@ every version, a formatted version parses back to itself. Ranges sharing a versi
 between a version and the next) and against brute force over the bounds and the
 versions right after them, and a CRS refusing two builds that share a version, naming
 both resources, while the documented 1.33/1.34 ranges and one build split over two
-resources are taken; the documented ``<1.35.0-0`` bound leaves 1.35.0-rc.1 out."""
+resources are taken, the first clashing pair is the one named (against every pair
+tried in turn), and a hundred hostile ranges cost a bounded number of version
+comparisons; the documented ``<1.35.0-0`` bound leaves 1.35.0-rc.1 out."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from crs_controller.core.spec.objects import CRS, parse_crs
 from crs_controller.core.versions.ranges import (
     MAX_COMPARATORS,
     compile_range,
+    first_partial_overlap,
     overlap,
     parse_version,
     same_versions,
@@ -404,3 +407,69 @@ def test_builds_sharing_a_version_are_refused_naming_both(
         f"spec.resources[{second}].kubernetesVersions share a version"
     )
     assert "1.3" not in message  # never the ranges' text
+
+
+def pairwise(texts: list[str | None]) -> tuple[int, int] | None:
+    """The first clashing pair, every pair tried in turn (the later one's position
+    first)."""
+    ranges = [None if t is None else compile_range(t) for t in texts]
+    for j, later in enumerate(ranges):
+        for i, earlier in enumerate(ranges[:j]):
+            if earlier is None or later is None or not overlap(earlier, later):
+                continue
+            if not same_versions(earlier, later):
+                return i, j
+    return None
+
+
+@given(st.lists(st.one_of(st.none(), RANGES, st.sampled_from([V133, V134])), max_size=8))
+def test_the_first_clash_agrees_with_every_pair_in_turn(texts: list[str | None]) -> None:
+    ranges = [None if t is None else compile_range(t) for t in texts]
+    assert first_partial_overlap(ranges) == pairwise(texts)
+
+
+HOLES = ", ".join(f"!=1.0.0-a.{'0.' * n}0" for n in range(7))
+HOSTILE = f">=1.0.0-a, !=1.0.0-a, {HOLES}, <2.0.0"  # ten comparators
+
+
+def hostile(n: int) -> str:
+    holes = ", ".join(f"!=1.{n}.0-a.{'0.' * k}0" for k in range(7))
+    return f">=1.{n}.0-a, !=1.{n}.0-a, {holes}, <1.{n + 1}.0-a"
+
+
+def comparisons(monkeypatch: pytest.MonkeyPatch, ranges: list[str]) -> tuple[CRS, int]:
+    """The parsed CRS and how many times two versions were compared parsing it."""
+    count = 0
+    compare = Version.compare
+
+    def counted(self: Version, other: object) -> int:
+        nonlocal count
+        count += 1
+        return compare(self, other)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Version, "compare", counted)
+    return crs_with(*ranges), count
+
+
+@pytest.mark.parametrize(
+    ("ranges", "clash"),
+    [
+        ([HOSTILE] * 100, None),  # one build in a hundred resources
+        ([">=1.30.0, <1.31.0"] * 100, None),
+        ([hostile(n) for n in range(100)], None),  # a hundred builds apart
+        ([*(hostile(n) for n in range(99)), ">=1.98.0-a.0"], (98, 99)),
+        ([">=1.50.0", *(hostile(n) for n in range(99))], (0, 51)),
+    ],
+)
+def test_a_hundred_hostile_ranges_cost_a_bounded_number_of_comparisons(
+    monkeypatch: pytest.MonkeyPatch, ranges: list[str], clash: tuple[int, int] | None
+) -> None:
+    """Every pair's ranges tried in turn with their comparators took millions of
+    comparisons here (seconds on the event loop at each change of the CRS)."""
+    parsed, count = comparisons(monkeypatch, ranges)
+    if clash is None:
+        assert parsed.problem is None
+    else:
+        assert str(parsed.problem).startswith(f"spec.resources[{clash[0]}]")
+        assert f"spec.resources[{clash[1]}]" in str(parsed.problem)
+    assert count <= 20 * MAX_COMPARATORS * len(ranges)

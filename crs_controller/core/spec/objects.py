@@ -65,8 +65,7 @@ from crs_controller.core.versions.cluster_version import (
 from crs_controller.core.versions.ranges import (
     VersionRange,
     compile_range,
-    overlap,
-    same_versions,
+    first_partial_overlap,
 )
 
 T = TypeVar("T")
@@ -427,17 +426,14 @@ def _check_builds(ranges: list[VersionRange | None]) -> None:
     """The resources that follow the version are the builds of one add-on: two whose
     ranges share a version must hold the same versions (parts of one build, applied
     together), or a cluster at a shared version would get both builds in turn."""
-    for j, later in enumerate(ranges):
-        for i, earlier in enumerate(ranges[:j]):
-            if earlier is None or later is None or not overlap(earlier, later):
-                continue
-            if not same_versions(earlier, later):
-                raise InvalidSpec(
-                    f"spec.resources[{i}].kubernetesVersions and "
-                    f"spec.resources[{j}].kubernetesVersions share a version but not all: "
-                    "each build of the add-on needs versions of its own (a build in "
-                    "several resources gives each the same range)"
-                )
+    found = first_partial_overlap(ranges)
+    if found is not None:
+        raise InvalidSpec(
+            f"spec.resources[{found[0]}].kubernetesVersions and "
+            f"spec.resources[{found[1]}].kubernetesVersions share a version but not all: "
+            "each build of the add-on needs versions of its own (a build in "
+            "several resources gives each the same range)"
+        )
 
 
 def _policy(spec: RolloutSpec | None, pauses: tuple[float, ...]) -> Policy | None:

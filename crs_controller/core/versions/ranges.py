@@ -11,7 +11,8 @@ out the next minor's pre-releases too).
 
 ``overlap`` and ``same_versions`` decide exactly whether two ranges share a version or
 hold the same ones (pre-releases included): a range is an interval with finitely many
-versions left out, and SemVer's order has a next version after each one.
+versions left out, and SemVer's order has a next version after each one, so each range
+has one canonical form (``span``) that equal sets of versions share.
 
 A range is compiled once, when the CRS is parsed; a malformed one is an error naming
 the comparator, never quoting the text.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -73,7 +74,6 @@ class VersionRange:
 
 # The least version: nothing sorts before 0.0.0-0.
 _LEAST = Version(0, 0, 0, "0")
-_NEGATION = {">=": "<", "<": ">=", ">": "<=", "<=": ">", "==": "!=", "=": "!=", "!=": "=="}
 
 
 def _next(version: Version) -> Version:
@@ -85,23 +85,65 @@ def _next(version: Version) -> Version:
     return Version(version.major, version.minor, version.patch, f"{version.prerelease}.0")
 
 
+@dataclass(frozen=True)
+class Span:
+    """The versions of a range in one canonical form: from ``low`` (held) up to
+    ``high`` (left out; None: no end) but the ``holes``. Canonical: ``low`` is no hole,
+    the version right before ``high`` is none, every hole is between them. Two ranges
+    hold the same versions exactly when their spans are equal (whatever comparators
+    spell them: ``>1.0.0`` and ``>=1.0.1-0``, ``<=1.0.0`` and ``<1.0.1-0``)."""
+
+    low: Version
+    high: Version | None
+    holes: frozenset[Version]
+
+    def meets(self, other: Span) -> bool:
+        """Some version is in both: the least of the common interval that both leave
+        in (each hole leaves out one, so this walks at most past all of them)."""
+        low = max(self.low, other.low)
+        highs = [h for h in (self.high, other.high) if h is not None]
+        holes = self.holes | other.holes
+        while low in holes:
+            low = _next(low)
+        return not highs or low < min(highs)
+
+
+def _bounds(comparators: tuple[_Comparator, ...]) -> tuple[Version, Version | None]:
+    """The greatest lower bound (held) and the least upper bound (left out)."""
+    lows, highs = [_LEAST], []
+    for c in comparators:
+        if c.op in ("==", "=", ">=", ">"):
+            lows.append(_next(c.version) if c.op == ">" else c.version)
+        if c.op in ("==", "=", "<=", "<"):
+            highs.append(c.version if c.op == "<" else _next(c.version))
+    return max(lows), min(highs, default=None)
+
+
+def span(versions: VersionRange) -> Span | None:
+    """``versions`` in canonical form, None when it holds no version."""
+    low, high = _bounds(versions.comparators)
+    holes = {
+        c.version
+        for c in versions.comparators
+        if c.op == "!=" and low <= c.version and (high is None or c.version < high)
+    }
+    while low in holes:  # a hole at the start: the range starts right after it
+        holes.remove(low)
+        low = _next(low)
+    before = {_next(h): h for h in holes}
+    while high is not None and high in before:  # a hole right before the end ends it
+        high = before.pop(high)
+        holes.remove(high)
+    if high is not None and low >= high:
+        return None
+    return Span(low, high, frozenset(holes))
+
+
 def witness(*ranges: VersionRange) -> Version | None:
-    """A version in every one of ``ranges``, None when there is none (exactly)."""
-    comparators = [c for r in ranges for c in r.comparators]
-    pinned = [c.version for c in comparators if c.op in ("==", "=")]
-    if pinned:
-        return pinned[0] if all(c.holds(pinned[0]) for c in comparators) else None
-    lows = [c.version if c.op == ">=" else _next(c.version) for c in comparators if c.op[0] == ">"]
-    candidate = max(lows, default=_LEAST)
-    # The versions from the greatest lower bound on, in order: each != leaves out at
-    # most one, so one of the first len + 1 holds unless an upper bound ends them.
-    for _ in range(len(comparators) + 1):
-        if all(c.holds(candidate) for c in comparators):
-            return candidate
-        if any(c.op[0] == "<" and not c.holds(candidate) for c in comparators):
-            return None
-        candidate = _next(candidate)
-    return None  # not reached: see above
+    """A version in every one of ``ranges``, None when there is none (exactly): the
+    least one."""
+    common = span(VersionRange(tuple(c for r in ranges for c in r.comparators)))
+    return None if common is None else common.low
 
 
 def overlap(a: VersionRange, b: VersionRange) -> bool:
@@ -110,17 +152,46 @@ def overlap(a: VersionRange, b: VersionRange) -> bool:
 
 
 def same_versions(a: VersionRange, b: VersionRange) -> bool:
-    """The two ranges hold exactly the same versions: neither has one outside the
-    other (a version outside a range fails one of its comparators)."""
-    return _within(a, b) and _within(b, a)
+    """The two ranges hold exactly the same versions."""
+    return span(a) == span(b)
 
 
-def _within(a: VersionRange, b: VersionRange) -> bool:
-    """Every version of ``a`` is in ``b``: none of ``a`` fails a comparator of ``b``."""
-    return all(
-        witness(a, VersionRange((_Comparator(_NEGATION[c.op], c.version),))) is None
-        for c in b.comparators
+def first_partial_overlap(ranges: Sequence[VersionRange | None]) -> tuple[int, int] | None:
+    """The first two ``ranges`` (by the later one's position, then the earlier one's)
+    that share a version but not all of them, None when there are none (None ranges
+    take no part). Each range is put in canonical form once, so the check costs
+    O(n log n) comparisons however many ranges share versions; only when two clash
+    is it repeated, log n times, to find the first pair."""
+    spans = [None if r is None else span(r) for r in ranges]
+    if not _partial_overlap(spans):
+        return None
+    short, long = 1, len(spans)  # the least prefix with a clash is longer than short
+    while short + 1 < long:
+        middle = (short + long) // 2
+        short, long = (short, middle) if _partial_overlap(spans[:middle]) else (middle, long)
+    later = spans[long - 1]
+    assert later is not None
+    earlier = next(
+        i
+        for i, s in enumerate(spans[: long - 1])
+        if s is not None and s != later and s.meets(later)
     )
+    return earlier, long - 1
+
+
+def _partial_overlap(spans: Sequence[Span | None]) -> bool:
+    """Two different spans share a version. Swept by their lows: a span can only meet
+    one that starts before it and has not ended there (``open``). Those left open are
+    pairwise apart, each starting inside every one opened before it (so on a hole of
+    it): there are never more than one hole per comparator, plus one, of them."""
+    distinct = sorted({s for s in spans if s is not None}, key=lambda s: s.low)
+    open_: list[Span] = []
+    for current in distinct:
+        open_ = [s for s in open_ if s.high is None or current.low < s.high]
+        if any(s.meets(current) for s in open_):
+            return True
+        open_.append(current)
+    return False
 
 
 def compile_range(text: str) -> VersionRange:
