@@ -18,7 +18,7 @@ from crs_controller.core.api.models import API_VERSION, CRSBinding
 from crs_controller.core.errors import APIError, ResourceNotFound
 from crs_controller.core.rollout.plan import Plan
 from crs_controller.core.state.bindings import with_outcome
-from crs_controller.core.state.status import Outcome, State
+from crs_controller.core.state.status import Outcome, State, outcome_of
 from crs_controller.core.values.dependencies import Cycle, Missing, Wait
 from crs_controller.engine.io.sources import Source
 from crs_controller.engine.memory.budget import Budget
@@ -334,6 +334,33 @@ def test_a_hold_that_lifts_on_its_own_keeps_the_held_failure() -> None:
     for why in (Wait("cni"), RolloutStep("Window"), UpdateHeld(), BudgetExhausted(1)):
         found = Held(why, 2, "r1").outcome(failed_taking("r1"))
         assert (found.reason, found.revision, found.generation) == ("UnresolvedVariable", "r1", 2)
+
+
+def recorded(outcome: Outcome) -> CRSBinding:
+    """The entry a pass ending with ``outcome`` leaves in the binding."""
+    when = datetime(2026, 1, 2, tzinfo=UTC)
+    return with_outcome(CRSBinding(cluster_resource_set_name="a"), None, outcome, when)
+
+
+def test_a_dependency_back_but_not_done_says_so_over_the_missing_one() -> None:
+    """``cni`` deleted while a retry of r1 waited, then back and not done yet: the
+    outcome no longer says it does not exist but that the retry waits for it, still
+    failed taking r1 (read back from the binding so too): its rollout counts it failed.
+    Done, the next hold says its own again."""
+    missing = Held(Missing("cni"), 2, "r1").outcome(failed_taking("r1"))
+    assert (missing.reason, missing.revision) == ("DependencyNotFound", "r1")
+    waiting = Held(Wait("cni"), 2, "r1").outcome(recorded(missing))
+    assert (waiting.state, waiting.reason, waiting.revision) == (
+        "Failed",
+        "DependencyNotReady",
+        "r1",
+    )
+    assert waiting.message == describe(Held(Wait("cni"), 2)).message
+    assert outcome_of(recorded(waiting)) == waiting
+    assert Held(Wait("cni"), 2, "r1").outcome(recorded(waiting)) == waiting
+    stepping = Held(RolloutStep("Window"), 2, "r1").outcome(recorded(waiting))
+    assert (stepping.state, stepping.reason, stepping.revision) == ("Failed", "OutsideWindow", "r1")
+    assert outcome_of(recorded(stepping)) == stepping
 
 
 def erring_gets(world: World, name: str) -> list[str]:

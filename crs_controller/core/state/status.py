@@ -114,6 +114,10 @@ def _from_record(recorded: BindingOutcome) -> Outcome:
         case "Progressing" if recorded.ready is False:
             # As earlier releases recorded applied-but-not-Ready.
             return Outcome("Applied", "Applied", message, generation, ready=False)
+        case _ if recorded.revision is not None:
+            # Only a failure records the revision it was taking: a held retry's, whose
+            # hold says what holds it (``Held.outcome``), is a failure all the same.
+            return Outcome("Failed", reason, message, generation, revision=recorded.revision)
         case _ if reason in HELD_REASONS:
             return Outcome("Progressing", reason, message, generation)
         case "Pending":

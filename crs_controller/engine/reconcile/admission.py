@@ -17,7 +17,8 @@ failure while its retry is held by what lifts on its own (a CRS it depends on no
 done yet, its rollout, a hold, the budget, a rollback it cannot read), so its
 rollout still counts it failed (a halted rollout stays halted until the failure is
 cured or the operator acts); a dependency missing or on a cycle records its own
-failure, with the same revision, so it is counted the same. The sources are read
+failure, with the same revision, so it is counted the same (and once that no longer
+holds, whatever holds the retry then says its own, with the revision). The sources are read
 only once the dependencies let the pass go, or to find that revision for a pass
 they hold: a read failing then changes nothing, the pass waits as it would.
 
@@ -37,7 +38,7 @@ from dataclasses import dataclass, replace
 from crs_controller.core.api.models import CRSBinding
 from crs_controller.core.errors import APIError
 from crs_controller.core.spec.objects import CRS
-from crs_controller.core.state.status import Outcome, outcome_of
+from crs_controller.core.state.status import HELD_REASONS, Outcome, outcome_of
 from crs_controller.core.values.dependencies import Cycle, Missing, Wait
 from crs_controller.core.values.dependencies import Go as DependenciesDone
 from crs_controller.core.values.dependencies import describe as describe_dependency
@@ -124,13 +125,16 @@ class Held:
         rewrites no binding of a cluster waiting for its step; a held retry keeps the
         failure it retries (``keeps``). A dependency missing or on a cycle, which
         lifts only when the operator acts, says so instead, failed taking the same
-        revision: its rollout still counts it failed."""
+        revision: its rollout still counts it failed. What such a hold recorded (or a
+        hold after it) is never kept: it is no failure of the retry's own, and may no
+        longer be true (a dependency back but not done yet is no longer missing), so
+        the hold holding the retry now says what it is, failed taking the revision."""
         kept = outcome_of(recorded)
         if kept is not None and isinstance(self.why, RolloutStep) and not self.why.planned:
             return kept
         if kept is not None and self.keeps(kept):
-            if isinstance(self.why, Missing | Cycle):
-                return replace(describe(self), revision=kept.revision)
+            if isinstance(self.why, Missing | Cycle) or kept.reason in _HOLDS_OWN:
+                return replace(describe(self), state="Failed", revision=kept.revision)
             return replace(kept, generation=self.generation)
         return describe(self)
 
@@ -153,6 +157,11 @@ class Held:
         keeps): what the fleet-wide budget goes by, as it waits or gives a place back."""
         return describe(self) if self.keeps(outcome_of(recorded)) else None
 
+
+# The reasons a hold records over a held retry's failure (``Held.outcome``).
+_HOLDS_OWN = frozenset(
+    {"DependencyNotFound", "DependencyCycle", "DependencyNotReady", *HELD_REASONS}
+)
 
 Admission = Go | Held
 Question = Callable[[str], bool]
