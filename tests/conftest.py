@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from crs_controller.testbed import ControlPlane, TestbedClient
+from crs_controller.testbed import TEST_NAMESPACE_PREFIX, ControlPlane, TestbedClient
 from crs_controller.testbed.clusters import install_crds
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def namespace(mgmt: TestbedClient) -> Iterator[str]:
 
     Deletion only marks it Terminating: no controller manager runs to empty it.
     """
-    name = f"test-{uuid.uuid4().hex[:8]}"
+    name = f"{TEST_NAMESPACE_PREFIX}{uuid.uuid4().hex[:8]}"
     mgmt.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
     mgmt.delete("v1", "Namespace", name)

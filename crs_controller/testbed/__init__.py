@@ -5,6 +5,14 @@ Only tests, the demo and tooling import this package; the controller never does
 """
 
 from crs_controller.testbed.controlplane import ControlPlane, ControlPlaneError, Server
-from crs_controller.testbed.kube import KubeError, TestbedClient, wait_for
+from crs_controller.testbed.kube import TEST_NAMESPACE_PREFIX, KubeError, TestbedClient, wait_for
 
-__all__ = ["ControlPlane", "ControlPlaneError", "KubeError", "Server", "TestbedClient", "wait_for"]
+__all__ = [
+    "TEST_NAMESPACE_PREFIX",
+    "ControlPlane",
+    "ControlPlaneError",
+    "KubeError",
+    "Server",
+    "TestbedClient",
+    "wait_for",
+]

@@ -21,6 +21,8 @@ import httpx
 
 Obj = dict[str, Any]
 T = TypeVar("T")
+# The names of the namespaces tests make on the management server begin so.
+TEST_NAMESPACE_PREFIX = "test-"
 
 
 class HasKubeconfig(Protocol):

@@ -15,7 +15,14 @@ from typing import Any
 import httpx
 import yaml
 
-from crs_controller.testbed import ControlPlane, KubeError, Server, TestbedClient, wait_for
+from crs_controller.testbed import (
+    TEST_NAMESPACE_PREFIX,
+    ControlPlane,
+    KubeError,
+    Server,
+    TestbedClient,
+    wait_for,
+)
 from crs_controller.testbed.clusters import register_cluster
 from crs_controller.testbed.controller import SYSTEM_NAMESPACE, ControllerProcess
 
@@ -196,26 +203,43 @@ def wait_object(
 
 
 def requests_by(
-    servers: Iterable[Server], users: set[str], since: float, verbs: set[str]
+    servers: Iterable[Server],
+    users: set[str],
+    since: float,
+    verbs: set[str],
+    namespace: str | None = None,
 ) -> list[str]:
     """Requests with one of ``verbs`` made by ``users`` on ``servers`` after ``since``
-    (epoch seconds), as "server verb resource/name"."""
+    (epoch seconds), as "server verb resource/name". Given a test's ``namespace``,
+    requests in another test's namespace are left out: what an earlier test left in a
+    namespace deleted but never emptied (no namespace controller runs), the controller
+    may still be trying to write there (each create refused, the namespace Terminating)."""
     found = []
     for server in servers:
         for event in server.audit_events():
             if event["user"]["username"] not in users or event["verb"] not in verbs:
                 continue
+            ref = event.get("objectRef", {})
+            if namespace is not None and _another_tests(ref.get("namespace"), namespace):
+                continue
             stamp = event.get("requestReceivedTimestamp", "")
             if datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() >= since:
-                ref = event.get("objectRef", {})
                 found.append(
                     f"{server.name} {event['verb']} {ref.get('resource')}/{ref.get('name')}"
                 )
     return found
 
 
-def writes_by(servers: Iterable[Server], users: set[str], since: float) -> list[str]:
-    return requests_by(servers, users, since, WRITE_VERBS)
+def _another_tests(namespace: str | None, ours: str) -> bool:
+    return (
+        namespace is not None and namespace.startswith(TEST_NAMESPACE_PREFIX) and namespace != ours
+    )
+
+
+def writes_by(
+    servers: Iterable[Server], users: set[str], since: float, namespace: str | None = None
+) -> list[str]:
+    return requests_by(servers, users, since, WRITE_VERBS, namespace)
 
 
 def metric(text: str, name: str) -> float:
