@@ -41,6 +41,7 @@ from crs_controller.core.rollout.snapshots import (
     SnapshotRefused,
     SnapshotTooLarge,
     build,
+    no_snapshot,
     read,
     size_of,
 )
@@ -437,3 +438,9 @@ def test_sources_larger_than_a_snapshot_holds_are_refused_naming_the_bound() -> 
     raws = sources({"a": "x" * MAX_SNAPSHOT_BYTES}, {})
     with pytest.raises(SnapshotTooLarge, match="900 KiB"):
         build("fleet", ("cni", UID), rev_of(raws), RESOURCES, raws)
+
+
+def test_a_refused_request_names_its_revision_without_control_characters() -> None:
+    said = no_snapshot("xxh3:0123\x1b[2J\nforged line")
+    assert "\x1b" not in said and "\n" not in said
+    assert said.startswith("revision xxh3:0123")

@@ -31,6 +31,7 @@ from typing import Any
 from crs_controller.core.errors import CRSError, ResourceError
 from crs_controller.core.manifests.hashing import resource_hash
 from crs_controller.core.rollout.plan import revision
+from crs_controller.core.text import safe
 
 __all__ = [
     "MAX_HISTORY_BYTES",
@@ -79,8 +80,9 @@ class SnapshotTooLarge(CRSError):
 
 def no_snapshot(rev: str) -> str:
     """Why a rollback to ``rev`` is refused when it has no snapshot: none was found,
-    or ``rev`` is not in the history (whose revisions alone keep theirs)."""
-    return f"revision {rev} has no snapshot"
+    or ``rev`` is not in the history (whose revisions alone keep theirs). ``rev`` may
+    be a tenant's annotation text: its control characters are escaped, its length cut."""
+    return f"revision {safe(rev, 80)} has no snapshot"
 
 
 def snapshot_name(crs_name: str, rev: str) -> str:
