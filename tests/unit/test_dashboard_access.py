@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from crs_controller.app import cli
-from crs_controller.app.commands.dashboard import loopback, page_url
+from crs_controller.app.commands.dashboard import page_url
 from crs_controller.app.dashboard.access import Access, cookies
 from crs_controller.app.dashboard.server import REFUSED, Feed, page_app
+from crs_controller.core.notifications.delivery import loopback
 
 from .test_dashboard import ACCESS, SIGNED_IN, Exchange, ask
 

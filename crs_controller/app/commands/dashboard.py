@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ipaddress
 import sys
 from datetime import UTC, datetime
 from functools import partial
@@ -38,6 +37,7 @@ from crs_controller.app.dashboard import view
 from crs_controller.app.dashboard.access import TOKEN_PARAMETER, Access
 from crs_controller.app.dashboard.server import Feed, Lookup, page_app
 from crs_controller.clients.kube import KubeClient
+from crs_controller.core.notifications.delivery import loopback
 
 EXAMPLES = """examples:
   crs-controller dashboard -n fleet                  # http://127.0.0.1:8080/?token=…
@@ -94,17 +94,6 @@ def hosts(host: str, port: int) -> frozenset[str]:
     if host in ("127.0.0.1", "::1", "localhost"):
         names |= {f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"}
     return frozenset(name.lower() for name in names)
-
-
-def loopback(host: str) -> bool:
-    """Whether ``host`` is reached from this machine alone (``localhost`` or a loopback
-    address); a name other than localhost may resolve anywhere."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def page_url(host: str, port: int, access: Access) -> str:
